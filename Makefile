@@ -1,0 +1,39 @@
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-dev
+
+.PHONY: run test install install-dev figures bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(STAMP): pyproject.toml constraints-dev.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -c constraints-dev.txt -e ".[dev,torch]"
+	touch $@
+
+install: $(VENV)/.installed
+
+install-dev: $(STAMP)
+
+## make run: the main job — pick the best draft and γ for Llama-3.1-70B on one H100-SXM.
+run: $(VENV)/.installed
+	$(BIN)/sdsl optimize --target llama-3.1-70b --hardware h100-sxm
+
+## make test: install with the dev extras and run the whole test suite.
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+figures: $(STAMP)
+	$(BIN)/sdsl figures -o paper_figures
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

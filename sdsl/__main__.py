@@ -1,0 +1,5 @@
+"""``python -m sdsl``."""
+
+from .cli import main
+
+main()

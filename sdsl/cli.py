@@ -1,0 +1,66 @@
+"""The ``sdsl`` command line.
+
+Subcommands live in ``sdsl/commands/<name>.py`` and are imported only when invoked, so that
+``sdsl --help`` stays fast (no pandas, torch or matplotlib at start-up). Every user error is an
+:class:`~sdsl.errors.SDSLError`: it is printed as one line on stderr and the exit code is 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from .errors import SDSLError
+
+__all__ = ["cli", "main", "COMMANDS"]
+
+# name -> ("module", "attribute", "one-line help shown by `sdsl --help`")
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "optimize": ("sdsl.commands.optimize", "optimize", "Best draft models and speculation lengths for a target."),
+    "predict": ("sdsl.commands.predict", "predict", "Step-time breakdown, tau and tokens/s of one configuration."),
+    "law": ("sdsl.commands.law", "law", "SDSL's draft-size law N* = mu*M + M0 over the paper's 13 targets."),
+    "hardware": ("sdsl.commands.catalog", "hardware", "List the hardware catalog."),
+    "models": ("sdsl.commands.catalog", "models", "List the model catalog."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group that imports each subcommand's module on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, attr, _ = COMMANDS[name]
+        return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except SDSLError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(2)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="sdsl")
+def cli() -> None:
+    """sdsl — predict speculative-decoding throughput and pick the optimal draft and γ."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    cli.main(args=argv, prog_name="sdsl")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main(sys.argv[1:])
