@@ -1,7 +1,7 @@
 """Map a Hugging Face ``config.json`` onto :class:`sdsl.architecture.ModelSpec` fields.
 
 Per family, the keys and defaults below are those of the ``transformers`` configuration classes
-(LlamaConfig, MistralConfig, Qwen2Config, OPTConfig, GPTNeoXConfig, SeedOssConfig).
+(LlamaConfig, MistralConfig, Qwen2Config, OPTConfig, GPTNeoXConfig, PhiConfig, SeedOssConfig).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from .errors import ConfigError
 
 __all__ = ["spec_fields_from_hf", "SUPPORTED_MODEL_TYPES"]
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "opt", "gpt_neox", "seed_oss")
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "opt", "gpt_neox", "phi", "seed_oss")
 
 
 def _get(cfg: dict[str, Any], key: str, origin: str, default: Any = ...) -> Any:
@@ -98,6 +98,25 @@ def spec_fields_from_hf(cfg: dict[str, Any], origin: str, name: str | None = Non
             learned_pos=n_pos + 2,  # OPTLearnedPositionalEmbedding keeps an offset of 2
             embed_proj_dim=None if proj == d else proj,
             final_norm=pre_ln and not bool(cfg.get("_remove_final_layer_norm", False)),
+        )
+    elif mt == "phi":  # phi-2: parallel block with one LayerNorm, biased linears and lm head
+        n_head = _int(cfg, "num_attention_heads", origin)
+        out.update(
+            n_layer=_int(cfg, "num_hidden_layers", origin),
+            d_model=_int(cfg, "hidden_size", origin),
+            n_head=n_head,
+            n_kv_head=_int(cfg, "num_key_value_heads", origin, n_head),
+            d_ff=_int(cfg, "intermediate_size", origin),
+            vocab_size=_int(cfg, "vocab_size", origin),
+            max_context=_int(cfg, "max_position_embeddings", origin, 2048),
+            tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            gated_mlp=False,
+            norm="layernorm",
+            qkv_bias=True,
+            attn_out_bias=True,
+            mlp_bias=True,
+            norms_per_layer=1,
+            lm_head_bias=True,
         )
     else:  # gpt_neox (Pythia)
         n_head = _int(cfg, "num_attention_heads", origin)

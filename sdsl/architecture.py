@@ -56,7 +56,7 @@ class ModelSpec:
 
     Attributes:
         name: lower-case catalog name (``"llama-3.1-8b"``).
-        family: ``"llama"``, ``"qwen2"``, ``"opt"``, ``"gpt_neox"``, ``"mistral"``, ``"seed_oss"`` ...
+        family: ``"llama"``, ``"qwen2"``, ``"opt"``, ``"gpt_neox"``, ``"mistral"``, ``"phi"``, ``"seed_oss"`` ...
         n_layer, d_model, n_head, n_kv_head, d_ff, vocab_size: the usual shapes.
         gated_mlp: SwiGLU-style gate+up (3 matrices) instead of up/down (2 matrices).
         tied_embeddings: the lm head shares the input embedding matrix.
@@ -68,6 +68,8 @@ class ModelSpec:
         embed_proj_dim: token-embedding width when it differs from ``d_model`` (OPT-350M: 512);
             adds bias-free ``project_in``/``project_out`` matrices. ``None`` means ``d_model``.
         final_norm: a norm after the last layer (OPT-350M, post-LN, has none).
+        norms_per_layer: norms in each block (2; phi-2's parallel block has 1).
+        lm_head_bias: the lm head has a bias (phi-2).
         published_params: the parameter count the model card / paper publishes, or ``None``.
         source: where the shapes and the published count come from.
         hf_id: Hugging Face repository id.
@@ -92,6 +94,8 @@ class ModelSpec:
     learned_pos: int = 0
     embed_proj_dim: int | None = None
     final_norm: bool = True
+    norms_per_layer: int = 2
+    lm_head_bias: bool = False
     published_params: float | None = None
     source: str = ""
     hf_id: str = ""
@@ -105,8 +109,10 @@ class ModelSpec:
             v = getattr(self, attr)
             if v is not None and (not _is_int(v) or v <= 0):
                 raise InvalidInputError(f"Model {self.name!r}: {attr} must be a positive integer or absent, got {v!r}.")
-        if not _is_int(self.learned_pos) or self.learned_pos < 0:
-            raise InvalidInputError(f"Model {self.name!r}: learned_pos must be a non-negative integer.")
+        for attr in ("learned_pos", "norms_per_layer"):
+            v = getattr(self, attr)
+            if not _is_int(v) or v < 0:
+                raise InvalidInputError(f"Model {self.name!r}: {attr} must be a non-negative integer, got {v!r}.")
         if self.head_dim is None:
             if self.d_model % self.n_head:
                 raise InvalidInputError(
@@ -123,7 +129,7 @@ class ModelSpec:
             if not isinstance(self.published_params, (int, float)) or not self.published_params > 0:
                 raise InvalidInputError(f"Model {self.name!r}: published_params must be positive.")
             object.__setattr__(self, "published_params", float(self.published_params))
-        for attr in ("gated_mlp", "tied_embeddings", "qkv_bias", "attn_out_bias", "mlp_bias", "final_norm"):
+        for attr in ("gated_mlp", "tied_embeddings", "qkv_bias", "attn_out_bias", "mlp_bias", "final_norm", "lm_head_bias"):
             object.__setattr__(self, attr, bool(getattr(self, attr)))
         for attr in ("n_layer", "d_model", "n_head", "n_kv_head", "d_ff", "vocab_size", "max_context", "learned_pos"):
             object.__setattr__(self, attr, int(getattr(self, attr)))
@@ -157,7 +163,7 @@ class ModelSpec:
         attn += (qd + 2 * kd) * self.qkv_bias + d * self.attn_out_bias
         n_up = 2 if self.gated_mlp else 1
         mlp = (n_up + 1) * d * ff + (n_up * ff + d) * self.mlp_bias
-        return attn + mlp + 2 * self._norm_params
+        return attn + mlp + self.norms_per_layer * self._norm_params
 
     @property
     def embedding_params(self) -> int:
@@ -166,12 +172,12 @@ class ModelSpec:
 
     @property
     def lm_head_params(self) -> int:
-        """Weights of the output projection (vocab × embed_dim), counted whether or not tied.
+        """Weights of the output projection (vocab × embed_dim, plus its bias if any), counted whether or not tied.
 
         This is what the lm head costs per token (2·this FLOPs). :attr:`total_params` counts a
         tied matrix once.
         """
-        return self.vocab_size * self.embed_dim
+        return self.vocab_size * (self.embed_dim + self.lm_head_bias)
 
     @property
     def non_embedding_params(self) -> int:
@@ -283,7 +289,7 @@ class ModelSpec:
         """Read a Hugging Face ``config.json`` (or a directory holding one).
 
         Supported ``model_type``: llama, mistral, qwen2 (Qwen1.5 and Qwen2.5), opt, gpt_neox (Pythia),
-        seed_oss. A missing or malformed file or another model type raises
+        phi, seed_oss. A missing or malformed file or another model type raises
         :class:`~sdsl.errors.ConfigError`.
         """
         from ._hf_config import spec_fields_from_hf  # keeps this module short
