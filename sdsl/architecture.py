@@ -347,7 +347,7 @@ def list_models() -> list[ModelSpec]:
 
 
 def get_model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
-    """A catalog model by name (case-insensitive), or a spec read from a ``config.json`` path.
+    """A catalog model by name or Hugging Face id (case-insensitive), or a spec read from a ``config.json`` path.
 
     An unknown name raises :class:`~sdsl.errors.UnknownNameError` that lists the closest names.
     """
@@ -358,6 +358,9 @@ def get_model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
     key = text.lower().replace("_", "-").replace(" ", "-")
     if key in idx:
         return idx[key]
+    by_hf = {m.hf_id.lower(): m for m in _catalog() if m.hf_id}
+    if text.lower() in by_hf and not Path(text).exists():  # "meta-llama/Llama-3.1-8B"
+        return by_hf[text.lower()]
     if isinstance(name_or_path, Path) or "/" in text or "\\" in text or text.endswith(".json") or Path(text).exists():
         return ModelSpec.from_hf_config(text)
     import difflib

@@ -85,6 +85,7 @@ def test_lookup():
     assert get_model("Llama-3.1-8B") is get_model("llama-3.1-8b")
     spec = get_model("llama-3.1-8b")
     assert get_model(spec) is spec
+    assert get_model("meta-llama/Llama-3.1-8B") is spec  # Hugging Face id
     with pytest.raises(UnknownNameError) as exc:
         get_model("llama-3.1-7b")
     assert "llama-3.1-8b" in str(exc.value) and isinstance(exc.value, SDSLError)
