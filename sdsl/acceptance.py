@@ -38,7 +38,7 @@ def check_alpha(alpha, *, open_interval: bool = False, name: str = "alpha") -> n
     bad = ~np.isfinite(a) | (a <= 0 if open_interval else a < 0) | (a >= 1 if open_interval else a > 1)
     if np.any(bad):
         rng = "(0, 1)" if open_interval else "[0, 1]"
-        raise InvalidInputError(f"{name} must lie in {rng}; got {np.asarray(a)[bad].ravel()[0]!r}.")
+        raise InvalidInputError(f"{name} must lie in {rng}; got {float(np.asarray(a)[bad].ravel()[0]):g}.")
     return a
 
 
@@ -47,7 +47,7 @@ def check_gamma(gamma, *, name: str = "gamma") -> np.ndarray:
     g = np.asarray(gamma, dtype=float)
     bad = ~np.isfinite(g) | (g < 0)
     if np.any(bad):
-        raise InvalidInputError(f"{name} must be a non-negative number; got {g[bad].ravel()[0]!r}.")
+        raise InvalidInputError(f"{name} must be a non-negative number; got {float(g[bad].ravel()[0]):g}.")
     return g
 
 
@@ -67,7 +67,8 @@ def tau(alpha, gamma) -> np.ndarray:
         ratio = np.expm1((g + 1.0) * log_a) / np.expm1(log_a)
     # α = 1: the limit γ + 1. Tiny |ln α| (≲ 1e-12): first-order series, exact to O(γ² ln² α).
     near_one = np.abs(log_a) < 1e-12
-    series = (g + 1.0) * (1.0 + 0.5 * g * log_a)
+    with np.errstate(invalid="ignore"):
+        series = (g + 1.0) * (1.0 + 0.5 * g * log_a)
     out = np.where(near_one, series, ratio)
     return out[()] if out.ndim == 0 else out
 
@@ -97,7 +98,7 @@ def alpha_from_tau(tau_value, gamma, *, iterations: int = 80) -> np.ndarray:
     bad = ~np.isfinite(t) | (t < 1) | (t > g + 1 + 1e-12)
     if np.any(bad):
         raise InvalidInputError(
-            f"tau must lie in [1, gamma + 1]; got tau={t[bad].ravel()[0]!r} for gamma={g[bad].ravel()[0]!r}."
+            f"tau must lie in [1, gamma + 1]; got tau={float(t[bad].ravel()[0]):g} for gamma={float(g[bad].ravel()[0]):g}."
         )
     lo = np.zeros(t.shape)
     hi = np.ones(t.shape)

@@ -23,6 +23,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "law": ("sdsl.commands.law", "law", "SDSL's draft-size law N* = mu*M + M0 over the paper's 13 targets."),
     "hardware": ("sdsl.commands.catalog", "hardware", "List the hardware catalog."),
     "models": ("sdsl.commands.catalog", "models", "List the model catalog."),
+    "profile": ("sdsl.commands.profile", "profile", "Measure operator and decoder-layer times into a profile (torch)."),
+    "calibrate": ("sdsl.commands.calibrate", "calibrate", "Fit the latency model's efficiencies and overheads to profiles."),
+    "validate": ("sdsl.commands.validate", "validate", "Check predictions against real measurements (latency, decoder)."),
+    "train-family": ("sdsl.commands.train_family", "train_family", "Train the byte-level reference model family (torch)."),
 }
 
 
@@ -43,12 +47,26 @@ class LazyGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
-    def invoke(self, ctx: click.Context):
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """Run the CLI; user errors (SDSLError, bad options) print one line on stderr and exit 2."""
         try:
-            return super().invoke(ctx)
-        except SDSLError as exc:
-            click.echo(f"Error: {exc}", err=True)
-            ctx.exit(2)
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except (SDSLError, click.UsageError, click.BadParameter) as exc:
+            message = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
+            click.echo(f"Error: {message}", err=True)
+            rv = 2
+        except click.exceptions.Abort:
+            click.echo("Aborted.", err=True)
+            rv = 1
+        except click.ClickException as exc:
+            exc.show()
+            rv = exc.exit_code
+        except OSError as exc:
+            click.echo(f"Error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), err=True)
+            rv = 2
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -30,6 +30,7 @@ from .errors import ConfigError, InvalidInputError
 __all__ = [
     "LatencyParams",
     "DEFAULT_PARAMS",
+    "default_params",
     "GEMM_OPS",
     "ModelShapes",
     "StepTime",
@@ -38,6 +39,7 @@ __all__ = [
     "gemm_flops_bytes",
     "step_time",
     "step_time_s",
+    "memory_per_gpu",
 ]
 
 GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
@@ -102,6 +104,20 @@ class LatencyParams:
 
 
 DEFAULT_PARAMS = LatencyParams()
+
+
+def default_params(hardware) -> LatencyParams:
+    """Latency parameters shipped for ``hardware`` (sdsl/data/latency/<name>.json, fitted to real
+    measurements by ``sdsl calibrate``), else :data:`DEFAULT_PARAMS`."""
+    from importlib import resources
+
+    from ._io import load_json
+
+    name = getattr(hardware, "name", str(hardware)).lower()
+    path = resources.files("sdsl") / "data" / "latency" / f"{name}.json"
+    if not path.is_file():
+        return DEFAULT_PARAMS
+    return LatencyParams.from_dict(load_json(path)["params"])
 
 
 def smooth_max(x, y, p: float) -> np.ndarray:
@@ -293,6 +309,14 @@ def step_time(model, hardware, batch=1, q=1, context=1024, dtype: str = "bf16", 
     params = params or DEFAULT_PARAMS
     total, compute, memory, overhead, allreduce, bound = _price(_shapes(model, tp), hardware, b, qq, L, dtype, params)
     return StepTime(total, compute, memory, overhead, allreduce, bound)
+
+
+def memory_per_gpu(model, batch=1, context=1024, dtype: str = "bf16", tp: int = 1) -> np.ndarray:
+    """Bytes each of ``tp`` GPUs holds: its share of the weights plus the KV cache of ``batch``
+    sequences of ``context`` tokens (activations and workspace excluded)."""
+    b = np.asarray(batch, dtype=float)
+    L = np.asarray(context, dtype=float)
+    return (model.weight_bytes(dtype) + b * L * model.kv_bytes_per_token(dtype)) / tp
 
 
 def step_time_s(model, hardware, batch=1, q=1, context=1024, dtype: str = "bf16", tp: int = 1,

@@ -1,0 +1,109 @@
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from sdsl.cli import cli
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_optimize_default_table():
+    r = run("optimize")
+    assert r.exit_code == 0, r.output
+    assert "llama-3.2-1b" in r.output and "SDSL FLOP-model optimum" in r.output
+
+
+def test_optimize_json_schema():
+    r = run("optimize", "--target", "llama-2-7b", "--drafts", "llama-68m,llama-160m", "--batch", "1,16",
+            "--alpha", "0.7", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert {"configs", "sdsl", "target", "hardware"} <= set(out)
+    assert {c["batch"] for c in out["configs"]} == {1, 16}
+    for c in out["configs"]:
+        assert {"draft", "gamma", "tokens_per_s", "speedup", "bound"} <= set(c)
+        assert isinstance(c["gamma"], int) and c["alpha"] == 0.7
+
+
+def test_optimize_csv_has_every_configuration():
+    r = run("optimize", "--target", "llama-2-7b", "--drafts", "llama-68m,llama-160m", "--gamma-max", "4", "--csv")
+    assert r.exit_code == 0
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 + 2 * 5
+    assert lines[0].startswith("draft,draft_params,gamma,batch,alpha")
+
+
+def test_predict_json():
+    r = run("predict", "--target", "llama-2-7b", "--draft", "llama-160m", "--gamma", "5", "--alpha", "0.8", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert {"tau", "tokens_per_s", "speedup", "t_draft_s", "t_verify_s"} <= set(out)
+    assert out["tau"] == pytest.approx((1 - 0.8**6) / 0.2)
+
+
+def test_law_json():
+    r = run("law", "--json")
+    out = json.loads(r.output)
+    assert {"mu", "m0", "targets"} <= set(out) and len(out["targets"]) == 13
+
+
+def test_catalog_listings():
+    hw = json.loads(run("hardware", "--json").output)
+    assert any(h["name"].lower() == "h100-sxm" for h in hw)
+    models = json.loads(run("models", "--json").output)
+    assert any(m["name"] == "llama-3.1-70b" for m in models)
+    assert run("models").exit_code == 0 and run("hardware").exit_code == 0
+
+
+@pytest.mark.parametrize("args", [
+    ["optimize", "--alpha", "1.5"],
+    ["optimize", "--alpha", "0"],
+    ["optimize", "--batch", "0"],
+    ["optimize", "--batch", "x"],
+    ["optimize", "--target", "no-such-model"],
+    ["optimize", "--hardware", "no-such-gpu"],
+    ["optimize", "--target", "/no/such/config.json"],
+    ["predict", "--target", "llama-2-7b", "--draft", "llama-160m", "--gamma", "-1"],
+    ["predict", "--target", "llama-2-7b", "--draft", "llama-160m", "--gamma", "2", "--batch", "0"],
+    ["predict", "--target", "llama-2-7b", "--draft", "llama-160m"],
+    ["no-such-command"],
+])
+def test_bad_input_one_line_exit_2(args):
+    r = run(*args)
+    assert r.exit_code == 2
+    err = r.stderr if hasattr(r, "stderr") else r.output
+    lines = [ln for ln in err.strip().splitlines() if ln]
+    assert len(lines) == 1 and lines[0].startswith("Error:"), err
+    assert "Traceback" not in r.output
+
+
+def test_malformed_config(tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    r = run("optimize", "--target", str(bad))
+    assert r.exit_code == 2
+
+
+def test_help_does_not_import_heavy_modules():
+    code = ("import sys; from sdsl.cli import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print('HEAVY=' + ','.join(m for m in ('torch', 'matplotlib', 'pandas', 'scipy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "Commands" in out
+    assert out.strip().splitlines()[-1] == "HEAVY="
+
+
+def test_import_sdsl_is_light():
+    code = "import sys, sdsl; print([m for m in ('torch', 'matplotlib', 'pandas') if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_python_m_sdsl():
+    r = subprocess.run([sys.executable, "-m", "sdsl", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "optimize" in r.stdout
