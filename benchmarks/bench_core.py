@@ -1,0 +1,73 @@
+"""Core benchmarks (issue 2): one million (draft, γ, batch, α) configurations; CLI start-up time.
+
+Run: .venv/bin/python benchmarks/bench_core.py   (prints JSON; results recorded in BENCHMARKS.md)
+Single-threaded numpy (OMP/OPENBLAS/MKL threads = 1) so the number is per core.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+
+def _cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def bench_million_configs(repeats: int = 5) -> dict:
+    from sdsl import evaluate_grid, get_hardware, get_model, list_models
+
+    target = get_model("llama-3.1-70b")
+    drafts = [m for m in list_models() if m.total_params < 0.25 * target.total_params][:40]
+    gammas = range(0, 16)  # 16
+    batches = list(range(1, 65))  # 64
+    import numpy as np
+
+    alphas = np.linspace(0.3, 0.95, 1_000_000 // (len(drafts) * 16 * 64) + 1)
+    hw = get_hardware("h100-sxm")
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        grid = evaluate_grid(target, hw, drafts, gammas, batches, alphas, 1024, tp=4)
+        best = np.asarray(grid.prediction.tokens_per_s).max()
+        times.append(time.perf_counter() - t0)
+    n = int(np.prod(grid.shape))
+    return {"configs": n, "median_s": statistics.median(times), "min_s": min(times), "best_tokens_per_s": float(best)}
+
+
+def bench_cli_startup(repeats: int = 7) -> dict:
+    sdsl = os.path.join(os.path.dirname(sys.executable), "sdsl")
+    out = {}
+    for name, args in {"optimize": [sdsl, "optimize"], "help": [sdsl, "--help"]}.items():
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            subprocess.run(args, check=True, capture_output=True)
+            times.append(time.perf_counter() - t0)
+        out[name] = {"median_s": statistics.median(times), "min_s": min(times)}
+    return out
+
+
+if __name__ == "__main__":
+    result = {
+        "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(),
+                    "python": platform.python_version()},
+        "million_configs": bench_million_configs(),
+        "cli_startup": bench_cli_startup(),
+    }
+    print(json.dumps(result, indent=2))
