@@ -1,0 +1,104 @@
+"""Calibration: recovers known parameters from the model's own data; JSON round trip; errors."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sdsl.calibration import CalibrationResult, calibrate_profiles, fit_latency, load_latency_params
+from sdsl.errors import ConfigError, ProfileError
+from sdsl.hardware import get_hardware
+from sdsl.latency import LatencyParams, gemm_flops_bytes, op_time
+
+VIDUR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "vidur"
+
+
+def _synthetic(params: LatencyParams, hw, noise: float = 0.0, seed: int = 0) -> pd.DataFrame:
+    """Vidur-like GEMM grid timed by the model itself (fp16)."""
+    n = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096])
+    shapes = [(4096, 12288), (4096, 4096), (4096, 22016), (11008, 4096), (8192, 1280), (1024, 8192)]
+    rows = [(t, i, o) for i, o in shapes for t in n]
+    df = pd.DataFrame(rows, columns=["num_tokens", "in_features", "out_features"]).assign(op="mlp_up_proj")
+    f, b = gemm_flops_bytes(df.num_tokens, df.in_features, df.out_features, 2)
+    t = op_time(f, b, hw.peak_flops_for("fp16"), hw.mem_bandwidth, params)
+    rng = np.random.default_rng(seed)
+    return df.assign(time_s=t * np.exp(noise * rng.standard_normal(len(t))), dtype="fp16")
+
+
+@pytest.mark.parametrize("true", [
+    LatencyParams(eta_compute=0.72, eta_memory=0.86, t_kernel=5.5e-6, smoothness=1.4),
+    LatencyParams(eta_compute=0.55, eta_memory=0.65, t_kernel=2.0e-6, smoothness=3.0),
+    LatencyParams(eta_compute=0.8, eta_memory=0.9, t_kernel=8.0e-6, smoothness=math.inf),
+])
+def test_fit_recovers_known_params_within_1pct(true):
+    hw = get_hardware("h100-sxm")
+    res = fit_latency(_synthetic(true, hw), hw)
+    for name in ("eta_compute", "eta_memory", "t_kernel"):
+        assert getattr(res.params, name) == pytest.approx(getattr(true, name), rel=0.01), name
+    if math.isinf(true.smoothness):
+        assert "smoothness" not in res.varied or res.params.smoothness > 20
+    else:
+        assert res.params.smoothness == pytest.approx(true.smoothness, rel=0.01)
+    assert res.mape < 1e-3
+
+
+def test_auto_smoothness_keeps_hard_max_when_data_do_not_ask():
+    hw = get_hardware("a100-80gb")
+    true = LatencyParams(eta_compute=0.7, eta_memory=0.8, t_kernel=4e-6, smoothness=math.inf)
+    res = fit_latency(_synthetic(true, hw, noise=0.02), hw)
+    assert res.varied == ("eta_compute", "eta_memory", "t_kernel")
+    assert math.isinf(res.params.smoothness)
+    assert "hard max kept" in res.smoothness_choice
+
+
+def test_result_report_json_round_trip(tmp_path):
+    hw = get_hardware("h100-sxm")
+    res = fit_latency(_synthetic(LatencyParams(smoothness=2.0), hw, noise=0.03), hw, sources=("synthetic",))
+    text = res.report()
+    assert "eta_memory" in text and "MAPE" in text and "mlp_up_proj" in text
+    path = tmp_path / "x.calib.json"
+    res.to_json(path)
+    back = CalibrationResult.from_json(path)
+    assert back.params == res.params and back.mape == res.mape and len(back.points) == res.n_points
+    assert np.allclose(back.residuals, res.residuals)
+    assert load_latency_params(path) == res.params
+    # a bare parameter mapping is accepted too
+    (tmp_path / "bare.json").write_text(json.dumps(LatencyParams(eta_memory=0.5).to_dict()))
+    assert load_latency_params(tmp_path / "bare.json").eta_memory == 0.5
+    (tmp_path / "bad.json").write_text(json.dumps({"format": "sdsl-calibration"}))
+    with pytest.raises(ConfigError):
+        load_latency_params(tmp_path / "bad.json")
+
+
+def test_plot_does_not_need_a_display(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    hw = get_hardware("h100-sxm")
+    res = fit_latency(_synthetic(LatencyParams(), hw), hw)
+    ax = res.plot()
+    ax.figure.savefig(tmp_path / "c.png")
+    assert (tmp_path / "c.png").stat().st_size > 0
+
+
+def test_bad_data():
+    hw = get_hardware("h100-sxm")
+    with pytest.raises(ProfileError, match="lacks column"):
+        fit_latency(pd.DataFrame({"num_tokens": [1]}), hw, dtype="fp16")
+    df = _synthetic(LatencyParams(), hw)
+    df.loc[0, "time_s"] = -1.0
+    with pytest.raises(ProfileError, match="positive"):
+        fit_latency(df, hw)
+
+
+@pytest.mark.skipif(not VIDUR.is_dir(), reason="../shared/data/vidur not present")
+def test_calibrate_vidur_h100_file():
+    res = calibrate_profiles([VIDUR / "h100" / "microsoft" / "phi-2" / "mlp.csv"], hardware="h100-sxm")
+    assert 0.5 < res.params.eta_memory <= 1 and 0.5 < res.params.eta_compute <= 1
+    assert 1e-6 < res.params.t_kernel < 2e-5
+    assert res.mape < 0.15
