@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "calibrate": ("sdsl.commands.calibrate", "calibrate", "Fit the latency model's efficiencies and overheads to profiles."),
     "validate": ("sdsl.commands.validate", "validate", "Check predictions against real measurements (latency, decoder)."),
     "train-family": ("sdsl.commands.train_family", "train_family", "Train the byte-level reference model family (torch)."),
+    "figures": ("sdsl.commands.figures", "figures", "Regenerate the paper figures (PNG) into paper_figures/."),
 }
 
 
