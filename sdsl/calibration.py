@@ -36,8 +36,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .hardware import Hardware
 
-__all__ = ["CalibrationResult", "fit_latency", "predict_op_times", "load_latency_params",
-           "DECODE_MAX_TOKENS", "calibrate_profiles"]
+__all__ = ["CalibrationResult", "fit_latency", "predict_op_times", "predict_layer_times",
+           "load_latency_params", "DECODE_MAX_TOKENS", "calibrate_profiles"]
 
 DECODE_MAX_TOKENS = 64  #: num_tokens at or below which an operator counts as "decode regime"
 FORMAT = "sdsl-calibration"
@@ -80,6 +80,24 @@ def predict_op_times(data: "pd.DataFrame", hardware: "Hardware", params: Latency
     return op_time(flops, nbytes, hardware.peak_flops_for(dtype), hardware.mem_bandwidth, params)
 
 
+def predict_layer_times(layers: "pd.DataFrame", spec, hardware: "Hardware", params: LatencyParams,
+                        dtype: str) -> np.ndarray:
+    """Predicted time (s) of one decoder layer for each row (batch, q, context) of ``layers``.
+
+    One layer's share of :func:`sdsl.latency.step_time` is taken as the difference between the
+    model with two layers and with one (the LM head and per-step costs cancel), so the layer is
+    priced by exactly the formula that prices whole forward passes.
+    """
+    from dataclasses import replace
+
+    from .latency import step_time
+
+    b, q, L = (layers[c].to_numpy(dtype=float) for c in ("batch", "q", "context"))
+    one = step_time(replace(spec, n_layer=1), hardware, b, q, L, dtype=dtype, params=params).total_s
+    two = step_time(replace(spec, n_layer=2), hardware, b, q, L, dtype=dtype, params=params).total_s
+    return np.asarray(two - one, dtype=float)
+
+
 def _mape(pred: np.ndarray, meas: np.ndarray) -> float:
     return float(np.mean(np.abs(pred / meas - 1.0))) if len(meas) else float("nan")
 
@@ -107,6 +125,9 @@ class CalibrationResult:
     smoothness_choice: str = ""
     sources: tuple[str, ...] = ()
     points: Any = field(default=None, repr=False)
+    layer_mape: float | None = None
+    layer_points: int = 0
+    layers_fitted: bool = False
 
     @property
     def residuals(self) -> np.ndarray:
@@ -148,6 +169,10 @@ class CalibrationResult:
         lines += ["[[Fit statistics]]", f"    MAPE (all)           = {100 * self.mape:.2f} %",
                   f"    MAPE (num_tokens<={DECODE_MAX_TOKENS}) = {100 * self.decode_mape:.2f} %",
                   f"    rms log error        = {self.rms_log_error:.4f}"]
+        if self.layer_mape is not None:
+            how = "fitted jointly" if self.layers_fitted else "not fitted, predicted"
+            lines.append(f"    whole decoder-layer steps ({how}): MAPE {100 * self.layer_mape:.2f} % "
+                         f"over {self.layer_points} steps")
         per_op = self.per_op_mape()
         if len(per_op):
             lines.append("[[MAPE by operator]]  all / decode")
@@ -171,6 +196,8 @@ class CalibrationResult:
             "stderr": {k: float(v) for k, v in self.stderr.items()}, "n_points": self.n_points,
             "mape": self.mape, "decode_mape": self.decode_mape, "rms_log_error": self.rms_log_error,
             "smoothness_choice": self.smoothness_choice, "sources": list(self.sources),
+            "layer_mape": self.layer_mape, "layer_points": self.layer_points,
+            "layers_fitted": self.layers_fitted,
         }
         if include_points and self.points is not None:
             d["points"] = {c: self.points[c].tolist() for c in self.points.columns}
@@ -197,7 +224,9 @@ class CalibrationResult:
                        varied=tuple(d["varied"]), stderr=dict(d["stderr"]), n_points=int(d["n_points"]),
                        mape=float(d["mape"]), decode_mape=float(d["decode_mape"]),
                        rms_log_error=float(d["rms_log_error"]), smoothness_choice=d.get("smoothness_choice", ""),
-                       sources=tuple(d.get("sources", ())), points=points)
+                       sources=tuple(d.get("sources", ())), points=points,
+                       layer_mape=d.get("layer_mape"), layer_points=int(d.get("layer_points", 0)),
+                       layers_fitted=bool(d.get("layers_fitted", False)))
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{where}: malformed calibration ({exc!r}).") from None
 
@@ -245,12 +274,17 @@ def _stderr(sol, n: int) -> np.ndarray:
 def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None = None,
                 smoothness: str | float = "auto", fit_kernel: bool = True,
                 base: LatencyParams | None = None, sources: Iterable[str] = (),
-                keep_points: bool = True) -> CalibrationResult:
+                keep_points: bool = True, layers: Iterable[tuple["pd.DataFrame", Any]] = ()) -> CalibrationResult:
     """Fit η_c, η_m, t_kernel (and p) to per-operator rows ``num_tokens, in_features, out_features, time_s``.
 
     ``smoothness``: ``"auto"`` (free p only if AIC improves by > 2), ``"fit"`` (always free),
     or a number (fixed; ``math.inf`` = hard max). ``base`` supplies the fields not fitted
-    (t_step, all-reduce terms). Profile ``kind == "layer"`` rows are ignored.
+    (t_step, all-reduce terms). Profile ``kind == "layer"`` rows in ``data`` are ignored.
+
+    ``layers``: optional ``(layer_rows, ModelSpec)`` pairs (whole decoder-layer steps from the
+    harness). When given they are fitted jointly with the operators, each step priced by
+    :func:`predict_layer_times` — useful where per-kernel overheads outside the GEMMs dominate
+    (eager PyTorch on a CPU); ``layer_mape`` then reports their fit.
     """
     data, dtype, flops, nbytes, y = _arrays(data, dtype)
     base = base or DEFAULT_PARAMS
@@ -263,6 +297,12 @@ def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None
           "eta_memory": min(1.0, float(np.max(nbytes / y)) / bw),
           "t_kernel": min(float(np.min(y)) * 0.5, 1e-4), "smoothness": 2.0}
 
+    layers = list(layers)
+    layer_meas = np.concatenate([ly["time_s"].to_numpy(dtype=float) for ly, _ in layers]) if layers else np.empty(0)
+
+    def layer_pred(params):
+        return np.concatenate([predict_layer_times(ly, spec, hardware, params, dtype) for ly, spec in layers])
+
     def run(names, fixed_p):
         def params_of(x):
             kw = dict(zip(names, x))
@@ -271,13 +311,18 @@ def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None
             return base.replace(**kw)
 
         def resid(x):
-            return np.log(op_time(flops, nbytes, peak, bw, params_of(x))) - logy
+            prm = params_of(x)
+            r = np.log(op_time(flops, nbytes, peak, bw, prm)) - logy
+            if layers:
+                r = np.concatenate([r, np.log(np.maximum(layer_pred(prm), 1e-12)) - np.log(layer_meas)])
+            return r
 
         sol = _solve(names, [x0[k] for k in names], resid)
         return sol, params_of(sol.x)
 
     def aic(sol, k):
-        return n * math.log(max(2.0 * sol.cost / n, 1e-300)) + 2 * k
+        m = n + len(layer_meas)
+        return m * math.log(max(2.0 * sol.cost / m, 1e-300)) + 2 * k
 
     if smoothness == "auto":
         s_hard, p_hard = run(core, math.inf)
@@ -301,7 +346,7 @@ def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None
     pred = op_time(flops, nbytes, peak, bw, params)
     rel = pred / y - 1.0
     decode = data["num_tokens"].to_numpy() <= DECODE_MAX_TOKENS
-    err = _stderr(sol, n)
+    err = _stderr(sol, n + len(layer_meas))
     src = tuple(sources)
     params = params.replace(source=f"fitted by sdsl.calibration to {n} operator timings on {hardware.name}"
                             + (f" ({', '.join(src)})" if src else ""))
@@ -314,22 +359,25 @@ def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None
         varied=tuple(names), stderr=dict(zip(names, map(float, err))), n_points=n,
         mape=_mape(pred, y), decode_mape=_mape(pred[decode], y[decode]),
         rms_log_error=float(np.sqrt(np.mean((np.log(pred) - logy) ** 2))),
-        smoothness_choice=choice, sources=src, points=points)
+        smoothness_choice=choice, sources=src, points=points,
+        layer_mape=_mape(layer_pred(params), layer_meas) if layers else None, layer_points=len(layer_meas),
+        layers_fitted=bool(layers))
 
 
 def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None = None,
-                       smoothness: str | float = "auto") -> CalibrationResult:
+                       smoothness: str | float = "auto", fit_layers: bool = False) -> CalibrationResult:
     """Fit to one or more profile files (sdsl profiles, or Vidur ``mlp.csv`` files / folders).
 
     ``hardware`` is a catalog name or file; without it the profiles' sidecars must name one
-    (``device.hardware``) and agree.
+    (``device.hardware``) and agree. Decoder-layer rows are predicted and reported
+    (``layer_mape``); with ``fit_layers`` they are also fitted, jointly with the operators.
     """
     import pandas as pd
 
     from .hardware import get_hardware
     from .profiles import profile_paths, read_profile, read_vidur, read_vidur_file
 
-    frames, names, hw_names, dtypes = [], [], set(), set()
+    frames, names, hw_names, dtypes, layer_sets = [], [], set(), set(), []
     for p in map(Path, paths):
         if p.is_dir():
             df = read_vidur(p)
@@ -341,10 +389,13 @@ def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None 
             prof = read_profile(p)
             df = prof.ops.assign(dtype=prof.meta["dtype"])
             dtypes.add(prof.meta["dtype"])
+            if len(prof.layers):
+                layer_sets.append((prof.layers, prof.meta["model"]))
             if prof.meta["device"].get("hardware"):
                 hw_names.add(str(prof.meta["device"]["hardware"]).lower())
         frames.append(df)
-        names.append(p.name if p.name != "mlp.csv" else f"{p.parent.parent.name}/{p.parent.name}")
+        names.append(f"vidur/{p.name}" if p.is_dir() else
+                     f"{p.parent.parent.name}/{p.parent.name}" if p.name == "mlp.csv" else p.name)
     if not frames:
         raise InvalidInputError("Give at least one profile to calibrate.")
     if len(dtypes) > 1:
@@ -355,4 +406,16 @@ def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None 
         hardware = hw_names.pop()
     hw = get_hardware(hardware)
     data = pd.concat(frames, ignore_index=True)
-    return fit_latency(data, hw, dtype=dtypes.pop(), smoothness=smoothness, sources=names)
+    dtype = dtypes.pop()
+    from .architecture import ModelSpec
+
+    pairs = [(layers, ModelSpec.from_dict(model)) for layers, model in layer_sets]
+    res = fit_latency(data, hw, dtype=dtype, smoothness=smoothness, sources=names,
+                      layers=pairs if fit_layers else ())
+    if pairs and not fit_layers:
+        from dataclasses import replace
+
+        pred = np.concatenate([predict_layer_times(ly, spec, hw, res.params, dtype) for ly, spec in pairs])
+        meas = np.concatenate([ly["time_s"].to_numpy(dtype=float) for ly, _ in pairs])
+        res = replace(res, layer_mape=_mape(pred, meas), layer_points=len(meas))
+    return res

@@ -352,8 +352,8 @@ def read_vidur(root: str | os.PathLike, *, hardware: str | Iterable[str] | None 
                ops: Iterable[str] = GEMM_OPS) -> "pd.DataFrame":
     """Every ``<root>/<hardware>/<org>/<model>/mlp.csv`` in long format (see :func:`read_vidur_file`).
 
-    ``root`` is Vidur's profiling folder (``../shared/data/vidur``); ``hardware`` restricts to some
-    sub-folders (``"h100"``, ``"a100"``).
+    ``root`` is Vidur's profiling folder (``../shared/data/vidur``) or one GPU's folder in it
+    (``../shared/data/vidur/h100``); ``hardware`` restricts to some sub-folders (``"h100"``, ``"a100"``).
     """
     import pandas as pd
 
@@ -362,6 +362,8 @@ def read_vidur(root: str | os.PathLike, *, hardware: str | Iterable[str] | None 
         raise ConfigError(f"Vidur data folder {root} not found.")
     wanted = None if hardware is None else {hardware} if isinstance(hardware, str) else set(hardware)
     files = sorted(p for p in root.glob("*/*/*/mlp.csv") if wanted is None or p.parents[2].name in wanted)
+    if not files and wanted is None:  # ``root`` is one GPU's folder: <root>/<org>/<model>/mlp.csv
+        files = sorted(root.glob("*/*/mlp.csv"))
     if not files:
         raise ConfigError(f"No */<org>/<model>/mlp.csv under {root}" + (f" for {sorted(wanted)}." if wanted else "."))
     return pd.concat([read_vidur_file(f, ops=ops) for f in files], ignore_index=True)

@@ -102,3 +102,41 @@ def test_calibrate_vidur_h100_file():
     assert 0.5 < res.params.eta_memory <= 1 and 0.5 < res.params.eta_compute <= 1
     assert 1e-6 < res.params.t_kernel < 2e-5
     assert res.mape < 0.15
+
+
+def test_layer_rows_predicted_and_fitted(tmp_path):
+    """Decoder-layer steps are priced with step_time's own formula; fit_layers fits them too."""
+    from dataclasses import replace as dc_replace
+
+    from sdsl.architecture import get_model
+    from sdsl.calibration import predict_layer_times
+    from sdsl.latency import step_time
+
+    hw = get_hardware("h100-sxm")
+    spec = get_model("llama-3.1-8b")
+    true = LatencyParams(eta_compute=0.6, eta_memory=0.7, t_kernel=6e-6, smoothness=2.0)
+    layers = pd.DataFrame({"batch": [1, 4, 16, 64, 1, 8], "q": [1, 2, 4, 8, 8, 1], "context": [128, 512, 1024, 4096, 0, 2048]})
+    pred = predict_layer_times(layers, spec, hw, true, "bf16")
+    whole = step_time(spec, hw, layers.batch, layers.q, layers.context, "bf16", params=true).total_s
+    one = step_time(dc_replace(spec, n_layer=1), hw, layers.batch, layers.q, layers.context, "bf16", params=true).total_s
+    assert np.allclose(whole - one, (spec.n_layer - 1) * pred)
+    ops = _synthetic(true, hw).assign(dtype="bf16")
+    res = fit_latency(ops, hw, layers=[(layers.assign(time_s=pred), spec)], smoothness="fit")
+    assert res.layers_fitted and res.layer_mape < 1e-3
+    assert res.params.eta_memory == pytest.approx(0.7, rel=0.01)
+
+
+@pytest.mark.skipif(not VIDUR.is_dir(), reason="../shared/data/vidur not present")
+def test_cli_calibrate_gpu_folder_with_allreduce(tmp_path):
+    from click.testing import CliRunner
+
+    from sdsl.cli import cli
+
+    out = tmp_path / "h100.calib.json"
+    r = CliRunner().invoke(cli, ["calibrate", str(VIDUR / "h100"), "--hardware", "h100-sxm", "--allreduce",
+                                 str(VIDUR / "network" / "h100_pairwise_nvlink_all_reduce.csv"), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    p = load_latency_params(out)
+    assert p.allreduce_latency != LatencyParams().allreduce_latency and 0.7 < p.eta_memory <= 1
+    r = CliRunner().invoke(cli, ["calibrate", str(tmp_path / "missing.csv")])
+    assert r.exit_code == 2 and "Error:" in r.output

@@ -32,11 +32,15 @@ def _smoothness(value: str):
 @click.option("-o", "--output", default=None, help="Write the calibration JSON here (atomically).")
 @click.option("--smoothness", default="auto", show_default=True,
               help="auto (keep a smooth max only if AIC asks for it), fit, inf (hard max) or a fixed p.")
+@click.option("--fit-layers", is_flag=True, help="Fit whole decoder-layer steps jointly with the operators "
+              "(where per-kernel overheads outside the GEMMs dominate, e.g. eager PyTorch on a CPU).")
+@click.option("--allreduce", "allreduce_file", default=None, type=click.Path(dir_okay=False),
+              help="Also fit allreduce_latency/eta_interconnect to a Vidur all-reduce CSV (2-GPU rows).")
 @click.option("--points/--no-points", "points", default=None,
               help="Store per-point residuals in the JSON (default: when at most 5000 points).")
 @click.option("--plot", "plot_path", default=None, help="Also save a predicted-vs-measured figure (PNG/PDF).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of the report.")
-def calibrate(profiles, hardware, output, smoothness, points, plot_path, as_json):
+def calibrate(profiles, hardware, output, smoothness, fit_layers, allreduce_file, points, plot_path, as_json):
     """Fit eta_compute, eta_memory, t_kernel (and the soft-max smoothness) to PROFILES.
 
     PROFILES are sdsl profiles (NAME, NAME.csv or NAME.json) or Vidur mlp.csv files / folders.
@@ -44,7 +48,15 @@ def calibrate(profiles, hardware, output, smoothness, points, plot_path, as_json
     """
     from ..calibration import calibrate_profiles
 
-    result = calibrate_profiles(profiles, hardware=hardware, smoothness=_smoothness(smoothness))
+    result = calibrate_profiles(profiles, hardware=hardware, smoothness=_smoothness(smoothness), fit_layers=fit_layers)
+    if allreduce_file:
+        from dataclasses import replace
+
+        from ..latency_validation import fit_allreduce
+
+        params, stats = fit_allreduce(allreduce_file, hardware=result.hardware, base=result.params)
+        result = replace(result, params=params.replace(
+            source=result.params.source + f"; all-reduce fitted to {allreduce_file} (MAPE {100 * stats['mape']:.1f}%)"))
     if output:
         result.to_json(output, include_points=points)
     if plot_path:
