@@ -9,7 +9,7 @@ Waterman & Patterson, CACM 2009, applied per operator):
 where smax_p(x, y) = (x^p + y^p)^(1/p) is a smooth maximum (p = ∞ is the hard max). Per layer:
 the four GEMMs that Vidur profiles (fused QKV ``attn_pre_proj``, ``attn_post_proj``, ``mlp_up_proj``,
 ``mlp_down_proj``), attention over the KV cache, and six memory-bound elementwise kernels (two norms,
-RoPE, activation, two residual adds). Per model: the LM head over all b·q positions (verification
+RoPE, activation, two residual adds), plus a fixed per-layer cost ``t_layer``. Per model: the LM head over all b·q positions (verification
 needs every position's logits), a fixed per-forward overhead ``t_step`` and, with tensor
 parallelism, two all-reduces per layer (ring: 2(t−1)/t of the message over the interconnect).
 
@@ -53,7 +53,8 @@ class LatencyParams:
     """What calibration fits (sdsl.calibration): efficiencies and fixed overheads of the roofline.
 
     eta_compute, eta_memory: fractions of datasheet peak FLOP/s and bandwidth reached by kernels.
-    t_kernel: fixed cost of one kernel launch (s). t_step: fixed cost per forward pass (s).
+    t_kernel: fixed cost of one kernel launch (s). t_layer: fixed cost per decoder layer beyond its
+    kernels (s; framework dispatch, e.g. eager PyTorch on CPU). t_step: fixed cost per forward pass (s).
     smoothness: p of the smooth maximum between compute and memory time (inf = hard max).
     allreduce_latency, eta_interconnect: latency (s) and bandwidth efficiency of one all-reduce.
     """
@@ -61,6 +62,7 @@ class LatencyParams:
     eta_compute: float = 0.7
     eta_memory: float = 0.8
     t_kernel: float = 4e-6
+    t_layer: float = 0.0
     t_step: float = 0.0
     smoothness: float = math.inf
     allreduce_latency: float = 1.0e-5
@@ -72,7 +74,7 @@ class LatencyParams:
             v = getattr(self, name)
             if not (0 < v <= 1):
                 raise InvalidInputError(f"LatencyParams.{name} must lie in (0, 1]; got {v!r}.")
-        for name in ("t_kernel", "t_step", "allreduce_latency"):
+        for name in ("t_kernel", "t_layer", "t_step", "allreduce_latency"):
             v = getattr(self, name)
             if not (v >= 0 and math.isfinite(v)):
                 raise InvalidInputError(f"LatencyParams.{name} must be a finite non-negative time; got {v!r}.")
@@ -106,18 +108,29 @@ class LatencyParams:
 DEFAULT_PARAMS = LatencyParams()
 
 
-def default_params(hardware) -> LatencyParams:
-    """Latency parameters shipped for ``hardware`` (sdsl/data/latency/<name>.json, fitted to real
-    measurements by ``sdsl calibrate``), else :data:`DEFAULT_PARAMS`."""
+def _packaged_params(name: str) -> LatencyParams | None:
     from importlib import resources
 
     from ._io import load_json
 
-    name = getattr(hardware, "name", str(hardware)).lower()
     path = resources.files("sdsl") / "data" / "latency" / f"{name}.json"
-    if not path.is_file():
-        return DEFAULT_PARAMS
-    return LatencyParams.from_dict(load_json(path)["params"])
+    return LatencyParams.from_dict(load_json(path)["params"]) if path.is_file() else None
+
+
+def default_params(hardware) -> LatencyParams:
+    """Latency parameters shipped for ``hardware``: its own calibration when sdsl ships one
+    (sdsl/data/latency/<name>.json, fitted by ``sdsl calibrate`` to real measurements — H100-SXM and
+    A100-80GB from Vidur's operator timings, CPU from this project's harness); for another GPU, the
+    H100-SXM fit transferred (its ``source`` says so); otherwise :data:`DEFAULT_PARAMS`."""
+    name = getattr(hardware, "name", str(hardware)).lower()
+    own = _packaged_params(name)
+    if own is not None:
+        return own
+    if getattr(hardware, "kind", "gpu") == "gpu":
+        h100 = _packaged_params("h100-sxm")
+        if h100 is not None:
+            return h100.replace(source=f"H100-SXM calibration transferred to {name} (not measured on it): {h100.source}")
+    return DEFAULT_PARAMS
 
 
 def smooth_max(x, y, p: float) -> np.ndarray:
@@ -275,7 +288,7 @@ def _price(shapes: ModelShapes, hardware, b, q, L, dtype: str, params: LatencyPa
     memory = n * layer_memory + lm_m
     bound_compute = n * layer_roof_c + np.where(lm_c > lm_m, lm_roof, 0.0)
     bound_memory = n * layer_roof_m + np.where(lm_c > lm_m, 0.0, lm_roof)
-    overhead = (n * KERNELS_PER_LAYER + KERNELS_PER_MODEL) * params.t_kernel + params.t_step
+    overhead = (n * KERNELS_PER_LAYER + KERNELS_PER_MODEL) * params.t_kernel + n * params.t_layer + params.t_step
 
     allreduce = 0.0 * tokens
     if shapes.tp > 1:

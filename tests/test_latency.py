@@ -87,3 +87,18 @@ def test_bad_inputs_and_params_roundtrip():
     with pytest.raises(ConfigError):
         LatencyParams.from_dict({"eta": 1})
     assert isinstance(default_params(H100), LatencyParams)
+
+
+def test_packaged_calibrations():
+    h100 = default_params(H100)
+    assert "H100" in h100.source and "vidur" in h100.source.lower()
+    h200 = default_params(get_hardware("h200"))
+    assert "transferred" in h200.source and h200.eta_memory == h100.eta_memory
+    assert "A100" in default_params(get_hardware("a100-80gb")).source
+    assert default_params(get_hardware("cpu")) == DEFAULT_PARAMS
+
+
+def test_t_layer_adds_per_layer_overhead():
+    base = step_time(LLAMA7, H100, 1, 1, 0)
+    more = step_time(LLAMA7, H100, 1, 1, 0, params=DEFAULT_PARAMS.replace(t_layer=1e-5))
+    assert float(more.total_s - base.total_s) == pytest.approx(LLAMA7.n_layer * 1e-5)
