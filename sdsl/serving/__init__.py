@@ -1,0 +1,25 @@
+"""Serving: TurboSpec's goodput-adaptive speculation and a discrete-event serving simulator.
+
+DESIGN.md §3.4. Modules: :mod:`.step_model` (batch step time), :mod:`.linear_model` (TurboSpec's
+linear step-time form), :mod:`.estimators` (online α), :mod:`.controller` (choice of k),
+:mod:`.workload` (Poisson / trace arrivals), :mod:`.policies`, :mod:`.system`, :mod:`.simulator`,
+:mod:`.metrics`, :mod:`.k_table` (batch-size → k table for serving engines).
+"""
+
+from .controller import GoodputController, allocate_per_request, choose_k, goodput
+from .estimators import EMAEstimator, WindowEstimator, make_estimator, trials_from_accepts
+from .metrics import SimResult
+from .policies import Policy, parse_policies, parse_policy
+from .simulator import SimConfig, simulate
+from .step_model import BatchStepModel, MemoryBudget, memory_budget, mixed_batch_time, roofline_step_fn
+from .system import ServingSystem
+from .workload import AcceptanceDist, Workload, load_trace, poisson_workload, scale_to_qps, trace_workload
+
+__all__ = [
+    "GoodputController", "allocate_per_request", "choose_k", "goodput",
+    "EMAEstimator", "WindowEstimator", "make_estimator", "trials_from_accepts",
+    "SimResult", "Policy", "parse_policies", "parse_policy", "SimConfig", "simulate",
+    "BatchStepModel", "MemoryBudget", "memory_budget", "mixed_batch_time", "roofline_step_fn",
+    "ServingSystem", "AcceptanceDist", "Workload", "load_trace", "poisson_workload", "scale_to_qps",
+    "trace_workload",
+]

@@ -1,0 +1,279 @@
+"""Step time of a serving batch with speculation: draft steps + one verification forward.
+
+A decode step of a continuous batch of n running requests with k proposals each costs
+(TurboSpec, Liu et al., arXiv 2406.14066, §3; DESIGN §3.4):
+
+    T(n, k, L̄) = k · T_draft(n, q=1, L̄) + T_target(n, q=k+1, L̄) · (1 + o·[k>0])
+
+where L̄ is the mean context over the batch (KV reads and attention FLOPs are linear in it, so the
+mean is exact for those terms) and o an optional speculation overhead fraction (rejection
+sampling, bookkeeping; TurboSpec measures ≈5% of T_target). k = 0 is plain decoding and never
+runs the draft. A prefill step over b new prompts of mean length p̄ costs T_target(b, p̄, 0) (plus
+T_draft(b, p̄, 0) when a draft is loaded).
+
+Any ``step_fn(batch, q, context) -> seconds`` can price the forwards: the roofline of
+:mod:`sdsl.latency` (:func:`roofline_step_fn`), a calibrated one, or TurboSpec's linear form
+(:mod:`sdsl.serving.linear_model`). :class:`BatchStepModel` evaluates the step function once on a
+(batch × q × context) grid and interpolates linearly in context, so the simulator's inner loop
+costs a few array lookups per step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..errors import InvalidInputError
+
+__all__ = [
+    "StepFn",
+    "roofline_step_fn",
+    "mixed_batch_time",
+    "MemoryBudget",
+    "memory_budget",
+    "BatchStepModel",
+]
+
+StepFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+def roofline_step_fn(model, hardware, tp: int = 1, dtype: str = "bf16", params=None) -> StepFn:
+    """``step_fn(batch, q, context)`` → seconds from :func:`sdsl.latency.step_time` (DESIGN §3.3).
+
+    ``params=None`` uses the latency parameters shipped for the hardware (calibrated when
+    ``sdsl/data/latency/<hardware>.json`` exists; :func:`sdsl.latency.default_params`).
+    """
+    from ..architecture import get_model
+    from ..hardware import get_hardware
+    from ..latency import default_params, step_time
+
+    spec = get_model(model)
+    hw = get_hardware(hardware)
+    params = params if params is not None else default_params(hw)
+
+    def fn(batch, q, context):
+        return np.asarray(step_time(spec, hw, batch=batch, q=q, context=context, dtype=dtype, tp=tp,
+                                    params=params).total_s, dtype=float)
+
+    fn.__doc__ = f"Roofline step time of {spec.name} on {hw.name} (tp={tp}, {dtype})."
+    return fn
+
+
+def mixed_batch_time(target_fn: StepFn, decode_contexts, k: int = 0, prefill_tokens=(), prefill_contexts=None,
+                     draft_fn: StepFn | None = None) -> float:
+    """Time of one step of a mixed batch: decode requests with ``k`` proposals each plus prefill chunks.
+
+    The batch is priced as one *equivalent uniform* forward: b = n_decode + n_prefill sequences,
+    q = total new tokens / b, context = total KV tokens read / b. Linear layers (∝ tokens) and
+    KV reads (∝ Σ context) are exact under this mapping; attention FLOPs are approximated (exact
+    when every sequence has the same q). The draft runs ``k`` single-token steps over the decode
+    requests only (prefill chunks are assumed drafted in the prefill step).
+    """
+    ctx = np.atleast_1d(np.asarray(decode_contexts, dtype=float))
+    pre = np.atleast_1d(np.asarray(prefill_tokens, dtype=float))
+    pre_ctx = np.zeros_like(pre) if prefill_contexts is None else np.atleast_1d(np.asarray(prefill_contexts, float))
+    if k < 0:
+        raise InvalidInputError("k (proposals per request) must be >= 0.")
+    if ctx.size == 0 and pre.size == 0:
+        return 0.0
+    n_dec, n_pre = ctx.size, pre.size
+    b = n_dec + n_pre
+    tokens = n_dec * (k + 1) + pre.sum()
+    kv = ctx.sum() + pre_ctx.sum()
+    total = float(target_fn(np.asarray(b), np.asarray(tokens / b), np.asarray(kv / b)))
+    if k > 0 and n_dec:
+        if draft_fn is None:
+            raise InvalidInputError("Speculation (k > 0) needs a draft step function.")
+        total += k * float(draft_fn(np.asarray(n_dec), np.asarray(1.0), np.asarray(ctx.mean())))
+    return total
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """KV-cache budget: usable memory minus target and draft weights, in bytes and in tokens."""
+
+    capacity_bytes: float
+    target_weight_bytes: float
+    draft_weight_bytes: float
+    kv_bytes_per_token: float  # target + draft, all layers, K and V
+    mem_fraction: float
+
+    @property
+    def kv_budget_bytes(self) -> float:
+        return self.capacity_bytes * self.mem_fraction - self.target_weight_bytes - self.draft_weight_bytes
+
+    @property
+    def kv_budget_tokens(self) -> int:
+        return int(self.kv_budget_bytes // self.kv_bytes_per_token)
+
+    def to_dict(self) -> dict:
+        return {"capacity_bytes": self.capacity_bytes, "target_weight_bytes": self.target_weight_bytes,
+                "draft_weight_bytes": self.draft_weight_bytes, "kv_bytes_per_token": self.kv_bytes_per_token,
+                "mem_fraction": self.mem_fraction, "kv_budget_bytes": self.kv_budget_bytes,
+                "kv_budget_tokens": self.kv_budget_tokens}
+
+
+def memory_budget(target, hardware, draft=None, tp: int = 1, draft_tp: int = 1, dtype: str = "bf16",
+                  mem_fraction: float = 0.9) -> MemoryBudget:
+    """KV budget on ``tp`` GPUs: ``mem_fraction`` of their memory minus the weights of both models.
+
+    The draft (if any) costs its weights once and its KV cache per token, so it takes batch slots.
+    """
+    from ..architecture import get_model
+    from ..hardware import get_hardware
+
+    t = get_model(target)
+    hw = get_hardware(hardware)
+    d = get_model(draft) if draft is not None else None
+    n_gpus = max(int(tp), int(draft_tp) if d is not None else 1)
+    budget = MemoryBudget(
+        capacity_bytes=float(hw.mem_capacity) * n_gpus,
+        target_weight_bytes=float(t.weight_bytes(dtype)),
+        draft_weight_bytes=float(d.weight_bytes(dtype)) if d is not None else 0.0,
+        kv_bytes_per_token=float(t.kv_bytes_per_token(dtype) + (d.kv_bytes_per_token(dtype) if d is not None else 0)),
+        mem_fraction=float(mem_fraction),
+    )
+    if budget.kv_budget_bytes <= 0:
+        need = (budget.target_weight_bytes + budget.draft_weight_bytes) / 1e9
+        have = budget.capacity_bytes * mem_fraction / 1e9
+        raise InvalidInputError(f"The weights ({need:.1f} GB) leave no KV-cache room in {have:.1f} GB of "
+                                f"{hw.name} memory (tp={tp}); raise --tp.")
+    return budget
+
+
+class BatchStepModel:
+    """Tabulated step times of decode and prefill steps, for a batch of up to ``max_batch`` requests.
+
+    ``target_fn``/``draft_fn``: ``step_fn(batch, q, context)`` → seconds. ``draft_fn=None`` means no
+    draft is loaded (only k = 0 is allowed). Contexts beyond ``max_context`` extrapolate linearly.
+    """
+
+    def __init__(self, target_fn: StepFn, draft_fn: StepFn | None = None, *, max_batch: int = 256, max_k: int = 7,
+                 max_context: int = 4096, max_prompt: int | None = None, spec_overhead_frac: float = 0.0,
+                 context_points: int = 65, prompt_points: int = 48, name: str = "") -> None:
+        if max_batch < 1 or max_k < 0 or max_context < 1:
+            raise InvalidInputError("max_batch and max_context must be >= 1 and max_k >= 0.")
+        if spec_overhead_frac < 0:
+            raise InvalidInputError("spec_overhead_frac must be >= 0.")
+        self.max_batch, self.max_k, self.max_context = int(max_batch), int(max_k), int(max_context)
+        self.max_prompt = int(max_prompt or max_context)
+        self.spec_overhead_frac = float(spec_overhead_frac)
+        self.has_draft = draft_fn is not None
+        self.target_fn, self.draft_fn, self.name = target_fn, draft_fn, name
+        n = np.arange(1, self.max_batch + 1, dtype=float)
+        q = np.arange(1, self.max_k + 2, dtype=float)
+        self.ctx_grid = np.linspace(0.0, float(self.max_context), int(context_points))
+        self._dctx = self.ctx_grid[1] - self.ctx_grid[0]
+        # target[n-1, q-1, c]; draft[n-1, c] (q = 1)
+        self.target = np.asarray(target_fn(n[:, None, None], q[None, :, None], self.ctx_grid[None, None, :]), float)
+        self.target = np.broadcast_to(self.target, (len(n), len(q), len(self.ctx_grid))).copy()
+        if draft_fn is not None:
+            self.draft = np.broadcast_to(np.asarray(draft_fn(n[:, None], 1.0, self.ctx_grid[None, :]), float),
+                                         (len(n), len(self.ctx_grid))).copy()
+        else:
+            self.draft = np.zeros((len(n), len(self.ctx_grid)))
+        ks = np.arange(self.max_k + 1, dtype=float)
+        oh = 1.0 + self.spec_overhead_frac * (ks > 0)
+        # decode[n-1, k, c] = k·T_draft + T_target(q=k+1)·(1 + o·[k>0])
+        self.decode = ks[None, :, None] * self.draft[:, None, :] + self.target * oh[None, :, None]
+        if draft_fn is None:
+            self.decode[:, 1:, :] = np.inf
+        self.log_p_grid = np.linspace(0.0, np.log(self.max_prompt), int(prompt_points))
+        p = self._p_grid = np.exp(self.log_p_grid)
+        self.prefill_target = np.asarray(target_fn(n[:, None], p[None, :], 0.0), float)
+        self.prefill_draft = (np.asarray(draft_fn(n[:, None], p[None, :], 0.0), float) if draft_fn is not None
+                              else np.zeros_like(self.prefill_target))
+
+    @classmethod
+    def from_catalog(cls, target, draft, hardware, tp: int = 1, draft_tp: int = 1, dtype: str = "bf16", params=None,
+                     draft_params=None, **kwargs) -> "BatchStepModel":
+        """Roofline step times (sdsl.latency) of a target and an optional draft on catalog hardware."""
+        from ..architecture import get_model
+
+        t_fn = roofline_step_fn(target, hardware, tp=tp, dtype=dtype, params=params)
+        d_fn = roofline_step_fn(draft, hardware, tp=draft_tp, dtype=dtype, params=draft_params) if draft else None
+        kwargs.setdefault("max_context", get_model(target).max_context)
+        name = f"{get_model(target).name}" + (f" + {get_model(draft).name}" if draft else "")
+        return cls(t_fn, d_fn, name=name, **kwargs)
+
+    def _check_n(self, n: int) -> int:
+        n = int(n)
+        if not 1 <= n <= self.max_batch:
+            raise InvalidInputError(f"Batch size {n} is outside the tabulated range 1..{self.max_batch}.")
+        return n
+
+    def _ctx_weights(self, context):
+        x = np.asarray(context, dtype=float) / self._dctx
+        i0 = np.minimum(x.astype(np.int64), len(self.ctx_grid) - 2)
+        return i0, x - i0
+
+    def decode_time(self, n: int, k, context) -> np.ndarray:
+        """Seconds of one decode step of ``n`` requests with ``k`` proposals each (broadcast over k, context)."""
+        n = self._check_n(n)
+        k = np.asarray(k)
+        if np.any(k < 0) or np.any(k > self.max_k):
+            raise InvalidInputError(f"k must lie in 0..{self.max_k}.")
+        if np.any(np.asarray(context) < 0):
+            raise InvalidInputError("context must be >= 0 tokens.")
+        i0, w = self._ctx_weights(context)
+        row = self.decode[n - 1]
+        return row[k, i0] * (1.0 - w) + row[k, i0 + 1] * w
+
+    # -- unchecked fast paths for the simulator's inner loop (n, k, context already valid) --------
+    def decode_time_all_k(self, n: int, context: float) -> np.ndarray:
+        """T(k) for k = 0..max_k at one mean context (unchecked)."""
+        x = context / self._dctx
+        i0 = min(int(x), len(self.ctx_grid) - 2)
+        w = x - i0
+        col = self.decode[n - 1]
+        return col[:, i0] * (1.0 - w) + col[:, i0 + 1] * w
+
+    def decode_row(self, k_r) -> np.ndarray:
+        """Step time on the context grid for per-request lengths ``k_r`` (uniform k: a table row).
+
+        The draft runs max(k_r) steps, step j over the requests with k_r >= j; the target verifies
+        Σ(k_r + 1) tokens, priced at the batch's mean q (interpolated between integer q).
+        """
+        k_r = np.asarray(k_r, dtype=np.int64)
+        n = self._check_n(k_r.size)
+        kmax = int(k_r.max())
+        if kmax > 0 and not self.has_draft:
+            raise InvalidInputError("Speculation (k > 0) needs a draft model.")
+        if kmax == int(k_r.min()):
+            return self.decode[n - 1, kmax]
+        q_mean = float(k_r.mean()) + 1.0
+        q0 = min(int(q_mean), self.max_k + 1)
+        fq = q_mean - q0
+        tgt = self.target[n - 1]
+        row = tgt[q0 - 1] * (1.0 - fq) + tgt[min(q0, self.max_k)] * fq
+        row = row * (1.0 + self.spec_overhead_frac * (kmax > 0))
+        if kmax > 0:
+            n_j = np.count_nonzero(k_r[:, None] >= np.arange(1, kmax + 1)[None, :], axis=0)
+            row = row + self.draft[n_j - 1].sum(axis=0)
+        return row
+
+    def interp_row(self, row: np.ndarray, context) -> np.ndarray:
+        """Linear interpolation of a context-grid row at ``context`` (array; unchecked)."""
+        x = np.asarray(context, dtype=float) * (1.0 / self._dctx)
+        i0 = np.minimum(x.astype(np.int64), len(self.ctx_grid) - 2)
+        lo = row[i0]
+        return lo + (row[i0 + 1] - lo) * (x - i0)
+
+    def decode_time_mixed(self, k_r, context) -> np.ndarray:
+        """Seconds of one decode step where request r proposes ``k_r`` tokens (see :meth:`decode_row`)."""
+        if np.any(np.asarray(k_r) < 0) or np.any(np.asarray(k_r) > self.max_k):
+            raise InvalidInputError(f"k must lie in 0..{self.max_k}.")
+        return self.interp_row(self.decode_row(k_r), context)
+
+    def prefill_time(self, n_seqs: int, total_tokens: int, with_draft: bool) -> float:
+        """Seconds of one prefill step of ``n_seqs`` prompts totalling ``total_tokens`` (draft too if loaded)."""
+        n = min(self._check_n(n_seqs), self.max_batch)
+        p = max(total_tokens / n, 1.0)
+        j = int(np.clip(np.searchsorted(self._p_grid, p) - 1, 0, len(self._p_grid) - 2))
+        w = (p - self._p_grid[j]) / (self._p_grid[j + 1] - self._p_grid[j])  # linear in p, log-spaced grid
+        t = self.prefill_target[n - 1, j] * (1 - w) + self.prefill_target[n - 1, j + 1] * w
+        if with_draft and self.has_draft:
+            t += self.prefill_draft[n - 1, j] * (1 - w) + self.prefill_draft[n - 1, j + 1] * w
+        return float(t)
