@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "validate": ("sdsl.commands.validate", "validate", "Check predictions against real measurements (latency, decoder)."),
     "train-family": ("sdsl.commands.train_family", "train_family", "Train the byte-level reference model family (torch)."),
     "figures": ("sdsl.commands.figures", "figures", "Regenerate the paper figures (PNG) into paper_figures/."),
+    "simulate": ("sdsl.commands.simulate", "simulate", "Serving simulation of speculation policies (none, k=N, adaptive) under load."),
 }
 
 
