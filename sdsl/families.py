@@ -14,7 +14,7 @@ import numpy as np
 
 from .architecture import ModelSpec, get_model
 from .errors import InvalidInputError
-from .latency import LatencyParams, ModelShapes
+from .latency import LatencyParams, ModelShapes, default_params
 from .optimize import best_speedup, gamma_star
 from .scaling import CHINCHILLA, SDSL_PLANE, AcceptancePlane, LossLaw, acceptance_from_sizes
 from .throughput import predict
@@ -56,7 +56,8 @@ def draft_size_sweep(target, hardware, drafts=None, batch=(1, 8, 32), gammas=ran
                      draft_tokens=1e12, target_tokens=1e12, law: LossLaw = CHINCHILLA,
                      plane: AcceptancePlane = SDSL_PLANE):
     """Price every draft of a family (default: :func:`llama_family` with the target's vocabulary)
-    against ``target`` on ``hardware`` for each batch size, at its best integer γ.
+    against ``target`` on ``hardware`` for each batch size, at its best integer γ. ``params``
+    default to the parameters shipped for the hardware (:func:`sdsl.latency.default_params`).
 
     α comes from SDSL's plane for each (draft, target) size pair (clipped to (0, 1) with a warning
     if the plane leaves it). Returns a pandas DataFrame, one row per (draft, batch), columns:
@@ -79,6 +80,7 @@ def draft_size_sweep(target, hardware, drafts=None, batch=(1, 8, 32), gammas=ran
     from .hardware import get_hardware
 
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    params = params or default_params(hw)
     pred = predict(target, shapes, g.reshape(1, -1, 1), alpha.reshape(-1, 1, 1), hw, b.reshape(1, 1, -1), context,
                    tp, draft_tp, dtype, params)
     shape = (n.size, g.size, b.size)
