@@ -120,8 +120,8 @@ class Attention(nn.Module):
     def forward(self, x, cos, sin, layer: int, cache: KVCache | None, pos, kv_len: int, mask):
         s, (B, q, _) = self.s, x.shape
         qkv = self.wqkv(x).view(B, q, s.n_head + 2 * s.n_kv_head, s.head_dim).transpose(1, 2)
-        xq, xk, xv = qkv.split([s.n_head, s.n_kv_head, s.n_kv_head], dim=1)
-        xq, xk = apply_rope(xq, cos, sin), apply_rope(xk, cos, sin)
+        qk, xv = qkv.split([s.n_head + s.n_kv_head, s.n_kv_head], dim=1)
+        xq, xk = apply_rope(qk, cos, sin).split([s.n_head, s.n_kv_head], dim=1)  # one RoPE call for Q and K
         if cache is not None:
             bidx = torch.arange(B, device=x.device)[:, None]
             # advanced indexing puts (B, q) first: (B, q, n_kv, hd)
@@ -129,14 +129,11 @@ class Attention(nn.Module):
             cache.v[layer][bidx, :, pos] = xv.transpose(1, 2).to(cache.v.dtype)
             xk = cache.k[layer, :, :, :kv_len].to(xq.dtype)
             xv = cache.v[layer, :, :, :kv_len].to(xq.dtype)
-        if s.n_kv_head != s.n_head:
-            rep = s.n_head // s.n_kv_head
-            xk = xk.repeat_interleave(rep, dim=1)
-            xv = xv.repeat_interleave(rep, dim=1)
+        gqa = s.n_kv_head != s.n_head
         if mask is None:
-            y = F.scaled_dot_product_attention(xq, xk, xv, is_causal=True)
+            y = F.scaled_dot_product_attention(xq, xk, xv, is_causal=True, enable_gqa=gqa)
         else:
-            y = F.scaled_dot_product_attention(xq, xk, xv, attn_mask=mask)
+            y = F.scaled_dot_product_attention(xq, xk, xv, attn_mask=mask, enable_gqa=gqa)
         return self.wo(y.transpose(1, 2).reshape(B, q, s.n_head * s.head_dim))
 
 

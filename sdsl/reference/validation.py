@@ -53,8 +53,9 @@ def calibrated_params(root: str | Path | None = None):
 
 
 @torch.no_grad()
-def step_times(model, batch: int, qs, context: int, repeats: int = 15) -> dict[int, float]:
+def step_times(model, batch: int, qs, context: int, repeats: int = 15, clock: str = "cpu") -> dict[int, float]:
     """Fastest wall time (s) over ``repeats`` of one cached forward over ``q`` new tokens per sequence, per q."""
+    now = time.process_time if clock == "cpu" else time.perf_counter
     cache = model.new_cache(batch, context + max(qs) + 1)
     model(torch.zeros(batch, context, dtype=torch.long), cache)
     out = {}
@@ -63,9 +64,9 @@ def step_times(model, batch: int, qs, context: int, repeats: int = 15) -> dict[i
         ts = []
         for _ in range(repeats + 2):
             cache.set_lengths(context)
-            t = time.perf_counter()
+            t = now()
             model(x, cache)
-            ts.append(time.perf_counter() - t)
+            ts.append(now() - t)
         out[q] = min(ts[2:])
     return out
 
@@ -78,7 +79,7 @@ def _prompts(n: int, length: int) -> torch.Tensor:
     return torch.from_numpy(np.stack([held[s:s + length] for s in starts]).astype(np.int64))
 
 
-def _run(target, proposer, gamma, batch, prompts, max_new, temperature, seed, repeats: int = 3) -> dict:
+def _run(target, proposer, gamma, batch, prompts, max_new, temperature, seed, repeats: int = 3, clock: str = "cpu") -> dict:
     """Decode all prompts in chunks of ``batch``, ``repeats`` times; pool counts, keep each chunk's fastest time.
 
     Runs are seeded, so every repeat emits the same tokens; the minimum over repeats is the
@@ -88,13 +89,13 @@ def _run(target, proposer, gamma, batch, prompts, max_new, temperature, seed, re
     tokens = steps = 0
     secs = draft_s = 0.0
     for i in range(0, len(prompts), batch):
-        runs = [generate(target, prompts[i:i + batch], max_new, proposer, gamma, temperature, seed=seed + i)
+        runs = [generate(target, prompts[i:i + batch], max_new, proposer, gamma, temperature, seed=seed + i, clock=clock)
                 for _ in range(repeats)]
         r = min(runs, key=lambda x: x.decode_s)
         counts += r.accept_counts
         tokens, steps, secs, draft_s = tokens + r.new_tokens, steps + r.steps, secs + r.decode_s, draft_s + r.draft_s
     out = {"tokens": tokens, "steps": steps, "decode_s": secs, "draft_s": draft_s, "tokens_per_s": tokens / secs,
-           "repeats": repeats}
+           "repeats": repeats, "clock": clock}
     if gamma:
         from ..acceptance import alpha_from_accept_histogram, positional_acceptance
 
@@ -146,7 +147,7 @@ def validate_decoder(targets=DEFAULT_TARGETS, drafts=DEFAULT_DRAFTS, gammas=rang
     models = {p.stem: load_checkpoint(p) for p in list_checkpoints(CHECKPOINT_DIR)}
     prompts = _prompts(n_prompts, prompt_len)
     ctx = prompt_len + max_new // 2
-    tag = f"T{temperature}-n{n_prompts}-p{prompt_len}-m{max_new}-s{seed}-r{repeats}"
+    tag = f"T{temperature}-n{n_prompts}-p{prompt_len}-m{max_new}-s{seed}-r{repeats}-cpu"
     cache = _Cache(cache_path)
     spec = {name: model_spec(meta["spec"]) for name, (_, meta) in models.items()}
     ppl = {name: meta["heldout_ppl"] for name, (_, meta) in models.items()}
@@ -196,7 +197,7 @@ def validate_decoder(targets=DEFAULT_TARGETS, drafts=DEFAULT_DRAFTS, gammas=rang
         r["alpha_pooled"], r["pred_speedup_pooled_alpha"] = float(a), float(pr.speedup)
     out = _summarise(rows, params_path)
     out["settings"] = {"temperature": temperature, "n_prompts": n_prompts, "prompt_len": prompt_len, "max_new": max_new,
-                       "seed": seed, "repeats": repeats, "threads": threads, "context_for_prediction": ctx, "hardware": "cpu",
+                       "seed": seed, "repeats": repeats, "threads": threads, "clock": "process CPU time (1 torch thread)", "context_for_prediction": ctx, "hardware": "cpu",
                        "latency_params": params_path or "uncalibrated defaults"}
     out["perplexities"] = ppl
     if plane:
