@@ -35,7 +35,8 @@ def _tau_fast(alpha: np.ndarray, ks: np.ndarray) -> np.ndarray:
 
     The controller's hot path; equals :func:`sdsl.acceptance.tau` there (tested) without its checks.
     """
-    return -np.expm1(np.log(alpha)[:, None] * (ks[None, :] + 1.0)) / (1.0 - alpha)[:, None]
+    a = np.clip(alpha, 1e-12, 1.0 - 1e-12)
+    return -np.expm1(np.log(a)[:, None] * (ks[None, :] + 1.0)) / (1.0 - a)[:, None]
 
 
 def _expected_tokens(alpha: np.ndarray, ks: np.ndarray, has_proposal: np.ndarray | None) -> np.ndarray:
@@ -122,7 +123,7 @@ class GoodputController:
         if n == 0:
             return 0
         t = self.step_model.decode_time_all_k(self.step_model._check_n(n), float(context))[: self.max_k + 1]
-        if has_proposal is None and np.all((alpha > 0.0) & (alpha < 1.0)):
+        if has_proposal is None:
             g = _tau_fast(alpha, self._ksf).sum(axis=0)
         else:
             g = _expected_tokens(alpha, self._ksf, has_proposal)

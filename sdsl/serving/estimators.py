@@ -80,25 +80,33 @@ class EMAEstimator:
             w = self._weights[steps] = (1.0 - self.beta) * self.beta ** np.arange(steps - 1, -1, -1)
         return w
 
-    def update(self, accepted: np.ndarray, trials: np.ndarray) -> None:
-        """Absorb an ``(n, S)`` block of accept and trial counts, oldest step first."""
+    def update(self, accepted: np.ndarray, trials: np.ndarray, all_informative: bool = False) -> None:
+        """Absorb an ``(n, S)`` block of accept and trial counts, oldest step first.
+
+        ``all_informative``: the caller guarantees every row has trials in every step (uniform k > 0).
+        """
         accepted = np.asarray(accepted, dtype=float)
         trials = np.asarray(trials, dtype=float)
         if accepted.ndim == 1:
             accepted, trials = accepted[:, None], trials[:, None]
         steps = accepted.shape[1]
         w = self._decay_weights(steps)
-        col_trials = trials.sum(axis=0)
         new_acc, new_trials = accepted @ w, trials @ w
-        informative = trials[:, 0] > 0  # k_r is fixed within a block: a row is all-or-nothing
-        if informative.all():
+        if all_informative:
             decay = self.beta ** steps
-            self.acc = self.acc * decay + new_acc
-            self.trials = self.trials * decay + new_trials
-        else:
-            decay = np.where(informative, self.beta ** steps, 1.0)
-            self.acc = self.acc * decay + new_acc
-            self.trials = self.trials * decay + new_trials
+            self.acc *= decay
+            self.acc += new_acc
+            self.trials *= decay
+            self.trials += new_trials
+            g_decay = decay
+            self.global_acc = self.global_acc * g_decay + float(new_acc.sum())
+            self.global_trials = self.global_trials * g_decay + float(new_trials.sum())
+            return
+        informative = trials.sum(axis=1) > 0
+        decay = np.where(informative, self.beta ** steps, 1.0)
+        self.acc = self.acc * decay + new_acc
+        self.trials = self.trials * decay + new_trials
+        col_trials = trials.sum(axis=0)
         cols = col_trials > 0
         n_cols = int(cols.sum())
         if n_cols:

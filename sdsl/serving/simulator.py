@@ -117,6 +117,11 @@ def simulate(workload: Workload, system: ServingSystem, policy: Policy | str, co
     rem = np.zeros(0, np.int64)
     inv_la = np.zeros(0)
     steps_1 = np.arange(1.0, cfg.max_chunk + 1.0)
+    s_k = np.zeros(0)  # per-slot Σk and step counts, written to the request arrays at finish
+    s_steps = np.zeros(0, np.int64)
+    s_em = np.zeros(0, np.int64)  # tokens emitted by decode steps, per slot
+    inv_dctx = 1.0 / sm._dctx
+    last_cell = len(sm.ctx_grid) - 2
     k_r = np.zeros(0)
     reserved = 0
     peak_reserved = peak_used = 0
@@ -156,6 +161,9 @@ def simulate(workload: Workload, system: ServingSystem, policy: Policy | str, co
             ctx = np.concatenate([ctx, prompt[keep].astype(float)])
             rem = np.concatenate([rem, out[keep] - 1])
             inv_la = np.concatenate([inv_la, 1.0 / log_alpha[keep]])
+            s_k = np.concatenate([s_k, np.zeros(keep.size)])
+            s_steps = np.concatenate([s_steps, np.zeros(keep.size, np.int64)])
+            s_em = np.concatenate([s_em, np.zeros(keep.size, np.int64)])
             est.add(keep.size, cfg.prior if cfg.init_alpha == "prior" else None)
             redecide = True
             continue
@@ -184,7 +192,9 @@ def simulate(workload: Workload, system: ServingSystem, policy: Policy | str, co
             S = min(S, cfg.decide_every - since_decision)
         admit_next = nxt < N and n < max_batch and reserved + reserve[nxt] <= budget
         if admit_next:
-            t_now = float(sm.interp_row(row, ctx_sum / n))
+            x = ctx_sum / n * inv_dctx
+            i0 = min(int(x), last_cell)
+            t_now = float(row[i0] + (row[i0 + 1] - row[i0]) * (x - i0))
             S = min(S, int((arr[nxt] - t) / t_now) + 1)
         S = max(S, 1)
 
@@ -223,27 +233,32 @@ def simulate(workload: Workload, system: ServingSystem, policy: Policy | str, co
         peak_used = max(peak_used, int(ctx_sum) + got_sum + n * (k_max + 1))
         rem -= got
         ctx += got
-        emitted[ids] += got
+        s_em += got
         if k_max > 0:
-            k_sum[ids] += k_r * m
-        steps[ids] += m
+            s_k += k_r * m
+        s_steps += m
         n_decode_steps += m
         batch_steps += n * m
         since_decision += m
         if use_draft and acc is not None:
             a_m = acc[:, :m]
             trials = a_m + (a_m < k_r[:, None])
-            if k_max != int(k_r.min()):
+            uniform_k = k_max == int(k_r.min())
+            if not uniform_k:
                 trials *= (k_r > 0)[:, None]
-            est.update(a_m, trials)
+            est.update(a_m, trials, all_informative=uniform_k)
         fin = rem <= 0
         if fin.any():
             done_ids = ids[fin]
             finish[done_ids] = t
+            k_sum[done_ids] = s_k[fin]
+            emitted[done_ids] += s_em[fin]
+            steps[done_ids] = s_steps[fin]
             reserved -= int(reserve[done_ids].sum())
             n_done += done_ids.size
             live = ~fin
             ids, ctx, rem, inv_la, k_r = ids[live], ctx[live], rem[live], inv_la[live], k_r[live]
+            s_k, s_steps, s_em = s_k[live], s_steps[live], s_em[live]
             est.keep(live)
             redecide = True
 

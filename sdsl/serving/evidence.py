@@ -1,0 +1,142 @@
+"""The serving experiments behind VALIDATION.md and paper_figures/serving_*.png (issue 5).
+
+Each function returns a pandas DataFrame; :func:`main` (``python -m sdsl.serving.evidence``)
+prints them all. Deployments (H100-SXM, roofline step times with the shipped latency parameters):
+
+- ``7b``: Llama-2-7B target + Llama-160M draft, TP1;
+- ``70b``: Llama-3.1-70B target (TP4) + Llama-3.2-1B draft (TP1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .k_table import speedup_vs_batch
+from .simulator import SimConfig, simulate
+from .system import ServingSystem
+from .workload import AcceptanceDist, Workload, trace_workload
+
+__all__ = ["DEPLOYMENTS", "deployment", "analytic_speedup", "closed_loop_speedup", "latency_vs_qps",
+           "alpha_shift", "main"]
+
+DEPLOYMENTS = {
+    "7b": dict(target="llama-2-7b", draft="llama-160m", hardware="h100-sxm", tp=1),
+    "70b": dict(target="llama-3.1-70b", draft="llama-3.2-1b", hardware="h100-sxm", tp=4),
+}
+FIXED = ("k=1", "k=3", "k=5", "k=7")
+_CACHE: dict = {}
+
+
+def deployment(name: str, max_batch: int = 256, max_context: int = 4096) -> ServingSystem:
+    """A :class:`ServingSystem` for ``"7b"`` or ``"70b"`` (cached)."""
+    key = (name, max_batch, max_context)
+    if key not in _CACHE:
+        _CACHE[key] = ServingSystem.from_catalog(**DEPLOYMENTS[name], max_batch=max_batch, max_k=7,
+                                                 max_context=max_context, max_prompt=max_context)
+    return _CACHE[key]
+
+
+def analytic_speedup(alphas=(0.5, 0.7, 0.9), batches=None, context: float = 1024.0, max_batch: int = 64):
+    """Speedup over k = 0 of each fixed k and of the goodput-optimal k (known α), both deployments."""
+    import pandas as pd
+
+    batches = np.arange(1, max_batch + 1) if batches is None else np.asarray(batches)
+    frames = []
+    for name in DEPLOYMENTS:
+        df = speedup_vs_batch(deployment(name, max_batch=max(max_batch, 64)).step_model, alphas, batches,
+                              ks=(1, 3, 5, 7), context=context)
+        df.insert(0, "deployment", name)
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
+
+
+def closed_loop_speedup(name: str = "7b", alphas=(0.5, 0.7, 0.9), batches=(1, 4, 16, 64), min_requests: int = 64,
+                        prompt_tokens: int = 512, output_tokens: int = 512, concentration: float = 20.0,
+                        policies=("none",) + FIXED + ("adaptive",), seed: int = 0):
+    """Simulated throughput at fixed concurrency b: max(4b, min_requests) requests queued at t = 0, max_batch b.
+
+    Per-request α ~ Beta(mean α, concentration), acceptance sampled per token, α estimated online.
+    Columns: deployment, alpha, batch, policy, tokens_per_s, speedup (over ``none``), mean_k.
+    """
+    import pandas as pd
+
+    system = deployment(name, max_batch=max(batches))
+    rows = []
+    for a in alphas:
+        for b in batches:
+            n = max(4 * int(b), min_requests)
+            rng = np.random.default_rng(seed)
+            w = Workload(np.zeros(n), np.full(n, prompt_tokens), np.full(n, output_tokens),
+                         AcceptanceDist(a, concentration).sample(np.zeros(n), rng), name="closed")
+            base = None
+            for p in policies:
+                s = simulate(w, system, p, SimConfig(max_batch=int(b)), seed=seed).summary()
+                base = s["tokens_per_s"] if p == "none" else base
+                rows.append({"deployment": name, "alpha": a, "batch": int(b), "policy": p,
+                             "tokens_per_s": s["tokens_per_s"], "mean_k": s["mean_k"]})
+    df = pd.DataFrame(rows)
+    base = df[df.policy == "none"].set_index(["alpha", "batch"]).tokens_per_s
+    df["speedup"] = df.tokens_per_s / base.loc[list(zip(df.alpha, df.batch))].to_numpy()
+    return df
+
+
+def latency_vs_qps(name: str = "7b", qps=(1, 2, 4, 6, 8, 10, 12), policies=("none",) + FIXED + ("adaptive", "per-request"),
+                   trace: str = "conv", n_requests: int = 2000, alpha: float = 0.7, seed: int = 0, data_dir=None):
+    """Mean/p50/p99 latency, TTFT, TPOT, tokens/s and mean k per (QPS, policy) on a replayed trace."""
+    import pandas as pd
+
+    system = deployment(name)
+    rows = []
+    for r in qps:
+        w = trace_workload(trace, r, n_requests, AcceptanceDist(alpha), seed=seed, max_context=4096, data_dir=data_dir)
+        for p in policies:
+            rows.append({"deployment": name, **simulate(w, system, p, seed=seed, qps=r).summary()})
+    return pd.DataFrame(rows)
+
+
+def alpha_shift(name: str = "7b", qps: float = 4.0, before: float = 0.8, after: float = 0.4, shift_fraction: float = 0.5,
+                policies=("none", "k=5", "adaptive"), trace: str = "conv", n_requests: int = 2000, seed: int = 0,
+                data_dir=None):
+    """Per-request latencies when α drops from ``before`` to ``after`` for requests arriving mid-run."""
+    import pandas as pd
+
+    system = deployment(name)
+    w = trace_workload(trace, qps, n_requests, AcceptanceDist(before), seed=seed, max_context=4096, data_dir=data_dir)
+    t_shift = float(w.arrival_s[int(shift_fraction * len(w))])
+    w = w.with_alpha(AcceptanceDist(before, shift_at_s=t_shift, mean_after=after), seed=seed)
+    frames = []
+    for p in policies:
+        df = simulate(w, system, p, seed=seed, qps=qps).requests()
+        df["policy"] = p
+        df["after_shift"] = df.arrival_s >= t_shift
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
+
+
+def main() -> None:  # pragma: no cover - the reproducing command of VALIDATION.md
+    import pandas as pd
+
+    pd.set_option("display.width", 200)
+    pd.set_option("display.max_rows", 500)
+    an = analytic_speedup(batches=[1, 2, 4, 8, 16, 32, 64])
+    print("Analytic speedup over k=0 (known alpha, context 1024):")
+    print(an.pivot_table(index=["deployment", "alpha", "batch"], columns="policy", values="speedup").round(2))
+    for name in DEPLOYMENTS:
+        cl = closed_loop_speedup(name)
+        print(f"\nSimulated closed-loop speedup over none ({name}; online alpha):")
+        print(cl.pivot_table(index=["alpha", "batch"], columns="policy", values="speedup").round(3))
+        print(cl[cl.policy == "adaptive"].set_index(["alpha", "batch"]).mean_k.round(2))
+    lq = latency_vs_qps()
+    print("\nConv trace, Llama-2-7B + Llama-160M, mean latency (s):")
+    print(lq.pivot_table(index="qps", columns="policy", values="mean_latency_s").round(3))
+    print("p99 latency (s):")
+    print(lq.pivot_table(index="qps", columns="policy", values="p99_latency_s").round(3))
+    print("mean k:")
+    print(lq.pivot_table(index="qps", columns="policy", values="mean_k").round(2))
+    sh = alpha_shift()
+    print("\nAlpha shift 0.8 -> 0.4 at mid-run (conv trace, 4 QPS), latency (s) by policy and side of the shift:")
+    print(sh.groupby(["policy", "after_shift"]).latency_s.describe(percentiles=[0.5, 0.9, 0.99]).round(3))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
