@@ -41,8 +41,9 @@ __all__ = ["CalibrationResult", "fit_latency", "predict_op_times", "predict_laye
 
 DECODE_MAX_TOKENS = 64  #: num_tokens at or below which an operator counts as "decode regime"
 FORMAT = "sdsl-calibration"
-_BOUNDS = {"eta_compute": (1e-6, 1.0), "eta_memory": (1e-6, 1.0), "t_kernel": (0.0, 1e-3), "smoothness": (1.0, 64.0)}
-_SCALE = {"eta_compute": 0.1, "eta_memory": 0.1, "t_kernel": 1e-6, "smoothness": 1.0}
+_BOUNDS = {"eta_compute": (1e-6, 1.0), "eta_memory": (1e-6, 1.0), "t_kernel": (0.0, 1e-3), "t_layer": (0.0, 1e-2),
+           "smoothness": (1.0, 64.0)}
+_SCALE = {"eta_compute": 0.1, "eta_memory": 0.1, "t_kernel": 1e-6, "t_layer": 1e-5, "smoothness": 1.0}
 _REQUIRED = ("num_tokens", "in_features", "out_features", "time_s")
 
 
@@ -155,8 +156,11 @@ class CalibrationResult:
         p = self.params
         lines = [f"[[Calibration]] {self.hardware}, {self.dtype}, {self.n_points} operator timings",
                  f"    sources: {', '.join(self.sources) or '-'}", "[[Parameters]]"]
-        units = {"eta_compute": ("", 1.0), "eta_memory": ("", 1.0), "t_kernel": (" us", 1e6), "smoothness": ("", 1.0)}
-        for name in ("eta_compute", "eta_memory", "t_kernel", "smoothness"):
+        units = {"eta_compute": ("", 1.0), "eta_memory": ("", 1.0), "t_kernel": (" us", 1e6), "t_layer": (" us", 1e6),
+                 "smoothness": ("", 1.0)}
+        for name in ("eta_compute", "eta_memory", "t_kernel", "t_layer", "smoothness"):
+            if name == "t_layer" and name not in self.varied and not p.t_layer:
+                continue
             unit, k = units[name]
             v = getattr(p, name)
             if name in self.varied:
@@ -274,7 +278,8 @@ def _stderr(sol, n: int) -> np.ndarray:
 def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None = None,
                 smoothness: str | float = "auto", fit_kernel: bool = True,
                 base: LatencyParams | None = None, sources: Iterable[str] = (),
-                keep_points: bool = True, layers: Iterable[tuple["pd.DataFrame", Any]] = ()) -> CalibrationResult:
+                keep_points: bool = True, layers: Iterable[tuple["pd.DataFrame", Any]] = (),
+                fit_layer_overhead: bool = True) -> CalibrationResult:
     """Fit η_c, η_m, t_kernel (and p) to per-operator rows ``num_tokens, in_features, out_features, time_s``.
 
     ``smoothness``: ``"auto"`` (free p only if AIC improves by > 2), ``"fit"`` (always free),
@@ -284,7 +289,9 @@ def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None
     ``layers``: optional ``(layer_rows, ModelSpec)`` pairs (whole decoder-layer steps from the
     harness). When given they are fitted jointly with the operators, each step priced by
     :func:`predict_layer_times` — useful where per-kernel overheads outside the GEMMs dominate
-    (eager PyTorch on a CPU); ``layer_mape`` then reports their fit.
+    (eager PyTorch on a CPU); ``layer_mape`` then reports their fit. With layers (and
+    ``fit_layer_overhead``, the default) the fixed per-layer cost ``t_layer`` is fitted too: only
+    the layer rows constrain it (operator rows are single kernels).
     """
     data, dtype, flops, nbytes, y = _arrays(data, dtype)
     base = base or DEFAULT_PARAMS
@@ -295,9 +302,11 @@ def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None
     # starting point: the largest achieved fractions of the datasheet peaks, a few µs of launch cost
     x0 = {"eta_compute": min(1.0, float(np.max(flops / y)) / peak),
           "eta_memory": min(1.0, float(np.max(nbytes / y)) / bw),
-          "t_kernel": min(float(np.min(y)) * 0.5, 1e-4), "smoothness": 2.0}
+          "t_kernel": min(float(np.min(y)) * 0.5, 1e-4), "t_layer": 1e-5, "smoothness": 2.0}
 
     layers = list(layers)
+    if layers and fit_layer_overhead:
+        core.append("t_layer")
     layer_meas = np.concatenate([ly["time_s"].to_numpy(dtype=float) for ly, _ in layers]) if layers else np.empty(0)
 
     def layer_pred(params):

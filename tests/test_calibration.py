@@ -126,6 +126,38 @@ def test_layer_rows_predicted_and_fitted(tmp_path):
     assert res.params.eta_memory == pytest.approx(0.7, rel=0.01)
 
 
+def test_layer_rows_fit_t_layer_within_1pct():
+    """With decoder-layer rows the fixed per-layer cost t_layer is fitted (only layer rows see it)."""
+    from sdsl.architecture import get_model
+    from sdsl.calibration import predict_layer_times
+
+    hw = get_hardware("cpu")
+    spec = get_model("llama-68m")
+    true = LatencyParams(eta_compute=0.02, eta_memory=0.06, t_kernel=1.5e-6, t_layer=150e-6, smoothness=1.5)
+    layers = pd.DataFrame({"batch": [1, 1, 2, 4, 4, 8, 1, 2], "q": [1, 4, 2, 1, 8, 4, 8, 1],
+                           "context": [64, 256, 1024, 64, 256, 1024, 1024, 256]})
+    rows = layers.assign(time_s=predict_layer_times(layers, spec, hw, true, "fp32"))
+    ops = _synthetic(true, get_hardware("cpu")).assign(dtype="fp32")
+    f, b = gemm_flops_bytes(ops.num_tokens, ops.in_features, ops.out_features, 4)
+    ops = ops.assign(time_s=op_time(f, b, hw.peak_flops_for("fp32"), hw.mem_bandwidth, true))
+    res = fit_latency(ops, hw, layers=[(rows, spec)], smoothness="fit")
+    assert "t_layer" in res.varied and "t_layer" in res.report()
+    for name in ("eta_compute", "eta_memory", "t_kernel", "t_layer"):
+        assert getattr(res.params, name) == pytest.approx(getattr(true, name), rel=0.01), name
+    fixed = fit_latency(ops, hw, layers=[(rows, spec)], smoothness="fit", fit_layer_overhead=False)
+    assert "t_layer" not in fixed.varied and fixed.params.t_layer == 0.0
+    no_layers = fit_latency(ops, hw, smoothness="fit")
+    assert "t_layer" not in no_layers.varied and "t_layer" not in no_layers.report()
+
+
+def test_committed_cpu_calibration_has_layer_overhead():
+    """profiles/cpu.calib.json (used by issue 4 with get_hardware("cpu"), fp32) carries a fitted t_layer."""
+    path = Path(__file__).resolve().parents[1] / "profiles" / "cpu.calib.json"
+    res = CalibrationResult.from_json(path)
+    assert res.dtype == "fp32" and res.layers_fitted and "t_layer" in res.varied
+    assert load_latency_params(path).t_layer > 0
+
+
 @pytest.mark.skipif(not VIDUR.is_dir(), reason="../shared/data/vidur not present")
 def test_cli_calibrate_gpu_folder_with_allreduce(tmp_path):
     from click.testing import CliRunner
