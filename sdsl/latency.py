@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
+from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -108,6 +109,7 @@ class LatencyParams:
 DEFAULT_PARAMS = LatencyParams()
 
 
+@lru_cache(maxsize=None)
 def _packaged_params(name: str) -> LatencyParams | None:
     from importlib import resources
 
@@ -307,19 +309,36 @@ def _price(shapes: ModelShapes, hardware, b, q, L, dtype: str, params: LatencyPa
 
 
 def _shapes(model, tp) -> ModelShapes:
-    return model if isinstance(model, ModelShapes) else ModelShapes.of(model, tp)
+    if isinstance(model, ModelShapes):
+        return model
+    if isinstance(model, str):
+        from .architecture import get_model
+
+        model = get_model(model)
+    return ModelShapes.of(model, tp)
+
+
+def _hardware(hardware):
+    if isinstance(hardware, str):
+        from .hardware import get_hardware
+
+        return get_hardware(hardware)
+    return hardware
 
 
 def step_time(model, hardware, batch=1, q=1, context=1024, dtype: str = "bf16", tp: int = 1,
               params: LatencyParams | None = None) -> StepTime:
     """Price one forward pass (DESIGN.md §3.3); see the module docstring for the model.
 
-    ``model`` is a ModelSpec or :class:`ModelShapes` (a stack of models for vectorised search);
-    ``batch``, ``q`` and ``context`` broadcast. ``context`` is the number of tokens already in each
-    sequence's KV cache (use the mean for mixed lengths: KV reads and attention FLOPs are linear in it).
+    ``model`` is a ModelSpec, a catalog name, or :class:`ModelShapes` (a stack of models for
+    vectorised search); ``hardware`` a Hardware or a catalog name. ``batch``, ``q`` and ``context``
+    broadcast. ``context`` is the number of tokens already in each sequence's KV cache (use the mean
+    for mixed lengths: KV reads and attention FLOPs are linear in it). ``params=None`` uses
+    :func:`default_params` of the hardware (its shipped calibration when there is one).
     """
     b, qq, L = _check_grid(batch, q, context)
-    params = params or DEFAULT_PARAMS
+    hardware = _hardware(hardware)
+    params = params or default_params(hardware)
     total, compute, memory, overhead, allreduce, bound = _price(_shapes(model, tp), hardware, b, qq, L, dtype, params)
     return StepTime(total, compute, memory, overhead, allreduce, bound)
 

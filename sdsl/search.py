@@ -15,6 +15,7 @@ import numpy as np
 from .acceptance import check_alpha
 from .architecture import ModelSpec, get_model, list_models
 from .errors import InvalidInputError
+from .hardware import get_hardware
 from .latency import LatencyParams, ModelShapes
 from .scaling import CHINCHILLA, SDSL_PLANE, AcceptancePlane, LossLaw, acceptance_from_sizes
 from .throughput import SDPrediction, predict
@@ -95,6 +96,8 @@ def evaluate_grid(target, hardware, drafts=None, gammas=range(0, 11), batch=(1,)
     Without ``alpha``, each draft's α comes from SDSL's plane through the loss law (D, D′ given).
     """
     target = get_model(target) if not isinstance(target, ModelSpec) else target
+    if isinstance(hardware, str):
+        hardware = get_hardware(hardware)
     if drafts is None:
         drafts = candidate_drafts(target)
     drafts = tuple(get_model(d) if not isinstance(d, ModelSpec) else d for d in drafts)

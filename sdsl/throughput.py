@@ -88,9 +88,14 @@ def predict(target, draft, gamma, alpha, hardware, batch=1, context=1024, tp: in
     """Hardware-aware SD throughput (DESIGN.md §3.3), broadcasting over gamma, alpha, batch, context.
 
     ``draft`` is a ModelSpec, a :class:`~sdsl.latency.ModelShapes` stack, or None for a model-free
-    proposer (prompt lookup) whose cost is ``overhead_s``. ``overhead_s`` is any extra time per SD
+    proposer (prompt lookup) whose cost is ``overhead_s``. ``params=None`` uses the hardware's shipped
+    calibration (:func:`sdsl.latency.default_params`); ``draft_params`` defaults to ``params``. ``overhead_s`` is any extra time per SD
     step (sampling, rejection, scheduling). γ = 0 is plain decoding (speedup 1 when overhead is 0).
     """
+    from .latency import _hardware, default_params
+
+    hardware = _hardware(hardware)
+    params = params or default_params(hardware)
     g = check_gamma(gamma)
     if np.any(g != np.round(g)):
         raise InvalidInputError("gamma must be a whole number of draft tokens.")

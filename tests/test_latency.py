@@ -27,7 +27,7 @@ def test_step_time_monotone(b, q, L, db, dq, dL, p):
 
 
 def test_memory_bound_decode_matches_weight_streaming():
-    st_ = step_time(LLAMA7, H100, 1, 1, 0)
+    st_ = step_time(LLAMA7, H100, 1, 1, 0, params=DEFAULT_PARAMS)
     weights = LLAMA7.weight_bytes("bf16")
     # batch 1 decode ≈ reading every weight once at η_m·bandwidth, plus launches
     assert st_.bound == "memory"
@@ -99,6 +99,6 @@ def test_packaged_calibrations():
 
 
 def test_t_layer_adds_per_layer_overhead():
-    base = step_time(LLAMA7, H100, 1, 1, 0)
+    base = step_time(LLAMA7, H100, 1, 1, 0, params=DEFAULT_PARAMS)
     more = step_time(LLAMA7, H100, 1, 1, 0, params=DEFAULT_PARAMS.replace(t_layer=1e-5))
     assert float(more.total_s - base.total_s) == pytest.approx(LLAMA7.n_layer * 1e-5)
