@@ -51,6 +51,10 @@ FIGURES: list[FigureEntry] = [
     _E("leviathan_speedup_vs_gamma.png", _P + "fig_leviathan_speedup_vs_gamma", "Leviathan: speedup vs gamma for alpha 0.5..0.9 and c in {0, 0.05, 0.1}", "analytic (Leviathan Thm 3.8)"),
     _E("turbospec_step_latency.png", _P + "fig_turbospec_step_latency", "TurboSpec-style: step latency vs batch size for k = 0..5, Llama-2-7B + Llama-160M on H100", "roofline step time (sdsl.latency, shipped params)"),
     _E("turbospec_speedup_vs_batch.png", _P + "fig_turbospec_speedup_vs_batch", "TurboSpec-style: speedup vs batch at alpha = 0.5, and the optimal k vs batch", "roofline step time (sdsl.throughput.predict)"),
+    _E("serving_speedup_vs_batch.png", _P + "fig_serving_speedup_vs_batch", "Serving: speedup of k = 1/3/5/7 and goodput-adaptive k vs batch, alpha 0.5/0.7/0.9, 7B and 70B TP4 (analytic + simulated)", "roofline step time (shipped H100 params) + sdsl.serving simulator"),
+    _E("serving_k_vs_batch.png", _P + "fig_serving_k_vs_batch", "Serving: goodput-optimal k vs batch size, and the mean k the adaptive policy ran in simulation", "roofline step time (shipped H100 params) + sdsl.serving simulator"),
+    _E("serving_latency_vs_qps.png", _P + "fig_serving_latency_vs_qps", "Serving: mean/p99 request latency and mean k vs QPS per policy, Azure conv trace, Llama-2-7B + Llama-160M", "Splitwise conv trace (../shared/data/traces) + sdsl.serving simulator"),
+    _E("serving_alpha_shift.png", _P + "fig_serving_alpha_shift", "Serving: latency when alpha drops 0.8 -> 0.4 mid-run: adaptive recovers, fixed k=5 does not", "Splitwise conv trace + sdsl.serving simulator"),
 ]
 
 

@@ -62,6 +62,14 @@ def test_batch_limit_and_single_token_outputs():
     assert np.all(res.finish_s[:10] == res.first_token_s[:10])
 
 
+@pytest.mark.parametrize("estimator", ["ema", "window"])
+def test_estimators_and_decision_cadence_run_in_the_simulator(estimator):
+    w = workload(150)
+    for every in (1, 8):
+        res = simulate(w, system(), "per-request", SimConfig(estimator=estimator, decide_every=every), seed=2)
+        assert np.array_equal(res.emitted, w.output_tokens)
+
+
 def test_deterministic_for_a_seed_and_seed_matters():
     w = workload(200)
     a = simulate(w, system(), "adaptive", seed=7).summary()

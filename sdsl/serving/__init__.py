@@ -7,6 +7,7 @@ linear step-time form), :mod:`.estimators` (online α), :mod:`.controller` (choi
 """
 
 from .controller import GoodputController, allocate_per_request, choose_k, goodput
+from .k_table import best_k_by_batch, serving_k_table, speedup_vs_batch
 from .estimators import EMAEstimator, WindowEstimator, make_estimator, trials_from_accepts
 from .metrics import SimResult
 from .policies import Policy, parse_policies, parse_policy
@@ -21,5 +22,5 @@ __all__ = [
     "SimResult", "Policy", "parse_policies", "parse_policy", "SimConfig", "simulate",
     "BatchStepModel", "MemoryBudget", "memory_budget", "mixed_batch_time", "roofline_step_fn",
     "ServingSystem", "AcceptanceDist", "Workload", "load_trace", "poisson_workload", "scale_to_qps",
-    "trace_workload",
+    "trace_workload", "best_k_by_batch", "serving_k_table", "speedup_vs_batch",
 ]

@@ -155,7 +155,7 @@ class WindowEstimator:
     def keep(self, mask: np.ndarray) -> None:
         self.acc, self.trials, self.prior_alpha = self.acc[mask], self.trials[mask], self.prior_alpha[mask]
 
-    def update(self, accepted: np.ndarray, trials: np.ndarray) -> None:
+    def update(self, accepted: np.ndarray, trials: np.ndarray, all_informative: bool = False) -> None:
         """Absorb an ``(n, S)`` block, oldest step first; rows with no trials are left as they were."""
         accepted = np.asarray(accepted, dtype=float)
         trials = np.asarray(trials, dtype=float)

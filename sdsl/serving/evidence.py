@@ -14,10 +14,10 @@ import numpy as np
 from .k_table import speedup_vs_batch
 from .simulator import SimConfig, simulate
 from .system import ServingSystem
-from .workload import AcceptanceDist, Workload, trace_workload
+from .workload import AcceptanceDist, Workload, poisson_workload, trace_path, trace_workload
 
-__all__ = ["DEPLOYMENTS", "deployment", "analytic_speedup", "closed_loop_speedup", "latency_vs_qps",
-           "alpha_shift", "main"]
+__all__ = ["DEPLOYMENTS", "deployment", "trace_available", "analytic_speedup", "closed_loop_speedup", "latency_vs_qps",
+           "alpha_shift", "linear_vs_roofline", "main"]
 
 DEPLOYMENTS = {
     "7b": dict(target="llama-2-7b", draft="llama-160m", hardware="h100-sxm", tp=1),
@@ -80,6 +80,18 @@ def closed_loop_speedup(name: str = "7b", alphas=(0.5, 0.7, 0.9), batches=(1, 4,
     return df
 
 
+def _workload(trace, qps, n_requests, dist, seed, data_dir) -> Workload:
+    """A replayed trace, or (``trace=None``) Poisson arrivals with 1024-token prompts and 256-token outputs."""
+    if trace is None:
+        return poisson_workload(n_requests, qps, 1024, 256, dist, seed=seed)
+    return trace_workload(trace, qps, n_requests, dist, seed=seed, max_context=4096, data_dir=data_dir)
+
+
+def trace_available(trace: str = "conv", data_dir=None) -> bool:
+    """Whether the Splitwise trace is on disk (../shared/data/traces by default)."""
+    return trace_path(trace, data_dir).is_file()
+
+
 def latency_vs_qps(name: str = "7b", qps=(1, 2, 4, 6, 8, 10, 12), policies=("none",) + FIXED + ("adaptive", "per-request"),
                    trace: str = "conv", n_requests: int = 2000, alpha: float = 0.7, seed: int = 0, data_dir=None):
     """Mean/p50/p99 latency, TTFT, TPOT, tokens/s and mean k per (QPS, policy) on a replayed trace."""
@@ -88,7 +100,7 @@ def latency_vs_qps(name: str = "7b", qps=(1, 2, 4, 6, 8, 10, 12), policies=("non
     system = deployment(name)
     rows = []
     for r in qps:
-        w = trace_workload(trace, r, n_requests, AcceptanceDist(alpha), seed=seed, max_context=4096, data_dir=data_dir)
+        w = _workload(trace, r, n_requests, AcceptanceDist(alpha), seed, data_dir)
         for p in policies:
             rows.append({"deployment": name, **simulate(w, system, p, seed=seed, qps=r).summary()})
     return pd.DataFrame(rows)
@@ -101,7 +113,7 @@ def alpha_shift(name: str = "7b", qps: float = 4.0, before: float = 0.8, after: 
     import pandas as pd
 
     system = deployment(name)
-    w = trace_workload(trace, qps, n_requests, AcceptanceDist(before), seed=seed, max_context=4096, data_dir=data_dir)
+    w = _workload(trace, qps, n_requests, AcceptanceDist(before), seed, data_dir)
     t_shift = float(w.arrival_s[int(shift_fraction * len(w))])
     w = w.with_alpha(AcceptanceDist(before, shift_at_s=t_shift, mean_after=after), seed=seed)
     frames = []
@@ -111,6 +123,38 @@ def alpha_shift(name: str = "7b", qps: float = 4.0, before: float = 0.8, after: 
         df["after_shift"] = df.arrival_s >= t_shift
         frames.append(df)
     return pd.concat(frames, ignore_index=True)
+
+
+def linear_vs_roofline(n_rows: int = 4000, seed: int = 0):
+    """TurboSpec's linear form fitted to roofline step times, held-out R²; published coefficients vs roofline.
+
+    Rows: batch 1–256, q 1–8, mean context 64–4096 (uniform random), target forward only.
+    """
+    import pandas as pd
+
+    from .linear_model import TURBOSPEC_PUBLISHED, fit_linear_step_model, r_squared
+    from .step_model import roofline_step_fn
+
+    rng = np.random.default_rng(seed)
+    b = rng.integers(1, 257, n_rows)
+    q = rng.integers(1, 9, n_rows)
+    L = rng.integers(64, 4097, n_rows)
+    cases = [("llama-2-7b", 1, None), ("llama-3.1-8b", 1, "llama-3.1-8b-h100"),
+             ("llama-3.1-70b", 4, "llama-3.1-70b-tp4-h100")]
+    rows = []
+    for model, tp, published in cases:
+        t = roofline_step_fn(model, "h100-sxm", tp=tp)(b, q, L)
+        fit = fit_linear_step_model(b, q, L, t, test_fraction=0.25, seed=seed, source=f"fit to roofline {model}")
+        m = fit.model
+        row = {"model": model, "tp": tp, "c_kv": m.c_kv, "c_tok": m.c_tok, "c_b": m.c_b, "c_0": m.c_0,
+               "r2_train": fit.r2_train, "r2_test": fit.r2_test, "mape_test": fit.mape_test}
+        if published:
+            pub = TURBOSPEC_PUBLISHED[published]
+            tp_ = pub.step_fn(b, q, L)
+            row.update({"published_r2_vs_roofline": r_squared(t, tp_),
+                        "published_over_roofline_median": float(np.median(tp_ / t))})
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def main() -> None:  # pragma: no cover - the reproducing command of VALIDATION.md
@@ -133,6 +177,8 @@ def main() -> None:  # pragma: no cover - the reproducing command of VALIDATION.
     print(lq.pivot_table(index="qps", columns="policy", values="p99_latency_s").round(3))
     print("mean k:")
     print(lq.pivot_table(index="qps", columns="policy", values="mean_k").round(2))
+    print("\nTurboSpec linear step-time form vs the roofline (held-out 25% of 4000 rows):")
+    print(linear_vs_roofline().round(5).to_string())
     sh = alpha_shift()
     print("\nAlpha shift 0.8 -> 0.4 at mid-run (conv trace, 4 QPS), latency (s) by policy and side of the shift:")
     print(sh.groupby(["policy", "after_shift"]).latency_s.describe(percentiles=[0.5, 0.9, 0.99]).round(3))
