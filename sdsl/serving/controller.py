@@ -35,7 +35,7 @@ def _tau_fast(alpha: np.ndarray, ks: np.ndarray) -> np.ndarray:
 
     The controller's hot path; equals :func:`sdsl.acceptance.tau` there (tested) without its checks.
     """
-    a = np.clip(alpha, 1e-12, 1.0 - 1e-12)
+    a = np.minimum(np.maximum(alpha, 1e-12), 1.0 - 1e-12)
     return -np.expm1(np.log(a)[:, None] * (ks[None, :] + 1.0)) / (1.0 - a)[:, None]
 
 
@@ -133,7 +133,7 @@ class GoodputController:
         """Per-request k_r (an int array); uniform unless ``per_request``."""
         alpha = np.asarray(alpha, dtype=float)
         k_star = self.uniform_k(alpha, context, has_proposal)
-        if not self.per_request or k_star == 0:
+        if not self.per_request or k_star == 0 or alpha.size == 1:  # one request: k_r = k* exactly
             k = np.full(alpha.shape, k_star, dtype=np.int64)
             if has_proposal is not None:
                 k = np.where(np.asarray(has_proposal, bool), k, 0)

@@ -131,6 +131,7 @@ def simulate(workload: Workload, system: ServingSystem, policy: Policy | str, co
     since_decision = 0
     redecide = True
     row, row_n = None, 0
+    prefill_s = decode_s = idle_s = 0.0
     n_decode_steps = n_prefill_steps = 0
     batch_steps = 0  # Σ over decode steps of the batch size
 
@@ -147,7 +148,9 @@ def simulate(workload: Workload, system: ServingSystem, policy: Policy | str, co
             new = np.arange(nxt, j)
             nxt = j
             peak_reserved = max(peak_reserved, reserved)
-            t += sm.prefill_time(new.size, tok, use_draft)
+            dt = sm.prefill_time(new.size, tok, use_draft)
+            t += dt
+            prefill_s += dt
             n_prefill_steps += 1
             first_tok[new] = t
             emitted[new] = 1
@@ -168,6 +171,7 @@ def simulate(workload: Workload, system: ServingSystem, policy: Policy | str, co
             redecide = True
             continue
         if n == 0:  # idle until the next arrival
+            idle_s += max(0.0, float(arr[nxt]) - t)
             t = max(t, arr[nxt])
             continue
 
@@ -228,6 +232,7 @@ def simulate(workload: Workload, system: ServingSystem, policy: Policy | str, co
 
         # ---- commit m steps -------------------------------------------------------------------
         t += float(t_cum[s_end])
+        decode_s += float(t_cum[s_end])
         got = np.minimum(cum[:, s_end], rem).astype(np.int64)
         got_sum = int(got.sum())
         peak_used = max(peak_used, int(ctx_sum) + got_sum + n * (k_max + 1))
@@ -267,5 +272,6 @@ def simulate(workload: Workload, system: ServingSystem, policy: Policy | str, co
         k_sum=k_sum, steps=steps, qps=qps if qps is not None else workload.qps,
         stats={"decode_steps": n_decode_steps, "prefill_steps": n_prefill_steps,
                "mean_batch": batch_steps / max(n_decode_steps, 1), "kv_budget_tokens": budget,
-               "peak_reserved_tokens": peak_reserved, "peak_used_tokens": peak_used, "seed": seed},
+               "peak_reserved_tokens": peak_reserved, "peak_used_tokens": peak_used, "prefill_time_s": prefill_s,
+               "decode_time_s": decode_s, "idle_time_s": idle_s, "seed": seed},
     )
