@@ -172,7 +172,7 @@ def test_cli_simulate_json_keys():
 
 def test_cli_simulate_table():
     r = CliRunner().invoke(cli, ["simulate", "--qps", "2", "--policy", "none,adaptive", "--requests", "40",
-                                 "--output-tokens", "32"])
+                                 "--output-tokens", "32", "--estimator", "window", "--spec-overhead", "0.05"])
     assert r.exit_code == 0, r.output
     assert "QPS 2" in r.output and "adaptive" in r.output and "mean lat" in r.output
 
@@ -180,7 +180,8 @@ def test_cli_simulate_table():
 @pytest.mark.parametrize("args", [
     ["--qps", "0"], ["--qps", "a,b"], ["--policy", "k=x"], ["--alpha", "1.5"], ["--requests", "1"],
     ["--target", "no-such-model"], ["--trace", "/no/such/trace.csv"], ["--tp", "0"],
-    ["--prompt-tokens", "4000", "--output-tokens", "4000"],
+    ["--prompt-tokens", "4000", "--output-tokens", "4000"], ["--spec-overhead", "-1"], ["--estimator", "nope"],
+    ["--target", "llama-3.1-70b"],
 ])
 def test_cli_simulate_bad_input_exits_2(args):
     r = CliRunner().invoke(cli, ["simulate", "--requests", "20", *args] if "--requests" not in args

@@ -41,13 +41,17 @@ def _parse_qps(text: str) -> list[float]:
 @click.option("--max-batch", default=256, show_default=True, type=int, help="Most running requests per step.")
 @click.option("--max-k", default=7, show_default=True, type=int, help="Largest k the adaptive policies consider.")
 @click.option("--mem-fraction", default=0.9, show_default=True, type=float, help="Fraction of GPU memory usable.")
+@click.option("--estimator", default="ema", show_default=True, type=click.Choice(["ema", "window"]),
+              help="Online acceptance estimate: TurboSpec's EMA (0.85/0.15, prior 0.7) or a 16-step window.")
+@click.option("--spec-overhead", default=0.0, show_default=True, type=float,
+              help="Speculation overhead as a fraction of the verification step (TurboSpec measures ~0.05).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Random seed (runs are deterministic).")
 @click.option("--dtype", default="bf16", show_default=True, type=click.Choice(["bf16", "fp16", "fp8", "fp32"]))
 @calibration_option
 @json_option
 def simulate(target, draft, hardware, tp, draft_tp, qps, policies, trace, data_dir, n_requests, prompt_tokens,
-             output_tokens, alpha, alpha_concentration, max_batch, max_k, mem_fraction, seed, dtype, calibration,
-             as_json):
+             output_tokens, alpha, alpha_concentration, max_batch, max_k, mem_fraction, estimator, spec_overhead, seed,
+             dtype, calibration, as_json):
     """Simulate a continuously batched server under each QPS and speculation policy.
 
     Requests arrive (Poisson, or a replayed Azure trace time-scaled to the QPS), are admitted while
@@ -71,6 +75,8 @@ def simulate(target, draft, hardware, tp, draft_tp, qps, policies, trace, data_d
         raise InvalidInputError(f"--alpha must lie in (0, 1); got {alpha}.")
     if not 0.0 < mem_fraction <= 1.0:
         raise InvalidInputError(f"--mem-fraction must lie in (0, 1]; got {mem_fraction}.")
+    if not 0.0 <= spec_overhead < 10.0:
+        raise InvalidInputError(f"--spec-overhead must lie in [0, 10); got {spec_overhead}.")
     if max_batch < 1 or max_k < 0 or tp < 1 or draft_tp < 1:
         raise InvalidInputError("--max-batch, --tp and --draft-tp must be >= 1 and --max-k >= 0.")
     k_needed = max([max_k] + [p.k for p in pols])
@@ -98,8 +104,9 @@ def simulate(target, draft, hardware, tp, draft_tp, qps, policies, trace, data_d
         params = draft_params = resolve_latency_params(calibration, hw)
     system = ServingSystem.from_catalog(target_spec, draft, hw, tp=tp, draft_tp=draft_tp, dtype=dtype, params=params,
                                         draft_params=draft_params, mem_fraction=mem_fraction, max_batch=max_batch,
-                                        max_k=k_needed, max_context=longest + k_needed + 2, max_prompt=longest_prompt)
-    config = SimConfig(max_batch=max_batch, max_k=max_k)
+                                        max_k=k_needed, max_context=longest + k_needed + 2, max_prompt=longest_prompt,
+                                        spec_overhead_frac=spec_overhead)
+    config = SimConfig(max_batch=max_batch, max_k=max_k, estimator=estimator)
     results = []
     for r in rates:
         for p in pols:
