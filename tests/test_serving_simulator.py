@@ -188,3 +188,26 @@ def test_cli_simulate_bad_input_exits_2(args):
                            else ["simulate", *args])
     assert r.exit_code == 2, r.output
     assert "Traceback" not in r.output
+
+
+def test_conservation_property_random_configurations():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=25, deadline=None)
+    @given(seed=st.integers(0, 10_000), n=st.integers(1, 60), qps=st.floats(0.5, 200.0),
+           policy=st.sampled_from(POLICIES), max_batch=st.integers(1, 64), budget=st.integers(3_000, 60_000),
+           every=st.integers(1, 16), chunk=st.integers(1, 64), estimator=st.sampled_from(["ema", "window"]))
+    def check(seed, n, qps, policy, max_batch, budget, every, chunk, estimator):
+        rng = np.random.default_rng(seed)
+        w = poisson_workload(n, qps, prompt_tokens=rng.integers(1, 2000, 50), output_tokens=rng.integers(1, 500, 50),
+                             alpha=AcceptanceDist(float(rng.uniform(0.05, 0.95)), 10.0), seed=seed)
+        cfg = SimConfig(max_batch=max_batch, decide_every=every, max_chunk=chunk, estimator=estimator,
+                        max_prefill_tokens=int(rng.integers(1, 9000)))
+        res = simulate(w, system(budget), policy, cfg, seed=seed)
+        assert np.array_equal(res.emitted, w.output_tokens)
+        assert np.all(res.finish_s >= res.first_token_s) and np.all(res.first_token_s > w.arrival_s)
+        assert res.stats["peak_reserved_tokens"] <= budget and res.stats["peak_used_tokens"] <= budget
+        assert res.stats["mean_batch"] <= max_batch + 1e-9
+
+    check()
