@@ -107,3 +107,14 @@ def test_import_sdsl_is_light():
 def test_python_m_sdsl():
     r = subprocess.run([sys.executable, "-m", "sdsl", "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "optimize" in r.stdout
+
+
+def test_optimize_serving_k_table():
+    r = run("optimize", "--target", "llama-2-7b", "--drafts", "llama-160m", "--alpha", "0.7", "--serving",
+            "--max-batch", "64", "--json")
+    assert r.exit_code == 0, r.output
+    table = json.loads(r.output)["serving"]["k_table"]
+    assert table[0]["batch_min"] == 1 and table[-1]["batch_max"] == 64
+    for a, b in zip(table, table[1:]):
+        assert b["batch_min"] == a["batch_max"] + 1
+    assert all(0 <= row["k"] <= 7 for row in table)

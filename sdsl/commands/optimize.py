@@ -23,11 +23,15 @@ from ._common import (calibration_option, echo_json, format_table, json_option, 
 @click.option("--tokens", "pretrain_tokens", default=1e12, show_default=True, type=float,
               help="Pre-training tokens D = D' assumed by SDSL's law when --alpha is absent.")
 @click.option("--top", default=10, show_default=True, type=int, help="Rows to print.")
+@click.option("--serving", is_flag=True,
+              help="Also print a batch-size -> k table for the best draft (TurboSpec goodput; for a serving "
+                   "engine's dynamic speculation config).")
+@click.option("--max-batch", default=256, show_default=True, type=int, help="Largest batch size in the --serving table.")
 @calibration_option
 @click.option("--csv", "as_csv", is_flag=True, help="Print every evaluated configuration as CSV.")
 @json_option
 def optimize(target, hardware, batch, context, tp, draft_tp, alpha, gamma_max, dtype, drafts, any_tokenizer,
-             pretrain_tokens, top, calibration, as_csv, as_json):
+             pretrain_tokens, top, serving, max_batch, calibration, as_csv, as_json):
     """Rank draft models and speculation lengths by predicted tokens/s.
 
     Every (draft, gamma, batch) is priced on the calibrated roofline of the hardware; alpha is
@@ -70,11 +74,24 @@ def optimize(target, hardware, batch, context, tp, draft_tp, alpha, gamma_max, d
     sdsl = {"n_star": float(n_star[0]), "flop_speedup": float(s_star[0]), "alpha": float(a_star[0]),
             "gamma_star": float(g_star[0]), "pretrain_tokens": pretrain_tokens}
     configs = [r for b in batches for r in [x for x in grid.best() if x["batch"] == b][:top]]
+    serving_table = None
+    if serving:
+        from ..serving import serving_k_table
+
+        if max_batch < 1:
+            raise InvalidInputError("--max-batch must be a positive integer.")
+        head = configs[0]
+        serving_table = {
+            "draft": head["draft"], "alpha": head["alpha"], "context": context, "max_batch": max_batch,
+            "k_table": serving_k_table(target_spec, get_model(head["draft"]), hw, head["alpha"], tp,
+                                       draft_tp=draft_tp, context=float(context), max_batch=max_batch,
+                                       max_k=min(max(gamma_max, 0), 7), dtype=dtype, params=params),
+        }
     if as_json:
         echo_json({"target": target_spec.name, "hardware": hw.name, "context": context, "tp": tp, "dtype": dtype,
                    "alpha_source": "given" if alpha is not None else "sdsl-plane", "latency_params": params.to_dict(),
                    "fits_in_memory": bool(memory_per_gpu(target_spec, max(batches), context, dtype, tp) <= hw.mem_capacity),
-                   "configs": configs, "sdsl": sdsl})
+                   "configs": configs, "sdsl": sdsl, **({"serving": serving_table} if serving_table else {})})
         return
     click.echo(f"target {target_spec.name} ({target_spec.total_params / 1e9:.2f}B) on {hw.name}, context {context}, "
                f"tp {tp}, {dtype}; alpha: {'given' if alpha is not None else 'SDSL plane (D = %.3g tokens)' % pretrain_tokens}")
@@ -93,6 +110,12 @@ def optimize(target, hardware, batch, context, tp, draft_tp, alpha, gamma_max, d
                                        ("alpha", "alpha", ".3f"), ("tau", "tau", ".2f"),
                                        ("tokens_per_s", "tokens/s", ".1f"), ("speedup", "speedup", ".2f"),
                                        ("bound", "bound", "")]))
+        click.echo("")
+    if serving_table:
+        click.echo(f"serving: goodput-optimal k by batch size for {serving_table['draft']} "
+                   f"(alpha {serving_table['alpha']:.3f}, context {context}; k = 0: do not speculate)")
+        click.echo(format_table(serving_table["k_table"], [("batch_min", "batch from", "d"), ("batch_max", "to", "d"),
+                                                           ("k", "k", "d")]))
         click.echo("")
     click.echo(f"SDSL FLOP-model optimum: N* = {sdsl['n_star'] / 1e6:.0f}M parameters (alpha {sdsl['alpha']:.3f}, "
                f"gamma* {sdsl['gamma_star']:.2f}, speedup {sdsl['flop_speedup']:.2f}x in FLOPs)")
