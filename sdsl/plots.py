@@ -477,28 +477,31 @@ def fig_serving_k_vs_batch(quick: bool = False):
 
 
 def fig_serving_latency_vs_qps(quick: bool = False):
-    """Mean and p99 request latency vs QPS for each policy, Azure conversation trace replayed at each
-    QPS (Poisson arrivals with 1024+256 tokens if the trace is absent), Llama-2-7B + Llama-160M."""
+    """Mean and p99 request latency and mean k vs QPS for each policy, Azure conversation trace
+    replayed at each QPS (Poisson arrivals with 1024+256 tokens if the trace is absent). Top:
+    Llama-2-7B + Llama-160M, α ~ Beta(0.7, 20); bottom: Llama-3.1-70B TP4 + Llama-3.2-1B, α ~ Beta(0.6, 20)."""
     from .serving.evidence import latency_vs_qps, trace_available
 
     trace = "conv" if trace_available("conv") else None
-    qps = (1, 8) if quick else (1, 2, 4, 6, 8, 10, 12, 14)
-    df = latency_vs_qps("7b", qps=qps, trace=trace, n_requests=150 if quick else 2000)
-    fig, axes = _figure(1, 3, figsize=(14.0, 4.2))
-    for pol, g in df.groupby("policy", sort=False):
-        color, ls = _POLICY_STYLE[pol]
-        axes[0][0].plot(g.qps, g.mean_latency_s, "o" + ls, color=color, ms=3, label=pol)
-        axes[0][1].plot(g.qps, g.p99_latency_s, "o" + ls, color=color, ms=3, label=pol)
-        axes[0][2].plot(g.qps, g.mean_k, "o" + ls, color=color, ms=3, label=pol)
-    for ax, lab in zip(axes[0], ("mean latency (s)", "p99 latency (s)", "mean k")):
-        ax.set_xlabel("QPS")
-        ax.set_ylabel(lab)
-        ax.grid(alpha=0.3)
-    axes[0][0].set_yscale("log")
-    axes[0][1].set_yscale("log")
-    axes[0][0].legend(fontsize=7)
-    src = "Azure conv trace" if trace else "Poisson, 1024+256 tokens"
-    fig.suptitle(f"{_SERVING_TITLES['7b']}; {src}; α ~ Beta(0.7, 20)", fontsize=9)
+    cases = [("7b", 0.7, (1, 8) if quick else (1, 2, 4, 6, 8, 10, 12, 14)),
+             ("70b", 0.6, (1, 8) if quick else (1, 2, 4, 6, 8, 10, 12, 16))]
+    fig, axes = _figure(2, 3, figsize=(14.0, 8.0))
+    for row, (name, alpha, qps) in zip(axes, cases):
+        df = latency_vs_qps(name, qps=qps, trace=trace, n_requests=150 if quick else 2000, alpha=alpha)
+        for pol, g in df.groupby("policy", sort=False):
+            color, ls = _POLICY_STYLE[pol]
+            for ax, col in zip(row, ("mean_latency_s", "p99_latency_s", "mean_k")):
+                ax.plot(g.qps, g[col], "o" + ls, color=color, ms=3, label=pol)
+        for ax, lab in zip(row, ("mean latency (s)", "p99 latency (s)", "mean k")):
+            ax.set_xlabel("QPS")
+            ax.set_ylabel(lab)
+            ax.grid(alpha=0.3)
+            ax.set_title(f"{_SERVING_TITLES[name]}; α ~ Beta({alpha}, 20)", fontsize=8)
+        row[0].set_yscale("log")
+        row[1].set_yscale("log")
+        row[0].legend(fontsize=7)
+    fig.suptitle("Azure conversation trace, first 2000 requests scaled to each QPS" if trace
+                 else "Poisson arrivals, 1024+256 tokens", fontsize=9)
     return fig
 
 

@@ -194,6 +194,11 @@ def main() -> None:  # pragma: no cover - the reproducing command of VALIDATION.
         print(gaps.unstack("seed").round(2))
     print("\nTurboSpec linear step-time form vs the roofline (held-out 25% of 4000 rows):")
     print(linear_vs_roofline().to_string(float_format=lambda v: f"{v:.4g}"))
+    l70 = latency_vs_qps("70b", qps=(1, 2, 4, 6, 8, 10, 12, 16), alpha=0.6)
+    print("\nConv trace, Llama-3.1-70B TP4 + Llama-3.2-1B, alpha ~ Beta(0.6, 20):")
+    for col in ("mean_latency_s", "p99_latency_s", "mean_k", "tokens_per_s", "mean_batch"):
+        print(col)
+        print(l70.pivot_table(index="qps", columns="policy", values=col).round(3))
     sh = alpha_shift()
     print("\nAlpha shift 0.8 -> 0.4 at mid-run (conv trace, 4 QPS), latency (s) by policy and side of the shift:")
     print(sh.groupby(["policy", "after_shift"]).latency_s.describe(percentiles=[0.5, 0.9, 0.99]).round(3))
