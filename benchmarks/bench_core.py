@@ -8,25 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("MKL_NUM_THREADS", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _machine import machine  # noqa: E402  (also pins numeric libraries to one thread)
 
-
-def _cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def bench_million_configs(repeats: int = 5) -> dict:
@@ -65,8 +54,7 @@ def bench_cli_startup(repeats: int = 7) -> dict:
 
 if __name__ == "__main__":
     result = {
-        "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(),
-                    "python": platform.python_version()},
+        "machine": machine(),
         "million_configs": bench_million_configs(),
         "cli_startup": bench_cli_startup(),
     }

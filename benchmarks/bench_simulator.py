@@ -10,24 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import statistics
 import sys
 import time
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("MKL_NUM_THREADS", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _machine import machine  # noqa: E402  (also pins numeric libraries to one thread)
 
-
-def _cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def bench(n_requests: int = 10_000, qps=(1.0, 4.0, 12.0), policies=("none", "k=3", "adaptive", "per-request"),
@@ -57,6 +46,6 @@ def bench(n_requests: int = 10_000, qps=(1.0, 4.0, 12.0), policies=("none", "k=3
 
 
 if __name__ == "__main__":
-    out = {"machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "python": platform.python_version()},
+    out = {"machine": machine(),
            "simulator": bench()}
     print(json.dumps(out, indent=2))
