@@ -18,7 +18,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _machine import machine  # noqa: E402  (also pins numeric libraries to one thread)
 
 
-
 def bench(n_requests: int = 10_000, qps=(1.0, 4.0, 12.0), policies=("none", "k=3", "adaptive", "per-request"),
           repeats: int = 3) -> list[dict]:
     from sdsl.serving import AcceptanceDist, ServingSystem, simulate, trace_workload
