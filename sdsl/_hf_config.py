@@ -38,6 +38,22 @@ def _default_name(cfg: dict[str, Any], origin: str) -> str:
     return str(name).rstrip("/").split("/")[-1].lower()
 
 
+def _decoder_shape(cfg: dict[str, Any], origin: str, *, kv_heads_key: str | None,
+                   default_context: int) -> dict[str, Any]:
+    """The shape fields that Llama-, Phi- and GPT-NeoX-style configs name alike."""
+    n_head = _int(cfg, "num_attention_heads", origin)
+    return {
+        "n_layer": _int(cfg, "num_hidden_layers", origin),
+        "d_model": _int(cfg, "hidden_size", origin),
+        "n_head": n_head,
+        "n_kv_head": _int(cfg, kv_heads_key, origin, n_head) if kv_heads_key else n_head,
+        "d_ff": _int(cfg, "intermediate_size", origin),
+        "vocab_size": _int(cfg, "vocab_size", origin),
+        "max_context": _int(cfg, "max_position_embeddings", origin, default_context),
+        "tied_embeddings": bool(cfg.get("tie_word_embeddings", False)),
+    }
+
+
 def spec_fields_from_hf(cfg: dict[str, Any], origin: str, name: str | None = None) -> dict[str, Any]:
     """ModelSpec keyword arguments for the Hugging Face config ``cfg`` read from ``origin``."""
     mt = cfg.get("model_type")
@@ -52,18 +68,10 @@ def spec_fields_from_hf(cfg: dict[str, Any], origin: str, name: str | None = Non
         "hf_id": str(cfg.get("_name_or_path", "")),
     }
     if mt in ("llama", "mistral", "qwen2", "seed_oss"):
-        n_head = _int(cfg, "num_attention_heads", origin)
         attn_bias = bool(cfg.get("attention_bias", False))
         out.update(
-            n_layer=_int(cfg, "num_hidden_layers", origin),
-            d_model=_int(cfg, "hidden_size", origin),
-            n_head=n_head,
-            n_kv_head=_int(cfg, "num_key_value_heads", origin, n_head),
-            d_ff=_int(cfg, "intermediate_size", origin),
-            vocab_size=_int(cfg, "vocab_size", origin),
-            max_context=_int(cfg, "max_position_embeddings", origin, 4096),
+            _decoder_shape(cfg, origin, kv_heads_key="num_key_value_heads", default_context=4096),
             head_dim=_int(cfg, "head_dim", origin, None),
-            tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
             gated_mlp=True,
             norm="rmsnorm",
             mlp_bias=bool(cfg.get("mlp_bias", False)),
@@ -100,16 +108,8 @@ def spec_fields_from_hf(cfg: dict[str, Any], origin: str, name: str | None = Non
             final_norm=pre_ln and not bool(cfg.get("_remove_final_layer_norm", False)),
         )
     elif mt == "phi":  # phi-2: parallel block with one LayerNorm, biased linears and lm head
-        n_head = _int(cfg, "num_attention_heads", origin)
         out.update(
-            n_layer=_int(cfg, "num_hidden_layers", origin),
-            d_model=_int(cfg, "hidden_size", origin),
-            n_head=n_head,
-            n_kv_head=_int(cfg, "num_key_value_heads", origin, n_head),
-            d_ff=_int(cfg, "intermediate_size", origin),
-            vocab_size=_int(cfg, "vocab_size", origin),
-            max_context=_int(cfg, "max_position_embeddings", origin, 2048),
-            tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            _decoder_shape(cfg, origin, kv_heads_key="num_key_value_heads", default_context=2048),
             gated_mlp=False,
             norm="layernorm",
             qkv_bias=True,
@@ -119,17 +119,9 @@ def spec_fields_from_hf(cfg: dict[str, Any], origin: str, name: str | None = Non
             lm_head_bias=True,
         )
     else:  # gpt_neox (Pythia)
-        n_head = _int(cfg, "num_attention_heads", origin)
         bias = bool(cfg.get("attention_bias", True))
         out.update(
-            n_layer=_int(cfg, "num_hidden_layers", origin),
-            d_model=_int(cfg, "hidden_size", origin),
-            n_head=n_head,
-            n_kv_head=n_head,
-            d_ff=_int(cfg, "intermediate_size", origin),
-            vocab_size=_int(cfg, "vocab_size", origin),
-            max_context=_int(cfg, "max_position_embeddings", origin, 2048),
-            tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            _decoder_shape(cfg, origin, kv_heads_key=None, default_context=2048),
             gated_mlp=False,
             norm="layernorm",
             qkv_bias=bias,
