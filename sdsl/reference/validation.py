@@ -5,8 +5,11 @@ decode the same held-out prompts plainly and speculatively, and record the measu
 accept-count histogram), τ, tokens/s and speedup. Next to them, two predictions from the measured α:
 
 * ``pred_speedup`` — sdsl's hardware model: :func:`sdsl.throughput.predict` on the ``cpu`` hardware
-  with the calibrated CPU latency parameters (``profiles/cpu*.calib.json``) when present;
-* ``pred_speedup_steps`` — the same formula, τ·T_t(b,1) / (T_d(b,2) + (γ−1)·T_d(b,1) + T_t(b,γ+1)),
+  with the calibrated CPU latency parameters (``profiles/cpu*.calib.json``) when present, plus the
+  decoder's own per-step overhead T_overhead (DESIGN §3.3), measured once per (batch, γ, proposer
+  kind) by decoding with zero-cost stand-in models (:func:`loop_overhead`); plain decoding gets its
+  own T_overhead. ``pred_speedup_no_overhead`` is the bare roofline prediction;
+* ``pred_speedup_steps`` — the same formula, τ·(T_t(b,1) + o₀) / (T_d(b,2) + (γ−1)·T_d(b,1) + T_t(b,γ+1) + o),
   priced with each model's measured forward times (microbenchmarked here).
 
 Errors are ``pred/measured − 1``. Rows are cached in a JSON file keyed by configuration, so an
@@ -69,6 +72,36 @@ def step_times(model, batch: int, qs, context: int, repeats: int = 15, clock: st
             ts.append(now() - t)
         out[q] = min(ts[2:])
     return out
+
+
+class _NullModel:
+    """A zero-cost stand-in model (uniform logits): decoding with it times only the decoder's own work."""
+
+    def __init__(self, vocab: int = 256):
+        from .model import Shape
+
+        self.shape = Shape(n_layer=0, d_model=1, n_head=1, n_kv_head=1, d_ff=1, vocab_size=vocab, head_dim=1)
+
+    def new_cache(self, batch, capacity=None, dtype=None):
+        from .model import KVCache
+
+        return KVCache(self.shape, batch, capacity or 4096)
+
+    def __call__(self, tokens, cache):
+        cache.lengths = cache.lengths + tokens.shape[1]
+        return torch.zeros(tokens.shape[0], tokens.shape[1], self.shape.vocab_size)
+
+
+def loop_overhead(batch: int, gamma: int, prompts, max_new: int, temperature: float, proposer: str = "draft",
+                  repeats: int = 5) -> float:
+    """CPU seconds per decoding step spent outside model forwards (sampling, verification, bookkeeping,
+    prompt lookup), measured by decoding with zero-cost stand-in models. This is DESIGN §3.3's T_overhead."""
+    null = _NullModel()
+    prop = None if gamma == 0 else (PromptLookup() if proposer == "prompt-lookup" else DraftModel(null))
+    p = prompts[:batch].repeat((batch + len(prompts) - 1) // len(prompts), 1)[:batch]
+    best = min((generate(null, p, max_new, prop, gamma, temperature, seed=0, clock="cpu") for _ in range(repeats)),
+               key=lambda r: r.decode_s)
+    return best.decode_s / best.steps
 
 
 def _prompts(n: int, length: int) -> torch.Tensor:
@@ -170,13 +203,22 @@ def validate_decoder(targets=DEFAULT_TARGETS, drafts=DEFAULT_DRAFTS, gammas=rang
             td = {int(k): v for k, v in cache.get(f"steps|{d}|b{b}|c{ctx}", lambda: step_times(models[d][0], b, (1, 2), ctx)).items()}
             t_draft = td[2] + (g - 1) * td[1]
         alpha = min(m["alpha"], 1 - 1e-9)
+        kind = "prompt-lookup" if d == "prompt-lookup" else "draft"
+        ovh0 = cache.get(f"overhead|b{b}|g0|{tag}", lambda: loop_overhead(b, 0, prompts, max_new, temperature))
+        ovh = cache.get(f"overhead|{kind}|b{b}|g{g}|{tag}", lambda: loop_overhead(b, g, prompts, max_new, temperature, kind))
         pred = predict(spec[t], None if d == "prompt-lookup" else spec[d], g, alpha, hw, batch=b, context=ctx,
-                       dtype="fp32", params=params)
+                       dtype="fp32", params=params, overhead_s=ovh)
+        pred_speedup = float(pred.tau / pred.t_step_s * (pred.t_plain_s + ovh0))
         meas = m["tokens_per_s"] / base["tokens_per_s"]
-        pred_steps = m["tau"] * tt[1] / (t_draft + tt[g + 1])
+        pred_steps = m["tau"] * (tt[1] + ovh0) / (t_draft + tt[g + 1] + ovh)
+        pred_bare = predict(spec[t], None if d == "prompt-lookup" else spec[d], g, alpha, hw, batch=b, context=ctx,
+                            dtype="fp32", params=params)
         rows.append({"target": t, "draft": d, "batch": b, "gamma": g, "alpha": m["alpha"], "tau": m["tau"],
                      "tokens_per_s": m["tokens_per_s"], "plain_tokens_per_s": base["tokens_per_s"], "speedup": meas,
-                     "pred_speedup": float(pred.speedup), "speedup_error": float(pred.speedup) / meas - 1,
+                     "pred_speedup": pred_speedup, "speedup_error": pred_speedup / meas - 1,
+                     "pred_speedup_no_overhead": float(pred_bare.speedup),
+                     "speedup_error_no_overhead": float(pred_bare.speedup) / meas - 1,
+                     "overhead_s": ovh, "overhead_plain_s": ovh0,
                      "pred_speedup_steps": pred_steps, "speedup_error_steps": pred_steps / meas - 1,
                      "c_measured": (t_draft / g) / tt[1], "c_model": float(pred.cost_ratio),
                      "accept_counts": m["accept_counts"], "per_position": m["per_position"],
@@ -193,8 +235,9 @@ def validate_decoder(targets=DEFAULT_TARGETS, drafts=DEFAULT_DRAFTS, gammas=rang
         acc, rej = pooled[(r["target"], r["draft"], r["batch"])]
         a = min(acc / (acc + rej), 1 - 1e-9)
         pr = predict(spec[r["target"]], None if r["draft"] == "prompt-lookup" else spec[r["draft"]], r["gamma"], a, hw,
-                     batch=r["batch"], context=ctx, dtype="fp32", params=params)
-        r["alpha_pooled"], r["pred_speedup_pooled_alpha"] = float(a), float(pr.speedup)
+                     batch=r["batch"], context=ctx, dtype="fp32", params=params, overhead_s=r["overhead_s"])
+        r["alpha_pooled"] = float(a)
+        r["pred_speedup_pooled_alpha"] = float(pr.tau / pr.t_step_s * (pr.t_plain_s + r["overhead_plain_s"]))
     out = _summarise(rows, params_path)
     out["settings"] = {"temperature": temperature, "n_prompts": n_prompts, "prompt_len": prompt_len, "max_new": max_new,
                        "seed": seed, "repeats": repeats, "threads": threads, "clock": "process CPU time (1 torch thread)", "context_for_prediction": ctx, "hardware": "cpu",
@@ -226,6 +269,7 @@ def _plane(models, ppl, prompts, max_new, temperature, seed, tag, cache) -> dict
 def _summarise(rows: list[dict], params_path) -> dict:
     err = [abs(r["speedup_error"]) for r in rows]
     err_s = [abs(r["speedup_error_steps"]) for r in rows]
+    err_0 = [abs(r["speedup_error_no_overhead"]) for r in rows]
     best = max(rows, key=lambda r: r["speedup"])
     # sdsl's pick for the best row's (target, batch): the (draft, γ) with the highest predicted speedup
     same = [r for r in rows if r["target"] == best["target"] and r["batch"] == best["batch"]]
@@ -236,6 +280,7 @@ def _summarise(rows: list[dict], params_path) -> dict:
         "rows": rows,
         "median_speedup_error": float(np.median(err)),
         "median_speedup_error_steps": float(np.median(err_s)),
+        "median_speedup_error_no_overhead": float(np.median(err_0)),
         "best_speedup": best["speedup"], "best_config": cfg(best),
         "sdsl_pick": cfg(pick) | {"measured_speedup": pick["speedup"], "pred_speedup": pick["pred_speedup"]},
         "optimizer_regret": 1 - pick["speedup"] / best["speedup"],
