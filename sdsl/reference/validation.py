@@ -52,7 +52,13 @@ def calibrated_params(root: str | Path | None = None):
 
     root = Path(root or Path(__file__).resolve().parents[2] / "profiles")
     hits = sorted(root.glob("cpu*.calib.json"))
-    return (load_latency_params(hits[0]), str(hits[0])) if hits else (None, None)
+    if not hits:
+        return None, None
+    try:
+        shown = hits[0].relative_to(Path(__file__).resolve().parents[2]).as_posix()
+    except ValueError:
+        shown = str(hits[0])
+    return load_latency_params(hits[0]), shown
 
 
 @torch.no_grad()
