@@ -108,17 +108,17 @@ def test_greedy_sd_equals_target_greedy_random_models(gamma, batch):
 
 
 def test_greedy_sd_equals_target_greedy_family(family_models, heldout_prompts):
-    """Every (draft, target) pair of the committed family, several γ, batch 1 and 4."""
+    """Every (draft, target) pair of the committed family, every γ = 1…8, batch 1 and 3."""
     names = list(family_models)
     for t_name, d_name in itertools.permutations(names, 2):
         target, draft = family_models[t_name], family_models[d_name]
         if target.shape.n_layer * target.shape.d_model ** 2 < draft.shape.n_layer * draft.shape.d_model ** 2:
             continue
-        for batch in (1, 4):
+        for batch in (1, 3):
             p = heldout_prompts[:batch]
-            ref = generate(target, p, 10).tokens
-            for gamma in (1, 3, 8):
-                assert generate(target, p, 10, DraftModel(draft), gamma).tokens == ref, (d_name, t_name, gamma, batch)
+            ref = generate(target, p, 8).tokens
+            for gamma in range(1, 9):
+                assert generate(target, p, 8, DraftModel(draft), gamma).tokens == ref, (d_name, t_name, gamma, batch)
 
 
 def test_accept_histogram_and_positions():
