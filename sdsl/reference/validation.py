@@ -245,6 +245,7 @@ def validate_decoder(targets=DEFAULT_TARGETS, drafts=DEFAULT_DRAFTS, gammas=rang
         r["alpha_pooled"] = float(a)
         r["pred_speedup_pooled_alpha"] = float(pr.tau / pr.t_step_s * (pr.t_plain_s + r["overhead_plain_s"]))
     out = _summarise(rows, params_path)
+    out["sdsl_optimize_pick"] = _optimize_pick(rows, out["best_config"], spec, hw, ctx, params)
     out["settings"] = {"temperature": temperature, "n_prompts": n_prompts, "prompt_len": prompt_len, "max_new": max_new,
                        "seed": seed, "repeats": repeats, "threads": threads, "clock": "process CPU time (1 torch thread)", "context_for_prediction": ctx, "hardware": "cpu",
                        "latency_params": params_path or "uncalibrated defaults"}
@@ -270,6 +271,26 @@ def _plane(models, ppl, prompts, max_new, temperature, seed, tag, cache) -> dict
                 models[t][0], DraftModel(models[d][0]), 4, 8, prompts, max_new, temperature, seed, 1))
             pts.append({"target": t, "draft": d, "ppl_draft": ppl[d], "ppl_target": ppl[t], "alpha": m["alpha"]})
     return {"points": pts, "fit": fit_plane(pts) if len(pts) >= 4 else None}
+
+
+def _optimize_pick(rows, best_cfg, spec, hw, ctx, params) -> dict:
+    """The pick of ``sdsl optimize``'s ranking (:func:`sdsl.search.evaluate_grid`, no decoder overhead),
+    each model draft at its pooled measured α, for the best row's target and batch."""
+    from ..search import evaluate_grid
+
+    t, b = best_cfg["target"], best_cfg["batch"]
+    same = [r for r in rows if r["target"] == t and r["batch"] == b and r["draft"] != "prompt-lookup"]
+    gammas = sorted({r["gamma"] for r in same})
+    cands = []
+    for d in sorted({r["draft"] for r in same}):
+        a = next(r["alpha_pooled"] for r in same if r["draft"] == d)
+        grid = evaluate_grid(spec[t], hw, [spec[d]], gammas, (b,), alpha=a, context=ctx, dtype="fp32", params=params)
+        tps = np.asarray(grid.prediction.tokens_per_s).reshape(-1)
+        cands.append((float(tps.max()), d, gammas[int(tps.argmax())]))
+    _, d, g = max(cands)
+    meas = next(r["speedup"] for r in same if r["draft"] == d and r["gamma"] == g)
+    best = max(r["speedup"] for r in rows if r["target"] == t and r["batch"] == b)
+    return {"target": t, "batch": b, "draft": d, "gamma": g, "measured_speedup": meas, "regret": 1 - meas / best}
 
 
 def _summarise(rows: list[dict], params_path) -> dict:
