@@ -14,9 +14,9 @@ def validate() -> None:
 
 
 def _default_vidur() -> str:
-    from pathlib import Path
+    from .._paths import shared_data_dir
 
-    return str(Path(__file__).resolve().parents[2].parent / "shared" / "data" / "vidur")
+    return str(shared_data_dir() / "vidur")
 
 
 @validate.command("latency")

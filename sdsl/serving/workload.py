@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._paths import shared_data_dir
 from ..errors import ConfigError, InvalidInputError
 
 __all__ = [
@@ -31,11 +32,6 @@ __all__ = [
 
 TRACE_NAMES = ("conv", "code")
 ALPHA_CLIP = (0.01, 0.99)
-
-
-def shared_data_dir() -> Path:
-    """``../shared/data`` beside the repository checkout (may not exist)."""
-    return Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 
 def trace_path(name_or_path: str | Path, data_dir: str | Path | None = None) -> Path:
