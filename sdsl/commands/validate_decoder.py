@@ -43,10 +43,21 @@ def decoder(targets, drafts, gammas, batches, n_prompts, max_new, repeats, tempe
     import json
 
     from .._io import atomic_write_text
+    from ..errors import InvalidInputError
     from ..reference.validation import validate_decoder
 
+    gamma_list, batch_list = _ints(gammas), _ints(batches)
+    if not gamma_list or min(gamma_list) < 1:
+        raise InvalidInputError("--gammas must list speculation lengths >= 1 (plain decoding is always measured).")
+    if not batch_list or min(batch_list) < 1:
+        raise InvalidInputError("--batches must list batch sizes >= 1.")
+    for name, value in (("--prompts", n_prompts), ("--max-new", max_new), ("--repeats", repeats)):
+        if value < 1:
+            raise InvalidInputError(f"{name} must be >= 1.")
+    if temperature < 0:
+        raise InvalidInputError("--temperature must be >= 0.")
     res = validate_decoder(targets=targets.split(","), drafts=[d for d in drafts.split(",") if d],
-                           gammas=_ints(gammas), batches=_ints(batches), n_prompts=n_prompts, max_new=max_new, repeats=repeats,
+                           gammas=gamma_list, batches=batch_list, n_prompts=n_prompts, max_new=max_new, repeats=repeats,
                            temperature=temperature, seed=seed, cache_path=cache_path or None, plane=not no_plane,
                            smollm2=smollm2, progress=not as_json)
     text = json.dumps(res, indent=2, sort_keys=True, default=float)
