@@ -72,6 +72,12 @@ def test_catalog_listings():
     ["predict", "--target", "llama-2-7b", "--draft", "llama-160m", "--gamma", "2", "--batch", "0"],
     ["predict", "--target", "llama-2-7b", "--draft", "llama-160m"],
     ["no-such-command"],
+    ["validate", "decoder", "--gammas", "0"],
+    ["validate", "decoder", "--batches", "0"],
+    ["simulate", "--qps", "-1"],
+    ["figures", "--only", "no-such-figure"],
+    ["predict", "--target", "llama-2-7b", "--draft", "llama-160m", "--gamma", "2", "--context", "-5"],
+    ["optimize", "--target", "llama-2-70b", "--tp", "3"],
 ])
 def test_bad_input_one_line_exit_2(args):
     r = run(*args)
