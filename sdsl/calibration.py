@@ -36,14 +36,14 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .hardware import Hardware
 
-__all__ = ["CalibrationResult", "fit_latency", "predict_op_times", "predict_layer_times",
+__all__ = ["CalibrationResult", "fit_latency", "predict_op_times", "predict_layer_times", "predict_step_times",
            "load_latency_params", "DECODE_MAX_TOKENS", "calibrate_profiles"]
 
 DECODE_MAX_TOKENS = 64  #: num_tokens at or below which an operator counts as "decode regime"
 FORMAT = "sdsl-calibration"
 _BOUNDS = {"eta_compute": (1e-6, 1.0), "eta_memory": (1e-6, 1.0), "t_kernel": (0.0, 1e-3), "t_layer": (0.0, 1e-2),
-           "smoothness": (1.0, 64.0)}
-_SCALE = {"eta_compute": 0.1, "eta_memory": 0.1, "t_kernel": 1e-6, "t_layer": 1e-5, "smoothness": 1.0}
+           "t_step": (0.0, 1.0), "smoothness": (1.0, 64.0)}
+_SCALE = {"eta_compute": 0.1, "eta_memory": 0.1, "t_kernel": 1e-6, "t_layer": 1e-5, "t_step": 1e-4, "smoothness": 1.0}
 _REQUIRED = ("num_tokens", "in_features", "out_features", "time_s")
 
 
@@ -99,6 +99,16 @@ def predict_layer_times(layers: "pd.DataFrame", spec, hardware: "Hardware", para
     return np.asarray(two - one, dtype=float)
 
 
+def predict_step_times(steps: "pd.DataFrame", spec, hardware: "Hardware", params: LatencyParams,
+                       dtype: str) -> np.ndarray:
+    """Predicted time (s) of one whole forward pass (:func:`sdsl.latency.step_time`) for each row
+    (batch, q, context) of ``steps``: embedding, every layer, the LM head and ``t_step``."""
+    from .latency import step_time
+
+    b, q, L = (steps[c].to_numpy(dtype=float) for c in ("batch", "q", "context"))
+    return np.asarray(step_time(spec, hardware, b, q, L, dtype=dtype, params=params).total_s, dtype=float)
+
+
 def _mape(pred: np.ndarray, meas: np.ndarray) -> float:
     return float(np.mean(np.abs(pred / meas - 1.0))) if len(meas) else float("nan")
 
@@ -129,6 +139,9 @@ class CalibrationResult:
     layer_mape: float | None = None
     layer_points: int = 0
     layers_fitted: bool = False
+    step_mape: float | None = None
+    step_points: int = 0
+    steps_fitted: bool = False
 
     @property
     def residuals(self) -> np.ndarray:
@@ -157,9 +170,9 @@ class CalibrationResult:
         lines = [f"[[Calibration]] {self.hardware}, {self.dtype}, {self.n_points} operator timings",
                  f"    sources: {', '.join(self.sources) or '-'}", "[[Parameters]]"]
         units = {"eta_compute": ("", 1.0), "eta_memory": ("", 1.0), "t_kernel": (" us", 1e6), "t_layer": (" us", 1e6),
-                 "smoothness": ("", 1.0)}
-        for name in ("eta_compute", "eta_memory", "t_kernel", "t_layer", "smoothness"):
-            if name == "t_layer" and name not in self.varied and not p.t_layer:
+                 "t_step": (" us", 1e6), "smoothness": ("", 1.0)}
+        for name in ("eta_compute", "eta_memory", "t_kernel", "t_layer", "t_step", "smoothness"):
+            if name in ("t_layer", "t_step") and name not in self.varied and not getattr(p, name):
                 continue
             unit, k = units[name]
             v = getattr(p, name)
@@ -177,6 +190,10 @@ class CalibrationResult:
             how = "fitted jointly" if self.layers_fitted else "not fitted, predicted"
             lines.append(f"    whole decoder-layer steps ({how}): MAPE {100 * self.layer_mape:.2f} % "
                          f"over {self.layer_points} steps")
+        if self.step_mape is not None:
+            how = "fitted jointly" if self.steps_fitted else "not fitted, predicted"
+            lines.append(f"    whole forward passes ({how}): MAPE {100 * self.step_mape:.2f} % "
+                         f"over {self.step_points} forwards")
         per_op = self.per_op_mape()
         if len(per_op):
             lines.append("[[MAPE by operator]]  all / decode")
@@ -203,6 +220,8 @@ class CalibrationResult:
             "layer_mape": self.layer_mape, "layer_points": self.layer_points,
             "layers_fitted": self.layers_fitted,
         }
+        if self.step_mape is not None or self.steps_fitted:
+            d.update(step_mape=self.step_mape, step_points=self.step_points, steps_fitted=self.steps_fitted)
         if include_points and self.points is not None:
             d["points"] = {c: self.points[c].tolist() for c in self.points.columns}
         return d
@@ -230,7 +249,8 @@ class CalibrationResult:
                        rms_log_error=float(d["rms_log_error"]), smoothness_choice=d.get("smoothness_choice", ""),
                        sources=tuple(d.get("sources", ())), points=points,
                        layer_mape=d.get("layer_mape"), layer_points=int(d.get("layer_points", 0)),
-                       layers_fitted=bool(d.get("layers_fitted", False)))
+                       layers_fitted=bool(d.get("layers_fitted", False)), step_mape=d.get("step_mape"),
+                       step_points=int(d.get("step_points", 0)), steps_fitted=bool(d.get("steps_fitted", False)))
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{where}: malformed calibration ({exc!r}).") from None
 
@@ -279,7 +299,8 @@ def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None
                 smoothness: str | float = "auto", fit_kernel: bool = True,
                 base: LatencyParams | None = None, sources: Iterable[str] = (),
                 keep_points: bool = True, layers: Iterable[tuple["pd.DataFrame", Any]] = (),
-                fit_layer_overhead: bool = True) -> CalibrationResult:
+                fit_layer_overhead: bool = True, steps: Iterable[tuple["pd.DataFrame", Any]] = (),
+                fit_step_overhead: bool = True, step_weight: float = 1.0) -> CalibrationResult:
     """Fit η_c, η_m, t_kernel (and p) to per-operator rows ``num_tokens, in_features, out_features, time_s``.
 
     ``smoothness``: ``"auto"`` (free p only if AIC improves by > 2), ``"fit"`` (always free),
@@ -292,6 +313,11 @@ def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None
     (eager PyTorch on a CPU); ``layer_mape`` then reports their fit. With layers (and
     ``fit_layer_overhead``, the default) the fixed per-layer cost ``t_layer`` is fitted too: only
     the layer rows constrain it (operator rows are single kernels).
+
+    ``steps``: optional ``(step_rows, ModelSpec)`` pairs of whole forward passes (columns batch, q,
+    context, time_s), each priced by :func:`predict_step_times` (= :func:`sdsl.latency.step_time`)
+    and fitted jointly; with ``fit_step_overhead`` (default) the fixed per-forward cost ``t_step``
+    is fitted too (only step rows constrain it). ``step_mape`` then reports their fit.
     """
     data, dtype, flops, nbytes, y = _arrays(data, dtype)
     base = base or DEFAULT_PARAMS
@@ -305,12 +331,20 @@ def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None
           "t_kernel": min(float(np.min(y)) * 0.5, 1e-4), "t_layer": 1e-5, "smoothness": 2.0}
 
     layers = list(layers)
-    if layers and fit_layer_overhead:
+    steps = list(steps)
+    if (layers or steps) and fit_layer_overhead:
         core.append("t_layer")
+    if steps and fit_step_overhead:
+        core.append("t_step")
+        x0["t_step"] = 1e-4
     layer_meas = np.concatenate([ly["time_s"].to_numpy(dtype=float) for ly, _ in layers]) if layers else np.empty(0)
+    step_meas = np.concatenate([st["time_s"].to_numpy(dtype=float) for st, _ in steps]) if steps else np.empty(0)
 
     def layer_pred(params):
         return np.concatenate([predict_layer_times(ly, spec, hardware, params, dtype) for ly, spec in layers])
+
+    def step_pred(params):
+        return np.concatenate([predict_step_times(st, spec, hardware, params, dtype) for st, spec in steps])
 
     def run(names, fixed_p):
         def params_of(x):
@@ -324,13 +358,16 @@ def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None
             r = np.log(op_time(flops, nbytes, peak, bw, prm)) - logy
             if layers:
                 r = np.concatenate([r, np.log(np.maximum(layer_pred(prm), 1e-12)) - np.log(layer_meas)])
+            if steps:
+                r = np.concatenate([r, math.sqrt(step_weight) * (np.log(np.maximum(step_pred(prm), 1e-12))
+                                                                 - np.log(step_meas))])
             return r
 
         sol = _solve(names, [x0[k] for k in names], resid)
         return sol, params_of(sol.x)
 
     def aic(sol, k):
-        m = n + len(layer_meas)
+        m = n + len(layer_meas) + len(step_meas)
         return m * math.log(max(2.0 * sol.cost / m, 1e-300)) + 2 * k
 
     if smoothness == "auto":
@@ -355,9 +392,11 @@ def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None
     pred = op_time(flops, nbytes, peak, bw, params)
     rel = pred / y - 1.0
     decode = data["num_tokens"].to_numpy() <= DECODE_MAX_TOKENS
-    err = _stderr(sol, n + len(layer_meas))
+    err = _stderr(sol, n + len(layer_meas) + len(step_meas))
     src = tuple(sources)
-    params = params.replace(source=f"fitted by sdsl.calibration to {n} operator timings on {hardware.name}"
+    extra = "".join(f", {k} {w}" for k, w in ((len(layer_meas), "decoder-layer steps"),
+                                                 (len(step_meas), "whole forward passes")) if k)
+    params = params.replace(source=f"fitted by sdsl.calibration to {n} operator timings{extra} on {hardware.name}"
                             + (f" ({', '.join(src)})" if src else ""))
     points = None
     if keep_points:
@@ -370,16 +409,20 @@ def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None
         rms_log_error=float(np.sqrt(np.mean((np.log(pred) - logy) ** 2))),
         smoothness_choice=choice, sources=src, points=points,
         layer_mape=_mape(layer_pred(params), layer_meas) if layers else None, layer_points=len(layer_meas),
-        layers_fitted=bool(layers))
+        layers_fitted=bool(layers), step_mape=_mape(step_pred(params), step_meas) if steps else None,
+        step_points=len(step_meas), steps_fitted=bool(steps))
 
 
 def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None = None,
-                       smoothness: str | float = "auto", fit_layers: bool = False) -> CalibrationResult:
+                       smoothness: str | float = "auto", fit_layers: bool = False,
+                       steps: Iterable[str | os.PathLike] = ()) -> CalibrationResult:
     """Fit to one or more profile files (sdsl profiles, or Vidur ``mlp.csv`` files / folders).
 
     ``hardware`` is a catalog name or file; without it the profiles' sidecars must name one
     (``device.hardware``) and agree. Decoder-layer rows are predicted and reported
     (``layer_mape``); with ``fit_layers`` they are also fitted, jointly with the operators.
+    ``steps``: model-steps files (:mod:`sdsl.model_steps`) of whole forward passes, fitted jointly
+    (with ``t_step`` and ``t_layer``).
     """
     import pandas as pd
 
@@ -407,6 +450,19 @@ def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None 
                      f"{p.parent.parent.name}/{p.parent.name}" if p.name == "mlp.csv" else p.name)
     if not frames:
         raise InvalidInputError("Give at least one profile to calibrate.")
+    step_pairs = []
+    steps = list(steps)
+    if steps:
+        from .model_steps import read_model_steps, step_sources
+
+        for sp in steps:
+            pairs_, meta = read_model_steps(sp)
+            step_pairs += pairs_
+            if meta.get("dtype"):
+                dtypes.add(meta["dtype"])
+            if meta.get("hardware"):
+                hw_names.add(str(meta["hardware"]).lower())
+        names += step_sources(steps)
     if len(dtypes) > 1:
         raise ProfileError(f"Profiles mix dtypes {sorted(dtypes)}; calibrate one dtype at a time.")
     if hardware is None:
@@ -420,7 +476,7 @@ def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None 
 
     pairs = [(layers, ModelSpec.from_dict(model)) for layers, model in layer_sets]
     res = fit_latency(data, hw, dtype=dtype, smoothness=smoothness, sources=names,
-                      layers=pairs if fit_layers else ())
+                      layers=pairs if fit_layers else (), steps=step_pairs)
     if pairs and not fit_layers:
         from dataclasses import replace
 
