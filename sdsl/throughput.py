@@ -76,6 +76,22 @@ class SDPrediction:
             out[f.name] = v.item() if v.ndim == 0 else v.tolist()
         return out
 
+    def to_json(self, indent: int = 2) -> str:
+        import json
+
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def report(self) -> str:
+        """One line per configuration: τ, step times (ms), tokens/s and speedup."""
+        cols = {k: np.ravel(np.broadcast_to(np.asarray(getattr(self, k)), np.shape(self.tokens_per_s)))
+                for k in ("tau", "t_draft_s", "t_verify_s", "t_step_s", "tokens_per_s", "speedup", "bound")}
+        lines = [f"{'tau':>6} {'draft ms':>9} {'verify ms':>10} {'step ms':>9} {'tokens/s':>10} {'speedup':>8}  bound"]
+        for i in range(cols["tau"].size):
+            lines.append(f"{cols['tau'][i]:6.3f} {1e3 * cols['t_draft_s'][i]:9.3f} {1e3 * cols['t_verify_s'][i]:10.3f} "
+                         f"{1e3 * cols['t_step_s'][i]:9.3f} {cols['tokens_per_s'][i]:10.1f} {cols['speedup'][i]:8.3f}  "
+                         f"{cols['bound'][i]}")
+        return "\n".join(lines)
+
 
 def plain_tokens_per_s(target, hardware, batch=1, context=1024, tp=1, dtype="bf16", params=None) -> np.ndarray:
     """Tokens/s of plain decoding: b / T_target(b, 1, L)."""

@@ -50,3 +50,11 @@ def test_prediction_rejects_bad_input():
         predict(t, d, 2, 0.7, hw, batch=0)
     with pytest.raises(InvalidInputError):
         predict(t, d, 2, 1.5, hw)
+
+
+def test_prediction_report_and_json():
+    import json
+
+    p = predict("llama-2-7b", "llama-160m", [1, 3], 0.7, "h100-sxm", batch=[[1], [8]])
+    assert len(p.report().splitlines()) == 1 + 4
+    assert json.loads(p.to_json())["speedup"] == p.to_dict()["speedup"]
