@@ -42,3 +42,39 @@ def test_validate_decoder_cli_json_tiny(tmp_path):
     assert 0 <= out["optimizer_regret"] < 1
     again = CliRunner().invoke(cli, args)  # served from the cache: identical
     assert json.loads(again.output)["rows"] == out["rows"]
+
+
+def test_leave_pair_out_drops_both_models_forwards(monkeypatch):
+    """Each (target, proposer) gets its own fit without the forwards of its models; its rows are re-priced with it."""
+    from types import SimpleNamespace
+
+    import sdsl.calibration
+    from sdsl.hardware import get_hardware
+    from sdsl.reference.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
+    from sdsl.reference.validation import _priced_speedup, calibrated_params, leave_pair_out, model_spec
+
+    params, path = calibrated_params()
+    if params is None or not list_checkpoints(CHECKPOINT_DIR):
+        pytest.skip("no CPU calibration or committed checkpoints")
+    spec = {p.stem: model_spec(load_checkpoint(p)[1]["spec"]) for p in list_checkpoints(CHECKPOINT_DIR)}
+    seen = []
+
+    def fake_fit(data, hw, *, steps=(), **kw):
+        seen.append(sorted(sp.name for _, sp in steps))
+        return SimpleNamespace(params=params)
+
+    monkeypatch.setattr(sdsl.calibration, "fit_latency", fake_fit)
+    hw = get_hardware("cpu")
+    rows = []
+    for d in ("byte-d64", "prompt-lookup"):
+        for g in (1, 3):
+            pred = _priced_speedup(spec["byte-d192"], None if d == "prompt-lookup" else spec[d], g, 0.7, 1, 96, params,
+                                   3e-4, 2e-4, hw)
+            rows.append({"target": "byte-d192", "draft": d, "gamma": g, "batch": 1, "alpha": 0.7, "speedup": 1.1 * pred,
+                         "overhead_s": 3e-4, "overhead_plain_s": 2e-4, "speedup_error": 1 / 1.1 - 1})
+    out = leave_pair_out(rows, spec, 96)
+    assert out["fits"] == 2 and len(seen) == 2
+    assert "byte-d192" not in seen[0] and "byte-d64" not in seen[0] and "byte-d96" in seen[0]
+    assert "byte-d192" not in seen[1] and "byte-d64" in seen[1]
+    assert [p["forward_rows_dropped"] for p in out["pairs"]] == [108, 54]
+    assert out["median_speedup_error"] == pytest.approx(1 - 1 / 1.1)

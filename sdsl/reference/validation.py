@@ -15,6 +15,8 @@ accept-count histogram), τ, tokens/s and speedup. Next to them, two predictions
 Errors are ``pred/measured − 1``. Rows are cached in a JSON file keyed by configuration, so an
 interrupted run resumes and a rerun only re-summarises. Also: the SDSL acceptance plane fitted on
 the family's (ppl_draft, ppl_target, α) points, and prompt-lookup (and optionally SmolLM2) rows.
+With ``holdout_pairs``, :func:`leave_pair_out` re-prices each (target, proposer)'s rows with the CPU
+calibration refitted without those models' whole-forward rows (``sdsl validate decoder --holdout-pairs``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from .._io import atomic_write_text
 from .checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
 from .decoder import DraftModel, PromptLookup, generate
 
-__all__ = ["model_spec", "calibrated_params", "step_times", "validate_decoder", "fit_plane", "PAPER_PLANE"]
+__all__ = ["model_spec", "calibrated_params", "step_times", "validate_decoder", "fit_plane", "leave_pair_out",
+           "PAPER_PLANE"]
 
 PAPER_PLANE = {"A": -0.0067, "B": 0.01297, "C": 0.642, "R2": 0.60}
 DEFAULT_TARGETS = ("byte-d192", "byte-d288")
@@ -171,9 +174,10 @@ def fit_plane(points: list[dict]) -> dict:
 
 
 def validate_decoder(targets=DEFAULT_TARGETS, drafts=DEFAULT_DRAFTS, gammas=range(1, 9), batches=(1, 8),
-                     n_prompts: int = 4, prompt_len: int = 64, max_new: int = 64, repeats: int = 3, temperature: float = 1.0,
+                     n_prompts: int = 16, prompt_len: int = 64, max_new: int = 64, repeats: int = 2, temperature: float = 1.0,
                      seed: int = 0, cache_path: str | Path | None = None, prompt_lookup: bool = True,
-                     plane: bool = True, smollm2: str | Path | None = None, threads: int = 1, progress: bool = True) -> dict:
+                     plane: bool = True, smollm2: str | Path | None = None, threads: int = 1, progress: bool = True,
+                     holdout_pairs: bool = False) -> dict:
     """Run the measurement grid and summarise; see the module docstring."""
     from tqdm.auto import tqdm
 
@@ -214,7 +218,8 @@ def validate_decoder(targets=DEFAULT_TARGETS, drafts=DEFAULT_DRAFTS, gammas=rang
         ovh = cache.get(f"overhead|{kind}|b{b}|g{g}|{tag}", lambda: loop_overhead(b, g, prompts, max_new, temperature, kind))
         pred = predict(spec[t], None if d == "prompt-lookup" else spec[d], g, alpha, hw, batch=b, context=ctx,
                        dtype="fp32", params=params, overhead_s=ovh)
-        pred_speedup = float(pred.tau / pred.t_step_s * (pred.t_plain_s + ovh0))
+        pred_speedup = _priced_speedup(spec[t], None if d == "prompt-lookup" else spec[d], g, alpha, b, ctx, params,
+                                       ovh, ovh0, hw)
         meas = m["tokens_per_s"] / base["tokens_per_s"]
         pred_steps = m["tau"] * (tt[1] + ovh0) / (t_draft + tt[g + 1] + ovh)
         pred_bare = predict(spec[t], None if d == "prompt-lookup" else spec[d], g, alpha, hw, batch=b, context=ctx,
@@ -240,10 +245,10 @@ def validate_decoder(targets=DEFAULT_TARGETS, drafts=DEFAULT_DRAFTS, gammas=rang
     for r in rows:
         acc, rej = pooled[(r["target"], r["draft"], r["batch"])]
         a = min(acc / (acc + rej), 1 - 1e-9)
-        pr = predict(spec[r["target"]], None if r["draft"] == "prompt-lookup" else spec[r["draft"]], r["gamma"], a, hw,
-                     batch=r["batch"], context=ctx, dtype="fp32", params=params, overhead_s=r["overhead_s"])
         r["alpha_pooled"] = float(a)
-        r["pred_speedup_pooled_alpha"] = float(pr.tau / pr.t_step_s * (pr.t_plain_s + r["overhead_plain_s"]))
+        r["pred_speedup_pooled_alpha"] = _priced_speedup(
+            spec[r["target"]], None if r["draft"] == "prompt-lookup" else spec[r["draft"]], r["gamma"], a, r["batch"], ctx,
+            params, r["overhead_s"], r["overhead_plain_s"], hw)
     out = _summarise(rows, params_path)
     out["sdsl_optimize_pick"] = _optimize_pick(rows, out["best_config"], spec, hw, ctx, params)
     out["settings"] = {"temperature": temperature, "n_prompts": n_prompts, "prompt_len": prompt_len, "max_new": max_new,
@@ -252,11 +257,68 @@ def validate_decoder(targets=DEFAULT_TARGETS, drafts=DEFAULT_DRAFTS, gammas=rang
     out["perplexities"] = ppl
     if plane:
         out["plane"] = _plane(models, ppl, prompts, max_new, temperature, seed, tag, cache)
+    if holdout_pairs:
+        out["holdout_pairs"] = leave_pair_out(rows, spec, ctx)
     if smollm2:
         from .smollm2 import smollm2_rows
 
         out["smollm2"] = smollm2_rows(smollm2, cache, hw, params, temperature=0.0, seed=seed)
     return out
+
+
+def _priced_speedup(target, draft, gamma, alpha, batch, ctx, params, ovh, ovh0, hw) -> float:
+    """sdsl's predicted speedup over plain decoding, each side with the decoder's own per-step overhead."""
+    from ..throughput import predict
+
+    pr = predict(target, draft, gamma, alpha, hw, batch=batch, context=ctx, dtype="fp32", params=params, overhead_s=ovh)
+    return float(pr.tau / pr.t_step_s * (pr.t_plain_s + ovh0))
+
+
+def leave_pair_out(rows: list[dict], spec: dict, ctx: int, profiles=None, forwards=None) -> dict:
+    """Median |speedup error| with the CPU calibration refitted, per (target, proposer), without the
+    whole-forward rows of both models (operator and decoder-layer rows kept), pricing only that pair's rows.
+
+    The fit is the one that produced ``profiles/cpu.calib.json`` (``sdsl calibrate profiles/cpu-*.csv
+    --fit-layers --steps profiles/model-forwards-cpu.csv``: :func:`sdsl.calibration.fit_latency` with
+    ``layers=`` and ``steps=`` from :mod:`sdsl.model_steps`); ``profiles`` and ``forwards`` override its inputs.
+    """
+    import pandas as pd
+
+    from ..architecture import ModelSpec
+    from ..calibration import fit_latency
+    from ..hardware import get_hardware
+    from ..model_steps import read_model_steps
+    from ..profiles import read_profile
+
+    root = Path(__file__).resolve().parents[2] / "profiles"
+    profiles = sorted(root.glob("cpu-*.csv")) if profiles is None else list(profiles)
+    forwards = root / "model-forwards-cpu.csv" if forwards is None else Path(forwards)
+    hw = get_hardware("cpu")
+    frames, layers = [], []
+    for p in profiles:
+        prof = read_profile(p)
+        frames.append(prof.ops.assign(dtype=prof.meta["dtype"]))
+        if len(prof.layers):
+            layers.append((prof.layers, ModelSpec.from_dict(prof.meta["model"])))
+    data = pd.concat(frames, ignore_index=True)
+    steps, _ = read_model_steps(forwards)
+    pairs, errs = [], []
+    for t, d in dict.fromkeys((r["target"], r["draft"]) for r in rows):
+        kept = [(st, sp) for st, sp in steps if sp.name not in (t, d)]
+        params = fit_latency(data, hw, dtype="fp32", layers=layers, steps=kept, keep_points=False).params
+        e = []
+        for r in (r for r in rows if r["target"] == t and r["draft"] == d):
+            pred = _priced_speedup(spec[t], None if d == "prompt-lookup" else spec[d], r["gamma"],
+                                   min(r["alpha"], 1 - 1e-9), r["batch"], ctx, params, r["overhead_s"],
+                                   r["overhead_plain_s"], hw)
+            e.append(pred / r["speedup"] - 1)
+        errs += e
+        pairs.append({"target": t, "draft": d, "rows": len(e), "forward_rows_dropped": sum(len(st) for st, _ in steps) -
+                      sum(len(st) for st, _ in kept), "median_abs_error": float(np.median(np.abs(e))),
+                      "median_abs_error_in_sample": float(np.median([abs(r["speedup_error"]) for r in rows
+                                                                      if r["target"] == t and r["draft"] == d]))})
+    return {"median_speedup_error": float(np.median(np.abs(errs))), "fits": len(pairs), "pairs": pairs,
+            "profiles": [Path(p).name for p in profiles], "forwards": forwards.name}
 
 
 def _plane(models, ppl, prompts, max_new, temperature, seed, tag, cache) -> dict:
