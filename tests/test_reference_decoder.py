@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 
 from sdsl.reference.decoder import DraftModel, PromptLookup, generate, logits_to_probs, verify  # noqa: E402
 from sdsl.reference.model import Shape, Transformer  # noqa: E402
+from sdsl.errors import InvalidInputError  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -59,7 +60,7 @@ def test_kv_cache_per_sequence_lengths():
     torch.testing.assert_close(out[0], ref0, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(out[1], ref1, atol=1e-4, rtol=1e-4)
     assert torch.equal(cache.lengths, torch.tensor([11, 14]))
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidInputError):
         cache.set_lengths(-1)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import InvalidInputError
 from ._common import _axes, _figure, _pred_vs_meas
 
 __all__ = ["plot_calibration", "plot_latency_validation", "fig_latency_validation", "fig_cpu_calibration"]
@@ -11,7 +12,7 @@ def plot_calibration(result, ax=None):
     (log-log, one colour per operator, dotted lines at ±10%)."""
     ax = _axes(ax)
     if result.points is None:
-        raise ValueError("This calibration result stores no per-point data to plot.")
+        raise InvalidInputError("This calibration result stores no per-point data to plot (fit with keep_points=True).")
     title = (f"{result.hardware} {result.dtype}: MAPE {100 * result.mape:.1f}% "
              f"(decode {100 * result.decode_mape:.1f}%)")
     return _pred_vs_meas(ax, result.points, title)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..errors import InvalidInputError
 from .model import Transformer
 
 __all__ = ["logits_to_probs", "verify", "DraftModel", "PromptLookup", "DecodeResult", "generate"]
@@ -201,7 +202,7 @@ def generate(target: Transformer, prompts: torch.Tensor, max_new_tokens: int, pr
     prompts = torch.as_tensor(prompts, dtype=torch.long)
     B, P = prompts.shape
     if P < 2:
-        raise ValueError("prompts need at least two tokens")
+        raise InvalidInputError("Prompts need at least two tokens.")
     cap = P + max_new_tokens + 2 * gamma + 2
     gen = torch.Generator().manual_seed(seed) if seed is not None else None
     seq = torch.zeros(B, cap, dtype=torch.long)

@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import InvalidInputError
+
 __all__ = ["Shape", "shape_of", "RMSNorm", "KVCache", "Transformer", "count_params"]
 
 
@@ -48,7 +50,7 @@ def shape_of(spec, rope_theta: float | None = None, norm_eps: float | None = Non
     d_model = int(get("d_model"))
     head_dim = get("head_dim") or d_model // n_head
     if get("gated_mlp", True) is False:
-        raise ValueError("the reference model implements gated (SwiGLU) MLPs only")
+        raise InvalidInputError("The reference model implements gated (SwiGLU) MLPs only.")
     return Shape(
         n_layer=int(get("n_layer")), d_model=d_model, n_head=n_head, n_kv_head=int(get("n_kv_head") or n_head),
         d_ff=int(get("d_ff")), vocab_size=int(get("vocab_size")), head_dim=int(head_dim),
@@ -103,7 +105,7 @@ class KVCache:
     def set_lengths(self, lengths: torch.Tensor | int) -> None:
         lengths = torch.as_tensor(lengths, dtype=torch.long, device=self.lengths.device).expand(self.batch).clone()
         if (lengths < 0).any() or (lengths > self.capacity).any():
-            raise ValueError("KV-cache lengths out of range")
+            raise InvalidInputError("KV-cache lengths out of range.")
         self.lengths = lengths
 
     def reset(self) -> None:
@@ -203,11 +205,11 @@ class Transformer(nn.Module):
             kv_len, mask = q, None
         else:
             if cache.batch != B:
-                raise ValueError(f"cache batch {cache.batch} != token batch {B}")
+                raise InvalidInputError(f"The KV cache holds {cache.batch} sequences but the tokens have {B}.")
             pos = cache.lengths[:, None] + torch.arange(q, device=tokens.device)
             kv_len = int(cache.lengths.max()) + q
             if kv_len > cache.capacity:
-                raise ValueError(f"KV cache overflow: {kv_len} > capacity {cache.capacity}")
+                raise InvalidInputError(f"KV cache overflow: {kv_len} tokens > capacity {cache.capacity}.")
             keys = torch.arange(kv_len, device=tokens.device)
             mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # (B, 1, q, kv_len)
         cos = self.rope_cos[pos][:, None]
