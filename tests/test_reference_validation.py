@@ -78,3 +78,23 @@ def test_leave_pair_out_drops_both_models_forwards(monkeypatch):
     assert "byte-d192" not in seen[1] and "byte-d64" in seen[1]
     assert [p["forward_rows_dropped"] for p in out["pairs"]] == [108, 54]
     assert out["median_speedup_error"] == pytest.approx(1 - 1 / 1.1)
+
+
+@pytest.mark.parametrize("args", [
+    ["validate", "decoder", "--targets", "no-such-ckpt", "--cache", ""],
+    ["validate", "decoder", "--drafts", "byte-d64,no-such-ckpt", "--cache", ""],
+    ["train-family", "--only", "no-such-member"],
+    ["train-family", "--steps", "0"],
+    ["train-family", "--threads", "0"],
+])
+def test_reference_cli_bad_input_exits_2_with_one_line(args, tmp_path):
+    from click.testing import CliRunner
+
+    from sdsl.cli import cli
+
+    if args[0] == "train-family":
+        args = [*args, "--out", str(tmp_path / "ckpt")]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2, res.output
+    assert res.output.startswith("Error: ") and res.output.count("\n") == 1
+    assert not (tmp_path / "ckpt").exists()  # rejected before any training

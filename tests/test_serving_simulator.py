@@ -211,3 +211,12 @@ def test_conservation_property_random_configurations():
         assert res.stats["mean_batch"] <= max_batch + 1e-9
 
     check()
+
+
+def test_malformed_trace_error_is_one_line(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0,1,2\n1,2\n3,4,5,6\n")
+    with pytest.raises(ConfigError, match=r"^Malformed trace CSV .*: Line #\d+ [^\n]*\.$"):
+        load_trace(bad)
+    r = CliRunner().invoke(cli, ["simulate", "--requests", "20", "--trace", str(bad)])
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output

@@ -23,8 +23,17 @@ def train_family(out_dir, steps, only, threads, force, as_json):
     """
     from dataclasses import replace
 
+    from ..errors import InvalidInputError, UnknownNameError
     from ..reference.checkpoint import CHECKPOINT_DIR
-    from ..reference.train import TrainConfig, train_family as run
+    from ..reference.train import TrainConfig, family, train_family as run
+
+    if steps is not None and steps < 1:
+        raise InvalidInputError("--steps must be >= 1.")
+    if threads < 1:
+        raise InvalidInputError("--threads must be >= 1.")
+    unknown = sorted(set(only) - set(family()))
+    if unknown:
+        raise UnknownNameError(f"Unknown family member {', '.join(unknown)}; known: {', '.join(family())}.")
 
     cfg = TrainConfig() if steps is None else replace(TrainConfig(), steps=steps)
     summary = run(out_dir or CHECKPOINT_DIR, cfg=cfg, only=list(only) or None, threads=threads, force=force,

@@ -188,6 +188,12 @@ def validate_decoder(targets=DEFAULT_TARGETS, drafts=DEFAULT_DRAFTS, gammas=rang
     hw = get_hardware("cpu")
     params, params_path = calibrated_params()
     models = {p.stem: load_checkpoint(p) for p in list_checkpoints(CHECKPOINT_DIR)}
+    unknown = sorted((set(targets) - set(models)) | (set(drafts) - set(models) - {"prompt-lookup"}))
+    if unknown:
+        from ..errors import UnknownNameError
+
+        raise UnknownNameError(f"No checkpoint named {', '.join(unknown)} in {CHECKPOINT_DIR} "
+                               f"(known: {', '.join(sorted(models))}).")
     prompts = _prompts(n_prompts, prompt_len)
     ctx = prompt_len + max_new // 2
     tag = f"T{temperature}-n{n_prompts}-p{prompt_len}-m{max_new}-s{seed}-r{repeats}-cpu"

@@ -138,8 +138,10 @@ def load_trace(name_or_path: str | Path, data_dir: str | Path | None = None) -> 
         raise ConfigError(f"Trace file not found: {path}.")
     try:
         raw = np.genfromtxt(path, delimiter=",", names=True, dtype=float)
-    except ValueError as exc:
-        raise ConfigError(f"Malformed trace CSV {path}: {exc}.") from None
+    except ValueError as exc:  # numpy lists every bad line; keep the first so the error stays one line
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        detail = next((ln for ln in lines if ln.startswith("Line #")), lines[0] if lines else "unreadable")
+        raise ConfigError(f"Malformed trace CSV {path}: {detail.rstrip('.! ')}.") from None
     names = raw.dtype.names or ()
     for cols in (("arrived_at", "num_prefill_tokens", "num_decode_tokens"),
                  ("arrival_s", "prompt_tokens", "output_tokens")):
