@@ -86,6 +86,21 @@ def test_plot_does_not_need_a_display(tmp_path):
     assert (tmp_path / "c.png").stat().st_size > 0
 
 
+def test_save_figure_is_atomic_and_rejects_unknown_formats(tmp_path):
+    from matplotlib.figure import Figure
+
+    from sdsl.errors import InvalidInputError
+    from sdsl.plots._common import save_figure
+
+    fig = Figure()
+    fig.subplots().plot([0, 1], [0, 1])
+    assert save_figure(fig, tmp_path / "sub" / "c") == tmp_path / "sub" / "c.png"
+    assert (tmp_path / "sub" / "c.png").read_bytes()[:4] == b"\x89PNG"
+    assert [p.name for p in (tmp_path / "sub").iterdir()] == ["c.png"]  # no temporary left behind
+    with pytest.raises(InvalidInputError, match="Cannot save a figure as c.xyz"):
+        save_figure(fig, tmp_path / "c.xyz")
+
+
 def test_bad_data():
     hw = get_hardware("h100-sxm")
     with pytest.raises(ProfileError, match="lacks column"):

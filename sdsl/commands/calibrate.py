@@ -71,8 +71,10 @@ def calibrate(profiles, hardware, output, smoothness, fit_layers, steps, holdout
         import matplotlib
 
         matplotlib.use("Agg")
+        from ..plots._common import save_figure
+
         ax = result.plot()
-        ax.figure.savefig(plot_path, dpi=150, bbox_inches="tight")
+        save_figure(ax.figure, plot_path, dpi=150, bbox_inches="tight")
     if as_json:
         d = result.to_dict(include_points=False)
         if held is not None:

@@ -43,3 +43,23 @@ def _figure(nrows=1, ncols=1, figsize=(6.0, 4.0), **kw):
 
     fig = Figure(figsize=figsize, layout="constrained")
     return fig, fig.subplots(nrows, ncols, squeeze=False, **kw)
+
+
+def save_figure(fig, path, dpi: int = 150, **kw):
+    """Save ``fig`` to ``path`` atomically, in the format its suffix names (PNG when it has none)."""
+    import io
+    from pathlib import Path
+
+    from .._io import atomic_write_bytes
+    from ..errors import InvalidInputError
+
+    path = Path(path)
+    if not path.suffix:
+        path = path.with_name(path.name + ".png")
+    fmt = path.suffix[1:].lower()
+    supported = fig.canvas.get_supported_filetypes()
+    if fmt not in supported:
+        raise InvalidInputError(f"Cannot save a figure as {path.name}; use one of .{', .'.join(sorted(supported))}.")
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=dpi, **kw)
+    return atomic_write_bytes(path, buf.getvalue())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import InvalidInputError
-from ._common import _axes, _figure, _pred_vs_meas
+from ._common import _axes, _figure, _pred_vs_meas, save_figure
 
 __all__ = ["plot_calibration", "plot_latency_validation", "fig_latency_validation", "fig_cpu_calibration"]
 
@@ -38,7 +38,7 @@ def plot_latency_validation(held_out, path=None):
     measured_s, predicted_s) as one predicted-vs-measured panel per GPU; saves to ``path`` if given."""
     fig, axes = _latency_validation_figure(held_out)
     if path is not None:
-        fig.savefig(path, dpi=150, bbox_inches="tight")
+        save_figure(fig, path, dpi=150, bbox_inches="tight")
     return axes
 
 
