@@ -72,7 +72,8 @@ def _arrays(data: "pd.DataFrame", dtype: str | None):
 
 def predict_op_times(data: "pd.DataFrame", hardware: "Hardware", params: LatencyParams,
                      dtype: str | None = None) -> np.ndarray:
-    """Predicted time (s) of each per-operator row of ``data`` with ``params`` on ``hardware``."""
+    """Predicted time (s) of each per-operator row of ``data`` with ``params`` on ``hardware``: the roofline
+    op time of :func:`sdsl.latency.op_time` (Williams, Waterman & Patterson 2009; DESIGN §3.3)."""
     data, dtype, flops, nbytes, _ = _arrays(data, dtype)
     return op_time(flops, nbytes, hardware.peak_flops_for(dtype), hardware.mem_bandwidth, params)
 

@@ -102,7 +102,8 @@ def draft_size_sweep(target, hardware, drafts=None, batch=(1, 8, 32), gammas=ran
 
 def best_drafts(sweep) -> "object":
     """Per batch size, the hardware-aware best draft of a :func:`draft_size_sweep` frame and the
-    FLOP-model best draft of the same family (pandas DataFrame, one row per batch)."""
+    FLOP-model best draft of the same family (SDSL's N*, arXiv 2603.11053; DESIGN §3.2), as a pandas
+    DataFrame with one row per batch."""
     import pandas as pd
 
     rows = []

@@ -31,7 +31,8 @@ __all__ = ["logits_to_probs", "verify", "DraftModel", "PromptLookup", "DecodeRes
 
 
 def logits_to_probs(logits: torch.Tensor, temperature: float = 0.0, top_p: float = 1.0) -> torch.Tensor:
-    """Next-token distribution after temperature and nucleus (top-p) filtering; temperature 0 = one-hot argmax."""
+    """Next-token distribution after temperature and nucleus (top-p; Holtzman et al. 2020, §3.1) filtering;
+    temperature 0 = one-hot argmax."""
     logits = logits.float()
     if temperature <= 0:
         return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
@@ -55,6 +56,10 @@ def _sample(probs: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
 def verify(p: torch.Tensor, q: torch.Tensor | None, drafts: torch.Tensor, greedy: bool,
            gen: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Accepted draft count ``a`` (B,) and the next token (B,) for each sequence.
+
+    Speculative sampling (Leviathan et al. 2023, Algorithm 1; Chen et al. 2023, Algorithm 2): keep draft i
+    with probability min(1, p_i(d_i)/q_i(d_i)), at the first rejection sample norm(max(p − q, 0)), and
+    after γ acceptances sample the bonus token from p_{γ+1}; ``greedy`` keeps the longest argmax-equal prefix.
 
     p: target probabilities (B, gamma+1, V); q: draft probabilities (B, gamma, V) (None = the drafts
     are deterministic, i.e. one-hot); drafts: (B, gamma).

@@ -63,7 +63,8 @@ def goodput(alpha, step_times, has_proposal=None) -> np.ndarray:
 
 
 def choose_k(alpha, step_times, has_proposal=None) -> int:
-    """argmax_k GP(k) over k = 0..len(step_times)−1; the smallest k among ties."""
+    """argmax_k GP(k) = G(k)/T(k) (TurboSpec, Liu et al., arXiv 2406.14066, Eq. 2) over k = 0..len(step_times)−1;
+    the smallest k among ties."""
     return int(np.argmax(goodput(alpha, step_times, has_proposal)))
 
 
@@ -117,7 +118,7 @@ class GoodputController:
         self._ksf = self._ks.astype(float)
 
     def uniform_k(self, alpha: np.ndarray, context: float, has_proposal=None) -> int:
-        """argmax_k G(k)/T(k) for the batch (vectorised over k)."""
+        """argmax_k G(k)/T(k) for the batch (TurboSpec, Liu et al., arXiv 2406.14066, Eq. 2; vectorised over k)."""
         alpha = np.asarray(alpha, dtype=float)
         n = alpha.size
         if n == 0:

@@ -29,7 +29,8 @@ __all__ = ["trials_from_accepts", "EMAEstimator", "WindowEstimator", "make_estim
 
 
 def trials_from_accepts(accepted, k) -> np.ndarray:
-    """Bernoulli outcomes observed in a step with ``k`` proposals and ``accepted`` acceptances."""
+    """Bernoulli outcomes observed in a step with ``k`` proposals and ``accepted`` acceptances: a + [a < k]
+    (the i.i.d. acceptance model behind Leviathan et al. 2023, Eq. 1; see the module docstring)."""
     accepted = np.asarray(accepted)
     k = np.asarray(k)
     return np.where(k > 0, accepted + (accepted < k), 0)

@@ -36,7 +36,8 @@ def _throughput(step_model: BatchStepModel, alpha: np.ndarray, context: float, m
 
 
 def best_k_by_batch(step_model: BatchStepModel, alpha, context: float = 1024.0, max_k: int | None = None) -> np.ndarray:
-    """Goodput-optimal uniform k for every batch size 1..max_batch (rows: each α given)."""
+    """Goodput-optimal uniform k for every batch size 1..max_batch (rows: each α given); TurboSpec's
+    argmax_k G(k)/T(k) (Liu et al., arXiv 2406.14066, Eq. 2)."""
     max_k = step_model.max_k if max_k is None else int(max_k)
     if not 0 <= max_k <= step_model.max_k:
         raise InvalidInputError(f"max_k must lie in 0..{step_model.max_k}.")

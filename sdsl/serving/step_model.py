@@ -223,7 +223,7 @@ class BatchStepModel:
 
     # -- unchecked fast paths for the simulator's inner loop (n, k, context already valid) --------
     def decode_time_all_k(self, n: int, context: float) -> np.ndarray:
-        """T(k) for k = 0..max_k at one mean context (unchecked)."""
+        """T(n, k, L̄) for k = 0..max_k at one mean context (TurboSpec §3, DESIGN §3.4; unchecked)."""
         x = context / self._dctx
         i0 = min(int(x), len(self.ctx_grid) - 2)
         w = x - i0
