@@ -86,7 +86,8 @@ def tau_positional(alphas) -> np.ndarray:
 
 
 def alpha_from_tau(tau_value, gamma, *, iterations: int = 80) -> np.ndarray:
-    """Invert τ(α, γ) for α by vectorised bisection (τ is strictly increasing in α for γ ≥ 1).
+    """Invert Leviathan et al. (2023) Eq. (1), τ(α, γ), for α by vectorised bisection (τ is strictly
+    increasing in α for γ ≥ 1).
 
     ``tau_value`` must lie in [1, γ + 1]; τ = 1 gives α = 0 and τ = γ + 1 gives α = 1.
     """
@@ -127,7 +128,8 @@ def _histogram(counts) -> np.ndarray:
 
 
 def alpha_from_accept_histogram(counts) -> float:
-    """Maximum-likelihood α from an accept-count histogram (gpt-fast's ``accept_counts``).
+    """Maximum-likelihood α from an accept-count histogram (gpt-fast's ``accept_counts``), under the
+    i.i.d. model of Leviathan et al. (2023) §3.1.
 
     ``counts[i]`` = number of steps in which exactly i of the γ = len(counts) − 1 drafts were
     accepted. Under the i.i.d. model each step is a geometric trial truncated at γ: it contributes
@@ -141,7 +143,8 @@ def alpha_from_accept_histogram(counts) -> float:
 
 
 def positional_acceptance(counts) -> np.ndarray:
-    """Per-position conditional acceptance α_j = P(draft j accepted | drafts < j accepted), j = 1..γ.
+    """Per-position conditional acceptance α_j = P(draft j accepted | drafts < j accepted), j = 1..γ
+    (the position-dependent generalisation of Leviathan et al.'s i.i.d. α, DESIGN.md §2).
 
     From the same histogram as :func:`alpha_from_accept_histogram`; NaN where no step reached j.
     """

@@ -149,7 +149,8 @@ def smooth_max(x, y, p: float) -> np.ndarray:
 
 
 def op_time(flops, bytes_moved, peak_flops, bandwidth, params: LatencyParams = DEFAULT_PARAMS) -> np.ndarray:
-    """Time (s) of one kernel on the roofline: smax_p(FLOPs/(η_c·peak), bytes/(η_m·bw)) + t_kernel."""
+    """Time (s) of one kernel on the roofline (Williams, Waterman & Patterson, CACM 2009; DESIGN.md
+    §3.3): smax_p(FLOPs/(η_c·peak), bytes/(η_m·bw)) + t_kernel."""
     t_compute = np.asarray(flops, dtype=float) / (params.eta_compute * peak_flops)
     t_memory = np.asarray(bytes_moved, dtype=float) / (params.eta_memory * bandwidth)
     return smooth_max(t_compute, t_memory, params.smoothness) + params.t_kernel

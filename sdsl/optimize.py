@@ -104,7 +104,8 @@ def gamma_star(alpha, c) -> np.ndarray:
 
 
 def best_speedup(alpha, c) -> np.ndarray:
-    """S* = ln(1/α) / (c(1 − α)(−W₋₁(z))), the speedup at γ* (1 where no γ > 0 pays)."""
+    """S* = ln(1/α) / (c(1 − α)(−W₋₁(z))), Leviathan's speedup (Theorem 3.8) at γ* (DESIGN.md §3.1);
+    1 where no γ > 0 pays."""
     a, c = _alpha_c(alpha, c)
     w, valid = _w(a, c)
     s = np.log(1.0 / a) / (c * (1.0 - a) * (-w))
@@ -113,7 +114,8 @@ def best_speedup(alpha, c) -> np.ndarray:
 
 
 def best_integer_gamma(alpha, c, gamma_max: int | None = None) -> np.ndarray:
-    """Best whole γ: floor or ceil of γ* (S is unimodal in γ), optionally capped at ``gamma_max``."""
+    """Best whole γ for Leviathan's speedup (Theorem 3.8): floor or ceil of γ* (S is unimodal in γ),
+    optionally capped at ``gamma_max``."""
     a, c = _alpha_c(alpha, c)
     g = gamma_star(a, c)
     lo, hi = np.floor(g), np.ceil(g)

@@ -47,7 +47,8 @@ class LossLaw:
     source: str = "Hoffmann et al. 2022 (Chinchilla), Eq. (2), Approach 3 fit"
 
     def loss(self, params, tokens) -> np.ndarray:
-        """Loss in nats/token for ``params`` parameters trained on ``tokens`` tokens (broadcasts)."""
+        """Loss in nats/token for ``params`` parameters trained on ``tokens`` tokens (Hoffmann et al.
+        2022, Eq. 2; broadcasts)."""
         n = np.asarray(params, dtype=float)
         d = np.asarray(tokens, dtype=float)
         if np.any(~(n > 0)) or np.any(~(d > 0)):

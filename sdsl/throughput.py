@@ -94,7 +94,7 @@ class SDPrediction:
 
 
 def plain_tokens_per_s(target, hardware, batch=1, context=1024, tp=1, dtype="bf16", params=None) -> np.ndarray:
-    """Tokens/s of plain decoding: b / T_target(b, 1, L)."""
+    """Tokens/s of plain decoding: b / T_target(b, 1, L), T from the roofline (DESIGN.md §3.3)."""
     return np.asarray(batch, dtype=float) / step_time(target, hardware, batch, 1, context, dtype, tp, params).total_s
 
 

@@ -96,6 +96,8 @@ def optimize(target, hardware, batch, context, tp, draft_tp, alpha, gamma_max, d
     click.echo(f"target {target_spec.name} ({target_spec.total_params / 1e9:.2f}B) on {hw.name}, context {context}, "
                f"tp {tp}, {dtype}; alpha: {'given' if alpha is not None else 'SDSL plane (D = %.3g tokens)' % pretrain_tokens}")
     click.echo(f"latency parameters: {params.source}")
+    if context > target_spec.max_context:
+        click.echo(f"warning: context {context} exceeds {target_spec.name}'s maximum of {target_spec.max_context} tokens.")
     need = float(memory_per_gpu(target_spec, max(batches), context, dtype, tp))
     if need > hw.mem_capacity:
         click.echo(f"warning: {target_spec.name} needs {need / 1e9:.0f} GB per GPU (weights + KV cache) but "

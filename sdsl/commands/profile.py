@@ -50,9 +50,17 @@ def profile(device, model_name, dtype, output, hardware, quick, num_tokens, tp, 
     from dataclasses import replace
 
     from ..architecture import get_model
+    from ..errors import InvalidInputError
     from ..harness.run import default_grid, quick_grid, run_profile
     from ..profiles import read_profile
 
+    for name, value in (("--threads", threads), ("--repeats", repeats), ("--limit", limit)):
+        if value is not None and value < 1:
+            raise InvalidInputError(f"{name} must be >= 1.")
+    if warmup is not None and warmup < 0:
+        raise InvalidInputError("--warmup must be >= 0.")
+    if min_time is not None and not min_time >= 0:
+        raise InvalidInputError("--min-time must be a non-negative number of seconds.")
     spec = get_model(model_name)
     grid = quick_grid() if quick else default_grid(device)
     changes = {k: v for k, v in {

@@ -58,6 +58,14 @@ def decoder(targets, drafts, gammas, batches, n_prompts, max_new, repeats, tempe
             raise InvalidInputError(f"{name} must be >= 1.")
     if temperature < 0:
         raise InvalidInputError("--temperature must be >= 0.")
+    if smollm2:
+        from pathlib import Path
+
+        from ..errors import ConfigError
+        from ..reference.gguf_loader import find_smollm2
+
+        if not (Path(smollm2).is_file() or find_smollm2(smollm2)):
+            raise ConfigError(f"No SmolLM2 GGUF file under {smollm2} (fetch it with `make smollm2`).")
     res = validate_decoder(targets=targets.split(","), drafts=[d for d in drafts.split(",") if d],
                            gammas=gamma_list, batches=batch_list, n_prompts=n_prompts, max_new=max_new, repeats=repeats,
                            temperature=temperature, seed=seed, cache_path=cache_path or None, plane=not no_plane,

@@ -37,7 +37,9 @@ def smollm2_rows(path, cache, hw, params, gammas=(2, 4, 6), n_prompts: int = 2, 
     p = Path(path)
     gguf_path = p if p.is_file() else find_smollm2(p)
     if gguf_path is None:
-        return {"skipped": f"no GGUF file under {path}"}
+        from ..errors import ConfigError
+
+        raise ConfigError(f"No SmolLM2 GGUF file under {path} (fetch it with `make smollm2`).")
     model, info = load_gguf(gguf_path)
     prompts = smollm2_prompts(info["tokenizer"], n_prompts)
     ctx = len(prompts[0]) + max_new // 2
