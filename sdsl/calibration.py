@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 from .errors import ConfigError, InvalidInputError, ProfileError
+from .architecture import dtype_bytes
 from .calibration_result import DECODE_MAX_TOKENS, CalibrationResult, load_latency_params
 from .latency import DEFAULT_PARAMS, LatencyParams, gemm_flops_bytes, op_time
 
@@ -41,12 +42,6 @@ _BOUNDS = {"eta_compute": (1e-6, 1.0), "eta_memory": (1e-6, 1.0), "t_kernel": (0
            "t_step": (0.0, 1.0), "smoothness": (1.0, 64.0)}
 _SCALE = {"eta_compute": 0.1, "eta_memory": 0.1, "t_kernel": 1e-6, "t_layer": 1e-5, "t_step": 1e-4, "smoothness": 1.0}
 _REQUIRED = ("num_tokens", "in_features", "out_features", "time_s")
-
-
-def _dtype_bytes(dtype: str) -> int:
-    from .architecture import dtype_bytes
-
-    return dtype_bytes(dtype)
 
 
 def _arrays(data: "pd.DataFrame", dtype: str | None):
@@ -66,7 +61,7 @@ def _arrays(data: "pd.DataFrame", dtype: str | None):
     if not np.all(np.isfinite(y) & (y > 0)):
         raise ProfileError("Calibration data: every time_s must be positive and finite.")
     flops, nbytes = gemm_flops_bytes(data["num_tokens"].to_numpy(), data["in_features"].to_numpy(),
-                                     data["out_features"].to_numpy(), _dtype_bytes(dtype))
+                                     data["out_features"].to_numpy(), dtype_bytes(dtype))
     return data, dtype, flops, nbytes, y
 
 

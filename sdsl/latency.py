@@ -26,6 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .architecture import dtype_bytes
 from .errors import ConfigError, InvalidInputError
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "step_time",
     "step_time_s",
     "memory_per_gpu",
+    "allreduce_time",
 ]
 
 GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
@@ -236,10 +238,11 @@ class StepTime:
     bound: np.ndarray
 
 
-def _dtype_bytes(dtype: str) -> int:
-    from .architecture import dtype_bytes
-
-    return dtype_bytes(dtype)
+def allreduce_time(message_bytes, n_gpu, interconnect_bandwidth, latency_s, eta_interconnect) -> np.ndarray:
+    """One ring all-reduce: latency + 2(t−1)/t · message / (η · interconnect bandwidth)
+    (Patarasuk & Yuan, JPDC 2009; DESIGN.md §3.3's tensor-parallel term). Broadcasts."""
+    t = np.asarray(n_gpu, dtype=float)
+    return latency_s + 2.0 * (t - 1.0) / t * np.asarray(message_bytes, dtype=float) / (eta_interconnect * interconnect_bandwidth)
 
 
 def _check_grid(batch, q, context):
@@ -257,7 +260,7 @@ def _check_grid(batch, q, context):
 
 def _price(shapes: ModelShapes, hardware, b, q, L, dtype: str, params: LatencyParams):
     """Core pricing; returns the StepTime fields as arrays."""
-    dt = _dtype_bytes(dtype)
+    dt = dtype_bytes(dtype)
     peak = hardware.peak_flops_for(dtype)
     bw = hardware.mem_bandwidth
     t_c = lambda f: f / (params.eta_compute * peak)  # noqa: E731
@@ -298,9 +301,9 @@ def _price(shapes: ModelShapes, hardware, b, q, L, dtype: str, params: LatencyPa
         ic = getattr(hardware, "interconnect_bandwidth", None)
         if not ic:
             raise InvalidInputError(f"{hardware.name} has no interconnect bandwidth in the catalog; tp > 1 needs one.")
-        message = tokens * shapes.d_model * dt
-        ring = 2.0 * (shapes.tp - 1) / shapes.tp * message / (params.eta_interconnect * ic)
-        allreduce = 2.0 * n * (params.allreduce_latency + ring)
+        one = allreduce_time(tokens * shapes.d_model * dt, shapes.tp, ic, params.allreduce_latency,
+                             params.eta_interconnect)
+        allreduce = 2.0 * n * one
 
     total = bound_compute + bound_memory + overhead + allreduce
     parts = np.stack(np.broadcast_arrays(bound_memory, bound_compute, overhead, allreduce))

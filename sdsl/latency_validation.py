@@ -20,7 +20,8 @@ import numpy as np
 
 from .calibration import DECODE_MAX_TOKENS, fit_latency
 from .errors import ProfileError
-from .latency import LatencyParams
+from .latency import LatencyParams, allreduce_time
+from .serving.linear_model import TURBOSPEC_PUBLISHED
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -31,12 +32,11 @@ __all__ = ["VIDUR_HARDWARE", "TURBOSPEC_LINES", "leave_one_model_out", "fit_allr
 #: Vidur folder -> sdsl hardware catalog entry (Vidur's H100 numbers reach 2.9 TB/s: SXM, not PCIe).
 VIDUR_HARDWARE = {"h100": "h100-sxm", "a100": "a100-80gb"}
 
-#: TurboSpec's fitted target step time (ms) = c_kv·N_kv + c_tok·N_tok + c_b·n + c_0 on H100 (DESIGN §3.4).
+#: Catalog model -> (tensor-parallel degree, TurboSpec's fitted step-time line on H100; DESIGN §3.4).
 TURBOSPEC_LINES = {
-    "llama-3.1-70b": {"tp": 4, "c_0": 18.35, "c_kv": 6.24e-5, "c_tok": 0.064, "c_b": -0.040, "r2": 0.985},
-    "llama-3.1-8b": {"tp": 1, "c_0": 6.94, "c_kv": 4.86e-5, "c_tok": 0.0184, "c_b": -0.043, "r2": 0.96},
+    "llama-3.1-70b": (4, TURBOSPEC_PUBLISHED["llama-3.1-70b-tp4-h100"]),
+    "llama-3.1-8b": (1, TURBOSPEC_PUBLISHED["llama-3.1-8b-h100"]),
 }
-
 
 def _ape(pred, meas):
     return np.abs(np.asarray(pred) / np.asarray(meas) - 1.0)
@@ -107,15 +107,15 @@ def fit_allreduce(path: str | os.PathLike, hardware: str = "h100-sxm", dtype_byt
         raise ProfileError(f"{path}: no usable all-reduce rows" + (f" for {workers} GPUs." if workers else "."))
     size, n_gpu, t = size[ok], n_gpu[ok], t[ok]
     ic = get_hardware(hardware).interconnect_bandwidth
-    ring = 2.0 * (n_gpu - 1) / n_gpu * size * dtype_bytes / ic
+    message = size * dtype_bytes
 
     def resid(x):
-        return np.log(x[0] + ring / x[1]) - np.log(t)
+        return np.log(allreduce_time(message, n_gpu, ic, x[0], x[1])) - np.log(t)
 
     sol = least_squares(resid, [1e-5, 0.5], bounds=([0.0, 1e-4], [1e-3, 1.0]), x_scale=[1e-5, 0.1])
     base = base or LatencyParams()
     params = base.replace(allreduce_latency=float(sol.x[0]), eta_interconnect=float(sol.x[1]))
-    pred = sol.x[0] + ring / sol.x[1]
+    pred = allreduce_time(message, n_gpu, ic, sol.x[0], sol.x[1])
     return params, {"allreduce_latency_s": float(sol.x[0]), "eta_interconnect": float(sol.x[1]),
                     "mape": float(np.mean(_ape(pred, t))), "n": int(len(t))}
 
@@ -136,10 +136,10 @@ def turbospec_comparison(params: LatencyParams, hardware: str = "h100-sxm", cont
     hw = get_hardware(hardware)
     b = np.arange(1, 65) if batches is None else np.asarray(batches)
     rows = []
-    for name, c in TURBOSPEC_LINES.items():
-        st = step_time(get_model(name), hw, batch=b, q=1, context=context, dtype=dtype, tp=c["tp"], params=params)
-        line = (c["c_kv"] * b * context + c["c_tok"] * b + c["c_b"] * b + c["c_0"]) * 1e-3
-        rows.append(pd.DataFrame({"model": name, "tp": c["tp"], "batch": b, "turbospec_s": line,
+    for name, (tp, fit) in TURBOSPEC_LINES.items():
+        st = step_time(get_model(name), hw, batch=b, q=1, context=context, dtype=dtype, tp=tp, params=params)
+        line = fit.step_fn(b, 1, context)
+        rows.append(pd.DataFrame({"model": name, "tp": tp, "batch": b, "turbospec_s": line,
                                   "predicted_s": np.broadcast_to(st.total_s, b.shape),
                                   "rel_diff": np.broadcast_to(st.total_s, b.shape) / line - 1.0}))
     return pd.concat(rows, ignore_index=True)

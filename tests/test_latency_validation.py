@@ -52,7 +52,7 @@ def test_turbospec_lines_formula():
     from sdsl.latency_validation import TURBOSPEC_LINES, turbospec_comparison
 
     df = turbospec_comparison(LatencyParams(), batches=[1, 64])
-    c = TURBOSPEC_LINES["llama-3.1-8b"]
+    _, c = TURBOSPEC_LINES["llama-3.1-8b"]
     got = df[(df.model == "llama-3.1-8b") & (df.batch == 64)]["turbospec_s"].item()
-    assert got == pytest.approx(1e-3 * (c["c_kv"] * 64 * 1024 + (c["c_tok"] + c["c_b"]) * 64 + c["c_0"]))
+    assert got == pytest.approx(1e-3 * (c.c_kv * 64 * 1024 + (c.c_tok + c.c_b) * 64 + c.c_0))
     assert np.all(df["predicted_s"] > 0)
