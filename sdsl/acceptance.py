@@ -20,6 +20,7 @@ from .errors import InvalidInputError
 
 __all__ = [
     "tau",
+    "tau_unchecked",
     "tau_positional",
     "alpha_from_tau",
     "alpha_from_mean_accepted",
@@ -56,20 +57,24 @@ def tau(alpha, gamma) -> np.ndarray:
 
     Leviathan et al. (2023), Eq. (1): τ = (1 − α^{γ+1}) / (1 − α), with τ(1, γ) = γ + 1 and
     τ(α, 0) = 1. Evaluated as expm1((γ+1)·ln α) / expm1(ln α), which keeps full relative
-    precision as α → 1 (no cancellation between two numbers near 1) and gives 1 at α = 0.
+    precision as α → 1 (no cancellation between two numbers near 1; expm1 is exact to rounding for
+    tiny arguments, so only α = 1 itself needs its limit) and gives 1 at α = 0.
     ``gamma`` may be non-integer (continuous relaxation, used by the γ* optimum). Broadcasts.
     """
-    a = check_alpha(alpha)
-    g = check_gamma(gamma)
-    a, g = np.broadcast_arrays(a, g)
+    return tau_unchecked(check_alpha(alpha), check_gamma(gamma))
+
+
+def tau_unchecked(alpha, gamma) -> np.ndarray:
+    """:func:`tau` without input validation, for hot loops whose α ∈ [0, 1] and γ ≥ 0 are already
+    checked (e.g. the serving controller, evaluated every few simulated steps)."""
+    a = np.asarray(alpha, dtype=float)
+    g = np.asarray(gamma, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         log_a = np.log(a)
-        ratio = np.expm1((g + 1.0) * log_a) / np.expm1(log_a)
-    # α = 1: the limit γ + 1. Tiny |ln α| (≲ 1e-12): first-order series, exact to O(γ² ln² α).
-    near_one = np.abs(log_a) < 1e-12
-    with np.errstate(invalid="ignore"):
-        series = (g + 1.0) * (1.0 + 0.5 * g * log_a)
-    out = np.where(near_one, series, ratio)
+        out = np.expm1((g + 1.0) * log_a) / np.expm1(log_a)
+    at_one = log_a == 0.0  # α = 1: the 0/0 limit is γ + 1
+    if at_one.any():
+        out = np.where(at_one, g + 1.0, out)
     return out[()] if out.ndim == 0 else out
 
 

@@ -24,19 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..acceptance import tau
+from ..acceptance import tau, tau_unchecked
 from ..errors import InvalidInputError
 
 __all__ = ["goodput", "choose_k", "allocate_per_request", "GoodputController"]
-
-
-def _tau_fast(alpha: np.ndarray, ks: np.ndarray) -> np.ndarray:
-    """τ(α_r, k) matrix (n, K+1) for validated α in (0, 1): (1 − α^{k+1}) / (1 − α) (Leviathan Eq. 1).
-
-    The controller's hot path; equals :func:`sdsl.acceptance.tau` there (tested) without its checks.
-    """
-    a = np.minimum(np.maximum(alpha, 1e-12), 1.0 - 1e-12)
-    return -np.expm1(np.log(a)[:, None] * (ks[None, :] + 1.0)) / (1.0 - a)[:, None]
 
 
 def _expected_tokens(alpha: np.ndarray, ks: np.ndarray, has_proposal: np.ndarray | None) -> np.ndarray:
@@ -125,7 +116,7 @@ class GoodputController:
             return 0
         t = self.step_model.decode_time_all_k(self.step_model._check_n(n), float(context))[: self.max_k + 1]
         if has_proposal is None:
-            g = _tau_fast(alpha, self._ksf).sum(axis=0)
+            g = tau_unchecked(alpha[:, None], self._ksf[None, :]).sum(axis=0)
         else:
             g = _expected_tokens(alpha, self._ksf, has_proposal)
         return int(np.argmax(g / t))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..acceptance import check_alpha
 from ..errors import InvalidInputError
 from .step_model import BatchStepModel
 
@@ -18,10 +19,7 @@ __all__ = ["best_k_by_batch", "serving_k_table", "speedup_vs_batch"]
 
 
 def _check_alpha(alpha) -> np.ndarray:
-    a = np.atleast_1d(np.asarray(alpha, dtype=float))
-    if np.any(~((a > 0) & (a < 1))):
-        raise InvalidInputError("alpha must lie in (0, 1).")
-    return a
+    return np.atleast_1d(check_alpha(alpha, open_interval=True))
 
 
 def _throughput(step_model: BatchStepModel, alpha: np.ndarray, context: float, max_k: int) -> np.ndarray:
