@@ -53,11 +53,18 @@ def format_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
 
 
 def parse_int_list(text: str, name: str) -> list[int]:
-    """'1,2,8' -> [1, 2, 8]; raises click.BadParameter with one sentence."""
+    """'1,2,8' -> [1, 2, 8]; '1-8' -> [1, ..., 8]. Bad text raises InvalidInputError naming the option."""
+    from ..errors import InvalidInputError
+
+    text = str(text).replace(" ", "")
     try:
-        values = [int(v) for v in str(text).split(",") if v.strip()]
+        if "-" in text.lstrip("-") and "," not in text:
+            lo, hi = (int(v) for v in text.split("-"))
+            values = list(range(lo, hi + 1))
+        else:
+            values = [int(v) for v in text.split(",") if v]
     except ValueError:
-        raise click.BadParameter(f"{name} must be a comma-separated list of integers; got {text!r}.") from None
+        raise InvalidInputError(f"{name} takes comma-separated integers or a range like '1-8'; got {text!r}.") from None
     if not values:
-        raise click.BadParameter(f"{name} is empty.")
+        raise InvalidInputError(f"{name} is empty.")
     return values

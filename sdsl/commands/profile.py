@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import click
 
-from ..errors import InvalidInputError
+from ._common import parse_int_list
 
 
 def _ints(value: str | None, name: str) -> tuple[int, ...] | None:
-    if value is None:
-        return None
-    try:
-        vals = tuple(int(v) for v in value.replace(" ", "").split(",") if v)
-    except ValueError:
-        raise InvalidInputError(f"--{name} takes comma-separated integers, got {value!r}.") from None
-    if not vals:
-        raise InvalidInputError(f"--{name} is empty.")
-    return vals
+    return None if value is None else tuple(parse_int_list(value, f"--{name}"))
 
 
 @click.command("profile")

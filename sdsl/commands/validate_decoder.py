@@ -4,17 +4,7 @@ from __future__ import annotations
 
 import click
 
-
-def _ints(text: str) -> list[int]:
-    from ..errors import InvalidInputError
-
-    try:
-        if "-" in text and "," not in text:
-            lo, hi = (int(v) for v in text.split("-"))
-            return list(range(lo, hi + 1))
-        return [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise InvalidInputError(f"Expected integers like '1-8' or '1,8', got {text!r}.") from None
+from ._common import parse_int_list
 
 
 @click.command("decoder")
@@ -48,7 +38,7 @@ def decoder(targets, drafts, gammas, batches, n_prompts, max_new, repeats, tempe
     from ..errors import InvalidInputError
     from ..reference.validation import validate_decoder
 
-    gamma_list, batch_list = _ints(gammas), _ints(batches)
+    gamma_list, batch_list = parse_int_list(gammas, "--gammas"), parse_int_list(batches, "--batches")
     if not gamma_list or min(gamma_list) < 1:
         raise InvalidInputError("--gammas must list speculation lengths >= 1 (plain decoding is always measured).")
     if not batch_list or min(batch_list) < 1:
