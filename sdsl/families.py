@@ -14,10 +14,10 @@ import numpy as np
 
 from .architecture import ModelSpec, get_model
 from .errors import InvalidInputError
-from .latency import LatencyParams, ModelShapes, default_params
+from .latency import LatencyParams
 from .optimize import best_speedup, gamma_star
-from .scaling import CHINCHILLA, SDSL_PLANE, AcceptancePlane, LossLaw, acceptance_from_sizes
-from .throughput import predict
+from .scaling import CHINCHILLA, SDSL_PLANE, AcceptancePlane, LossLaw
+from .search import evaluate_grid
 
 __all__ = ["llama_family", "draft_size_sweep", "best_drafts"]
 
@@ -69,34 +69,18 @@ def draft_size_sweep(target, hardware, drafts=None, batch=(1, 8, 32), gammas=ran
 
     target = get_model(target) if not isinstance(target, ModelSpec) else target
     drafts = llama_family(target.vocab_size) if drafts is None else [get_model(d) for d in drafts]
+    grid = evaluate_grid(target, hardware, drafts, gammas, batch, None, context, tp, draft_tp, dtype, params,
+                         draft_tokens=draft_tokens, target_tokens=target_tokens, law=law, plane=plane)
+    best = {k: v[:, :, 0] for k, v in grid.best_arrays().items()}  # (draft, batch): one α per draft
     n = np.array([d.total_params for d in drafts], dtype=float)
-    m = float(target.total_params)
-    g = np.asarray(list(gammas), dtype=float)
-    b = np.asarray(list(np.atleast_1d(batch)), dtype=float)
-    if g.size == 0 or b.size == 0:
-        raise InvalidInputError("Need at least one gamma and one batch size.")
-    alpha = acceptance_from_sizes(n, m, draft_tokens, target_tokens, law=law, plane=plane)  # (draft,)
-    shapes = ModelShapes.of(drafts, draft_tp, extra_dims=2)  # axes: (draft, gamma, batch)
-    from .hardware import get_hardware
-
-    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
-    params = params or default_params(hw)
-    pred = predict(target, shapes, g.reshape(1, -1, 1), alpha.reshape(-1, 1, 1), hw, b.reshape(1, 1, -1), context,
-                   tp, draft_tp, dtype, params)
-    shape = (n.size, g.size, b.size)
-    tps = np.broadcast_to(pred.tokens_per_s, shape)
-    gi = np.argmax(tps, axis=1)  # (draft, batch)
-    pick = lambda x: np.take_along_axis(np.broadcast_to(x, shape), gi[:, None, :], axis=1)[:, 0, :]  # noqa: E731
-    c_flop = n / m
-    flop_s = best_speedup(alpha, c_flop)
-    flop_g = gamma_star(alpha, c_flop)
-    di, bi = (i.ravel() for i in np.indices(gi.shape))
+    alpha = best["alpha"][:, 0]
+    c_flop = n / float(target.total_params)
+    di, bi = (i.ravel() for i in np.indices(best["gamma"].shape))
     return pd.DataFrame({
-        "draft": np.array([d.name for d in drafts])[di], "draft_params": n[di], "batch": b[bi].astype(int),
-        "alpha": alpha[di], "gamma": g[gi.ravel()].astype(int),
-        "speedup": pick(pred.speedup).ravel(), "tokens_per_s": pick(pred.tokens_per_s).ravel(),
-        "plain_tokens_per_s": pick(pred.plain_tokens_per_s).ravel(), "cost_ratio": pick(pred.cost_ratio).ravel(),
-        "flop_gamma": flop_g[di], "flop_speedup": flop_s[di],
+        "draft": np.array([d.name for d in drafts])[di], "draft_params": n[di], "batch": grid.batches[bi].astype(int),
+        "alpha": alpha[di], "gamma": best["gamma"].ravel(),
+        **{k: best[k].ravel() for k in ("speedup", "tokens_per_s", "plain_tokens_per_s", "cost_ratio")},
+        "flop_gamma": gamma_star(alpha, c_flop)[di], "flop_speedup": best_speedup(alpha, c_flop)[di],
     })
 
 

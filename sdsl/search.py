@@ -52,21 +52,24 @@ class SearchGrid:
     def _full(self, x) -> np.ndarray:
         return np.broadcast_to(np.asarray(x), self.shape)
 
+    def best_arrays(self) -> dict:
+        """The best γ (highest tokens/s) for every (draft, batch, α): arrays shaped
+        (n_drafts, n_batches, n_alpha) — gamma, alpha and every prediction field at that γ."""
+        p = self.prediction
+        gi = np.argmax(self._full(p.tokens_per_s), axis=1)
+        pick = lambda x: np.take_along_axis(self._full(x), gi[:, None], axis=1)[:, 0]  # noqa: E731
+        out = {k: pick(getattr(p, k)) for k in ("tau", "tokens_per_s", "plain_tokens_per_s", "speedup", "bound",
+                                                "t_draft_s", "t_verify_s", "cost_ratio")}
+        return {"gamma": self.gammas[gi].astype(int), "alpha": pick(self.alpha), **out}
+
     def best(self) -> list[dict]:
         """Best γ for every (draft, batch, α), as records sorted by batch then tokens/s (best first)."""
-        p = self.prediction
-        tps = self._full(p.tokens_per_s)
-        gi = np.argmax(tps, axis=1)  # (draft, batch, alpha)
-        pick = lambda x: np.take_along_axis(self._full(x), gi[:, None], axis=1)[:, 0]  # noqa: E731
-        cols = {k: pick(getattr(p, k)) for k in ("tau", "tokens_per_s", "plain_tokens_per_s", "speedup", "bound",
-                                                 "t_draft_s", "t_verify_s", "cost_ratio")}
-        alpha = pick(self.alpha)
+        best = self.best_arrays()
         rows = []
-        for d, b, a in np.ndindex(gi.shape):
+        for d, b, a in np.ndindex(best["gamma"].shape):
             spec = self.drafts[d]
-            rows.append({"draft": spec.name, "draft_params": float(spec.total_params), "gamma": int(self.gammas[gi[d, b, a]]),
-                         "batch": int(self.batches[b]), "alpha": float(alpha[d, b, a]),
-                         **{k: (v[d, b, a].item()) for k, v in cols.items()}})
+            rows.append({"draft": spec.name, "draft_params": float(spec.total_params), "batch": int(self.batches[b]),
+                         **{k: v[d, b, a].item() for k, v in best.items()}})
         return sorted(rows, key=lambda r: (r["batch"], r["alpha"] if self.alpha_source == "given" else 0,
                                            -r["tokens_per_s"]))
 
