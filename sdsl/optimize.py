@@ -27,6 +27,7 @@ __all__ = [
     "best_speedup",
     "best_integer_gamma",
     "SDSL_TARGETS",
+    "SDSL_PAPER_LAW",
     "optimal_draft_size",
     "DraftLaw",
     "fit_draft_law",
@@ -38,6 +39,10 @@ SDSL_TARGETS = (
     "qwen1.5-14b", "qwen1.5-32b", "qwen1.5-72b", "qwen1.5-110b",
     "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b", "seed-oss-36b",
 )
+
+
+# The paper's regression over its 13 targets (arXiv 2603.11053): N* = mu·M + m0, with 95% CIs.
+SDSL_PAPER_LAW = {"mu": 2.71e-3, "mu_ci": [2.67e-3, 2.75e-3], "m0": 8.71e7, "m0_ci": [8.50e7, 8.93e7]}
 
 
 def lambert_w_minus1_from_log(log_neg_z) -> np.ndarray:
@@ -176,8 +181,7 @@ class DraftLaw:
     targets: list = field(default_factory=list)  # dicts: name, params, n_star, speedup, alpha, gamma_star
     draft_tokens: float = 1e12
     target_tokens: float = 1e12
-    paper: dict = field(default_factory=lambda: {"mu": 2.71e-3, "mu_ci": [2.67e-3, 2.75e-3],
-                                                 "m0": 8.71e7, "m0_ci": [8.50e7, 8.93e7]})
+    paper: dict = field(default_factory=lambda: dict(SDSL_PAPER_LAW))
 
     def to_dict(self) -> dict:
         return {"mu": self.mu, "m0": self.m0, "mu_ci": list(self.mu_ci), "m0_ci": list(self.m0_ci),

@@ -6,6 +6,23 @@ _OP_COLORS = {"attn_pre_proj": "tab:blue", "attn_post_proj": "tab:orange",
               "mlp_up_proj": "tab:green", "mlp_down_proj": "tab:red"}
 
 
+def _finish(ax, xlabel=None, ylabel=None, title=None, *, xscale=None, base=None, legend=7, title_size=9):
+    """Label an Axes, optionally log-scale x (``base`` for powers of 2), add a legend (font size
+    ``legend``; None for none) and a light grid: the tail every line plot here shares."""
+    if xscale:
+        ax.set_xscale(xscale, **({"base": base} if base else {}))
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=title_size)
+    if legend:
+        ax.legend(fontsize=legend)
+    ax.grid(alpha=0.3)
+    return ax
+
+
 def _axes(ax, figsize=(5.0, 4.5)):
     import matplotlib.pyplot as plt
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ._common import _figure
+from ..optimize import SDSL_PAPER_LAW
+from ._common import _figure, _finish
 
 __all__ = ["fig_sdsl_acceptance_plane", "fig_sdsl_speedup_vs_gamma", "fig_sdsl_draft_law", "fig_sdsl_nstar_vs_tokens", "fig_hardware_draft_size"]
 
@@ -38,12 +39,8 @@ def fig_sdsl_acceptance_plane(quick: bool = False):
     nd = np.logspace(7, 10, 40 if quick else 200)
     for m in (1.3e10, 7.0e10, 1.1e11):
         ax2.plot(nd, acceptance_from_sizes(nd, m), label=f"M = {m / 1e9:.0f}B")
-    ax2.set_xscale("log")
-    ax2.set_xlabel("draft parameters N")
-    ax2.set_ylabel("α from the plane (D = D′ = 1e12)")
-    ax2.set_title("α along the draft size (Chinchilla perplexities)", fontsize=9)
-    ax2.legend(fontsize=8)
-    ax2.grid(alpha=0.3)
+    _finish(ax2, "draft parameters N", "α from the plane (D = D′ = 1e12)", "α along the draft size (Chinchilla perplexities)",
+            xscale="log", legend=8)
     return fig
 
 
@@ -118,13 +115,9 @@ def fig_sdsl_nstar_vs_tokens(quick: bool = False):
     for j, (name, col) in enumerate(zip(targets, ("C0", "C1", "C2"))):
         ax.plot(ds, both[:, j] / m[j], "o-", color=col, ms=3, label=f"{name}: D = D′")
         ax.plot(ds, alone[:, j] / m[j], "--", color=col, label=f"{name}: D varied, D′ = 1e12")
-        ax.axhline((2.71e-3 * m[j] + 8.71e7) / m[j], color=col, lw=0.7, ls=":")
-    ax.set_xscale("log")
-    ax.set_xlabel("pre-training tokens D")
-    ax.set_ylabel("N* / M")
-    ax.set_title("Optimal draft fraction vs pre-training tokens (dotted: paper law μ + M₀/M)", fontsize=9)
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
+        ax.axhline((SDSL_PAPER_LAW["mu"] * m[j] + SDSL_PAPER_LAW["m0"]) / m[j], color=col, lw=0.7, ls=":")
+    _finish(ax, "pre-training tokens D", "N* / M", "Optimal draft fraction vs pre-training tokens (dotted: paper law μ + M₀/M)",
+            xscale="log")
     return fig
 
 
@@ -156,7 +149,7 @@ def fig_hardware_draft_size(quick: bool = False):
             ax.plot(s["draft_params"], s["speedup"], color=col, label=f"H100 roofline, batch {b}")
             j = s["speedup"].idxmax()
             ax.plot([s.loc[j, "draft_params"]], [s.loc[j, "speedup"]], "*", color=col, ms=10)
-        ax.axvline(2.71e-3 * spec.total_params + 8.71e7, color="grey", ls="--", lw=0.8, label="paper law μM + M₀")
+        ax.axvline(SDSL_PAPER_LAW["mu"] * spec.total_params + SDSL_PAPER_LAW["m0"], color="grey", ls="--", lw=0.8, label="paper law μM + M₀")
         ax.set_xscale("log")
         ax.set_xlabel("draft parameters N (Llama-3-shaped family)")
         ax.set_ylabel("speedup over plain decoding")

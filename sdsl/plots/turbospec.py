@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import _figure
+from ._common import _figure, _finish
 
 __all__ = ["fig_turbospec_step_latency", "fig_turbospec_speedup_vs_batch", "fig_turbospec_linear_fit"]
 
@@ -53,26 +53,18 @@ def fig_turbospec_speedup_vs_batch(quick: bool = False):
     b = np.unique(np.round(np.logspace(0, 8, 17 if quick else 65, base=2)))
     k = np.arange(0, 9)
     fig, ((ax, ax2),) = _figure(1, 2, figsize=(11.0, 4.0))
-    s = predict(target, draft, k[:, None], 0.5, hw, b[None, :], 512, params=params).speedup
+    alphas = np.array([0.5, 0.7, 0.9])
+    s_all = predict(target, draft, k[None, :, None], alphas[:, None, None], hw, b[None, None, :], 512,
+                    params=params).speedup  # (alpha, k, batch)
+    s = s_all[0]
     for i in range(1, 6):
         ax.plot(b, s[i], label=f"k = {i}")
     ax.plot(b, s.max(axis=0), "k--", lw=1.2, label="best k ∈ 0…8")
     ax.axhline(1.0, color="grey", lw=0.8)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("batch size")
-    ax.set_ylabel("speedup over plain decoding")
-    ax.set_title("α = 0.5", fontsize=9)
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
-    for a, col in zip((0.5, 0.7, 0.9), ("C0", "C1", "C2")):
-        sa = predict(target, draft, k[:, None], a, hw, b[None, :], 512, params=params).speedup
+    _finish(ax, "batch size", "speedup over plain decoding", "α = 0.5", xscale="log", base=2)
+    for a, sa, col in zip(alphas, s_all, ("C0", "C1", "C2")):
         ax2.step(b, k[np.argmax(sa, axis=0)], where="mid", color=col, label=f"α = {a}")
-    ax2.set_xscale("log", base=2)
-    ax2.set_xlabel("batch size")
-    ax2.set_ylabel("throughput-optimal k")
-    ax2.set_title("proposed length vs batch size", fontsize=9)
-    ax2.legend(fontsize=7)
-    ax2.grid(alpha=0.3)
+    _finish(ax2, "batch size", "throughput-optimal k", "proposed length vs batch size", xscale="log", base=2)
     fig.suptitle(f"{target.name} + {draft.name} on {hw.name}, context 512", fontsize=9)
     return fig
 
