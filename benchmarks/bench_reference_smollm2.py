@@ -49,8 +49,8 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    from sdsl.reference.decoder import generate
-    from sdsl.reference.gguf_loader import find_smollm2, load_gguf
+    from sdsl.torch.decoder import generate
+    from sdsl.torch.gguf_loader import find_smollm2, load_gguf
 
     path = find_smollm2()
     if path is None:

@@ -1,7 +1,7 @@
 """Serving-simulator benchmark (issue 5): simulated requests per second of wall time.
 
 Run: .venv/bin/python benchmarks/bench_simulator.py   (prints JSON; results recorded in BENCHMARKS.md)
-Workload: the first 10,000 requests of the Azure conversation trace (../shared/data/traces), time-scaled
+Workload: the first 10,000 requests of the Azure conversation trace (sdsl/data/traces), time-scaled
 to each QPS, Llama-2-7B + Llama-160M on H100-SXM (roofline step times), α ~ Beta(mean 0.7, κ = 20).
 Goal: 10,000 requests in under 10 s on one core. Single-threaded numpy (OMP/OPENBLAS threads = 1).
 """

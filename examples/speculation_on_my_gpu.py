@@ -14,7 +14,7 @@ import argparse
 import warnings
 
 import sdsl
-from sdsl.latency import default_params
+from sdsl.core.latency import default_params
 
 p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 p.add_argument("--target", default="llama-2-7b")
@@ -35,7 +35,7 @@ if mem > hw.mem_capacity:
           f"more than the {hw.mem_capacity / 1e9:.0f} GB of one {hw.name}; the numbers below assume it fits.")
 
 with warnings.catch_warnings():
-    warnings.simplefilter("ignore", sdsl.scaling.AlphaClippedWarning)
+    warnings.simplefilter("ignore", sdsl.core.scaling.AlphaClippedWarning)
     grid = sdsl.evaluate_grid(target, hw, drafts, gammas=range(0, 9), batch=sorted({1, args.batch}),
                               alpha=None if args.alpha is None else [args.alpha], context=args.context,
                               params=params)

@@ -2,12 +2,12 @@
 
     .venv/bin/python profiles/make_cpu_forwards.py
 
-Every checkpoint in sdsl/data/checkpoints (the reference decoder, sdsl/reference/model.py, fp32,
+Every checkpoint in sdsl/data/checkpoints (the reference decoder, sdsl/torch/model.py, fp32,
 ``torch.set_num_threads(1)``) runs one cached forward of ``batch × q`` new tokens after
 ``context`` tokens — embedding, every layer and the LM head: the step that
-``sdsl.latency.step_time(spec, get_hardware("cpu"), batch, q, context, dtype="fp32")`` prices — for
+``sdsl.core.latency.step_time(spec, get_hardware("cpu"), batch, q, context, dtype="fp32")`` prices — for
 batch 1 and 8, q = 1…9 (a γ = 8 verification is q = 9) and context 32/96/256. Timed exactly as
-``sdsl validate decoder`` times its step microbenchmarks (:func:`sdsl.reference.validation.step_times`:
+``sdsl validate decoder`` times its step microbenchmarks (:func:`sdsl.experiments.decoder_validation.step_times`:
 process CPU time, the fastest of 15 runs after 2 warm-ups), so the calibration sees the clock the
 validation's measured speedups use.
 
@@ -27,8 +27,8 @@ from pathlib import Path
 import torch
 
 from sdsl._io import atomic_write_text
-from sdsl.reference.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
-from sdsl.reference.validation import model_spec, step_times
+from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
+from sdsl.experiments.decoder_validation import model_spec, step_times
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "model-forwards-cpu"
@@ -54,7 +54,7 @@ def main() -> int:
             "threads": 1, "clock": "process CPU time (time.process_time), fastest of 15 runs after 2 warm-ups",
             "torch_version": torch.__version__, "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "source": "profiles/make_cpu_forwards.py: one cached forward of the reference decoder "
-                      "(sdsl/reference/model.py) per row", "models": specs}
+                      "(sdsl/torch/model.py) per row", "models": specs}
     atomic_write_text(OUT.with_suffix(".json"), json.dumps(meta, indent=1) + "\n")
     return 0
 

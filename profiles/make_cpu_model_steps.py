@@ -2,10 +2,10 @@
 
     .venv/bin/python profiles/make_cpu_model_steps.py
 
-The reference decoder (sdsl/reference/model.py, random weights, fp32, one torch thread) of the four
+The reference decoder (sdsl/torch/model.py, random weights, fp32, one torch thread) of the four
 shapes in the committed CPU profiles (llama-68m, byte-d64/d128/d288) runs one cached forward of
 ``batch × q`` new tokens after ``context`` tokens, embedding and LM head included: the step that
-``sdsl.latency.step_time(spec, get_hardware("cpu"), batch, q, context, dtype="fp32")`` prices.
+``sdsl.core.latency.step_time(spec, get_hardware("cpu"), batch, q, context, dtype="fp32")`` prices.
 Writes profiles/model-steps-cpu.csv (columns model, batch, q, context, repeats, time_s = median,
 time_min_s; seconds, time.perf_counter). These rows are NOT used by the calibration (held out).
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 
 from sdsl._io import atomic_write_text
-from sdsl.architecture import get_model
-from sdsl.reference.model import Transformer
+from sdsl.core.architecture import get_model
+from sdsl.torch.model import Transformer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_cpu_profiles import byte_family_spec  # noqa: E402

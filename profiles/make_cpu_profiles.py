@@ -15,9 +15,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sdsl.architecture import ModelSpec, get_model
-from sdsl.calibration import calibrate_profiles
-from sdsl.harness import Grid, run_profile
+from sdsl.core.architecture import ModelSpec, get_model
+from sdsl.fit.calibration import calibrate_profiles
+from sdsl.torch.harness import Grid, run_profile
 
 HERE = Path(__file__).resolve().parent
 GRID = Grid(num_tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256), batch=(1, 2, 4, 8), q=(1, 2, 4, 8),
@@ -25,13 +25,13 @@ GRID = Grid(num_tokens=(1, 2, 4, 8, 16, 32, 64, 128, 256), batch=(1, 2, 4, 8), q
 
 
 def byte_family_spec(d_model: int) -> ModelSpec:
-    """The reference family's shape rule (sdsl/reference/train.py: family_shape)."""
+    """The reference family's shape rule (sdsl/torch/train.py: family_shape)."""
     n_head = d_model // 32
     n_kv = max(k for k in range(1, n_head // 2 + 1) if n_head % k == 0) if n_head > 1 else 1
     return ModelSpec(name=f"byte-d{d_model}", family="sdsl-byte", n_layer=d_model // 32, d_model=d_model,
                      n_head=n_head, n_kv_head=n_kv, d_ff=32 * round(8 * d_model / 3 / 32), vocab_size=256,
                      head_dim=32, tied_embeddings=True, max_context=1024,
-                     source="sdsl/reference/train.py family_shape")
+                     source="sdsl/torch/train.py family_shape")
 
 
 def main() -> int:

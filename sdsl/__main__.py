@@ -1,5 +1,5 @@
 """``python -m sdsl``."""
 
-from .cli import main
+from sdsl.cli import main
 
 main()

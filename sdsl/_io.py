@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from sdsl.errors import ConfigError
 
 if sys.version_info >= (3, 11):
     import tomllib

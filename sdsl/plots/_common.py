@@ -67,8 +67,8 @@ def save_figure(fig, path, dpi: int = 150, **kw):
     import io
     from pathlib import Path
 
-    from .._io import atomic_write_bytes
-    from ..errors import InvalidInputError
+    from sdsl._io import atomic_write_bytes
+    from sdsl.errors import InvalidInputError
 
     path = Path(path)
     if not path.suffix:

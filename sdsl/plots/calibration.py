@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from ..errors import InvalidInputError
-from ._common import _axes, _figure, _pred_vs_meas, save_figure
+from sdsl.errors import InvalidInputError
+from sdsl.plots._common import _axes, _figure, _pred_vs_meas, save_figure
 
 __all__ = ["plot_calibration", "plot_latency_validation", "fig_latency_validation", "fig_cpu_calibration"]
 
 def plot_calibration(result, ax=None):
-    """Predicted vs measured operator times of a :class:`~sdsl.calibration.CalibrationResult`
+    """Predicted vs measured operator times of a :class:`~sdsl.fit.calibration.CalibrationResult`
     (log-log, one colour per operator, dotted lines at ±10%)."""
     ax = _axes(ax)
     if result.points is None:
@@ -45,11 +45,11 @@ def plot_latency_validation(held_out, path=None):
 def fig_latency_validation(quick: bool = False):
     """Predicted vs measured operator times on Vidur's real H100 and A100 data, each model predicted
     by a calibration fitted on the other models (leave-one-model-out; ``quick``: H100 only)."""
-    from .._paths import shared_data_dir
-    from ..latency_validation import leave_one_model_out
-    from ..profiles import read_vidur
+    from sdsl._paths import data_path
+    from sdsl.experiments.latency_validation import leave_one_model_out
+    from sdsl.fit.profiles import read_vidur
 
-    data = read_vidur(shared_data_dir() / "vidur")
+    data = read_vidur(data_path("vidur"))
     if quick:
         data = data[data["hardware"] == "h100"]
     _, points, _ = leave_one_model_out(data)
@@ -59,8 +59,8 @@ def fig_latency_validation(quick: bool = False):
 def fig_cpu_calibration(quick: bool = False):
     """Predicted vs measured times of this machine's CPU profile (profiles/cpu.calib.json, fitted by
     ``sdsl calibrate profiles/cpu-*.csv --fit-layers --points``)."""
-    from .._paths import REPO_ROOT
-    from ..calibration import CalibrationResult
+    from sdsl._paths import REPO_ROOT
+    from sdsl.fit.calibration import CalibrationResult
 
     result = CalibrationResult.from_json(REPO_ROOT / "profiles" / "cpu.calib.json")
     fig, ((ax,),) = _figure(figsize=(5.2, 4.6))

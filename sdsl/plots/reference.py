@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import _figure
+from sdsl.plots._common import _figure
 
 __all__ = ["fig_decoder_speedup"]
 
@@ -15,7 +15,7 @@ def fig_decoder_speedup(quick: bool = False):
 
     import numpy as np
 
-    from .._paths import REPO_ROOT
+    from sdsl._paths import REPO_ROOT
 
     data = json.loads((REPO_ROOT / "benchmarks" / "results" / "validate_decoder.json").read_text())
     rows = data["rows"]

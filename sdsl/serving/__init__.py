@@ -6,15 +6,15 @@ linear step-time form), :mod:`.estimators` (online α), :mod:`.controller` (choi
 :mod:`.metrics`, :mod:`.k_table` (batch-size → k table for serving engines).
 """
 
-from .controller import GoodputController, allocate_per_request, choose_k, goodput
-from .k_table import best_k_by_batch, serving_k_table, speedup_vs_batch
-from .estimators import EMAEstimator, WindowEstimator, make_estimator, trials_from_accepts
-from .metrics import SimResult
-from .policies import Policy, parse_policies, parse_policy
-from .simulator import SimConfig, simulate
-from .step_model import BatchStepModel, MemoryBudget, memory_budget, mixed_batch_time, roofline_step_fn
-from .system import ServingSystem
-from .workload import AcceptanceDist, Workload, load_trace, poisson_workload, scale_to_qps, trace_workload
+from sdsl.serving.controller import GoodputController, allocate_per_request, choose_k, goodput
+from sdsl.serving.k_table import best_k_by_batch, serving_k_table, speedup_vs_batch
+from sdsl.serving.estimators import EMAEstimator, WindowEstimator, make_estimator, trials_from_accepts
+from sdsl.serving.metrics import SimResult
+from sdsl.serving.policies import Policy, parse_policies, parse_policy
+from sdsl.serving.simulator import SimConfig, simulate
+from sdsl.serving.step_model import BatchStepModel, MemoryBudget, memory_budget, mixed_batch_time, roofline_step_fn
+from sdsl.serving.system import ServingSystem
+from sdsl.serving.workload import AcceptanceDist, Workload, load_trace, poisson_workload, scale_to_qps, trace_workload
 
 __all__ = [
     "GoodputController", "allocate_per_request", "choose_k", "goodput",

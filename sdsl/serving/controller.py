@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..acceptance import tau, tau_unchecked
-from ..errors import InvalidInputError
+from sdsl.core.acceptance import tau, tau_unchecked
+from sdsl.errors import InvalidInputError
 
 __all__ = ["goodput", "choose_k", "allocate_per_request", "GoodputController"]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InvalidInputError
+from sdsl.errors import InvalidInputError
 
 __all__ = ["trials_from_accepts", "EMAEstimator", "WindowEstimator", "make_estimator"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..acceptance import check_alpha
-from ..errors import InvalidInputError
-from .step_model import BatchStepModel
+from sdsl.core.acceptance import check_alpha
+from sdsl.errors import InvalidInputError
+from sdsl.serving.step_model import BatchStepModel
 
 __all__ = ["best_k_by_batch", "serving_k_table", "speedup_vs_batch"]
 
@@ -24,7 +24,7 @@ def _check_alpha(alpha) -> np.ndarray:
 
 def _throughput(step_model: BatchStepModel, alpha: np.ndarray, context: float, max_k: int) -> np.ndarray:
     """tokens/s[a, b, k] = b·τ(α_a, k) / T(b, k, context) for b = 1..max_batch, k = 0..max_k."""
-    from ..acceptance import tau
+    from sdsl.core.acceptance import tau
 
     ks = np.arange(max_k + 1)
     i0, w = step_model._ctx_weights(context)

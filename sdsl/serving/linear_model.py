@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..errors import InvalidInputError
+from sdsl.errors import InvalidInputError
 
 __all__ = ["LinearStepModel", "LinearFit", "TURBOSPEC_PUBLISHED", "linear_features", "fit_linear_step_model",
            "r_squared"]

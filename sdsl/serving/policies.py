@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import InvalidInputError
+from sdsl.errors import InvalidInputError
 
 __all__ = ["Policy", "parse_policy", "parse_policies", "POLICY_KINDS"]
 

@@ -27,13 +27,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InvalidInputError
-from .controller import GoodputController
-from .estimators import make_estimator
-from .metrics import SimResult
-from .policies import Policy, parse_policy
-from .system import ServingSystem
-from .workload import Workload
+from sdsl.errors import InvalidInputError
+from sdsl.serving.controller import GoodputController
+from sdsl.serving.estimators import make_estimator
+from sdsl.serving.metrics import SimResult
+from sdsl.serving.policies import Policy, parse_policy
+from sdsl.serving.system import ServingSystem
+from sdsl.serving.workload import Workload
 
 __all__ = ["SimConfig", "simulate"]
 

@@ -12,7 +12,7 @@ runs the draft. A prefill step over b new prompts of mean length p̄ costs T_tar
 T_draft(b, p̄, 0) when a draft is loaded).
 
 Any ``step_fn(batch, q, context) -> seconds`` can price the forwards: the roofline of
-:mod:`sdsl.latency` (:func:`roofline_step_fn`), a calibrated one, or TurboSpec's linear form
+:mod:`sdsl.core.latency` (:func:`roofline_step_fn`), a calibrated one, or TurboSpec's linear form
 (:mod:`sdsl.serving.linear_model`). :class:`BatchStepModel` evaluates the step function once on a
 (batch × q × context) grid and interpolates linearly in context, so the simulator's inner loop
 costs a few array lookups per step.
@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import InvalidInputError
+from sdsl.errors import InvalidInputError
 
 __all__ = [
     "StepFn",
@@ -40,14 +40,14 @@ StepFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 def roofline_step_fn(model, hardware, tp: int = 1, dtype: str = "bf16", params=None) -> StepFn:
-    """``step_fn(batch, q, context)`` → seconds from :func:`sdsl.latency.step_time` (DESIGN §3.3).
+    """``step_fn(batch, q, context)`` → seconds from :func:`sdsl.core.latency.step_time` (DESIGN §3.3).
 
     ``params=None`` uses the latency parameters shipped for the hardware (calibrated when
-    ``sdsl/data/latency/<hardware>.json`` exists; :func:`sdsl.latency.default_params`).
+    ``sdsl/data/latency/<hardware>.json`` exists; :func:`sdsl.core.latency.default_params`).
     """
-    from ..architecture import get_model
-    from ..hardware import get_hardware
-    from ..latency import default_params, step_time
+    from sdsl.core.architecture import get_model
+    from sdsl.core.hardware import get_hardware
+    from sdsl.core.latency import default_params, step_time
 
     spec = get_model(model)
     hw = get_hardware(hardware)
@@ -121,8 +121,8 @@ def memory_budget(target, hardware, draft=None, tp: int = 1, draft_tp: int = 1, 
 
     The draft (if any) costs its weights once and its KV cache per token, so it takes batch slots.
     """
-    from ..architecture import get_model
-    from ..hardware import get_hardware
+    from sdsl.core.architecture import get_model
+    from sdsl.core.hardware import get_hardware
 
     t = get_model(target)
     hw = get_hardware(hardware)
@@ -189,8 +189,8 @@ class BatchStepModel:
     @classmethod
     def from_catalog(cls, target, draft, hardware, tp: int = 1, draft_tp: int = 1, dtype: str = "bf16", params=None,
                      draft_params=None, **kwargs) -> "BatchStepModel":
-        """Roofline step times (sdsl.latency) of a target and an optional draft on catalog hardware."""
-        from ..architecture import get_model
+        """Roofline step times (sdsl.core.latency) of a target and an optional draft on catalog hardware."""
+        from sdsl.core.architecture import get_model
 
         t_fn = roofline_step_fn(target, hardware, tp=tp, dtype=dtype, params=params)
         d_fn = roofline_step_fn(draft, hardware, tp=draft_tp, dtype=dtype, params=draft_params) if draft else None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import InvalidInputError
-from .step_model import BatchStepModel, MemoryBudget, memory_budget
+from sdsl.errors import InvalidInputError
+from sdsl.serving.step_model import BatchStepModel, MemoryBudget, memory_budget
 
 __all__ = ["ServingSystem"]
 
@@ -39,8 +39,8 @@ class ServingSystem:
                      max_k: int = 7, max_context: int | None = None, max_prompt: int | None = None,
                      spec_overhead_frac: float = 0.0) -> "ServingSystem":
         """Roofline step times and memory budgets of catalog models on catalog hardware."""
-        from ..architecture import get_model
-        from ..hardware import get_hardware
+        from sdsl.core.architecture import get_model
+        from sdsl.core.hardware import get_hardware
 
         t = get_model(target)
         kwargs = dict(max_batch=max_batch, max_k=max_k, max_context=max_context or t.max_context,

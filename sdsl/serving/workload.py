@@ -2,7 +2,7 @@
 
 A :class:`Workload` is a frozen set of equal-length arrays sorted by arrival. It comes from
 Poisson arrivals at a target QPS (:func:`poisson_workload`) or from a replay of the Azure
-Splitwise traces in ``../shared/data/traces/splitwise_{conv,code}.csv`` (:func:`load_trace`,
+Splitwise traces in ``sdsl/data/traces/splitwise_{conv,code}.csv`` (shipped with the package) (:func:`load_trace`,
 time-scaled to a target QPS with :func:`scale_to_qps`). Per-request acceptance rates α_r come
 from an :class:`AcceptanceDist` (a Beta distribution around a mean, optionally shifting to
 another mean for requests that arrive after a given time).
@@ -16,13 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .._paths import shared_data_dir
-from ..errors import ConfigError, InvalidInputError
+from sdsl._paths import DATA_DIR
+from sdsl.errors import ConfigError, InvalidInputError
 
 __all__ = [
     "Workload",
     "AcceptanceDist",
-    "shared_data_dir",
     "trace_path",
     "load_trace",
     "scale_to_qps",
@@ -38,7 +37,7 @@ def trace_path(name_or_path: str | Path, data_dir: str | Path | None = None) -> 
     """Resolve ``conv``/``code`` to the Splitwise CSV, or return an explicit path."""
     text = str(name_or_path)
     if text in TRACE_NAMES:
-        base = Path(data_dir) if data_dir is not None else shared_data_dir()
+        base = Path(data_dir) if data_dir is not None else DATA_DIR
         return base / "traces" / f"splitwise_{text}.csv"
     return Path(text)
 

@@ -1,0 +1,86 @@
+"""The ``sdsl`` command line.
+
+Subcommands live in ``sdsl/cli/<name>.py`` and are imported only when invoked, so that
+``sdsl --help`` stays fast (no pandas, torch or matplotlib at start-up). Every user error is an
+:class:`~sdsl.errors.SDSLError`: it is printed as one line on stderr and the exit code is 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from sdsl.errors import SDSLError
+
+__all__ = ["cli", "main", "COMMANDS"]
+
+# name -> ("module", "attribute", "one-line help shown by `sdsl --help`")
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "optimize": ("sdsl.cli.optimize", "optimize", "Best draft models and speculation lengths for a target."),
+    "predict": ("sdsl.cli.predict", "predict", "Step-time breakdown, tau and tokens/s of one configuration."),
+    "law": ("sdsl.cli.law", "law", "SDSL's draft-size law N* = mu*M + M0 over the paper's 13 targets."),
+    "hardware": ("sdsl.cli.catalog", "hardware", "List the hardware catalog."),
+    "models": ("sdsl.cli.catalog", "models", "List the model catalog."),
+    "profile": ("sdsl.cli.profile", "profile", "Measure operator and decoder-layer times into a profile (torch)."),
+    "calibrate": ("sdsl.cli.calibrate", "calibrate", "Fit the latency model's efficiencies and overheads to profiles."),
+    "validate": ("sdsl.cli.validate", "validate", "Check predictions against real measurements (latency, decoder)."),
+    "train-family": ("sdsl.cli.train_family", "train_family", "Train the byte-level reference model family (torch)."),
+    "figures": ("sdsl.cli.figures", "figures", "Regenerate the paper figures (PNG) into paper_figures/."),
+    "simulate": ("sdsl.cli.simulate", "simulate", "Serving simulation of speculation policies (none, k=N, adaptive) under load."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group that imports each subcommand's module on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, attr, _ = COMMANDS[name]
+        return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """Run the CLI; user errors (SDSLError, bad options) print one line on stderr and exit 2."""
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except (SDSLError, click.UsageError, click.BadParameter) as exc:
+            message = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
+            click.echo(f"Error: {message}", err=True)
+            rv = 2
+        except click.exceptions.Abort:
+            click.echo("Aborted.", err=True)
+            rv = 1
+        except click.ClickException as exc:
+            exc.show()
+            rv = exc.exit_code
+        except OSError as exc:
+            click.echo(f"Error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), err=True)
+            rv = 2
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="sdsl")
+def cli() -> None:
+    """sdsl — predict speculative-decoding throughput and pick the optimal draft and γ."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    cli.main(args=argv, prog_name="sdsl")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main(sys.argv[1:])

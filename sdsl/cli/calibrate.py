@@ -1,0 +1,116 @@
+"""``sdsl calibrate``: fit the latency model to profiles and write a calibration file."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import click
+
+from sdsl.errors import InvalidInputError
+
+
+def _smoothness(value: str):
+    v = value.strip().lower()
+    if v in ("auto", "fit"):
+        return v
+    if v in ("inf", "hard", "max"):
+        return math.inf
+    try:
+        p = float(v)
+    except ValueError:
+        raise InvalidInputError(f"--smoothness takes auto, fit, inf or a number >= 1, got {value!r}.") from None
+    if not p >= 1:
+        raise InvalidInputError(f"--smoothness must be >= 1, got {value!r}.")
+    return p
+
+
+@click.command("calibrate")
+@click.argument("profiles", nargs=-1, required=True)
+@click.option("--hardware", default=None, help="Catalog name or file whose datasheet peaks the fit refers to "
+              "(default: the one the profiles' sidecars name).")
+@click.option("-o", "--output", default=None, help="Write the calibration JSON here (atomically).")
+@click.option("--smoothness", default="auto", show_default=True,
+              help="auto (keep a smooth max only if AIC asks for it), fit, inf (hard max) or a fixed p.")
+@click.option("--fit-layers", is_flag=True, help="Fit whole decoder-layer steps jointly with the operators "
+              "(where per-kernel overheads outside the GEMMs dominate, e.g. eager PyTorch on a CPU).")
+@click.option("--steps", "steps", multiple=True, type=click.Path(dir_okay=False),
+              help="Model-steps CSV of whole forward passes (sdsl.fit.model_steps; repeatable), fitted jointly, "
+              "with the per-forward overhead t_step.")
+@click.option("--holdout", is_flag=True, help="With --steps: also print leave-one-model-out MAPE of the forwards "
+              "(refit without each model's forwards, predict them).")
+@click.option("--allreduce", "allreduce_file", default=None, type=click.Path(dir_okay=False),
+              help="Also fit allreduce_latency/eta_interconnect to a Vidur all-reduce CSV (2-GPU rows).")
+@click.option("--points/--no-points", "points", default=None,
+              help="Store per-point residuals in the JSON (default: when at most 5000 points).")
+@click.option("--plot", "plot_path", default=None, help="Also save a predicted-vs-measured figure (PNG/PDF).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of the report.")
+def calibrate(profiles, hardware, output, smoothness, fit_layers, steps, holdout, allreduce_file, points, plot_path,
+              as_json):
+    """Fit eta_compute, eta_memory, t_kernel (and the soft-max smoothness) to PROFILES.
+
+    PROFILES are sdsl profiles (NAME, NAME.csv or NAME.json) or Vidur mlp.csv files / folders.
+    Example: sdsl calibrate profiles/cpu-llama-68m -o profiles/cpu.calib.json
+    """
+    from sdsl.fit.calibration import calibrate_profiles
+
+    result = calibrate_profiles(profiles, hardware=hardware, smoothness=_smoothness(smoothness), fit_layers=fit_layers,
+                                steps=steps)
+    held = _holdout(profiles, steps, result, fit_layers, _smoothness(smoothness)) if holdout else None
+    if allreduce_file:
+        from dataclasses import replace
+
+        from sdsl.experiments.latency_validation import fit_allreduce
+
+        params, stats = fit_allreduce(allreduce_file, hardware=result.hardware, base=result.params)
+        result = replace(result, params=params.replace(
+            source=result.params.source + f"; all-reduce fitted to {allreduce_file} (MAPE {100 * stats['mape']:.1f}%)"))
+    if output:
+        result.to_json(output, include_points=points)
+    if plot_path:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from sdsl.plots._common import save_figure
+
+        ax = result.plot()
+        save_figure(ax.figure, plot_path, dpi=150, bbox_inches="tight")
+    if as_json:
+        d = result.to_dict(include_points=False)
+        if held is not None:
+            d["step_holdout"] = {"per_model": held.to_dict(orient="records"),
+                                 "median_heldout_mape": float(held["heldout_mape"].median()),
+                                 "mean_heldout_mape": float(held["heldout_mape"].mean())}
+        click.echo(json.dumps(d, indent=2))
+    else:
+        click.echo(result.report())
+        if held is not None:
+            click.echo("[[Whole forwards, leave one model out]]  held-out / in-sample MAPE")
+            for r in held.itertuples():
+                click.echo(f"    {r.model:<16} {100 * r.heldout_mape:6.2f} % / {100 * r.in_sample_mape:6.2f} %   (n={r.n})")
+            click.echo(f"    median held-out MAPE {100 * held['heldout_mape'].median():.2f} %, "
+                       f"mean {100 * held['heldout_mape'].mean():.2f} %")
+        if output:
+            click.echo(f"wrote {output}")
+
+
+def _holdout(profiles, steps, result, fit_layers, smoothness):
+    """Leave-one-model-out table of the forward rows (same data and options as the fit)."""
+    import pandas as pd
+
+    from sdsl.core.architecture import ModelSpec
+    from sdsl.core.hardware import get_hardware
+    from sdsl.fit.model_steps import leave_one_model_out, read_model_steps
+    from sdsl.fit.profiles import read_profile
+
+    if not steps:
+        raise InvalidInputError("--holdout needs --steps (whole-forward rows to hold out).")
+    frames, layers = [], []
+    for p in profiles:
+        prof = read_profile(p)
+        frames.append(prof.ops.assign(dtype=prof.meta["dtype"]))
+        if fit_layers and len(prof.layers):
+            layers.append((prof.layers, ModelSpec.from_dict(prof.meta["model"])))
+    pairs = [pair for s in steps for pair in read_model_steps(s)[0]]
+    return leave_one_model_out(pd.concat(frames, ignore_index=True), get_hardware(result.hardware), pairs,
+                               layers=layers, dtype=result.dtype, smoothness=smoothness)

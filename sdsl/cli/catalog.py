@@ -1,0 +1,41 @@
+"""`sdsl hardware` and `sdsl models`: list the catalogs."""
+
+from __future__ import annotations
+
+import click
+
+from sdsl.cli._common import echo_json, format_table, json_option
+
+
+@click.command()
+@json_option
+def hardware(as_json):
+    """List the hardware catalog: dense bf16/fp8 TFLOP/s, bandwidth, memory, source."""
+    from sdsl.core.hardware import list_hardware
+
+    rows = [h.to_human() for h in list_hardware()]
+    if as_json:
+        echo_json(rows)
+        return
+    keys = ["name", "kind", "bf16_tflops", "fp8_tflops", "mem_bandwidth_gbs", "mem_gb", "interconnect_gbs"]
+    table_rows = [{k: ("-" if r.get(k) is None else (f"{r[k]:g}" if isinstance(r[k], float) else r[k])) for k in keys}
+                  for r in rows]
+    click.echo(format_table(table_rows, [(k, k, "") for k in keys]))
+    click.echo("\nSources: " + "; ".join(f"{r['name']}: {r['source']}" for r in rows))
+
+
+@click.command()
+@json_option
+def models(as_json):
+    """List the model catalog: shapes and exact parameter counts, with the published counts."""
+    from sdsl.core.architecture import list_models
+
+    specs = list_models()
+    if as_json:
+        echo_json([{**s.to_dict(), "total_params": s.total_params, "non_embedding_params": s.non_embedding_params}
+                   for s in specs])
+        return
+    rows = [{"name": s.name, "family": s.family, "params": f"{s.total_params / 1e9:.3f}B", "layers": s.n_layer,
+             "d_model": s.d_model, "heads": f"{s.n_head}/{s.n_kv_head}", "d_ff": s.d_ff, "vocab": s.vocab_size}
+            for s in specs]
+    click.echo(format_table(rows, [(k, k, "") for k in rows[0]]))

@@ -1,0 +1,123 @@
+"""`sdsl optimize`: the best draft models and speculation lengths for a target on a GPU."""
+
+from __future__ import annotations
+
+import click
+
+from sdsl.cli._common import (calibration_option, echo_json, format_table, json_option, parse_int_list,
+                      resolve_latency_params)
+
+
+@click.command()
+@click.option("--target", default="llama-3.1-70b", show_default=True, help="Target model (catalog name or config.json).")
+@click.option("--hardware", default="h100-sxm", show_default=True, help="Hardware (catalog name or TOML/JSON file).")
+@click.option("--batch", default="1", show_default=True, help="Batch size(s), comma-separated.")
+@click.option("--context", default=1024, show_default=True, type=int, help="Tokens in each sequence's KV cache.")
+@click.option("--tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of the target.")
+@click.option("--draft-tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of the draft.")
+@click.option("--alpha", type=float, default=None, help="Measured acceptance rate in (0, 1); default: SDSL's plane.")
+@click.option("--gamma-max", default=10, show_default=True, type=int, help="Largest speculation length searched.")
+@click.option("--dtype", default="bf16", show_default=True, type=click.Choice(["bf16", "fp16", "fp8", "fp32"]))
+@click.option("--drafts", default=None, help="Comma-separated draft names (default: catalog models sharing the target's vocabulary, <= 1/4 its size).")
+@click.option("--any-tokenizer", is_flag=True, help="Consider catalog drafts whatever their vocabulary.")
+@click.option("--tokens", "pretrain_tokens", default=1e12, show_default=True, type=float,
+              help="Pre-training tokens D = D' assumed by SDSL's law when --alpha is absent.")
+@click.option("--top", default=10, show_default=True, type=int, help="Rows to print.")
+@click.option("--serving", is_flag=True,
+              help="Also print a batch-size -> k table for the best draft (TurboSpec goodput; for a serving "
+                   "engine's dynamic speculation config).")
+@click.option("--max-batch", default=256, show_default=True, type=int, help="Largest batch size in the --serving table.")
+@calibration_option
+@click.option("--csv", "as_csv", is_flag=True, help="Print every evaluated configuration as CSV.")
+@json_option
+def optimize(target, hardware, batch, context, tp, draft_tp, alpha, gamma_max, dtype, drafts, any_tokenizer,
+             pretrain_tokens, top, serving, max_batch, calibration, as_csv, as_json):
+    """Rank draft models and speculation lengths by predicted tokens/s.
+
+    Every (draft, gamma, batch) is priced on the calibrated roofline of the hardware; alpha is
+    the given --alpha or SDSL's acceptance plane. Also prints SDSL's continuous FLOP-optimal draft
+    size N* for the target.
+    """
+    from sdsl.core.acceptance import check_alpha
+    from sdsl.core.architecture import get_model
+    from sdsl.errors import InvalidInputError
+    from sdsl.core.hardware import get_hardware
+    from sdsl.core.latency import memory_per_gpu
+    from sdsl.core.optimize import optimal_draft_size
+    from sdsl.core.search import candidate_drafts, evaluate_grid
+
+    batches = parse_int_list(batch, "--batch")
+    if min(batches) <= 0:
+        raise InvalidInputError("--batch must be a positive integer.")
+    if gamma_max < 0:
+        raise InvalidInputError("--gamma-max must be >= 0.")
+    if top <= 0:
+        raise InvalidInputError("--top must be positive.")
+    if alpha is not None:
+        check_alpha(alpha, open_interval=True)
+    target_spec = get_model(target)
+    hw = get_hardware(hardware)
+    params = resolve_latency_params(calibration, hw)
+    if drafts:
+        draft_specs = [get_model(d.strip()) for d in drafts.split(",") if d.strip()]
+    else:
+        draft_specs = candidate_drafts(target_spec, same_tokenizer=not any_tokenizer)
+        if not draft_specs:
+            raise InvalidInputError(
+                f"No catalog draft shares {target_spec.name}'s vocabulary; pass --drafts or --any-tokenizer.")
+    grid = evaluate_grid(target_spec, hw, draft_specs, range(0, gamma_max + 1), batches, alpha, context, tp, draft_tp, dtype,
+                   params, draft_tokens=pretrain_tokens, target_tokens=pretrain_tokens)
+    if as_csv:
+        click.echo(grid.to_frame().to_csv(index=False), nl=False)
+        return
+    n_star, s_star, a_star, g_star = optimal_draft_size(target_spec.total_params, pretrain_tokens, pretrain_tokens)
+    sdsl = {"n_star": float(n_star[0]), "flop_speedup": float(s_star[0]), "alpha": float(a_star[0]),
+            "gamma_star": float(g_star[0]), "pretrain_tokens": pretrain_tokens}
+    configs = [r for b in batches for r in [x for x in grid.best() if x["batch"] == b][:top]]
+    serving_table = None
+    if serving:
+        from sdsl.serving import serving_k_table
+
+        if max_batch < 1:
+            raise InvalidInputError("--max-batch must be a positive integer.")
+        head = configs[0]
+        serving_table = {
+            "draft": head["draft"], "alpha": head["alpha"], "context": context, "max_batch": max_batch,
+            "k_table": serving_k_table(target_spec, get_model(head["draft"]), hw, head["alpha"], tp,
+                                       draft_tp=draft_tp, context=float(context), max_batch=max_batch,
+                                       max_k=min(max(gamma_max, 0), 7), dtype=dtype, params=params),
+        }
+    if as_json:
+        echo_json({"target": target_spec.name, "hardware": hw.name, "context": context, "tp": tp, "dtype": dtype,
+                   "alpha_source": "given" if alpha is not None else "sdsl-plane", "latency_params": params.to_dict(),
+                   "fits_in_memory": bool(memory_per_gpu(target_spec, max(batches), context, dtype, tp) <= hw.mem_capacity),
+                   "configs": configs, "sdsl": sdsl, **({"serving": serving_table} if serving_table else {})})
+        return
+    click.echo(f"target {target_spec.name} ({target_spec.total_params / 1e9:.2f}B) on {hw.name}, context {context}, "
+               f"tp {tp}, {dtype}; alpha: {'given' if alpha is not None else 'SDSL plane (D = %.3g tokens)' % pretrain_tokens}")
+    click.echo(f"latency parameters: {params.source}")
+    if context > target_spec.max_context:
+        click.echo(f"warning: context {context} exceeds {target_spec.name}'s maximum of {target_spec.max_context} tokens.")
+    need = float(memory_per_gpu(target_spec, max(batches), context, dtype, tp))
+    if need > hw.mem_capacity:
+        click.echo(f"warning: {target_spec.name} needs {need / 1e9:.0f} GB per GPU (weights + KV cache) but "
+                   f"{hw.name} has {hw.mem_capacity / 1e9:.0f} GB; raise --tp or use --dtype fp8.")
+    click.echo("")
+    for b in batches:
+        rows = [r for r in configs if r["batch"] == b][:top]
+        for r in rows:
+            r["params"] = f"{r['draft_params'] / 1e9:.2f}B" if r["draft_params"] >= 1e9 else f"{r['draft_params'] / 1e6:.0f}M"
+        click.echo(f"batch {b}: plain decoding {rows[0]['plain_tokens_per_s']:.1f} tokens/s")
+        click.echo(format_table(rows, [("draft", "draft", ""), ("params", "params", ""), ("gamma", "gamma*", "d"),
+                                       ("alpha", "alpha", ".3f"), ("tau", "tau", ".2f"),
+                                       ("tokens_per_s", "tokens/s", ".1f"), ("speedup", "speedup", ".2f"),
+                                       ("bound", "bound", "")]))
+        click.echo("")
+    if serving_table:
+        click.echo(f"serving: goodput-optimal k by batch size for {serving_table['draft']} "
+                   f"(alpha {serving_table['alpha']:.3f}, context {context}; k = 0: do not speculate)")
+        click.echo(format_table(serving_table["k_table"], [("batch_min", "batch from", "d"), ("batch_max", "to", "d"),
+                                                           ("k", "k", "d")]))
+        click.echo("")
+    click.echo(f"SDSL FLOP-model optimum: N* = {sdsl['n_star'] / 1e6:.0f}M parameters (alpha {sdsl['alpha']:.3f}, "
+               f"gamma* {sdsl['gamma_star']:.2f}, speedup {sdsl['flop_speedup']:.2f}x in FLOPs)")

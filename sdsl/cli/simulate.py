@@ -1,0 +1,129 @@
+"""`sdsl simulate`: serving simulation of speculation policies under load (TurboSpec, DESIGN §3.4)."""
+
+from __future__ import annotations
+
+import click
+
+from sdsl.cli._common import calibration_option, echo_json, format_table, json_option
+
+
+def _parse_qps(text: str) -> list[float]:
+    from sdsl.errors import InvalidInputError
+
+    try:
+        values = [float(v) for v in str(text).split(",") if v.strip()]
+    except ValueError:
+        raise InvalidInputError(f"--qps must be a comma-separated list of numbers; got {text!r}.") from None
+    if not values or any(not (v > 0 and v < float("inf")) for v in values):
+        raise InvalidInputError(f"--qps must list positive request rates; got {text!r}.")
+    return values
+
+
+@click.command()
+@click.option("--target", default="llama-2-7b", show_default=True, help="Target model (catalog name or config.json).")
+@click.option("--draft", default="llama-160m", show_default=True, help="Draft model (catalog name or config.json).")
+@click.option("--hardware", default="h100-sxm", show_default=True, help="Hardware (catalog name or TOML/JSON file).")
+@click.option("--tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of the target.")
+@click.option("--draft-tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of the draft.")
+@click.option("--qps", default="1,2,4,8,16", show_default=True, help="Request rates (requests/s), comma-separated.")
+@click.option("--policy", "policies", default="none,k=3,adaptive", show_default=True,
+              help="Policies, comma-separated: none, k=N, adaptive, per-request.")
+@click.option("--trace", default=None, help="Replay a trace (conv, code or a CSV path) time-scaled to each QPS; "
+              "default: Poisson arrivals with fixed lengths.")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+              help="Directory holding traces/splitwise_*.csv (default: the traces shipped in sdsl/data).")
+@click.option("--requests", "n_requests", default=1000, show_default=True, type=int, help="Requests per run.")
+@click.option("--prompt-tokens", default=512, show_default=True, type=int, help="Prompt length without --trace.")
+@click.option("--output-tokens", default=256, show_default=True, type=int, help="Output length without --trace.")
+@click.option("--alpha", default=0.7, show_default=True, type=float, help="Mean per-token acceptance rate.")
+@click.option("--alpha-concentration", default=20.0, show_default=True, type=float,
+              help="Beta concentration of per-request acceptance around --alpha (inf: all equal).")
+@click.option("--max-batch", default=256, show_default=True, type=int, help="Most running requests per step.")
+@click.option("--max-k", default=7, show_default=True, type=int, help="Largest k the adaptive policies consider.")
+@click.option("--mem-fraction", default=0.9, show_default=True, type=float, help="Fraction of GPU memory usable.")
+@click.option("--estimator", default="ema", show_default=True, type=click.Choice(["ema", "window"]),
+              help="Online acceptance estimate: TurboSpec's EMA (0.85/0.15, prior 0.7) or a 16-step window.")
+@click.option("--spec-overhead", default=0.0, show_default=True, type=float,
+              help="Speculation overhead as a fraction of the verification step (TurboSpec measures ~0.05).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Random seed (runs are deterministic).")
+@click.option("--dtype", default="bf16", show_default=True, type=click.Choice(["bf16", "fp16", "fp8", "fp32"]))
+@calibration_option
+@json_option
+def simulate(target, draft, hardware, tp, draft_tp, qps, policies, trace, data_dir, n_requests, prompt_tokens,
+             output_tokens, alpha, alpha_concentration, max_batch, max_k, mem_fraction, estimator, spec_overhead, seed,
+             dtype, calibration, as_json):
+    """Simulate a continuously batched server under each QPS and speculation policy.
+
+    Requests arrive (Poisson, or a replayed Azure trace time-scaled to the QPS), are admitted while
+    batch slots and KV-cache memory (GPU memory minus target and draft weights) allow, and decode
+    with per-request acceptance drawn around --alpha. Prints mean/p99 latency, TTFT, TPOT, output
+    tokens/s and mean k per QPS and policy.
+    """
+    from sdsl.core.architecture import get_model
+    from sdsl.errors import InvalidInputError
+    from sdsl.core.hardware import get_hardware
+    from sdsl.serving import (AcceptanceDist, ServingSystem, SimConfig, parse_policies, poisson_workload,
+                           simulate as run_sim, trace_workload)
+
+    rates = _parse_qps(qps)
+    pols = parse_policies(policies)
+    if n_requests < 2:
+        raise InvalidInputError("--requests must be at least 2.")
+    if prompt_tokens < 1 or output_tokens < 1:
+        raise InvalidInputError("--prompt-tokens and --output-tokens must be >= 1.")
+    if not 0.0 < alpha < 1.0:
+        raise InvalidInputError(f"--alpha must lie in (0, 1); got {alpha}.")
+    if not 0.0 < mem_fraction <= 1.0:
+        raise InvalidInputError(f"--mem-fraction must lie in (0, 1]; got {mem_fraction}.")
+    if not 0.0 <= spec_overhead < 10.0:
+        raise InvalidInputError(f"--spec-overhead must lie in [0, 10); got {spec_overhead}.")
+    if max_batch < 1 or max_k < 0 or tp < 1 or draft_tp < 1:
+        raise InvalidInputError("--max-batch, --tp and --draft-tp must be >= 1 and --max-k >= 0.")
+    k_needed = max([max_k] + [p.k for p in pols])
+    target_spec = get_model(target)
+    hw = get_hardware(hardware)
+    dist = AcceptanceDist(alpha, alpha_concentration)
+    max_ctx = target_spec.max_context
+
+    workloads = {}
+    for r in rates:
+        if trace:
+            workloads[r] = trace_workload(trace, r, n_requests, dist, seed=seed, max_context=max_ctx, data_dir=data_dir)
+        else:
+            if prompt_tokens + output_tokens > max_ctx:
+                raise InvalidInputError(f"--prompt-tokens + --output-tokens exceed {target_spec.name}'s "
+                                        f"{max_ctx}-token context.")
+            workloads[r] = poisson_workload(n_requests, r, prompt_tokens, output_tokens, dist, seed=seed)
+    longest = max(int((w.prompt_tokens + w.output_tokens).max()) for w in workloads.values())
+    longest_prompt = max(int(w.prompt_tokens.max()) for w in workloads.values())
+
+    params = draft_params = None
+    if calibration:
+        from sdsl.cli._common import resolve_latency_params
+
+        params = draft_params = resolve_latency_params(calibration, hw)
+    system = ServingSystem.from_catalog(target_spec, draft, hw, tp=tp, draft_tp=draft_tp, dtype=dtype, params=params,
+                                        draft_params=draft_params, mem_fraction=mem_fraction, max_batch=max_batch,
+                                        max_k=k_needed, max_context=longest + k_needed + 2, max_prompt=longest_prompt,
+                                        spec_overhead_frac=spec_overhead)
+    config = SimConfig(max_batch=max_batch, max_k=max_k, estimator=estimator)
+    results = []
+    for r in rates:
+        for p in pols:
+            res = run_sim(workloads[r], system, p, config, seed=seed, qps=r)
+            s = res.summary()
+            results.append({key: s[key] for key in ("qps", "policy", "mean_latency_s", "p99_latency_s", "ttft_s",
+                                                     "tpot_s", "tokens_per_s", "mean_k")})
+    if as_json:
+        echo_json({"results": results})
+        return
+    src = f"trace {trace}" if trace else f"Poisson, {prompt_tokens}+{output_tokens} tokens"
+    click.echo(f"{system.name}; {src}; {n_requests} requests; alpha ~ Beta(mean {alpha:g}, "
+               f"concentration {alpha_concentration:g}); seed {seed}")
+    cols = [("policy", "policy", ""), ("mean_latency_s", "mean lat (s)", ".3f"), ("p99_latency_s", "p99 lat (s)", ".3f"),
+            ("ttft_ms", "TTFT (ms)", ".1f"), ("tpot_ms", "TPOT (ms)", ".2f"), ("tokens_per_s", "tok/s", ".0f"),
+            ("mean_k", "mean k", ".2f")]
+    for r in rates:
+        rows = [{**x, "ttft_ms": x["ttft_s"] * 1e3, "tpot_ms": x["tpot_s"] * 1e3} for x in results if x["qps"] == r]
+        click.echo(f"\nQPS {r:g}")
+        click.echo(format_table(rows, cols))

@@ -1,0 +1,66 @@
+"""``sdsl validate``: hold sdsl's predictions against measurements.
+
+Subcommands: ``latency`` (operator step-time model vs Vidur's real H100/A100 measurements).
+"""
+
+from __future__ import annotations
+
+import click
+
+
+@click.group("validate")
+def validate() -> None:
+    """Check sdsl's predictions against real measurements."""
+
+
+def _default_vidur() -> str:
+    from sdsl._paths import data_path
+
+    return str(data_path("vidur"))
+
+
+@validate.command("latency")
+@click.option("--data", "data", default=None, type=click.Path(file_okay=False),
+              help="Vidur profiling folder with <gpu>/<org>/<model>/mlp.csv (default: the copy shipped in sdsl/data/vidur).")
+@click.option("--figure", default=None, help="Also save the held-out predicted-vs-measured figure here.")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+def latency(data, figure, as_json):
+    """Leave-one-model-out MAPE of the calibrated operator-time model on Vidur's H100 and A100 data.
+
+    For each GPU, fit on all models but one and predict the held-out one's GEMM times (all
+    num_tokens and TP degrees; decode regime = num_tokens <= 64); the headline numbers are medians
+    over held-out models. Also compares H100 step times with TurboSpec's fitted lines.
+    """
+    from sdsl.experiments.latency_validation import validate_latency
+    from sdsl.cli._common import echo_json
+
+    out = validate_latency(data or _default_vidur(), figure=figure)
+    if as_json:
+        echo_json(out)
+        return
+    for hw in sorted(k for k in out if k != "turbospec"):
+        r = out[hw]
+        click.echo(f"{hw.upper()}: held-out MAPE overall {100 * r['overall_mape']:.1f}%, "
+                   f"decode (num_tokens<=64) {100 * r['decode_mape']:.1f}%  (median over held-out models)")
+        for m, v in r["per_model"].items():
+            click.echo(f"    {m:<30} overall {100 * v['overall_mape']:5.1f}%   decode {100 * v['decode_mape']:5.1f}%")
+        p = r["fit_all_models"]
+        click.echo(f"    fitted on all: eta_compute {p['eta_compute']:.3f}, eta_memory {p['eta_memory']:.3f}, "
+                   f"t_kernel {1e6 * p['t_kernel']:.2f} us, smoothness {float(p['smoothness']):.3g}")
+    ts = out.get("turbospec")
+    if ts:
+        click.echo("TurboSpec step-time lines (H100, batch 1..64, context 1024):")
+        for name, v in ts.items():
+            if name == "allreduce_fit" or v is None:
+                continue
+            click.echo(f"    {name} TP{v['tp']}: mean |diff| {100 * v['mean_abs_rel_diff']:.1f}%, "
+                       f"max {100 * v['max_abs_rel_diff']:.1f}%; batch 1 {v['batch1']['predicted_ms']:.2f} vs "
+                       f"{v['batch1']['turbospec_ms']:.2f} ms, batch 64 {v['batch64']['predicted_ms']:.2f} vs "
+                       f"{v['batch64']['turbospec_ms']:.2f} ms")
+    if figure:
+        click.echo(f"wrote {figure}")
+
+
+from sdsl.cli.validate_decoder import decoder as _decoder  # noqa: E402  (issue 4: torch reference decoder; imports torch lazily)
+
+validate.add_command(_decoder)

@@ -1,0 +1,236 @@
+"""Hardware catalog: datasheet peaks of the accelerators sdsl prices forward passes on.
+
+The catalog lives in ``sdsl/data/hardware.toml`` in human units (TFLOP/s, GB/s, GB) with a
+source per entry; :class:`Hardware` holds the same numbers in SI units (FLOP/s, bytes/s, bytes).
+All FLOP/s figures are *dense* tensor-core peaks (the "with sparsity" datasheet figure halved).
+These are the starting point of the roofline in DESIGN §3.3; calibration fits efficiencies on top.
+
+Users add their own accelerator with a TOML or JSON file holding the same keys as the catalog
+(one entry at the top level, or several tables keyed by short name); see :func:`load_hardware_file`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+from sdsl._io import load_mapping, load_toml
+from sdsl.errors import ConfigError, InvalidInputError, UnknownNameError
+
+__all__ = ["Hardware", "get_hardware", "list_hardware", "load_hardware_file"]
+
+_TERA = 1e12
+_GIGA = 1e9
+_KINDS = ("gpu", "cpu")
+# keys of an entry in a hardware file (human units) -> accepted
+_REQUIRED = ("bf16_tflops", "mem_bandwidth_gbs", "mem_gb")
+_OPTIONAL = ("name", "aliases", "kind", "fp8_tflops", "interconnect_gbs", "source")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One accelerator (or CPU socket), in SI units.
+
+    Attributes:
+        name: display name, e.g. ``"H100-SXM"``.
+        peak_flops: dense bf16/fp16 tensor peak, FLOP/s.
+        peak_flops_fp8: dense fp8 tensor peak, FLOP/s, or ``None`` when there are no fp8 tensor cores.
+        mem_bandwidth: peak device-memory bandwidth, bytes/s.
+        mem_capacity: device memory, bytes.
+        interconnect_bandwidth: NVLink-class GPU-to-GPU bandwidth per GPU, bytes/s, or ``None``.
+        kind: ``"gpu"`` or ``"cpu"``.
+        source: where the numbers come from (datasheet URL).
+        aliases: other lower-case names that find this entry.
+    """
+
+    name: str
+    peak_flops: float
+    peak_flops_fp8: float | None
+    mem_bandwidth: float
+    mem_capacity: float
+    interconnect_bandwidth: float | None
+    kind: str
+    source: str
+    aliases: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        for attr in ("peak_flops", "mem_bandwidth", "mem_capacity"):
+            value = getattr(self, attr)
+            if not _positive(value):
+                raise InvalidInputError(f"Hardware {self.name!r}: {attr} must be a positive number, got {value!r}.")
+        for attr in ("peak_flops_fp8", "interconnect_bandwidth"):
+            value = getattr(self, attr)
+            if value is not None and not _positive(value):
+                raise InvalidInputError(f"Hardware {self.name!r}: {attr} must be positive or absent, got {value!r}.")
+        if self.kind not in _KINDS:
+            raise InvalidInputError(f"Hardware {self.name!r}: kind must be one of {_KINDS}, got {self.kind!r}.")
+        object.__setattr__(self, "aliases", tuple(str(a).lower() for a in self.aliases))
+
+    @property
+    def key(self) -> str:
+        """Lower-case catalog name (``"h100-sxm"``)."""
+        return self.name.lower()
+
+    def peak_flops_for(self, dtype: str = "bf16") -> float:
+        """Dense peak FLOP/s for ``dtype``.
+
+        fp8 uses the fp8 tensor peak where the chip has one and falls back to the bf16 peak
+        (weights are up-cast) where it has none; fp32 is priced at the bf16 tensor peak / 2
+        (TF32 tensor cores run at half the bf16 rate on Ampere/Hopper).
+        """
+        dtype = str(dtype).lower()
+        if dtype in ("bf16", "fp16", "float16", "bfloat16"):
+            return self.peak_flops
+        if dtype in ("fp8", "float8"):
+            return self.peak_flops_fp8 if self.peak_flops_fp8 is not None else self.peak_flops
+        if dtype in ("fp32", "float32"):
+            return self.peak_flops / 2.0
+        raise InvalidInputError(f"Unknown dtype {dtype!r}; expected one of fp32, bf16, fp16, fp8.")
+
+    def to_dict(self) -> dict[str, Any]:
+        """SI-unit fields as a JSON-ready dict."""
+        d = asdict(self)
+        d["aliases"] = list(self.aliases)
+        return d
+
+    def to_human(self) -> dict[str, Any]:
+        """The entry in the catalog file's human units (TFLOP/s, GB/s, GB)."""
+        d: dict[str, Any] = {
+            "name": self.name,
+            "kind": self.kind,
+            "bf16_tflops": self.peak_flops / _TERA,
+            "mem_bandwidth_gbs": self.mem_bandwidth / _GIGA,
+            "mem_gb": self.mem_capacity / _GIGA,
+            "source": self.source,
+        }
+        if self.peak_flops_fp8 is not None:
+            d["fp8_tflops"] = self.peak_flops_fp8 / _TERA
+        if self.interconnect_bandwidth is not None:
+            d["interconnect_gbs"] = self.interconnect_bandwidth / _GIGA
+        if self.aliases:
+            d["aliases"] = list(self.aliases)
+        return d
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def _from_entry(key: str, entry: Mapping[str, Any], origin: str) -> Hardware:
+    """Build a :class:`Hardware` from one human-unit table; bad entries raise ConfigError."""
+    if not isinstance(entry, Mapping):
+        raise ConfigError(f"Hardware entry {key!r} in {origin} must be a table of keys.")
+    missing = [k for k in _REQUIRED if k not in entry]
+    if missing:
+        raise ConfigError(f"Hardware entry {key!r} in {origin} lacks required key(s) {', '.join(missing)}.")
+    unknown = sorted(set(entry) - set(_REQUIRED) - set(_OPTIONAL))
+    if unknown:
+        raise ConfigError(
+            f"Hardware entry {key!r} in {origin} has unknown key(s) {', '.join(unknown)}; "
+            f"allowed: {', '.join(_REQUIRED + _OPTIONAL)}."
+        )
+    for k in ("bf16_tflops", "mem_bandwidth_gbs", "mem_gb", "fp8_tflops", "interconnect_gbs"):
+        if k in entry and not _positive(entry[k]):
+            raise ConfigError(f"Hardware entry {key!r} in {origin}: {k} must be a positive number, got {entry[k]!r}.")
+    aliases = entry.get("aliases", [])
+    if isinstance(aliases, str) or not all(isinstance(a, str) for a in aliases):
+        raise ConfigError(f"Hardware entry {key!r} in {origin}: aliases must be a list of strings.")
+    fp8 = entry.get("fp8_tflops")
+    ic = entry.get("interconnect_gbs")
+    try:
+        return Hardware(
+            name=str(entry.get("name", key)),
+            peak_flops=float(entry["bf16_tflops"]) * _TERA,
+            peak_flops_fp8=None if fp8 is None else float(fp8) * _TERA,
+            mem_bandwidth=float(entry["mem_bandwidth_gbs"]) * _GIGA,
+            mem_capacity=float(entry["mem_gb"]) * _GIGA,
+            interconnect_bandwidth=None if ic is None else float(ic) * _GIGA,
+            kind=str(entry.get("kind", "gpu")).lower(),
+            source=str(entry.get("source", origin)),
+            aliases=tuple(aliases),
+        )
+    except InvalidInputError as exc:
+        raise ConfigError(f"{exc} (in {origin})") from None
+
+
+def _parse_mapping(data: Mapping[str, Any], origin: str) -> list[Hardware]:
+    if any(k in data for k in _REQUIRED):  # a single entry at the top level
+        key = str(data.get("name", Path(origin).stem))
+        return [_from_entry(key, data, origin)]
+    if not data:
+        raise ConfigError(f"{origin} holds no hardware entries.")
+    return [_from_entry(key, entry, origin) for key, entry in data.items()]
+
+
+def load_hardware_file(path: str | Path) -> list[Hardware]:
+    """Read user hardware from a TOML or JSON file (same keys as ``sdsl/data/hardware.toml``).
+
+    The file holds either one entry at the top level (``name = "my-gpu"``, ``bf16_tflops = ...``)
+    or several tables keyed by short name. Required keys: ``bf16_tflops``, ``mem_bandwidth_gbs``,
+    ``mem_gb``; optional: ``name``, ``aliases``, ``kind``, ``fp8_tflops``, ``interconnect_gbs``,
+    ``source``. A missing or malformed file raises :class:`~sdsl.errors.ConfigError`.
+    """
+    path = Path(path)
+    return _parse_mapping(load_mapping(path), str(path))
+
+
+@lru_cache(maxsize=1)
+def _catalog() -> tuple[Hardware, ...]:
+    with resources.as_file(resources.files("sdsl") / "data" / "hardware.toml") as p:
+        data = load_toml(p)
+    out = []
+    for key, entry in data.items():
+        hw = _from_entry(key, entry, "sdsl/data/hardware.toml")
+        if hw.key != key:
+            raise ConfigError(f"Catalog key {key!r} does not match its name {hw.name!r}.")
+        out.append(hw)
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def _index() -> dict[str, Hardware]:
+    idx: dict[str, Hardware] = {}
+    for hw in _catalog():
+        for k in (hw.key, *hw.aliases):
+            idx[k] = hw
+    return idx
+
+
+def list_hardware() -> list[Hardware]:
+    """Every catalog entry, in catalog order."""
+    return list(_catalog())
+
+
+def _looks_like_path(text: str) -> bool:
+    return any(sep in text for sep in ("/", "\\")) or text.lower().endswith((".toml", ".json"))
+
+
+def get_hardware(name_or_path: str | Path | Hardware) -> Hardware:
+    """A catalog entry by name or alias (case-insensitive), or the entry in a user file.
+
+    A path (anything with a path separator or ending in ``.toml``/``.json``) is read with
+    :func:`load_hardware_file` and must hold exactly one entry. An unknown name raises
+    :class:`~sdsl.errors.UnknownNameError` that lists the closest catalog names.
+    """
+    if isinstance(name_or_path, Hardware):
+        return name_or_path
+    text = str(name_or_path).strip()
+    if isinstance(name_or_path, Path) or _looks_like_path(text) or (Path(text).is_file() and text not in _index()):
+        entries = load_hardware_file(text)
+        if len(entries) != 1:
+            raise ConfigError(f"{text} holds {len(entries)} hardware entries; pass a file with exactly one.")
+        return entries[0]
+    key = text.lower().replace("_", "-").replace(" ", "-")
+    idx = _index()
+    if key in idx:
+        return idx[key]
+    names = [hw.key for hw in _catalog()]
+    close = difflib.get_close_matches(key, list(idx), n=3, cutoff=0.4)
+    close = list(dict.fromkeys(idx[c].key for c in close))
+    hint = f"closest: {', '.join(close)}" if close else f"known: {', '.join(names)}"
+    raise UnknownNameError(f"Unknown hardware {text!r} ({hint}); pass a catalog name or a .toml/.json file.")

@@ -1,0 +1,133 @@
+"""Hardware-aware search over draft models × γ × batch × α, one vectorised evaluation.
+
+The grid is laid out on four axes — (draft, γ, batch, α) — and priced by
+:func:`sdsl.core.throughput.predict` with the drafts stacked as :class:`~sdsl.core.latency.ModelShapes`, so
+there is no Python loop over configurations. Without measured α, α comes from SDSL's acceptance
+plane through the Chinchilla loss law (arXiv 2603.11053), from each draft's and the target's size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sdsl.core.acceptance import check_alpha
+from sdsl.core.architecture import ModelSpec, get_model, list_models
+from sdsl.errors import InvalidInputError
+from sdsl.core.hardware import get_hardware
+from sdsl.core.latency import LatencyParams, ModelShapes
+from sdsl.core.scaling import CHINCHILLA, SDSL_PLANE, AcceptancePlane, LossLaw, acceptance_from_sizes
+from sdsl.core.throughput import SDPrediction, predict
+
+__all__ = ["candidate_drafts", "SearchGrid", "evaluate_grid", "search"]
+
+
+def candidate_drafts(target: ModelSpec, *, max_fraction: float = 0.25, same_tokenizer: bool = True) -> list[ModelSpec]:
+    """Catalog models no larger than ``max_fraction`` of the target; with ``same_tokenizer`` only
+    those whose vocabulary size matches the target's (a draft must share the target's tokenizer)."""
+    out = [
+        m for m in list_models()
+        if m.name != target.name and m.total_params <= max_fraction * target.total_params
+        and (not same_tokenizer or m.vocab_size == target.vocab_size)
+    ]
+    return sorted(out, key=lambda m: m.total_params)
+
+
+@dataclass(frozen=True)
+class SearchGrid:
+    """Every (draft, γ, batch, α) configuration priced at once; arrays on those four axes."""
+
+    drafts: tuple
+    gammas: np.ndarray
+    batches: np.ndarray
+    alpha: np.ndarray  # broadcastable to the grid: (n_drafts,1,1,1) from the plane, or (1,1,1,n_alpha) given
+    alpha_source: str
+    prediction: SDPrediction
+
+    @property
+    def shape(self) -> tuple:
+        return (len(self.drafts), self.gammas.size, self.batches.size, self.alpha.shape[-1])
+
+    def _full(self, x) -> np.ndarray:
+        return np.broadcast_to(np.asarray(x), self.shape)
+
+    def best_arrays(self) -> dict:
+        """The best γ (highest tokens/s) for every (draft, batch, α): arrays shaped
+        (n_drafts, n_batches, n_alpha) — gamma, alpha and every prediction field at that γ."""
+        p = self.prediction
+        gi = np.argmax(self._full(p.tokens_per_s), axis=1)
+        pick = lambda x: np.take_along_axis(self._full(x), gi[:, None], axis=1)[:, 0]  # noqa: E731
+        out = {k: pick(getattr(p, k)) for k in ("tau", "tokens_per_s", "plain_tokens_per_s", "speedup", "bound",
+                                                "t_draft_s", "t_verify_s", "cost_ratio")}
+        return {"gamma": self.gammas[gi].astype(int), "alpha": pick(self.alpha), **out}
+
+    def best(self) -> list[dict]:
+        """Best γ for every (draft, batch, α), as records sorted by batch then tokens/s (best first)."""
+        best = self.best_arrays()
+        rows = []
+        for d, b, a in np.ndindex(best["gamma"].shape):
+            spec = self.drafts[d]
+            rows.append({"draft": spec.name, "draft_params": float(spec.total_params), "batch": int(self.batches[b]),
+                         **{k: v[d, b, a].item() for k, v in best.items()}})
+        return sorted(rows, key=lambda r: (r["batch"], r["alpha"] if self.alpha_source == "given" else 0,
+                                           -r["tokens_per_s"]))
+
+    def to_frame(self):
+        """One row per configuration (pandas DataFrame)."""
+        import pandas as pd
+
+        idx = [i.ravel() for i in np.indices(self.shape)]
+        names = np.array([d.name for d in self.drafts])
+        params = np.array([d.total_params for d in self.drafts], dtype=float)
+        p = self.prediction
+        flat = lambda x: self._full(x).ravel()  # noqa: E731
+        return pd.DataFrame({
+            "draft": names[idx[0]], "draft_params": params[idx[0]], "gamma": self.gammas[idx[1]].astype(int),
+            "batch": self.batches[idx[2]], "alpha": flat(self.alpha), "alpha_source": self.alpha_source,
+            **{k: flat(getattr(p, k)) for k in ("tau", "t_draft_s", "t_verify_s", "t_step_s", "tokens_per_s",
+                                                "plain_tokens_per_s", "speedup", "cost_ratio", "bound")},
+        })
+
+
+def evaluate_grid(target, hardware, drafts=None, gammas=range(0, 11), batch=(1,), alpha=None, context=1024,
+                  tp: int = 1, draft_tp: int = 1, dtype: str = "bf16", params: LatencyParams | None = None,
+                  draft_params: LatencyParams | None = None, draft_tokens=1e12, target_tokens=1e12,
+                  law: LossLaw = CHINCHILLA, plane: AcceptancePlane = SDSL_PLANE) -> SearchGrid:
+    """Price every (draft, γ, batch, α) in one vectorised call; see :class:`SearchGrid`.
+
+    Without ``alpha``, each draft's α comes from SDSL's plane through the loss law (D, D′ given).
+    """
+    target = get_model(target) if not isinstance(target, ModelSpec) else target
+    if isinstance(hardware, str):
+        hardware = get_hardware(hardware)
+    if drafts is None:
+        drafts = candidate_drafts(target)
+    drafts = tuple(get_model(d) if not isinstance(d, ModelSpec) else d for d in drafts)
+    if not drafts:
+        raise InvalidInputError(f"No candidate drafts for {target.name}; pass drafts explicitly.")
+    g = np.asarray(list(gammas), dtype=float)
+    b = np.asarray(list(np.atleast_1d(batch)), dtype=float)
+    if g.size == 0 or b.size == 0:
+        raise InvalidInputError("Need at least one gamma and one batch size.")
+    if alpha is None:
+        n_params = np.array([d.total_params for d in drafts], dtype=float)
+        a_grid = acceptance_from_sizes(n_params, target.total_params, draft_tokens, target_tokens, law=law,
+                                       plane=plane).reshape(-1, 1, 1, 1)
+        source = "sdsl-plane"
+    else:
+        a_grid = check_alpha(np.atleast_1d(alpha), open_interval=True).reshape(1, 1, 1, -1)
+        source = "given"
+    shapes = ModelShapes.of(list(drafts), draft_tp, extra_dims=3)
+    pred = predict(target, shapes, g.reshape(1, -1, 1, 1), a_grid, hardware, b.reshape(1, 1, -1, 1), context, tp,
+                   draft_tp, dtype, params, draft_params)
+    return SearchGrid(drafts, g, b, a_grid, source, pred)
+
+
+def search(*args, **kwargs):
+    """:func:`evaluate_grid` as a pandas DataFrame, one row per configuration (same arguments).
+
+    Columns: draft, draft_params, gamma, batch, alpha, alpha_source, tau, t_draft_s, t_verify_s,
+    t_step_s, tokens_per_s, plain_tokens_per_s, speedup, cost_ratio, bound.
+    """
+    return evaluate_grid(*args, **kwargs).to_frame()
