@@ -129,3 +129,16 @@ def test_impossible_trees_raise(bad):
     with pytest.raises(InvalidInputError) as e:
         bad()
     assert str(e.value).endswith(".") and "\n" not in str(e.value)
+
+
+def test_readme_acceptance_numbers():
+    # README.md "Acceptance: per-position vectors, engine conventions, token trees"
+    acc = Acceptance.from_marginal([0.77, 0.45, 0.24])
+    np.testing.assert_allclose(acc.conditional, [0.77, 0.584, 0.533], atol=6e-4)
+    assert acc.tau(3) == pytest.approx(2.46, rel=1e-9)
+    fit = Acceptance.from_accepted_length(3.1, 4)
+    assert fit.tau(4) == pytest.approx(3.1, rel=1e-9) and fit.tau(6) == pytest.approx(3.326, rel=1e-3)
+    P = rank_acceptance(fit.conditional_at(8), 8)
+    assert TokenTree.sglang(8, 8, 64, P).tau(P) == pytest.approx(4.296, rel=1e-3)
+    assert best_tree(P, 63, 8).tau == pytest.approx(4.296, rel=1e-3)
+    assert Acceptance.from_iid(0.7).tau(4) == pytest.approx(2.7731, rel=1e-4)
