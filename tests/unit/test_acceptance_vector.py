@@ -127,3 +127,14 @@ def test_bad_input_is_one_sentence(bad):
 
 def test_conditional_from_marginal_zero_tail():
     np.testing.assert_allclose(conditional_from_marginal([0.5, 0.0, 0.0]), [0.5, 0.0, 0.0])
+
+
+def test_grid_prices_a_vector_with_its_own_tau_at_every_gamma():
+    from sdsl.core.search import evaluate_grid
+
+    acc = Acceptance.from_accepted_length(3.1, 4)
+    grid = evaluate_grid("llama-3.1-8b", "h100-sxm", drafts=["llama-3.2-1b"], gammas=range(0, 9), batch=[1, 8],
+                         alpha=acc)
+    taus = np.broadcast_to(grid.prediction.tau, grid.shape)[0, :, 0, 0]
+    np.testing.assert_allclose(taus, acc.tau(np.arange(9)), rtol=1e-9)
+    assert grid.alpha_source == "accepted-length"
