@@ -43,12 +43,20 @@ __all__ = [
     "step_time_s",
     "memory_per_gpu",
     "allreduce_time",
+    "compute_peak",
+    "padded_tokens",
+    "elementwise_time",
+    "layer_elementwise_time",
+    "ELEMENTWISE_KINDS",
 ]
 
 GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
-ELEMENTWISE_KERNELS_PER_LAYER = 6  # input norm, post-attention norm, RoPE, activation, 2 residual adds
-KERNELS_PER_LAYER = len(GEMM_OPS) + 1 + ELEMENTWISE_KERNELS_PER_LAYER
+GEMM_KERNELS_PER_LAYER = len(GEMM_OPS) + 1  # four GEMMs and attention, each charged t_kernel
 KERNELS_PER_MODEL = 3  # embedding gather, final norm, LM head
+#: Elementwise kernel kinds (Vidur: input/post_attention_layernorm, attn_rope, mlp_act, add).
+ELEMENTWISE_KINDS = ("norm", "rope", "act", "add")
+ELEMENTWISE_ETAS = tuple(f"eta_{k}" for k in ELEMENTWISE_KINDS)
+ELEMENTWISE_ROWS = ("row_norm", "row_rope", "row_act")
 
 
 @dataclass(frozen=True)
@@ -59,7 +67,15 @@ class LatencyParams:
     t_kernel: fixed cost of one kernel launch (s). t_layer: fixed cost per decoder layer beyond its
     kernels (s; framework dispatch, e.g. eager PyTorch on CPU). t_step: fixed cost per forward pass (s).
     smoothness: p of the smooth maximum between compute and memory time (inf = hard max).
-    allreduce_latency, eta_interconnect: latency (s) and bandwidth efficiency of one all-reduce.
+    m_tile: GEMM rows (tokens) per tile of the GPU's GEMM kernels; compute is priced on the token
+    count padded to whole tiles (:func:`padded_tokens`); 0 = no padding (CPU, uncalibrated).
+    t_elementwise: fixed cost (s) of one elementwise kernel (norm, RoPE, activation, residual add);
+    ``None`` prices them like GEMMs (``t_kernel`` + bytes/(η_m·bw)). When set, ``eta_norm``,
+    ``eta_rope``, ``eta_act``, ``eta_add`` are their bandwidth fractions and ``row_norm``,
+    ``row_rope``, ``row_act`` the time per element of one token's row (s) of the one-CTA-per-token
+    kernels (:func:`elementwise_time`).
+    allreduce_latency: fixed latency (s) of one all-reduce; allreduce_step_latency: latency (s) of
+    each of a ring's 2(t−1) steps; eta_interconnect: fraction of the per-direction link bandwidth.
     """
 
     eta_compute: float = 0.7
@@ -68,19 +84,34 @@ class LatencyParams:
     t_layer: float = 0.0
     t_step: float = 0.0
     smoothness: float = math.inf
+    m_tile: int = 0
+    t_elementwise: float | None = None
+    eta_norm: float = 1.0
+    eta_rope: float = 1.0
+    eta_act: float = 1.0
+    eta_add: float = 1.0
+    row_norm: float = 0.0
+    row_rope: float = 0.0
+    row_act: float = 0.0
     allreduce_latency: float = 1.0e-5
+    allreduce_step_latency: float = 0.0
     eta_interconnect: float = 0.7
     source: str = "uncalibrated defaults (assumed, not measured)"
 
     def __post_init__(self) -> None:
-        for name in ("eta_compute", "eta_memory", "eta_interconnect"):
+        for name in ("eta_compute", "eta_memory", "eta_interconnect") + ELEMENTWISE_ETAS:
             v = getattr(self, name)
             if not (0 < v <= 1):
                 raise InvalidInputError(f"LatencyParams.{name} must lie in (0, 1]; got {v!r}.")
-        for name in ("t_kernel", "t_layer", "t_step", "allreduce_latency"):
+        for name in ("t_kernel", "t_layer", "t_step", "allreduce_latency", "allreduce_step_latency",
+                     "t_elementwise") + ELEMENTWISE_ROWS:
             v = getattr(self, name)
+            if v is None and name == "t_elementwise":
+                continue
             if not (v >= 0 and math.isfinite(v)):
                 raise InvalidInputError(f"LatencyParams.{name} must be a finite non-negative time; got {v!r}.")
+        if not (isinstance(self.m_tile, int) and self.m_tile >= 0):
+            raise InvalidInputError(f"LatencyParams.m_tile must be a non-negative integer; got {self.m_tile!r}.")
         if not (self.smoothness >= 1):
             raise InvalidInputError(f"LatencyParams.smoothness must be >= 1 (inf = hard max); got {self.smoothness!r}.")
 
@@ -102,6 +133,8 @@ class LatencyParams:
         d = dict(data)
         if "smoothness" in d:
             d["smoothness"] = float(d["smoothness"])
+        if "m_tile" in d:
+            d["m_tile"] = int(d["m_tile"])
         try:
             return cls(**d)
         except TypeError as exc:
@@ -150,20 +183,67 @@ def smooth_max(x, y, p: float) -> np.ndarray:
     return hi * (1.0 + r**p) ** (1.0 / p)
 
 
+def padded_tokens(tokens, m_tile: int) -> np.ndarray:
+    """Tokens (GEMM rows) a tiled GEMM kernel computes: a kernel library tiles the rows in blocks of
+    ``m_tile`` and picks the smallest power-of-two tile that covers fewer rows, so ``tokens`` ≤
+    ``m_tile`` round up to a power of two and more round up to whole tiles (CUTLASS/cuBLAS
+    threadblock tiles; the measured step every 128 tokens is in VALIDATION.md). ``m_tile = 0``: no padding."""
+    t = np.asarray(tokens, dtype=float)
+    if not m_tile:
+        return t
+    small = 2.0 ** np.ceil(np.log2(np.maximum(t, 1.0)))
+    return np.where(t <= m_tile, np.minimum(small, m_tile), np.ceil(t / m_tile) * m_tile)
+
+
 def op_time(flops, bytes_moved, peak_flops, bandwidth, params: LatencyParams = DEFAULT_PARAMS) -> np.ndarray:
-    """Time (s) of one kernel on the roofline (Williams, Waterman & Patterson, CACM 2009; docs/model.md
-    §3.3): smax_p(FLOPs/(η_c·peak), bytes/(η_m·bw)) + t_kernel."""
+    """Time (s) of one kernel on the roofline (Williams, Waterman & Patterson, CACM 2009; DESIGN.md
+    §3.3): smax_p(FLOPs/(η_c·peak), bytes/(η_m·bw)) + t_kernel. ``flops`` are those of the padded
+    tiles (:func:`gemm_flops_bytes` with ``m_tile``)."""
     t_compute = np.asarray(flops, dtype=float) / (params.eta_compute * peak_flops)
     t_memory = np.asarray(bytes_moved, dtype=float) / (params.eta_memory * bandwidth)
     return smooth_max(t_compute, t_memory, params.smoothness) + params.t_kernel
 
 
-def gemm_flops_bytes(tokens, in_features, out_features, dtype_bytes: int):
-    """FLOPs and bytes of a dense (tokens × in) @ (in × out) GEMM: 2·T·i·o and (i·o + T·i + T·o)·dtype."""
+def gemm_flops_bytes(tokens, in_features, out_features, dtype_bytes: int, m_tile: int = 0):
+    """FLOPs and bytes of a dense (tokens × in) @ (in × out) GEMM: 2·T'·i·o and (i·o + T·i + T·o)·dtype,
+    with T' the tokens padded to the kernel's row tiles (:func:`padded_tokens`; T' = T when ``m_tile`` = 0)."""
     t = np.asarray(tokens, dtype=float)
     i = np.asarray(in_features, dtype=float)
     o = np.asarray(out_features, dtype=float)
-    return 2.0 * t * i * o, dtype_bytes * (i * o + t * (i + o))
+    return 2.0 * padded_tokens(t, m_tile) * i * o, dtype_bytes * (i * o + t * (i + o))
+
+
+def elementwise_time(kind: str, tokens, row_elements, moved_elements, dtype_bytes: int, bandwidth,
+                     params: LatencyParams, *, row_limited=True) -> np.ndarray:
+    """Time (s) of one elementwise kernel (``kind`` in :data:`ELEMENTWISE_KINDS`) over ``tokens`` rows.
+
+    Calibrated (``params.t_elementwise`` set): t_ew + max(r_kind·row, T·moved·dtype/(η_kind·bw)).
+    vLLM's norm, RoPE and gated-activation kernels run one thread block per token, so with few
+    tokens the kernel lasts as long as one block takes to stream its row (r_kind per element,
+    ``row_elements`` per token); with many, the whole tensor streams at a fraction η_kind of the
+    bandwidth (roofline, Williams et al. 2009). ``row_limited`` False (residual adds, non-gated
+    activations: flat elementwise launches) drops the row term. Uncalibrated (``None``): priced as a
+    memory-bound GEMM-like kernel, t_kernel + bytes/(η_m·bw). Broadcasts.
+    """
+    nbytes = np.asarray(tokens, dtype=float) * np.asarray(moved_elements, dtype=float) * dtype_bytes
+    if params.t_elementwise is None:
+        return params.t_kernel + nbytes / (params.eta_memory * bandwidth)
+    row = getattr(params, f"row_{kind}", 0.0) * np.asarray(row_elements, dtype=float) * np.asarray(row_limited)
+    return params.t_elementwise + np.maximum(row, nbytes / (getattr(params, f"eta_{kind}") * bandwidth))
+
+
+def layer_elementwise_time(shapes: "ModelShapes", tokens, dtype_bytes: int, bandwidth,
+                           params: LatencyParams) -> np.ndarray:
+    """Elementwise kernels of one decoder layer: ``norms_per_layer`` norms (row d, moves 2d per
+    token), RoPE on the local q and k heads, the activation (gated: reads 2·ff, writes ff) and two
+    residual adds (reads 2d, writes d)."""
+    d, qk, ff = shapes.d_model, shapes.q_width + shapes.kv_width, shapes.ff_width
+    parts = (shapes.norms * elementwise_time("norm", tokens, d, 2 * d, dtype_bytes, bandwidth, params),
+             elementwise_time("rope", tokens, qk, 2 * qk, dtype_bytes, bandwidth, params),
+             elementwise_time("act", tokens, ff, (2 + shapes.gated) * ff, dtype_bytes, bandwidth, params,
+                              row_limited=shapes.gated > 0),
+             2 * elementwise_time("add", tokens, d, 3 * d, dtype_bytes, bandwidth, params, row_limited=False))
+    return sum(parts)
 
 
 @dataclass(frozen=True)
@@ -180,6 +260,8 @@ class ModelShapes:
     q_width: np.ndarray  # n_head/tp · head_dim
     kv_width: np.ndarray  # ceil(n_kv_head/tp) · head_dim
     ff_width: np.ndarray  # d_ff/tp
+    norms: np.ndarray  # norms per decoder layer
+    gated: np.ndarray  # 1.0 for a gated (SwiGLU) MLP, else 0.0
     gemm_in: dict = field(repr=False)
     gemm_out: dict = field(repr=False)
     lm_in: np.ndarray = field(repr=False)
@@ -212,6 +294,8 @@ class ModelShapes:
             q_width=col([s.n_head // tp * s.head_dim for s in specs]),
             kv_width=col([-(-s.n_kv_head // tp) * s.head_dim for s in specs]),
             ff_width=col([s.d_ff / tp for s in specs]),
+            norms=col([s.norms_per_layer for s in specs]),
+            gated=col([float(s.gated_mlp) for s in specs]),
             gemm_in={op: col([ly[op][0] for ly in layers]) for op in GEMM_OPS},
             gemm_out={op: col([ly[op][1] for ly in layers]) for op in GEMM_OPS},
             lm_in=col([ly["lm_head"][0] for ly in layers]),
@@ -238,11 +322,16 @@ class StepTime:
     bound: np.ndarray
 
 
-def allreduce_time(message_bytes, n_gpu, interconnect_bandwidth, latency_s, eta_interconnect) -> np.ndarray:
-    """One ring all-reduce: latency + 2(t−1)/t · message / (η · interconnect bandwidth)
-    (Patarasuk & Yuan, JPDC 2009; docs/model.md §3.3's tensor-parallel term). Broadcasts."""
+def allreduce_time(message_bytes, n_gpu, interconnect_bandwidth, latency_s, eta_interconnect,
+                   step_latency_s=0.0) -> np.ndarray:
+    """One ring all-reduce of ``message_bytes`` over ``n_gpu`` GPUs (Patarasuk & Yuan, JPDC 2009;
+    DESIGN.md §3.3's tensor-parallel term): each GPU sends and receives 2(t−1)/t of the message in
+    2(t−1) steps, so t = latency + 2(t−1)·step_latency + 2(t−1)/t · message / (η · bw), where ``bw``
+    is the PER-DIRECTION link bandwidth of one GPU (the catalog's ``interconnect_gbs``). Broadcasts."""
     t = np.asarray(n_gpu, dtype=float)
-    return latency_s + 2.0 * (t - 1.0) / t * np.asarray(message_bytes, dtype=float) / (eta_interconnect * interconnect_bandwidth)
+    steps = 2.0 * (t - 1.0)
+    return (latency_s + steps * step_latency_s
+            + steps / t * np.asarray(message_bytes, dtype=float) / (eta_interconnect * interconnect_bandwidth))
 
 
 def _check_grid(batch, q, context):
@@ -258,57 +347,80 @@ def _check_grid(batch, q, context):
     return b, qq, L
 
 
-def _price(shapes: ModelShapes, hardware, b, q, L, dtype: str, params: LatencyParams):
-    """Core pricing; returns the StepTime fields as arrays."""
-    dt = dtype_bytes(dtype)
-    peak = hardware.peak_flops_for(dtype)
-    bw = hardware.mem_bandwidth
-    t_c = lambda f: f / (params.eta_compute * peak)  # noqa: E731
-    t_m = lambda by: by / (params.eta_memory * bw)  # noqa: E731
-    p = params.smoothness
-    tokens = b * q
+#: fp32 without tensor cores as a fraction of the dense bf16 tensor peak, for chips whose catalog
+#: entry has no fp32 figure: A100 19.5/312 (datasheet), H100-SXM 67/989 ≈ 1/15. CPUs: bf16 dot
+#: products run at twice the fp32 FMA rate (the catalog's derivation), hence 1/2.
+FP32_FALLBACK_FRACTION = {"gpu": 1.0 / 16.0, "cpu": 0.5}
 
-    layer_ops = []
-    for op in GEMM_OPS:
-        layer_ops.append(gemm_flops_bytes(tokens, shapes.gemm_in[op], shapes.gemm_out[op], dt))
+
+def compute_peak(hardware, dtype: str) -> float:
+    """Peak FLOP/s that prices ``dtype``: fp32 runs on the fp32 (non-tensor-core) units — the
+    catalog's ``peak_flops_fp32`` where the entry has one, else :data:`FP32_FALLBACK_FRACTION` of the
+    bf16 peak — not TF32 tensor cores (PyTorch's default for fp32 matmuls); others per
+    :meth:`Hardware.peak_flops_for`."""
+    if str(dtype).lower() in ("fp32", "float32"):
+        own = getattr(hardware, "peak_flops_fp32", None)
+        return own if own else hardware.peak_flops * FP32_FALLBACK_FRACTION.get(getattr(hardware, "kind", "gpu"), 0.5)
+    return hardware.peak_flops_for(dtype)
+
+
+def _roofline_sums(ops, params: LatencyParams, peak: float, bw: float):
+    """Sum of compute times, memory times, and roofline times split by what bounds each op."""
+    compute = memory = roof_c = roof_m = 0.0
+    for flops, nbytes in ops:
+        c = flops / (params.eta_compute * peak)
+        m = nbytes / (params.eta_memory * bw)
+        roof = smooth_max(c, m, params.smoothness)
+        compute, memory = compute + c, memory + m
+        roof_c = roof_c + np.where(c > m, roof, 0.0)
+        roof_m = roof_m + np.where(c > m, 0.0, roof)
+    return compute, memory, roof_c, roof_m
+
+
+def _layer_ops(shapes: ModelShapes, b, q, L, dt: int, m_tile: int):
+    """(FLOPs, bytes) of one layer's four GEMMs and its attention over the KV cache."""
+    tokens = b * q
+    ops = [gemm_flops_bytes(tokens, shapes.gemm_in[op], shapes.gemm_out[op], dt, m_tile) for op in GEMM_OPS]
     attn_flops = 4.0 * shapes.q_width * tokens * (L + q / 2.0)
     attn_bytes = dt * (b * L * 2.0 * shapes.kv_width + tokens * 2.0 * shapes.kv_width + tokens * 2.0 * shapes.q_width)
-    layer_ops.append((attn_flops, attn_bytes))
-    elementwise_bytes = dt * tokens * (10.0 * shapes.d_model + 2.0 * (shapes.q_width + shapes.kv_width) + 3.0 * shapes.ff_width)
-    layer_ops.append((0.0, elementwise_bytes))
+    return ops + [(attn_flops, attn_bytes)]
 
-    layer_compute = layer_memory = layer_roof_c = layer_roof_m = 0.0
-    for flops, nbytes in layer_ops:
-        c, m = t_c(flops), t_m(nbytes)
-        roof = smooth_max(c, m, p)
-        layer_compute = layer_compute + c
-        layer_memory = layer_memory + m
-        layer_roof_c = layer_roof_c + np.where(c > m, roof, 0.0)
-        layer_roof_m = layer_roof_m + np.where(c > m, 0.0, roof)
 
-    lm_flops, lm_bytes = gemm_flops_bytes(tokens, shapes.lm_in, shapes.lm_out, dt)
-    lm_c, lm_m = t_c(lm_flops), t_m(lm_bytes)
-    lm_roof = smooth_max(lm_c, lm_m, p)
+def _allreduce(shapes: ModelShapes, hardware, tokens, dt: int, params: LatencyParams):
+    """Two all-reduces per layer of the tokens' hidden states under tensor parallelism."""
+    if shapes.tp == 1:
+        return 0.0 * tokens
+    ic = getattr(hardware, "interconnect_bandwidth", None)
+    if not ic:
+        raise InvalidInputError(f"{hardware.name} has no interconnect bandwidth in the catalog; tp > 1 needs one.")
+    one = allreduce_time(tokens * shapes.d_model * dt, shapes.tp, ic, params.allreduce_latency,
+                         params.eta_interconnect, params.allreduce_step_latency)
+    return 2.0 * shapes.n_layer * one
+
+
+def _price(shapes: ModelShapes, hardware, b, q, L, dtype: str, params: LatencyParams, *, logit_tokens=None):
+    """Core pricing; returns the StepTime fields as arrays. ``logit_tokens``: positions whose logits
+    the LM head computes (default every one of the b·q; a prefill needs only each prompt's last)."""
+    dt = dtype_bytes(dtype)
+    peak, bw = compute_peak(hardware, dtype), hardware.mem_bandwidth
+    tokens = b * q
     n = shapes.n_layer
-    compute = n * layer_compute + lm_c
-    memory = n * layer_memory + lm_m
-    bound_compute = n * layer_roof_c + np.where(lm_c > lm_m, lm_roof, 0.0)
-    bound_memory = n * layer_roof_m + np.where(lm_c > lm_m, 0.0, lm_roof)
-    overhead = (n * KERNELS_PER_LAYER + KERNELS_PER_MODEL) * params.t_kernel + n * params.t_layer + params.t_step
-
-    allreduce = 0.0 * tokens
-    if shapes.tp > 1:
-        ic = getattr(hardware, "interconnect_bandwidth", None)
-        if not ic:
-            raise InvalidInputError(f"{hardware.name} has no interconnect bandwidth in the catalog; tp > 1 needs one.")
-        one = allreduce_time(tokens * shapes.d_model * dt, shapes.tp, ic, params.allreduce_latency,
-                             params.eta_interconnect)
-        allreduce = 2.0 * n * one
-
+    c_layer, m_layer, rc_layer, rm_layer = _roofline_sums(_layer_ops(shapes, b, q, L, dt, params.m_tile), params, peak, bw)
+    lm = gemm_flops_bytes(tokens if logit_tokens is None else logit_tokens, shapes.lm_in, shapes.lm_out, dt, params.m_tile)
+    c_lm, m_lm, rc_lm, rm_lm = _roofline_sums([lm], params, peak, bw)
+    t_ew = params.t_kernel if params.t_elementwise is None else params.t_elementwise
+    ew_launches = n * (shapes.norms + 4.0) * t_ew  # norms, RoPE, activation, two adds
+    elementwise = n * layer_elementwise_time(shapes, tokens, dt, bw, params) - ew_launches
+    launches = (n * GEMM_KERNELS_PER_LAYER + KERNELS_PER_MODEL) * params.t_kernel + ew_launches
+    overhead = launches + n * params.t_layer + params.t_step
+    allreduce = _allreduce(shapes, hardware, tokens, dt, params)
+    bound_compute = n * rc_layer + rc_lm
+    bound_memory = n * rm_layer + rm_lm + elementwise
     total = bound_compute + bound_memory + overhead + allreduce
     parts = np.stack(np.broadcast_arrays(bound_memory, bound_compute, overhead, allreduce))
-    labels = np.array(["memory", "compute", "overhead", "communication"])
-    bound = labels[np.argmax(parts, axis=0)]
+    bound = np.array(["memory", "compute", "overhead", "communication"])[np.argmax(parts, axis=0)]
+    compute = n * c_layer + c_lm
+    memory = n * m_layer + m_lm + elementwise
     return total, compute, memory, overhead + 0.0 * total, allreduce + 0.0 * total, bound
 
 
