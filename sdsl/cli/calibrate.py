@@ -39,13 +39,14 @@ def _smoothness(value: str):
               "with the per-forward overhead t_step.")
 @click.option("--holdout", is_flag=True, help="With --steps: also print leave-one-model-out MAPE of the forwards "
               "(refit without each model's forwards, predict them).")
-@click.option("--allreduce", "allreduce_file", default=None, type=click.Path(dir_okay=False),
-              help="Also fit allreduce_latency/eta_interconnect to a Vidur all-reduce CSV (2-GPU rows).")
+@click.option("--allreduce", "allreduce_files", multiple=True, type=click.Path(dir_okay=False),
+              help="Also fit the ring all-reduce (latency, per-step latency, eta_interconnect) to Vidur all-reduce "
+              "CSVs (repeatable; their single-node NVLink rows).")
 @click.option("--points/--no-points", "points", default=None,
               help="Store per-point residuals in the JSON (default: when at most 5000 points).")
 @click.option("--plot", "plot_path", default=None, help="Also save a predicted-vs-measured figure (PNG/PDF).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of the report.")
-def calibrate(profiles, hardware, output, smoothness, fit_layers, steps, holdout, allreduce_file, points, plot_path,
+def calibrate(profiles, hardware, output, smoothness, fit_layers, steps, holdout, allreduce_files, points, plot_path,
               as_json):
     """Fit eta_compute, eta_memory, t_kernel (and the soft-max smoothness) to PROFILES.
 
@@ -57,14 +58,8 @@ def calibrate(profiles, hardware, output, smoothness, fit_layers, steps, holdout
     result = calibrate_profiles(profiles, hardware=hardware, smoothness=_smoothness(smoothness), fit_layers=fit_layers,
                                 steps=steps)
     held = _holdout(profiles, steps, result, fit_layers, _smoothness(smoothness)) if holdout else None
-    if allreduce_file:
-        from dataclasses import replace
-
-        from sdsl.experiments.latency_validation import fit_allreduce
-
-        params, stats = fit_allreduce(allreduce_file, hardware=result.hardware, base=result.params)
-        result = replace(result, params=params.replace(
-            source=result.params.source + f"; all-reduce fitted to {allreduce_file} (MAPE {100 * stats['mape']:.1f}%)"))
+    if allreduce_files:
+        result = _with_allreduce(result, allreduce_files)
     if output:
         result.to_json(output, include_points=points)
     if plot_path:
@@ -115,3 +110,16 @@ def _holdout(profiles, steps, result, fit_layers, smoothness):
     pairs = [pair for s in steps for pair in read_model_steps(s)[0]]
     return forwards_leave_one_model_out(pd.concat(frames, ignore_index=True), get_hardware(result.hardware), pairs,
                                layers=layers, dtype=result.dtype, smoothness=smoothness)
+
+
+def _with_allreduce(result, files):
+    """The calibration with its all-reduce terms fitted to the single-node NVLink rows of ``files``."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from sdsl.fit.allreduce import fit_allreduce, nvlink_rows, read_allreduce
+
+    params, stats = fit_allreduce(nvlink_rows([read_allreduce(f) for f in files]), result.hardware, result.params)
+    names = ", ".join(f"vidur/network/{Path(f).name}" for f in files)
+    return replace(result, params=params.replace(
+        source=result.params.source + f"; all-reduce fitted to {names} (MAPE {100 * stats['mape']:.1f}%)"))

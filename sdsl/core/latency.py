@@ -75,7 +75,8 @@ class LatencyParams:
     ``row_rope``, ``row_act`` the time per element of one token's row (s) of the one-CTA-per-token
     kernels (:func:`elementwise_time`).
     allreduce_latency: fixed latency (s) of one all-reduce; allreduce_step_latency: latency (s) of
-    each of a ring's 2(t−1) steps; eta_interconnect: fraction of the per-direction link bandwidth.
+    each of a ring's 2(t−1) steps; eta_interconnect: achieved over the per-direction link bandwidth in
+    the ring formula (up to 2: NVSwitch in-switch reduction, NVLS, sends each byte once, not 2(t−1)/t times).
     """
 
     eta_compute: float = 0.7
@@ -99,7 +100,9 @@ class LatencyParams:
     source: str = "uncalibrated defaults (assumed, not measured)"
 
     def __post_init__(self) -> None:
-        for name in ("eta_compute", "eta_memory", "eta_interconnect") + ELEMENTWISE_ETAS:
+        if not (0 < self.eta_interconnect <= 2):  # > 1: in-switch reduction (NVLS) beats the ring, up to 2x
+            raise InvalidInputError(f"LatencyParams.eta_interconnect must lie in (0, 2]; got {self.eta_interconnect!r}.")
+        for name in ("eta_compute", "eta_memory") + ELEMENTWISE_ETAS:
             v = getattr(self, name)
             if not (0 < v <= 1):
                 raise InvalidInputError(f"LatencyParams.{name} must lie in (0, 1]; got {v!r}.")

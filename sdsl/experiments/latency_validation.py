@@ -3,8 +3,10 @@
 - :func:`leave_one_model_out`: for each GPU, fit :func:`sdsl.fit.calibration.fit_latency` on all
   models but one and predict the held-out model's operator times; MAPE per held-out model and
   operator, over all num_tokens and TP degrees and in the decode regime (num_tokens <= 64).
-- :func:`fit_allreduce`: the all-reduce latency and interconnect efficiency of
-  :func:`sdsl.core.latency.step_time`'s ring term, fitted to Vidur's H100 NVLink all-reduce timings.
+- :func:`pooled_metrics`: pooled MAPE over every held-out row, the worst model, signed bias by num_tokens.
+- :func:`elementwise_leave_one_model_out`: the same for the norm/RoPE/activation/add kernels.
+- :func:`allreduce_validation`: the ring all-reduce fitted to Vidur's pairwise-NVLink and DGX files,
+  checked with each TP degree (2/4/8) held out.
 - :func:`turbospec_comparison`: calibrated step times against TurboSpec's fitted step-time lines
   (Liu et al., arXiv 2406.14066; docs/model.md §3.4) for Llama-3.1-70B TP4 and Llama-3.1-8B on H100.
 """
@@ -20,14 +22,15 @@ import numpy as np
 
 from sdsl.fit.calibration import DECODE_MAX_TOKENS, fit_latency
 from sdsl.errors import ProfileError
-from sdsl.core.latency import LatencyParams, allreduce_time
+from sdsl.core.latency import LatencyParams
+from sdsl.fit.calibration import GPU_M_TILE
 from sdsl.serving.linear_model import TURBOSPEC_PUBLISHED
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["VIDUR_HARDWARE", "TURBOSPEC_LINES", "leave_one_model_out", "fit_allreduce",
-           "turbospec_comparison", "validate_latency"]
+__all__ = ["VIDUR_HARDWARE", "TURBOSPEC_LINES", "leave_one_model_out", "pooled_metrics",
+           "elementwise_leave_one_model_out", "allreduce_validation", "turbospec_comparison", "validate_latency"]
 
 #: Vidur folder -> sdsl hardware catalog entry (Vidur's H100 numbers reach 2.9 TB/s: SXM, not PCIe).
 VIDUR_HARDWARE = {"h100": "h100-sxm", "a100": "a100-80gb"}
@@ -63,7 +66,7 @@ def leave_one_model_out(data: "pd.DataFrame", hardware: str | None = None,
         fits[hw_key] = {}
         for held in models:
             train, test = d[d["model"] != held], d[d["model"] == held]
-            res = fit_latency(train, hw, dtype="fp16", smoothness=smoothness, keep_points=False)
+            res = fit_latency(train, hw, dtype="fp16", smoothness=smoothness, keep_points=False, m_tile=GPU_M_TILE)
             fits[hw_key][held] = res
             from sdsl.fit.calibration import predict_op_times
 
@@ -78,46 +81,66 @@ def leave_one_model_out(data: "pd.DataFrame", hardware: str | None = None,
     return pd.DataFrame(tables), pd.concat(points, ignore_index=True), fits
 
 
-def fit_allreduce(path: str | os.PathLike, hardware: str = "h100-sxm", dtype_bytes: int = 2,
-                  base: LatencyParams | None = None, workers: int | None = 2) -> tuple[LatencyParams, dict[str, Any]]:
-    """Fit ``allreduce_latency`` and ``eta_interconnect`` of the ring model used by step_time,
-    t = latency + 2(t−1)/t · bytes / (η_ic · interconnect), to Vidur's all-reduce file (sizes in
-    fp16 elements, times in ms), on log-time. Returns the updated params and fit statistics.
+BUCKETS = (0, 8, 64, 256, 1024, 4096)  #: num_tokens bucket edges of ``bias_by_tokens``
 
-    ``workers`` keeps only rows of that many GPUs (None: all). The default 2 keeps the NVLink pair:
-    Vidur's file is from a *pairwise*-NVLink node, whose 4-GPU all-reduces cross PCIe and run about
-    6× slower than an NVSwitch H100-SXM node's would."""
+
+def pooled_metrics(points: "pd.DataFrame") -> dict[str, Any]:
+    """Pooled MAPE over every held-out row, decode (num_tokens <= 64) MAPE, the worst held-out model's
+    decode MAPE, and signed error (pred/meas − 1) median and mean by num_tokens bucket."""
     import pandas as pd
-    from scipy.optimize import least_squares
 
-    from sdsl.core.hardware import get_hardware
+    rel = points["predicted_s"] / points["measured_s"] - 1.0
+    dec = points["num_tokens"] <= DECODE_MAX_TOKENS
+    by_model = rel[dec].abs().groupby(points.loc[dec, "model"]).mean()
+    buckets = pd.cut(points["num_tokens"], BUCKETS)
+    bias = {f"{int(k.left)}<n<={int(k.right)}": {"median": float(g.median()), "mean": float(g.mean()), "n": int(len(g))}
+            for k, g in rel.groupby(buckets, observed=True)}
+    return {"pooled_overall_mape": float(rel.abs().mean()), "pooled_decode_mape": float(rel[dec].abs().mean()),
+            "worst_model_decode_mape": float(by_model.max()), "worst_model": str(by_model.idxmax()),
+            "bias_by_tokens": bias}
 
-    path = Path(path)
-    try:
-        df = pd.read_csv(path)
-        size = df["size"].to_numpy(dtype=float)
-        n_gpu = df["num_workers"].to_numpy(dtype=float)
-        t = df["time_stats.all_reduce.median"].to_numpy(dtype=float) * 1e-3
-    except (OSError, KeyError, ValueError, pd.errors.ParserError) as exc:
-        raise ProfileError(f"{path}: not a Vidur all-reduce file ({exc}).") from None
-    ok = np.isfinite(t) & (t > 0)
-    if workers is not None:
-        ok &= n_gpu == workers
-    if not ok.any():
-        raise ProfileError(f"{path}: no usable all-reduce rows" + (f" for {workers} GPUs." if workers else "."))
-    size, n_gpu, t = size[ok], n_gpu[ok], t[ok]
-    ic = get_hardware(hardware).interconnect_bandwidth
-    message = size * dtype_bytes
 
-    def resid(x):
-        return np.log(allreduce_time(message, n_gpu, ic, x[0], x[1])) - np.log(t)
+def elementwise_leave_one_model_out(rows: "pd.DataFrame", hardware, base: LatencyParams) -> dict[str, Any]:
+    """Leave-one-model-out on Vidur's elementwise kernels: per-kernel MAPE (pooled, decode, by kind) and
+    the MAPE of each layer's elementwise sum (two adds counted twice, as a layer runs them)."""
+    from sdsl.fit.elementwise import fit_elementwise, predict_elementwise_times
 
-    sol = least_squares(resid, [1e-5, 0.5], bounds=([0.0, 1e-4], [1e-3, 1.0]), x_scale=[1e-5, 0.1])
-    base = base or LatencyParams()
-    params = base.replace(allreduce_latency=float(sol.x[0]), eta_interconnect=float(sol.x[1]))
-    pred = allreduce_time(message, n_gpu, ic, sol.x[0], sol.x[1])
-    return params, {"allreduce_latency_s": float(sol.x[0]), "eta_interconnect": float(sol.x[1]),
-                    "mape": float(np.mean(_ape(pred, t))), "n": int(len(t))}
+    parts = []
+    for held in sorted(rows["model"].unique()):
+        params, _ = fit_elementwise(rows[rows["model"] != held], hardware, base)
+        test = rows[rows["model"] == held].reset_index(drop=True)
+        parts.append(test.assign(pred=predict_elementwise_times(test, hardware, params)))
+    import pandas as pd
+
+    p = pd.concat(parts, ignore_index=True)
+    ape = (p["pred"] / p["time_s"] - 1.0).abs()
+    weight = np.where(p["op"] == "add", 2.0, 1.0)
+    layer = p.assign(pt=p["pred"] * weight, mt=p["time_s"] * weight).groupby(["model", "tp", "num_tokens"])[["pt", "mt"]].sum()
+    layer_ape = (layer["pt"] / layer["mt"] - 1.0).abs()
+    dec = p["num_tokens"] <= DECODE_MAX_TOKENS
+    return {"elementwise_mape": float(ape.mean()), "elementwise_decode_mape": float(ape[dec].mean()),
+            "elementwise_mape_by_kind": {k: float(g.mean()) for k, g in ape.groupby(p["kind"])},
+            "elementwise_layer_mape": float(layer_ape.mean()),
+            "elementwise_worst_model_layer_mape": float(layer_ape.groupby(level=0).mean().max())}
+
+
+def allreduce_validation(network: Path, gpu: str, hardware, base: LatencyParams) -> tuple[LatencyParams, dict]:
+    """Fit the all-reduce on the single-node NVLink rows of ``gpu``'s pairwise and DGX files; report the
+    in-sample MAPE by GPU count and, for each TP degree, the MAPE when that degree is held out of the fit."""
+    from sdsl.fit.allreduce import fit_allreduce, nvlink_rows, predict_allreduce, read_allreduce
+
+    files = [network / f"{gpu}_pairwise_nvlink_all_reduce.csv", network / f"{gpu}_dgx_all_reduce.csv"]
+    rows = nvlink_rows([read_allreduce(f) for f in files if f.exists()])
+    params, stats = fit_allreduce(rows, hardware, base)
+    held = {}
+    for n in sorted(rows["n_gpu"].unique()):
+        p_n, _ = fit_allreduce(rows[rows["n_gpu"] != n], hardware, base)
+        test = rows[rows["n_gpu"] == n]
+        held[int(n)] = float(np.mean(np.abs(predict_allreduce(test, hardware.interconnect_bandwidth, p_n)
+                                            / test["time_s"].to_numpy() - 1.0)))
+    stats["heldout_tp_mape"] = held
+    stats["files"] = [f.name for f in files if f.exists()]
+    return params, stats
 
 
 def turbospec_comparison(params: LatencyParams, hardware: str = "h100-sxm", context: int = 1024,
@@ -145,59 +168,72 @@ def turbospec_comparison(params: LatencyParams, hardware: str = "h100-sxm", cont
     return pd.concat(rows, ignore_index=True)
 
 
+def _gpu_report(gpu: str, data, ew_rows, table, points, root: Path) -> tuple[dict[str, Any], LatencyParams]:
+    """One GPU's block of :func:`validate_latency` and its all-model parameters (GEMM, elementwise, all-reduce)."""
+    from sdsl.core.hardware import get_hardware
+    from sdsl.fit.elementwise import fit_elementwise
+
+    hw = get_hardware(VIDUR_HARDWARE.get(gpu, gpu))
+    table = table[table["hardware"] == gpu]
+    allrows, ops = table[table["op"] == "all"], table[table["op"] != "all"]
+    res = fit_latency(data[data["hardware"] == gpu], hw, dtype="fp16", keep_points=False, sources=(f"vidur/{gpu}",),
+                      m_tile=GPU_M_TILE)
+    params, ew_fit = fit_elementwise(ew_rows[ew_rows["hardware"] == gpu], hw, res.params)
+    params, ar = allreduce_validation(root / "network", gpu, hw, params)
+    out = {
+        "overall_mape": float(np.median(allrows["overall_mape"])),
+        "decode_mape": float(np.median(allrows["decode_mape"])),
+        **pooled_metrics(points[points["hardware"] == gpu]),
+        **elementwise_leave_one_model_out(ew_rows[ew_rows["hardware"] == gpu], hw, res.params),
+        "allreduce": ar,
+        "per_model": {r.model: {"overall_mape": float(r.overall_mape), "decode_mape": float(r.decode_mape)}
+                      for r in allrows.itertuples()},
+        "per_op": {op: {"overall_mape": float(np.median(g["overall_mape"])),
+                        "decode_mape": float(np.median(g["decode_mape"]))} for op, g in ops.groupby("op", sort=True)},
+        "fit_all_models": {k: v for k, v in params.to_dict().items() if k != "source"},
+        "fit_all_models_mape": {"overall": res.mape, "decode": res.decode_mape, "elementwise": ew_fit["mape"]},
+    }
+    return out, params
+
+
 def validate_latency(vidur_root: str | os.PathLike, figure: str | os.PathLike | None = None) -> dict[str, Any]:
     """Everything ``sdsl validate latency`` reports, as a JSON-ready dict.
 
-    Top level: one key per GPU (``h100``, ``a100``) with ``overall_mape`` and ``decode_mape``
-    (medians over held-out models, fractions), ``per_model`` and ``per_op`` details and the
-    parameters fitted on all that GPU's models; plus ``turbospec`` (H100 comparison).
+    One key per GPU (``h100``, ``a100``): GEMM leave-one-model-out (``overall_mape``/``decode_mape``
+    medians over held-out models; ``pooled_overall_mape``, ``pooled_decode_mape`` over every held-out
+    row; ``worst_model_decode_mape``; ``bias_by_tokens``), the elementwise kernels' leave-one-model-out
+    (``elementwise_mape`` per kernel, ``elementwise_layer_mape`` per layer sum), the all-reduce across
+    TP 2/4/8 (``allreduce``), per-model/per-op details and the all-model parameters; plus
+    ``turbospec`` (H100 step times with those parameters against TurboSpec's fitted lines).
     """
-    from sdsl.core.hardware import get_hardware
-    from sdsl.fit.profiles import read_vidur
+    from sdsl.fit.profiles import read_vidur, read_vidur_elementwise
 
     root = Path(vidur_root)
     data = read_vidur(root)
+    ew_rows = read_vidur_elementwise(root)
     table, points, _ = leave_one_model_out(data)
     out: dict[str, Any] = {}
-    full_fits = {}
-    for hw_key, t in table.groupby("hardware", sort=True):
-        allrows = t[t["op"] == "all"]
-        ops = t[t["op"] != "all"]
-        res = fit_latency(data[data["hardware"] == hw_key], get_hardware(VIDUR_HARDWARE.get(hw_key, hw_key)),
-                          dtype="fp16", keep_points=False, sources=(f"vidur/{hw_key}",))
-        full_fits[hw_key] = res
-        out[hw_key] = {
-            "overall_mape": float(np.median(allrows["overall_mape"])),
-            "decode_mape": float(np.median(allrows["decode_mape"])),
-            "per_model": {r.model: {"overall_mape": float(r.overall_mape), "decode_mape": float(r.decode_mape)}
-                          for r in allrows.itertuples()},
-            "per_op": {op: {"overall_mape": float(np.median(g["overall_mape"])),
-                            "decode_mape": float(np.median(g["decode_mape"]))}
-                       for op, g in ops.groupby("op", sort=True)},
-            "fit_all_models": {k: v for k, v in res.params.to_dict().items() if k != "source"},
-            "fit_all_models_mape": {"overall": res.mape, "decode": res.decode_mape},
-        }
-    ar_file = root / "network" / "h100_pairwise_nvlink_all_reduce.csv"
-    if "h100" in full_fits:
-        params = full_fits["h100"].params
-        ar = None
-        if ar_file.exists():
-            params, ar = fit_allreduce(ar_file, base=params)
-        cmp = turbospec_comparison(params)
-        out["turbospec"] = {"allreduce_fit": ar}
-        for name, g in cmp.groupby("model", sort=True):
-            out["turbospec"][name] = {
-                "tp": int(g["tp"].iloc[0]),
-                "mean_abs_rel_diff": float(np.mean(np.abs(g["rel_diff"]))),
-                "max_abs_rel_diff": float(np.max(np.abs(g["rel_diff"]))),
-                "batch1": {"predicted_ms": 1e3 * float(g["predicted_s"].iloc[0]),
-                           "turbospec_ms": 1e3 * float(g["turbospec_s"].iloc[0])},
-                "batch64": {"predicted_ms": 1e3 * float(g["predicted_s"].iloc[-1]),
-                            "turbospec_ms": 1e3 * float(g["turbospec_s"].iloc[-1])},
-            }
+    full = {}
+    for gpu in sorted(table["hardware"].unique()):
+        out[gpu], full[gpu] = _gpu_report(gpu, data, ew_rows, table, points, root)
+    if "h100" in full:
+        out["turbospec"] = _turbospec_block(turbospec_comparison(full["h100"]))
     if figure is not None:
         from sdsl.plots import plot_latency_validation
 
         Path(figure).parent.mkdir(parents=True, exist_ok=True)
         plot_latency_validation(points, path=figure)
+    return out
+
+
+def _turbospec_block(cmp: "pd.DataFrame") -> dict[str, Any]:
+    out = {}
+    for name, g in cmp.groupby("model", sort=True):
+        out[name] = {
+            "tp": int(g["tp"].iloc[0]),
+            "mean_abs_rel_diff": float(np.mean(np.abs(g["rel_diff"]))),
+            "max_abs_rel_diff": float(np.max(np.abs(g["rel_diff"]))),
+            "batch1": {"predicted_ms": 1e3 * float(g["predicted_s"].iloc[0]), "turbospec_ms": 1e3 * float(g["turbospec_s"].iloc[0])},
+            "batch64": {"predicted_ms": 1e3 * float(g["predicted_s"].iloc[-1]), "turbospec_ms": 1e3 * float(g["turbospec_s"].iloc[-1])},
+        }
     return out

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -28,7 +29,7 @@ import numpy as np
 from sdsl.errors import ConfigError, InvalidInputError, ProfileError
 from sdsl.core.architecture import dtype_bytes
 from sdsl.fit.calibration_result import DECODE_MAX_TOKENS, CalibrationResult, load_latency_params
-from sdsl.core.latency import DEFAULT_PARAMS, LatencyParams, gemm_flops_bytes, op_time
+from sdsl.core.latency import DEFAULT_PARAMS, LatencyParams, compute_peak, gemm_flops_bytes, op_time
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -36,15 +37,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from sdsl.core.hardware import Hardware
 
 __all__ = ["CalibrationResult", "fit_latency", "predict_op_times", "predict_layer_times", "predict_step_times",
-           "load_latency_params", "DECODE_MAX_TOKENS", "calibrate_profiles"]
+           "load_latency_params", "DECODE_MAX_TOKENS", "calibrate_profiles", "GPU_M_TILE"]
 
 _BOUNDS = {"eta_compute": (1e-6, 1.0), "eta_memory": (1e-6, 1.0), "t_kernel": (0.0, 1e-3), "t_layer": (0.0, 1e-2),
            "t_step": (0.0, 1.0), "smoothness": (1.0, 64.0)}
 _SCALE = {"eta_compute": 0.1, "eta_memory": 0.1, "t_kernel": 1e-6, "t_layer": 1e-5, "t_step": 1e-4, "smoothness": 1.0}
 _REQUIRED = ("num_tokens", "in_features", "out_features", "time_s")
+#: GEMM row tile of GPU kernel libraries (Vidur's H100/A100 times step every 128 tokens; VALIDATION.md).
+GPU_M_TILE = 128
 
 
-def _arrays(data: "pd.DataFrame", dtype: str | None):
+def _arrays(data: "pd.DataFrame", dtype: str | None, m_tile: int = 0):
     missing = [c for c in _REQUIRED if c not in data.columns]
     if missing:
         raise ProfileError(f"Calibration data lacks column {missing[0]!r} (need {', '.join(_REQUIRED)}).")
@@ -61,7 +64,7 @@ def _arrays(data: "pd.DataFrame", dtype: str | None):
     if not np.all(np.isfinite(y) & (y > 0)):
         raise ProfileError("Calibration data: every time_s must be positive and finite.")
     flops, nbytes = gemm_flops_bytes(data["num_tokens"].to_numpy(), data["in_features"].to_numpy(),
-                                     data["out_features"].to_numpy(), dtype_bytes(dtype))
+                                     data["out_features"].to_numpy(), dtype_bytes(dtype), m_tile)
     return data, dtype, flops, nbytes, y
 
 
@@ -69,8 +72,8 @@ def predict_op_times(data: "pd.DataFrame", hardware: "Hardware", params: Latency
                      dtype: str | None = None) -> np.ndarray:
     """Predicted time (s) of each per-operator row of ``data`` with ``params`` on ``hardware``: the roofline
     op time of :func:`sdsl.core.latency.op_time` (Williams, Waterman & Patterson 2009; docs/model.md §3.3)."""
-    data, dtype, flops, nbytes, _ = _arrays(data, dtype)
-    return op_time(flops, nbytes, hardware.peak_flops_for(dtype), hardware.mem_bandwidth, params)
+    data, dtype, flops, nbytes, _ = _arrays(data, dtype, params.m_tile)
+    return op_time(flops, nbytes, compute_peak(hardware, dtype), hardware.mem_bandwidth, params)
 
 
 def predict_layer_times(layers: "pd.DataFrame", spec, hardware: "Hardware", params: LatencyParams,
@@ -125,122 +128,165 @@ def _stderr(sol, n: int) -> np.ndarray:
         return np.full(len(sol.x), np.nan)
 
 
+@dataclass(frozen=True)
+class _Problem:
+    """What one fit sees: operator arrays, optional layer/forward rows, the hardware peaks and ``base``."""
+
+    data: Any
+    dtype: str
+    flops: np.ndarray
+    nbytes: np.ndarray
+    y: np.ndarray
+    hardware: Any
+    peak: float
+    bw: float
+    base: LatencyParams
+    layers: list
+    steps: list
+    step_weight: float
+
+    @property
+    def layer_meas(self) -> np.ndarray:
+        return np.concatenate([ly["time_s"].to_numpy(dtype=float) for ly, _ in self.layers]) if self.layers else np.empty(0)
+
+    @property
+    def step_meas(self) -> np.ndarray:
+        return np.concatenate([st["time_s"].to_numpy(dtype=float) for st, _ in self.steps]) if self.steps else np.empty(0)
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.y) + len(self.layer_meas) + len(self.step_meas)
+
+    def layer_pred(self, params: LatencyParams) -> np.ndarray:
+        return np.concatenate([predict_layer_times(ly, spec, self.hardware, params, self.dtype) for ly, spec in self.layers])
+
+    def step_pred(self, params: LatencyParams) -> np.ndarray:
+        return np.concatenate([predict_step_times(st, spec, self.hardware, params, self.dtype) for st, spec in self.steps])
+
+    def op_pred(self, params: LatencyParams) -> np.ndarray:
+        return op_time(self.flops, self.nbytes, self.peak, self.bw, params)
+
+
+def _problem(data, hardware, dtype, base, m_tile, layers, steps, step_weight) -> _Problem:
+    base = base or DEFAULT_PARAMS
+    if m_tile is not None:
+        base = base.replace(m_tile=int(m_tile))
+    data, dtype, flops, nbytes, y = _arrays(data, dtype, base.m_tile)
+    return _Problem(data, dtype, flops, nbytes, y, hardware, compute_peak(hardware, dtype), hardware.mem_bandwidth,
+                    base, list(layers), list(steps), step_weight)
+
+
+def _free_names(pb: _Problem, fit_kernel: bool, fit_layer_overhead: bool, fit_step_overhead: bool) -> list[str]:
+    """Fitted fields: η_c, η_m (t_kernel); t_layer when layer or forward rows constrain it; t_step with forwards."""
+    names = ["eta_compute", "eta_memory"] + (["t_kernel"] if fit_kernel else [])
+    if (pb.layers or pb.steps) and fit_layer_overhead:
+        names.append("t_layer")
+    if pb.steps and fit_step_overhead:
+        names.append("t_step")
+    return names
+
+
+def _start(pb: _Problem) -> dict[str, float]:
+    """Starting point: the largest achieved fractions of the datasheet peaks, a few µs of launch cost."""
+    return {"eta_compute": min(1.0, float(np.max(pb.flops / pb.y)) / pb.peak),
+            "eta_memory": min(1.0, float(np.max(pb.nbytes / pb.y)) / pb.bw),
+            "t_kernel": min(float(np.min(pb.y)) * 0.5, 1e-4), "t_layer": 1e-5, "t_step": 1e-4, "smoothness": 2.0}
+
+
+def _residuals(pb: _Problem, params: LatencyParams) -> np.ndarray:
+    """log(pred) − log(meas) over operator rows, then layer rows, then (weighted) forward rows."""
+    r = [np.log(pb.op_pred(params)) - np.log(pb.y)]
+    if pb.layers:
+        r.append(np.log(np.maximum(pb.layer_pred(params), 1e-12)) - np.log(pb.layer_meas))
+    if pb.steps:
+        r.append(math.sqrt(pb.step_weight) * (np.log(np.maximum(pb.step_pred(params), 1e-12)) - np.log(pb.step_meas)))
+    return np.concatenate(r)
+
+
+def _run(pb: _Problem, names: list[str], fixed_p: float | None):
+    """Least-squares fit of ``names`` (smoothness fixed at ``fixed_p`` unless it is among them)."""
+    def params_of(x):
+        kw = dict(zip(names, x))
+        if fixed_p is not None:
+            kw["smoothness"] = fixed_p
+        return pb.base.replace(**kw)
+
+    x0 = _start(pb)
+    sol = _solve(names, [x0[k] for k in names], lambda x: _residuals(pb, params_of(x)))
+    return sol, params_of(sol.x)
+
+
+def _aic(pb: _Problem, sol, k: int) -> float:
+    m = pb.n_rows
+    return m * math.log(max(2.0 * sol.cost / m, 1e-300)) + 2 * k
+
+
+def _choose_model(pb: _Problem, core: list[str], smoothness):
+    """``(sol, params, names, choice)``: the hard max, a free p, or a fixed p (``"auto"``: AIC decides)."""
+    if smoothness == "auto":
+        s_hard, p_hard = _run(pb, core, math.inf)
+        s_soft, p_soft = _run(pb, core + ["smoothness"], None)
+        a_hard, a_soft = _aic(pb, s_hard, len(core)), _aic(pb, s_soft, len(core) + 1)
+        if a_soft < a_hard - 2.0:
+            return s_soft, p_soft, core + ["smoothness"], f"smooth maximum kept: AIC {a_soft:.1f} vs {a_hard:.1f} with the hard max"
+        return s_hard, p_hard, core, f"hard max kept: a free smoothness does not lower AIC by > 2 ({a_soft:.1f} vs {a_hard:.1f})"
+    if smoothness == "fit":
+        sol, params = _run(pb, core + ["smoothness"], None)
+        return sol, params, core + ["smoothness"], "smoothness fitted"
+    p = float(smoothness)
+    sol, params = _run(pb, core, p)
+    return sol, params, core, f"smoothness fixed at {p:g}"
+
+
+def _result(pb: _Problem, sol, params: LatencyParams, names, choice, sources, keep_points) -> CalibrationResult:
+    """Assemble the CalibrationResult: source line, per-point table, MAPEs, standard errors."""
+    pred, y, n = pb.op_pred(params), pb.y, len(pb.y)
+    decode = pb.data["num_tokens"].to_numpy() <= DECODE_MAX_TOKENS
+    src = tuple(sources)
+    lm, sm = pb.layer_meas, pb.step_meas
+    extra = "".join(f", {k} {w}" for k, w in ((len(lm), "decoder-layer steps"), (len(sm), "whole forward passes")) if k)
+    params = params.replace(source=f"fitted by sdsl.fit.calibration to {n} operator timings{extra} on {pb.hardware.name}"
+                            + (f" ({', '.join(src)})" if src else ""))
+    points = None
+    if keep_points:
+        cols = [c for c in ("model", "op", "tp", "num_tokens", "in_features", "out_features") if c in pb.data.columns]
+        points = pb.data[cols].reset_index(drop=True).assign(measured_s=y, predicted_s=pred, rel_error=pred / y - 1.0)
+    return CalibrationResult(
+        params=params, hardware=getattr(pb.hardware, "key", pb.hardware.name.lower()), dtype=pb.dtype,
+        varied=tuple(names), stderr=dict(zip(names, map(float, _stderr(sol, pb.n_rows)))), n_points=n,
+        mape=_mape(pred, y), decode_mape=_mape(pred[decode], y[decode]),
+        rms_log_error=float(np.sqrt(np.mean((np.log(pred) - np.log(y)) ** 2))),
+        smoothness_choice=choice, sources=src, points=points,
+        layer_mape=_mape(pb.layer_pred(params), lm) if pb.layers else None, layer_points=len(lm),
+        layers_fitted=bool(pb.layers), step_mape=_mape(pb.step_pred(params), sm) if pb.steps else None,
+        step_points=len(sm), steps_fitted=bool(pb.steps))
+
+
 def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None = None,
                 smoothness: str | float = "auto", fit_kernel: bool = True,
                 base: LatencyParams | None = None, sources: Iterable[str] = (),
                 keep_points: bool = True, layers: Iterable[tuple["pd.DataFrame", Any]] = (),
                 fit_layer_overhead: bool = True, steps: Iterable[tuple["pd.DataFrame", Any]] = (),
-                fit_step_overhead: bool = True, step_weight: float = 1.0) -> CalibrationResult:
+                fit_step_overhead: bool = True, step_weight: float = 1.0,
+                m_tile: int | None = None) -> CalibrationResult:
     """Fit η_c, η_m, t_kernel (and p) to per-operator rows ``num_tokens, in_features, out_features, time_s``.
 
     ``smoothness``: ``"auto"`` (free p only if AIC improves by > 2), ``"fit"`` (always free),
     or a number (fixed; ``math.inf`` = hard max). ``base`` supplies the fields not fitted
-    (t_step, all-reduce terms). Profile ``kind == "layer"`` rows in ``data`` are ignored.
+    (t_step, all-reduce and elementwise terms). ``m_tile``: GEMM row tile the compute is padded
+    to (:func:`sdsl.core.latency.padded_tokens`; default ``base.m_tile``). Profile ``kind == "layer"``
+    rows in ``data`` are ignored.
 
-    ``layers``: optional ``(layer_rows, ModelSpec)`` pairs (whole decoder-layer steps from the
-    harness). When given they are fitted jointly with the operators, each step priced by
-    :func:`predict_layer_times` — useful where per-kernel overheads outside the GEMMs dominate
-    (eager PyTorch on a CPU); ``layer_mape`` then reports their fit. With layers (and
-    ``fit_layer_overhead``, the default) the fixed per-layer cost ``t_layer`` is fitted too: only
-    the layer rows constrain it (operator rows are single kernels).
-
-    ``steps``: optional ``(step_rows, ModelSpec)`` pairs of whole forward passes (columns batch, q,
-    context, time_s), each priced by :func:`predict_step_times` (= :func:`sdsl.core.latency.step_time`)
-    and fitted jointly; with ``fit_step_overhead`` (default) the fixed per-forward cost ``t_step``
-    is fitted too (only step rows constrain it). ``step_mape`` then reports their fit.
+    ``layers``: optional ``(layer_rows, ModelSpec)`` pairs (whole decoder-layer steps), fitted jointly,
+    each priced by :func:`predict_layer_times`; with ``fit_layer_overhead`` the per-layer cost
+    ``t_layer`` is fitted too (only layer rows constrain it). ``steps``: ``(step_rows, ModelSpec)``
+    pairs of whole forward passes priced by :func:`predict_step_times`; with ``fit_step_overhead``
+    ``t_step`` is fitted too. ``layer_mape`` / ``step_mape`` report those fits.
     """
-    data, dtype, flops, nbytes, y = _arrays(data, dtype)
-    base = base or DEFAULT_PARAMS
-    peak, bw = hardware.peak_flops_for(dtype), hardware.mem_bandwidth
-    logy = np.log(y)
-    n = len(y)
-    core = ["eta_compute", "eta_memory"] + (["t_kernel"] if fit_kernel else [])
-    # starting point: the largest achieved fractions of the datasheet peaks, a few µs of launch cost
-    x0 = {"eta_compute": min(1.0, float(np.max(flops / y)) / peak),
-          "eta_memory": min(1.0, float(np.max(nbytes / y)) / bw),
-          "t_kernel": min(float(np.min(y)) * 0.5, 1e-4), "t_layer": 1e-5, "smoothness": 2.0}
-
-    layers = list(layers)
-    steps = list(steps)
-    if (layers or steps) and fit_layer_overhead:
-        core.append("t_layer")
-    if steps and fit_step_overhead:
-        core.append("t_step")
-        x0["t_step"] = 1e-4
-    layer_meas = np.concatenate([ly["time_s"].to_numpy(dtype=float) for ly, _ in layers]) if layers else np.empty(0)
-    step_meas = np.concatenate([st["time_s"].to_numpy(dtype=float) for st, _ in steps]) if steps else np.empty(0)
-
-    def layer_pred(params):
-        return np.concatenate([predict_layer_times(ly, spec, hardware, params, dtype) for ly, spec in layers])
-
-    def step_pred(params):
-        return np.concatenate([predict_step_times(st, spec, hardware, params, dtype) for st, spec in steps])
-
-    def run(names, fixed_p):
-        def params_of(x):
-            kw = dict(zip(names, x))
-            if fixed_p is not None:
-                kw["smoothness"] = fixed_p
-            return base.replace(**kw)
-
-        def resid(x):
-            prm = params_of(x)
-            r = np.log(op_time(flops, nbytes, peak, bw, prm)) - logy
-            if layers:
-                r = np.concatenate([r, np.log(np.maximum(layer_pred(prm), 1e-12)) - np.log(layer_meas)])
-            if steps:
-                r = np.concatenate([r, math.sqrt(step_weight) * (np.log(np.maximum(step_pred(prm), 1e-12))
-                                                                 - np.log(step_meas))])
-            return r
-
-        sol = _solve(names, [x0[k] for k in names], resid)
-        return sol, params_of(sol.x)
-
-    def aic(sol, k):
-        m = n + len(layer_meas) + len(step_meas)
-        return m * math.log(max(2.0 * sol.cost / m, 1e-300)) + 2 * k
-
-    if smoothness == "auto":
-        s_hard, p_hard = run(core, math.inf)
-        s_soft, p_soft = run(core + ["smoothness"], None)
-        a_hard, a_soft = aic(s_hard, len(core)), aic(s_soft, len(core) + 1)
-        if a_soft < a_hard - 2.0:
-            sol, params, names = s_soft, p_soft, core + ["smoothness"]
-            choice = f"smooth maximum kept: AIC {a_soft:.1f} vs {a_hard:.1f} with the hard max"
-        else:
-            sol, params, names = s_hard, p_hard, core
-            choice = f"hard max kept: a free smoothness does not lower AIC by > 2 ({a_soft:.1f} vs {a_hard:.1f})"
-    elif smoothness == "fit":
-        names = core + ["smoothness"]
-        sol, params = run(names, None)
-        choice = "smoothness fitted"
-    else:
-        p = float(smoothness)
-        names = core
-        sol, params = run(names, p)
-        choice = f"smoothness fixed at {p:g}"
-    pred = op_time(flops, nbytes, peak, bw, params)
-    rel = pred / y - 1.0
-    decode = data["num_tokens"].to_numpy() <= DECODE_MAX_TOKENS
-    err = _stderr(sol, n + len(layer_meas) + len(step_meas))
-    src = tuple(sources)
-    extra = "".join(f", {k} {w}" for k, w in ((len(layer_meas), "decoder-layer steps"),
-                                                 (len(step_meas), "whole forward passes")) if k)
-    params = params.replace(source=f"fitted by sdsl.fit.calibration to {n} operator timings{extra} on {hardware.name}"
-                            + (f" ({', '.join(src)})" if src else ""))
-    points = None
-    if keep_points:
-        cols = [c for c in ("model", "op", "tp", "num_tokens", "in_features", "out_features") if c in data.columns]
-        points = data[cols].reset_index(drop=True).assign(measured_s=y, predicted_s=pred, rel_error=rel)
-    return CalibrationResult(
-        params=params, hardware=getattr(hardware, "key", hardware.name.lower()), dtype=dtype,
-        varied=tuple(names), stderr=dict(zip(names, map(float, err))), n_points=n,
-        mape=_mape(pred, y), decode_mape=_mape(pred[decode], y[decode]),
-        rms_log_error=float(np.sqrt(np.mean((np.log(pred) - logy) ** 2))),
-        smoothness_choice=choice, sources=src, points=points,
-        layer_mape=_mape(layer_pred(params), layer_meas) if layers else None, layer_points=len(layer_meas),
-        layers_fitted=bool(layers), step_mape=_mape(step_pred(params), step_meas) if steps else None,
-        step_points=len(step_meas), steps_fitted=bool(steps))
+    pb = _problem(data, hardware, dtype, base, m_tile, layers, steps, step_weight)
+    core = _free_names(pb, fit_kernel, fit_layer_overhead, fit_step_overhead)
+    sol, params, names, choice = _choose_model(pb, core, smoothness)
+    return _result(pb, sol, params, names, choice, sources, keep_points)
 
 
 def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None = None,
@@ -259,11 +305,12 @@ def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None 
     from sdsl.core.hardware import get_hardware
     from sdsl.fit.profiles import profile_paths, read_profile, read_vidur, read_vidur_file
 
-    frames, names, hw_names, dtypes, layer_sets = [], [], set(), set(), []
+    frames, names, hw_names, dtypes, layer_sets, vidur_dirs = [], [], set(), set(), [], []
     for p in map(Path, paths):
         if p.is_dir():
             df = read_vidur(p)
             dtypes.add("fp16")
+            vidur_dirs.append(p)
         elif p.name == "mlp.csv" or (p.suffix == ".csv" and not profile_paths(p)[1].exists()):
             df = read_vidur_file(p)
             dtypes.add("fp16")
@@ -305,8 +352,11 @@ def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None 
     from sdsl.core.architecture import ModelSpec
 
     pairs = [(layers, ModelSpec.from_dict(model)) for layers, model in layer_sets]
+    m_tile = GPU_M_TILE if getattr(hw, "kind", "gpu") == "gpu" else 0
     res = fit_latency(data, hw, dtype=dtype, smoothness=smoothness, sources=names,
-                      layers=pairs if fit_layers else (), steps=step_pairs)
+                      layers=pairs if fit_layers else (), steps=step_pairs, m_tile=m_tile)
+    if vidur_dirs:
+        res = _with_elementwise(res, vidur_dirs, hw)
     if pairs and not fit_layers:
         from dataclasses import replace
 
@@ -314,3 +364,26 @@ def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None 
         meas = np.concatenate([ly["time_s"].to_numpy(dtype=float) for ly, _ in pairs])
         res = replace(res, layer_mape=_mape(pred, meas), layer_points=len(meas))
     return res
+
+
+def _with_elementwise(res: CalibrationResult, vidur_dirs, hw) -> CalibrationResult:
+    """Add the elementwise kernels (norms, RoPE, activation, adds) of Vidur folders to a GEMM fit."""
+    from dataclasses import replace
+
+    import pandas as pd
+
+    from sdsl.fit.elementwise import fit_elementwise
+    from sdsl.fit.profiles import read_vidur_elementwise
+
+    rows = pd.concat([_vidur_elementwise(p, read_vidur_elementwise) for p in vidur_dirs], ignore_index=True)
+    params, stats = fit_elementwise(rows, hw, res.params)
+    source = params.source + f"; elementwise kernels fitted to {stats['n']} Vidur timings (MAPE {100 * stats['mape']:.1f}%)"
+    return replace(res, params=params.replace(source=source), varied=res.varied + tuple(
+        k for k in ("t_elementwise", "eta_norm", "eta_rope", "eta_act", "eta_add", "row_norm", "row_rope", "row_act")))
+
+
+def _vidur_elementwise(path: Path, reader):
+    """Elementwise rows of a Vidur root (``<gpu>/<org>/<model>``) or one GPU's folder (``<org>/<model>``)."""
+    if any(path.glob("*/*/*/mlp.csv")):
+        return reader(path)
+    return reader(path.parent, hardware=path.name)

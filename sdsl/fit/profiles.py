@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "PROFILE_COLUMNS", "KEY_COLUMNS", "GEMM_OPS",
     "Profile", "ProfileWriter", "new_metadata", "profile_paths", "read_profile",
-    "read_vidur", "read_vidur_file", "VIDUR_COLUMNS",
+    "read_vidur", "read_vidur_file", "VIDUR_COLUMNS", "read_vidur_elementwise", "VIDUR_ELEMENTWISE",
 ]
 
 FORMAT = "sdsl-profile"
@@ -367,3 +367,56 @@ def read_vidur(root: str | os.PathLike, *, hardware: str | Iterable[str] | None 
     if not files:
         raise ConfigError(f"No */<org>/<model>/mlp.csv under {root}" + (f" for {sorted(wanted)}." if wanted else "."))
     return pd.concat([read_vidur_file(f, ops=ops) for f in files], ignore_index=True)
+
+
+#: Vidur's elementwise columns -> (kernel kind of :func:`sdsl.core.latency.elementwise_time`).
+VIDUR_ELEMENTWISE = {"input_layernorm": "norm", "post_attention_layernorm": "norm", "attn_rope": "rope",
+                     "mlp_act": "act", "add": "add"}
+
+
+def _vidur_elementwise_shapes(df: "pd.DataFrame") -> dict[str, tuple[Any, Any, Any]]:
+    """Per-worker ``(row elements, elements moved per token, row-limited)`` of each elementwise kernel."""
+    tp = df["num_tensor_parallel_workers"]
+    head_dim = df["n_embd"] // df["n_head"]
+    gated = df["use_gated_mlp"].astype(str).str.lower().isin(("true", "1")).to_numpy()
+    qk = (df["n_head"] // tp + -(-df["n_kv_head"] // tp)) * head_dim
+    ff = df["n_expanded_embd"] // tp
+    d = df["n_embd"]
+    norm = (d, 2 * d, True)
+    return {"input_layernorm": norm, "post_attention_layernorm": norm, "attn_rope": (qk, 2 * qk, True),
+            "mlp_act": (ff, (2 + gated) * ff, gated), "add": (d, 3 * d, False)}
+
+
+def read_vidur_elementwise(root: str | os.PathLike, *, hardware: str | Iterable[str] | None = None) -> "pd.DataFrame":
+    """Vidur's elementwise kernel times (``input_layernorm``, ``post_attention_layernorm``,
+    ``attn_rope``, ``mlp_act``, ``add``) from every ``mlp.csv`` under ``root``, one row per kernel:
+    ``hardware, model, op, kind, num_tokens, tp, row_elements, moved_elements, row_limited, time_s,
+    dtype``. A model without a column (phi-2 has no post-attention norm) contributes no such rows."""
+    import numpy as np
+    import pandas as pd
+
+    root = Path(root)
+    wanted = None if hardware is None else {hardware} if isinstance(hardware, str) else set(hardware)
+    files = sorted(p for p in root.glob("*/*/*/mlp.csv") if wanted is None or p.parents[2].name in wanted)
+    if not files:
+        raise ConfigError(f"No */<org>/<model>/mlp.csv under {root}.")
+    parts = []
+    for f in files:
+        df = pd.read_csv(f)
+        shapes = _vidur_elementwise_shapes(df)
+        for op, kind in VIDUR_ELEMENTWISE.items():
+            col = f"time_stats.{op}.median"
+            if col not in df.columns:
+                continue
+            row, moved, limited = shapes[op]
+            t = pd.to_numeric(df[col], errors="coerce").to_numpy() * 1e-3
+            parts.append(pd.DataFrame({
+                "hardware": f.parents[2].name, "model": f"{f.parent.parent.name}/{f.parent.name}", "op": op,
+                "kind": kind, "num_tokens": df["num_tokens"].to_numpy(), "tp": df["num_tensor_parallel_workers"].to_numpy(),
+                "row_elements": np.asarray(row, dtype=float), "moved_elements": np.asarray(moved, dtype=float),
+                "row_limited": np.broadcast_to(np.asarray(limited), len(df)), "time_s": t, "dtype": "fp16"}))
+    out = pd.concat(parts, ignore_index=True)
+    bad = ~(np.isfinite(out["time_s"]) & (out["time_s"] > 0))
+    if bad.any():
+        raise ProfileError(f"{root}: an elementwise time is missing or non-positive (model {out.loc[bad, 'model'].iloc[0]}).")
+    return out
