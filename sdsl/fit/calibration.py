@@ -289,20 +289,8 @@ def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None
     return _result(pb, sol, params, names, choice, sources, keep_points)
 
 
-def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None = None,
-                       smoothness: str | float = "auto", fit_layers: bool = False,
-                       steps: Iterable[str | os.PathLike] = ()) -> CalibrationResult:
-    """Fit to one or more profile files (sdsl profiles, or Vidur ``mlp.csv`` files / folders).
-
-    ``hardware`` is a catalog name or file; without it the profiles' sidecars must name one
-    (``device.hardware``) and agree. Decoder-layer rows are predicted and reported
-    (``layer_mape``); with ``fit_layers`` they are also fitted, jointly with the operators.
-    ``steps``: model-steps files (:mod:`sdsl.fit.model_steps`) of whole forward passes, fitted jointly
-    (with ``t_step`` and ``t_layer``).
-    """
-    import pandas as pd
-
-    from sdsl.core.hardware import get_hardware
+def _read_profiles(paths):
+    """Operator frames, source names, hardware names, dtypes, (layer rows, model) and Vidur folders of ``paths``."""
     from sdsl.fit.profiles import profile_paths, read_profile, read_vidur, read_vidur_file
 
     frames, names, hw_names, dtypes, layer_sets, vidur_dirs = [], [], set(), set(), [], []
@@ -325,6 +313,25 @@ def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None 
         frames.append(df)
         names.append(f"vidur/{p.name}" if p.is_dir() else
                      f"{p.parent.parent.name}/{p.parent.name}" if p.name == "mlp.csv" else p.name)
+    return frames, names, hw_names, dtypes, layer_sets, vidur_dirs
+
+
+def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None = None,
+                       smoothness: str | float = "auto", fit_layers: bool = False,
+                       steps: Iterable[str | os.PathLike] = ()) -> CalibrationResult:
+    """Fit to one or more profile files (sdsl profiles, or Vidur ``mlp.csv`` files / folders).
+
+    ``hardware`` is a catalog name or file; without it the profiles' sidecars must name one
+    (``device.hardware``) and agree. Decoder-layer rows are predicted and reported
+    (``layer_mape``); with ``fit_layers`` they are also fitted, jointly with the operators.
+    ``steps``: model-steps files (:mod:`sdsl.fit.model_steps`) of whole forward passes, fitted jointly
+    (with ``t_step`` and ``t_layer``).
+    """
+    import pandas as pd
+
+    from sdsl.core.hardware import get_hardware
+
+    frames, names, hw_names, dtypes, layer_sets, vidur_dirs = _read_profiles(paths)
     if not frames:
         raise InvalidInputError("Give at least one profile to calibrate.")
     step_pairs = []

@@ -1,0 +1,97 @@
+"""Kernel-level pricing of the latency model: the roofline pieces every operator shares.
+
+The smooth maximum, GEMM FLOPs/bytes on row tiles, the elementwise kernels, the ring all-reduce
+and the compute peak of a dtype (DESIGN.md §3.3; Williams, Waterman & Patterson, CACM 2009).
+:mod:`sdsl.core.latency` assembles them into a forward pass; :mod:`sdsl.fit` fits their parameters.
+Everything broadcasts over numpy arrays.
+"""
+
+from __future__ import annotations
+
+import math
+import numpy as np
+
+__all__ = ["smooth_max", "padded_tokens", "gemm_flops_bytes", "elementwise_time", "allreduce_time",
+           "compute_peak", "FP32_FALLBACK_FRACTION"]
+
+
+def smooth_max(x, y, p: float) -> np.ndarray:
+    """(x^p + y^p)^(1/p) for x, y >= 0, computed as max·(1 + (min/max)^p)^(1/p); p = inf gives max."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    hi = np.maximum(x, y)
+    if math.isinf(p):
+        return hi
+    lo = np.minimum(x, y)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.where(hi > 0, lo / hi, 0.0)
+    return hi * (1.0 + r**p) ** (1.0 / p)
+
+
+def padded_tokens(tokens, m_tile: int) -> np.ndarray:
+    """Tokens (GEMM rows) a tiled GEMM kernel computes: a kernel library tiles the rows in blocks of
+    ``m_tile`` and picks the smallest power-of-two tile that covers fewer rows, so ``tokens`` ≤
+    ``m_tile`` round up to a power of two and more round up to whole tiles (CUTLASS/cuBLAS
+    threadblock tiles; the measured step every 128 tokens is in VALIDATION.md). ``m_tile = 0``: no padding."""
+    t = np.asarray(tokens, dtype=float)
+    if not m_tile:
+        return t
+    small = 2.0 ** np.ceil(np.log2(np.maximum(t, 1.0)))
+    return np.where(t <= m_tile, np.minimum(small, m_tile), np.ceil(t / m_tile) * m_tile)
+
+
+def gemm_flops_bytes(tokens, in_features, out_features, dtype_bytes: int, m_tile: int = 0):
+    """FLOPs and bytes of a dense (tokens × in) @ (in × out) GEMM: 2·T'·i·o and (i·o + T·i + T·o)·dtype,
+    with T' the tokens padded to the kernel's row tiles (:func:`padded_tokens`; T' = T when ``m_tile`` = 0)."""
+    t = np.asarray(tokens, dtype=float)
+    i = np.asarray(in_features, dtype=float)
+    o = np.asarray(out_features, dtype=float)
+    return 2.0 * padded_tokens(t, m_tile) * i * o, dtype_bytes * (i * o + t * (i + o))
+
+
+def elementwise_time(kind: str, tokens, row_elements, moved_elements, dtype_bytes: int, bandwidth,
+                     params, *, row_limited=True) -> np.ndarray:
+    """Time (s) of one elementwise kernel (``kind`` in :data:`ELEMENTWISE_KINDS`) over ``tokens`` rows.
+
+    Calibrated (``params.t_elementwise`` set): t_ew + max(r_kind·row, T·moved·dtype/(η_kind·bw)).
+    vLLM's norm, RoPE and gated-activation kernels run one thread block per token, so with few
+    tokens the kernel lasts as long as one block takes to stream its row (r_kind per element,
+    ``row_elements`` per token); with many, the whole tensor streams at a fraction η_kind of the
+    bandwidth (roofline, Williams et al. 2009). ``row_limited`` False (residual adds, non-gated
+    activations: flat elementwise launches) drops the row term. Uncalibrated (``None``): priced as a
+    memory-bound GEMM-like kernel, t_kernel + bytes/(η_m·bw). Broadcasts.
+    """
+    nbytes = np.asarray(tokens, dtype=float) * np.asarray(moved_elements, dtype=float) * dtype_bytes
+    if params.t_elementwise is None:
+        return params.t_kernel + nbytes / (params.eta_memory * bandwidth)
+    row = getattr(params, f"row_{kind}", 0.0) * np.asarray(row_elements, dtype=float) * np.asarray(row_limited)
+    return params.t_elementwise + np.maximum(row, nbytes / (getattr(params, f"eta_{kind}") * bandwidth))
+
+
+def allreduce_time(message_bytes, n_gpu, interconnect_bandwidth, latency_s, eta_interconnect,
+                   step_latency_s=0.0) -> np.ndarray:
+    """One ring all-reduce of ``message_bytes`` over ``n_gpu`` GPUs (Patarasuk & Yuan, JPDC 2009;
+    DESIGN.md §3.3's tensor-parallel term): each GPU sends and receives 2(t−1)/t of the message in
+    2(t−1) steps, so t = latency + 2(t−1)·step_latency + 2(t−1)/t · message / (η · bw), where ``bw``
+    is the PER-DIRECTION link bandwidth of one GPU (the catalog's ``interconnect_gbs``). Broadcasts."""
+    t = np.asarray(n_gpu, dtype=float)
+    steps = 2.0 * (t - 1.0)
+    return (latency_s + steps * step_latency_s
+            + steps / t * np.asarray(message_bytes, dtype=float) / (eta_interconnect * interconnect_bandwidth))
+
+
+#: fp32 without tensor cores as a fraction of the dense bf16 tensor peak, for chips whose catalog
+#: entry has no fp32 figure: A100 19.5/312 (datasheet), H100-SXM 67/989 ≈ 1/15. CPUs: bf16 dot
+#: products run at twice the fp32 FMA rate (the catalog's derivation), hence 1/2.
+FP32_FALLBACK_FRACTION = {"gpu": 1.0 / 16.0, "cpu": 0.5}
+
+
+def compute_peak(hardware, dtype: str) -> float:
+    """Peak FLOP/s that prices ``dtype``: fp32 runs on the fp32 (non-tensor-core) units — the
+    catalog's ``peak_flops_fp32`` where the entry has one, else :data:`FP32_FALLBACK_FRACTION` of the
+    bf16 peak — not TF32 tensor cores (PyTorch's default for fp32 matmuls); others per
+    :meth:`Hardware.peak_flops_for`."""
+    if str(dtype).lower() in ("fp32", "float32"):
+        own = getattr(hardware, "peak_flops_fp32", None)
+        return own if own else hardware.peak_flops * FP32_FALLBACK_FRACTION.get(getattr(hardware, "kind", "gpu"), 0.5)
+    return hardware.peak_flops_for(dtype)
