@@ -25,6 +25,7 @@ def predict(target, draft, gamma, hardware, alpha, batch, context, tp, draft_tp,
     and speedup over plain decoding of the target."""
     from sdsl.core.acceptance import check_alpha
     from sdsl.core.architecture import get_model
+    from sdsl.core.deployment import Deployment
     from sdsl.errors import InvalidInputError
     from sdsl.core.hardware import get_hardware
     from sdsl.core.scaling import acceptance_from_sizes
@@ -36,7 +37,8 @@ def predict(target, draft, gamma, hardware, alpha, batch, context, tp, draft_tp,
         raise InvalidInputError("--batch must be a positive integer.")
     if context < 0:
         raise InvalidInputError("--context must be >= 0.")
-    t, d, hw = get_model(target), get_model(draft), get_hardware(hardware)
+    t, d = get_model(target), get_model(draft)
+    hw = get_hardware(hardware)
     if alpha is None:
         alpha = float(acceptance_from_sizes(d.total_params, t.total_params))
         source = "sdsl-plane"
@@ -44,7 +46,8 @@ def predict(target, draft, gamma, hardware, alpha, batch, context, tp, draft_tp,
         check_alpha(alpha, open_interval=True)
         source = "given"
     params = resolve_latency_params(calibration, hw)
-    p = predict_sd(t, d, gamma, alpha, hw, batch, context, tp, draft_tp, dtype, params)
+    deployment = Deployment(hw, tp=tp, draft_tp=draft_tp, dtype=dtype, context=context, params=params)
+    p = predict_sd(t, d, deployment, gamma=gamma, alpha=alpha, batch=batch)
     out = {"target": t.name, "draft": d.name, "hardware": hw.name, "gamma": gamma, "alpha": alpha,
            "alpha_source": source, "batch": batch, "context": context, "tp": tp, "dtype": dtype, **p.to_dict(),
            "latency_params": params.to_dict()}

@@ -44,20 +44,23 @@ def best_k_by_batch(step_model: BatchStepModel, alpha, context: float = 1024.0, 
     return np.argmax(_throughput(step_model, _check_alpha(alpha), context, max_k), axis=2)
 
 
-def serving_k_table(target, draft, hardware, alpha: float = 0.7, tp: int = 1, *, draft_tp: int = 1,
-                    context: float = 1024.0, max_batch: int = 256, max_k: int = 7, dtype: str = "bf16",
-                    params=None, draft_params=None, step_model: BatchStepModel | None = None) -> list[dict]:
+def serving_k_table(target, draft, deployment, *, alpha: float = 0.7, max_batch: int = 256, max_k: int = 7,
+                    draft_params=None, step_model: BatchStepModel | None = None) -> list[dict]:
     """``[{"batch_min", "batch_max", "k"}, …]``: the goodput-optimal k for each batch-size range.
 
     Ranges cover 1..max_batch without gaps; k = 0 means "do not speculate at this batch size".
-    ``context`` is the mean tokens per sequence in the KV cache the table is tuned for.
+    The deployment's ``context`` is the mean tokens per sequence in the KV cache the table is tuned for.
     """
+    from sdsl.core.deployment import Deployment
+
     a = _check_alpha(alpha)
     if a.size != 1:
         raise InvalidInputError("serving_k_table takes one acceptance rate.")
-    sm = step_model or BatchStepModel.from_catalog(target, draft, hardware, tp=tp, draft_tp=draft_tp, dtype=dtype,
-                                                   params=params, draft_params=draft_params, max_batch=max_batch,
-                                                   max_k=max_k, max_context=max(int(context) * 2, 64))
+    dep = Deployment.of(deployment)
+    context = float(dep.context)
+    sm = step_model or BatchStepModel.from_catalog(target, draft, dep, draft_params=draft_params,
+                                                   max_batch=max_batch, max_k=max_k,
+                                                   max_context=max(int(context) * 2, 64))
     ks = best_k_by_batch(sm, a, context, max_k)[0][:max_batch]
     table, start = [], 0
     for i in range(1, ks.size + 1):
