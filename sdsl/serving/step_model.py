@@ -197,26 +197,34 @@ class BatchStepModel:
         name = f"{get_model(target).name}" + (f" + {get_model(draft).name}" if draft else "")
         return cls(t_fn, d_fn, name=name, **kwargs)
 
-    def _check_n(self, n: int) -> int:
+    @property
+    def context_step(self) -> float:
+        """Spacing (tokens) of the context grid the tables are evaluated on."""
+        return self._dctx
+
+    def check_batch(self, n: int) -> int:
+        """``n`` as an int; a batch size outside 1..max_batch raises InvalidInputError."""
         n = int(n)
         if not 1 <= n <= self.max_batch:
             raise InvalidInputError(f"Batch size {n} is outside the tabulated range 1..{self.max_batch}.")
         return n
 
-    def _ctx_weights(self, context):
+    def context_weights(self, context):
+        """Grid cell ``i0`` and weight ``w`` of linear interpolation at ``context`` (tokens):
+        value = table[..., i0]·(1 − w) + table[..., i0 + 1]·w (beyond the grid: extrapolation)."""
         x = np.asarray(context, dtype=float) / self._dctx
         i0 = np.minimum(x.astype(np.int64), len(self.ctx_grid) - 2)
         return i0, x - i0
 
     def decode_time(self, n: int, k, context) -> np.ndarray:
         """Seconds of one decode step of ``n`` requests with ``k`` proposals each (broadcast over k, context)."""
-        n = self._check_n(n)
+        n = self.check_batch(n)
         k = np.asarray(k)
         if np.any(k < 0) or np.any(k > self.max_k):
             raise InvalidInputError(f"k must lie in 0..{self.max_k}.")
         if np.any(np.asarray(context) < 0):
             raise InvalidInputError("context must be >= 0 tokens.")
-        i0, w = self._ctx_weights(context)
+        i0, w = self.context_weights(context)
         row = self.decode[n - 1]
         return row[k, i0] * (1.0 - w) + row[k, i0 + 1] * w
 
@@ -236,7 +244,7 @@ class BatchStepModel:
         Σ(k_r + 1) tokens, priced at the batch's mean q (interpolated between integer q).
         """
         k_r = np.asarray(k_r, dtype=np.int64)
-        n = self._check_n(k_r.size)
+        n = self.check_batch(k_r.size)
         kmax = int(k_r.max())
         if kmax > 0 and not self.has_draft:
             raise InvalidInputError("Speculation (k > 0) needs a draft model.")
@@ -268,7 +276,7 @@ class BatchStepModel:
 
     def prefill_time(self, n_seqs: int, total_tokens: int, with_draft: bool) -> float:
         """Seconds of one prefill step of ``n_seqs`` prompts totalling ``total_tokens`` (draft too if loaded)."""
-        n = min(self._check_n(n_seqs), self.max_batch)
+        n = min(self.check_batch(n_seqs), self.max_batch)
         p = max(total_tokens / n, 1.0)
         j = int(np.clip(np.searchsorted(self._p_grid, p) - 1, 0, len(self._p_grid) - 2))
         w = (p - self._p_grid[j]) / (self._p_grid[j + 1] - self._p_grid[j])  # linear in p, log-spaced grid
