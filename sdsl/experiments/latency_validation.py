@@ -120,7 +120,7 @@ def fit_allreduce(path: str | os.PathLike, hardware: str = "h100-sxm", dtype_byt
                     "mape": float(np.mean(_ape(pred, t))), "n": int(len(t))}
 
 
-def turbospec_comparison(params: LatencyParams, hardware: str = "h100-sxm", context: int = 1024,
+def turbospec_comparison(params: LatencyParams, *, hardware: str = "h100-sxm", context: int = 1024,
                          batches=None, dtype: str = "bf16") -> "pd.DataFrame":
     """Predicted plain-decoding step time vs TurboSpec's fitted line, batch 1..64, context 1k.
 

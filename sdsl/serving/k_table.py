@@ -33,7 +33,7 @@ def _throughput(step_model: BatchStepModel, alpha: np.ndarray, context: float, m
     return b[None, :, None] * tau(alpha[:, None, None], ks[None, None, :]) / T[None, :, :]
 
 
-def best_k_by_batch(step_model: BatchStepModel, alpha, context: float = 1024.0, max_k: int | None = None) -> np.ndarray:
+def best_k_by_batch(step_model: BatchStepModel, alpha, *, context: float = 1024.0, max_k: int | None = None) -> np.ndarray:
     """Goodput-optimal uniform k for every batch size 1..max_batch (rows: each α given); TurboSpec's
     argmax_k G(k)/T(k) (Liu et al., arXiv 2406.14066, Eq. 2)."""
     max_k = step_model.max_k if max_k is None else int(max_k)
@@ -61,7 +61,7 @@ def serving_k_table(target, draft, deployment, *, alpha: float = 0.7, max_batch:
     sm = step_model or BatchStepModel.from_catalog(target, draft, dep, draft_params=draft_params,
                                                    max_batch=max_batch, max_k=max_k,
                                                    max_context=max(int(context) * 2, 64))
-    ks = best_k_by_batch(sm, a, context, max_k)[0][:max_batch]
+    ks = best_k_by_batch(sm, a, context=context, max_k=max_k)[0][:max_batch]
     table, start = [], 0
     for i in range(1, ks.size + 1):
         if i == ks.size or ks[i] != ks[start]:
@@ -70,7 +70,7 @@ def serving_k_table(target, draft, deployment, *, alpha: float = 0.7, max_batch:
     return table
 
 
-def speedup_vs_batch(step_model: BatchStepModel, alphas, batches, ks=(1, 3, 5, 7), context: float = 1024.0,
+def speedup_vs_batch(step_model: BatchStepModel, alphas, batches, *, ks=(1, 3, 5, 7), context: float = 1024.0,
                      max_k: int | None = None):
     """DataFrame: tokens/s and speedup over k = 0 of each fixed k and of the goodput-optimal k.
 
