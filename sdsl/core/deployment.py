@@ -1,7 +1,7 @@
 """Where and how models run: one frozen value for hardware, parallelism, precision, context and
 latency parameters, passed whole to :func:`~sdsl.core.throughput.predict`,
 :func:`~sdsl.core.latency.step_time`, :func:`~sdsl.core.search.evaluate_grid`, the serving
-simulator and the CLI (the roofline step time of DESIGN.md §3.3 reads all of them).
+simulator and the CLI (the roofline step time of docs/model.md §3.3 reads all of them).
 """
 
 from __future__ import annotations

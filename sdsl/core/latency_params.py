@@ -1,6 +1,6 @@
 """Latency parameters of the roofline (what calibration fits) and the ones sdsl ships per hardware.
 
-See :mod:`sdsl.core.latency` for the step-time model these parameters enter (DESIGN.md §3.3).
+See :mod:`sdsl.core.latency` for the step-time model these parameters enter (docs/model.md §3.3).
 """
 
 from __future__ import annotations

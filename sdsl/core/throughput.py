@@ -4,7 +4,7 @@
   wall-time improvement factor, Theorem 3.8: S(α, γ, c) = (1 − α^{γ+1}) / ((1 − α)(γc + 1)) = τ/(1 + γc);
   arithmetic-operations factor, Theorem 3.11: (1 − α)(γĉ + γ + 1) / (1 − α^{γ+1}) = (γĉ + γ + 1)/τ.
 - SDSL (arXiv 2603.11053): cost is FLOPs, c = N/M, throughput in tokens per FLOP = S(α, γ, N/M)/(2M).
-- Hardware-aware (DESIGN.md §3.3): the draft runs γ single-token steps, the target verifies γ+1
+- Hardware-aware (docs/model.md §3.3): the draft runs γ single-token steps, the target verifies γ+1
   tokens per sequence, both priced by :mod:`sdsl.core.latency`:
   tokens/s = b·τ(α, γ) / (γ·T_draft(b, 1) + T_target(b, γ+1) + T_overhead).
 """
@@ -102,13 +102,13 @@ class SDPrediction(Result):
 
 
 def plain_tokens_per_s(target, deployment, *, batch=1) -> np.ndarray:
-    """Tokens/s of plain decoding: b / T_target(b, 1, L), T from the roofline (DESIGN.md §3.3)."""
+    """Tokens/s of plain decoding: b / T_target(b, 1, L), T from the roofline (docs/model.md §3.3)."""
     return np.asarray(batch, dtype=float) / step_time(target, deployment, batch=batch, q=1).total_s
 
 
 def predict(target, draft, deployment, *, gamma, alpha, batch=1, draft_params: LatencyParams | None = None,
             overhead_s=0.0) -> SDPrediction:
-    """Hardware-aware SD throughput (DESIGN.md §3.3), broadcasting over gamma, alpha and batch.
+    """Hardware-aware SD throughput (docs/model.md §3.3), broadcasting over gamma, alpha and batch.
 
     ``deployment`` is a :class:`~sdsl.core.deployment.Deployment` or anything ``Deployment.of``
     accepts (a hardware name, file or Hardware): its hardware, tp (target), draft_tp, dtype, context
