@@ -67,7 +67,11 @@ class Deployment:
         return value if isinstance(value, Deployment) else cls(value)
 
     def replace(self, **changes) -> "Deployment":
-        """A copy with ``changes`` applied (validated like the constructor)."""
+        """A copy with ``changes`` applied (validated like the constructor). A new ``hardware``
+        without new ``params`` gets that hardware's default parameters when these were the old
+        hardware's defaults (explicitly given parameters are kept)."""
+        if "hardware" in changes and "params" not in changes and self.params == default_params(self.hardware):
+            changes["params"] = None
         return replace(self, **changes)
 
     def for_draft(self, params: LatencyParams | None = None) -> "Deployment":

@@ -61,6 +61,14 @@ def test_replace_validates():
         Deployment("h100-sxm").replace(tp=0)
 
 
+def test_replace_hardware_follows_default_params_but_keeps_given_ones():
+    a100 = Deployment("h100-sxm", tp=2).replace(hardware="a100-80gb")
+    assert a100.params == default_params(a100.hardware) != default_params(sdsl.get_hardware("h100-sxm"))
+    assert a100.tp == 2
+    mine = Deployment("h100-sxm", params=DEFAULT_PARAMS.replace(eta_memory=0.5)).replace(hardware="a100-80gb")
+    assert mine.params.eta_memory == 0.5
+
+
 def test_everything_after_models_and_deployment_is_keyword_only():
     t, d = "llama-2-7b", "llama-160m"
     calls = [
