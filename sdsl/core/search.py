@@ -14,6 +14,7 @@ import numpy as np
 
 from sdsl._result import Result
 from sdsl.core.acceptance import check_alpha
+from sdsl.core.acceptance_vector import Acceptance
 from sdsl.core.architecture import ModelSpec, get_model, list_models
 from sdsl.core.deployment import Deployment
 from sdsl.errors import InvalidInputError
@@ -122,6 +123,7 @@ def evaluate_grid(target, deployment, *, drafts=None, gammas=range(0, 11), batch
     :class:`~sdsl.core.deployment.Deployment` or a hardware name/file/Hardware); see :class:`SearchGrid`.
 
     Without ``alpha``, each draft's α comes from SDSL's plane through the loss law (D, D′ given).
+    ``alpha`` may be an :class:`~sdsl.core.acceptance_vector.Acceptance` (per-position acceptance).
     """
     target = get_model(target) if not isinstance(target, ModelSpec) else target
     dep = Deployment.of(deployment)
@@ -139,6 +141,9 @@ def evaluate_grid(target, deployment, *, drafts=None, gammas=range(0, 11), batch
         a_grid = acceptance_from_sizes(n_params, target.total_params, draft_tokens, target_tokens, law=law,
                                        plane=plane).reshape(-1, 1, 1, 1)
         source = "sdsl-plane"
+    elif isinstance(alpha, Acceptance):  # per-γ i.i.d.-equivalent α: reproduces the vector's τ(γ) at every γ
+        a_grid = np.asarray(alpha.iid_alpha(g.astype(int)), dtype=float).reshape(1, -1, 1, 1)
+        source = "given" if alpha.is_iid else alpha.source
     else:
         a_grid = check_alpha(np.atleast_1d(alpha), open_interval=True).reshape(1, 1, 1, -1)
         source = "given"
