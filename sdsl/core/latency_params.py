@@ -1,0 +1,135 @@
+"""Latency parameters of the roofline (what calibration fits) and the ones sdsl ships per hardware.
+
+See :mod:`sdsl.core.latency` for the step-time model these parameters enter (docs/model.md §3.3).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields, replace
+from functools import lru_cache
+
+from sdsl.errors import ConfigError, InvalidInputError
+
+__all__ = ["LatencyParams", "DEFAULT_PARAMS", "default_params", "ELEMENTWISE_KINDS"]
+
+
+#: Elementwise kernel kinds (Vidur: input/post_attention_layernorm, attn_rope, mlp_act, add).
+ELEMENTWISE_KINDS = ("norm", "rope", "act", "add")
+ELEMENTWISE_ETAS = tuple(f"eta_{k}" for k in ELEMENTWISE_KINDS)
+ELEMENTWISE_ROWS = ("row_norm", "row_rope", "row_act")
+
+
+@dataclass(frozen=True)
+class LatencyParams:
+    """What calibration fits (sdsl.fit.calibration): efficiencies and fixed overheads of the roofline.
+
+    eta_compute, eta_memory: fractions of datasheet peak FLOP/s and bandwidth reached by kernels.
+    t_kernel: fixed cost of one kernel launch (s). t_layer: fixed cost per decoder layer beyond its
+    kernels (s; framework dispatch, e.g. eager PyTorch on CPU). t_step: fixed cost per forward pass (s).
+    smoothness: p of the smooth maximum between compute and memory time (inf = hard max).
+    m_tile: GEMM rows (tokens) per tile of the GPU's GEMM kernels; compute is priced on the token
+    count padded to whole tiles (:func:`padded_tokens`); 0 = no padding (CPU, uncalibrated).
+    t_elementwise: fixed cost (s) of one elementwise kernel (norm, RoPE, activation, residual add);
+    ``None`` prices them like GEMMs (``t_kernel`` + bytes/(η_m·bw)). When set, ``eta_norm``,
+    ``eta_rope``, ``eta_act``, ``eta_add`` are their bandwidth fractions and ``row_norm``,
+    ``row_rope``, ``row_act`` the time per element of one token's row (s) of the one-CTA-per-token
+    kernels (:func:`elementwise_time`).
+    allreduce_latency: fixed latency (s) of one all-reduce; allreduce_step_latency: latency (s) of
+    each of a ring's 2(t−1) steps; eta_interconnect: achieved over the per-direction link bandwidth in
+    the ring formula (up to 2: NVSwitch in-switch reduction, NVLS, sends each byte once, not 2(t−1)/t times).
+    """
+
+    eta_compute: float = 0.7
+    eta_memory: float = 0.8
+    t_kernel: float = 4e-6
+    t_layer: float = 0.0
+    t_step: float = 0.0
+    smoothness: float = math.inf
+    m_tile: int = 0
+    t_elementwise: float | None = None
+    eta_norm: float = 1.0
+    eta_rope: float = 1.0
+    eta_act: float = 1.0
+    eta_add: float = 1.0
+    row_norm: float = 0.0
+    row_rope: float = 0.0
+    row_act: float = 0.0
+    allreduce_latency: float = 1.0e-5
+    allreduce_step_latency: float = 0.0
+    eta_interconnect: float = 0.7
+    source: str = "uncalibrated defaults (assumed, not measured)"
+
+    def __post_init__(self) -> None:
+        if not (0 < self.eta_interconnect <= 2):  # > 1: in-switch reduction (NVLS) beats the ring, up to 2x
+            raise InvalidInputError(f"LatencyParams.eta_interconnect must lie in (0, 2]; got {self.eta_interconnect!r}.")
+        for name in ("eta_compute", "eta_memory") + ELEMENTWISE_ETAS:
+            v = getattr(self, name)
+            if not (0 < v <= 1):
+                raise InvalidInputError(f"LatencyParams.{name} must lie in (0, 1]; got {v!r}.")
+        for name in ("t_kernel", "t_layer", "t_step", "allreduce_latency", "allreduce_step_latency",
+                     "t_elementwise") + ELEMENTWISE_ROWS:
+            v = getattr(self, name)
+            if v is None and name == "t_elementwise":
+                continue
+            if not (v >= 0 and math.isfinite(v)):
+                raise InvalidInputError(f"LatencyParams.{name} must be a finite non-negative time; got {v!r}.")
+        if not (isinstance(self.m_tile, int) and self.m_tile >= 0):
+            raise InvalidInputError(f"LatencyParams.m_tile must be a non-negative integer; got {self.m_tile!r}.")
+        if not (self.smoothness >= 1):
+            raise InvalidInputError(f"LatencyParams.smoothness must be >= 1 (inf = hard max); got {self.smoothness!r}.")
+
+    def replace(self, **changes) -> "LatencyParams":
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        if math.isinf(d["smoothness"]):
+            d["smoothness"] = "inf"
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "LatencyParams":
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ConfigError(f"Unknown latency parameter(s): {', '.join(sorted(unknown))}.")
+        d = dict(data)
+        if "smoothness" in d:
+            d["smoothness"] = float(d["smoothness"])
+        if "m_tile" in d:
+            d["m_tile"] = int(d["m_tile"])
+        try:
+            return cls(**d)
+        except TypeError as exc:
+            raise ConfigError(f"Bad latency parameters: {exc}.") from None
+
+
+DEFAULT_PARAMS = LatencyParams()
+
+
+@lru_cache(maxsize=None)
+def _packaged_params(name: str) -> LatencyParams | None:
+    from importlib import resources
+
+    from sdsl._io import load_json
+
+    path = resources.files("sdsl") / "data" / "latency" / f"{name}.json"
+    return LatencyParams.from_dict(load_json(path)["params"]) if path.is_file() else None
+
+
+def default_params(hardware) -> LatencyParams:
+    """Latency parameters shipped for ``hardware``: its own calibration when sdsl ships one
+    (sdsl/data/latency/<name>.json, fitted by ``sdsl calibrate`` to Vidur's H100-SXM and A100-80GB
+    operator, elementwise and all-reduce timings); for another GPU, the H100-SXM fit transferred (its
+    ``source`` says so); otherwise (CPUs) :data:`DEFAULT_PARAMS`. No CPU calibration ships: the one
+    in ``profiles/cpu.calib.json`` describes one 2-core machine; pass it with ``--calibration``."""
+    name = getattr(hardware, "name", str(hardware)).lower()
+    own = _packaged_params(name)
+    if own is not None:
+        return own
+    if getattr(hardware, "kind", "gpu") == "gpu":
+        h100 = _packaged_params("h100-sxm")
+        if h100 is not None:
+            return h100.replace(source=f"H100-SXM calibration transferred to {name} (not measured on it): {h100.source}")
+    return DEFAULT_PARAMS
