@@ -42,7 +42,7 @@ def optimize(target, hardware, batch, context, tp, draft_tp, acceptance, gamma_m
     from sdsl.core.deployment import Deployment
     from sdsl.errors import InvalidInputError
     from sdsl.core.hardware import get_hardware
-    from sdsl.core.latency import memory_per_gpu
+    from sdsl.core.latency import memory_with_draft_per_gpu
     from sdsl.core.optimize import optimal_draft_size
     from sdsl.core.search import candidate_drafts, evaluate_grid
 
@@ -88,11 +88,13 @@ def optimize(target, hardware, batch, context, tp, draft_tp, acceptance, gamma_m
             "k_table": serving_k_table(target_spec, get_model(head["draft"]), deployment, alpha=head["alpha"],
                                        max_batch=max_batch, max_k=min(max(gamma_max, 0), 7)),
         }
+    head_draft = get_model(configs[0]["draft"]) if configs and configs[0]["gamma"] > 0 else None
+    need = float(memory_with_draft_per_gpu(target_spec, head_draft, deployment, batch=max(batches)))
     if as_json:
         echo_json({"target": target_spec.name, "hardware": hw.name, "context": context, "tp": tp, "dtype": dtype,
                    "alpha_source": grid.alpha_source, "latency_params": params.to_dict(),
                    **({"acceptance": alpha.to_dict()} if alpha is not None else {}),
-                   "fits_in_memory": bool(memory_per_gpu(target_spec, deployment, batch=max(batches)) <= hw.mem_capacity),
+                   "fits_in_memory": bool(need <= hw.mem_capacity),
                    "configs": configs, "sdsl": sdsl, **({"serving": serving_table} if serving_table else {})})
         return
     click.echo(f"target {target_spec.name} ({target_spec.total_params / 1e9:.2f}B) on {hw.name}, context {context}, "
@@ -100,9 +102,8 @@ def optimize(target, hardware, batch, context, tp, draft_tp, acceptance, gamma_m
     click.echo(f"latency parameters: {params.source}")
     if context > target_spec.max_context:
         click.echo(f"warning: context {context} exceeds {target_spec.name}'s maximum of {target_spec.max_context} tokens.")
-    need = float(memory_per_gpu(target_spec, deployment, batch=max(batches)))
     if need > hw.mem_capacity:
-        click.echo(f"warning: {target_spec.name} needs {need / 1e9:.0f} GB per GPU (weights + KV cache) but "
+        click.echo(f"warning: {target_spec.name} (and its best draft) need {need / 1e9:.0f} GB per GPU (weights + KV cache) but "
                    f"{hw.name} has {hw.mem_capacity / 1e9:.0f} GB; raise --tp or use --dtype fp8.")
     click.echo("")
     for b in batches:

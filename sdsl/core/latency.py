@@ -46,6 +46,8 @@ __all__ = [
     "step_time",
     "step_time_s",
     "memory_per_gpu",
+    "memory_with_draft_per_gpu",
+    "prefill_time_s",
     "allreduce_time",
     "compute_peak",
     "padded_tokens",
@@ -292,6 +294,24 @@ def memory_per_gpu(model, deployment, *, batch=1, context=None) -> np.ndarray:
     b = np.asarray(batch, dtype=float)
     L = np.asarray(dep.context if context is None else context, dtype=float)
     return (model.weight_bytes(dep.dtype) + b * L * model.kv_bytes_per_token(dep.dtype)) / dep.tp
+
+
+def memory_with_draft_per_gpu(target, draft, deployment, *, batch=1, context=None) -> np.ndarray:
+    """Bytes the most loaded GPU holds when ``draft`` (a ModelSpec, or None) runs beside ``target``:
+    the target's share (:func:`memory_per_gpu`) plus the draft's weights and KV cache over the
+    deployment's ``draft_tp`` GPUs (:meth:`Deployment.for_draft`), which are among the target's."""
+    dep = Deployment.of(deployment)
+    own = memory_per_gpu(target, dep, batch=batch, context=context)
+    return own if draft is None else own + memory_per_gpu(draft, dep.for_draft(), batch=batch, context=context)
+
+
+def prefill_time_s(model, deployment, *, batch=1, prompt=1, context=0.0) -> np.ndarray:
+    """Seconds of one prefill forward: ``batch`` prompts of ``prompt`` new tokens after ``context``
+    cached ones (chunked prefill), priced like :func:`step_time` except that the LM head computes
+    only each prompt's last position (the one whose next token is sampled), not all b·prompt."""
+    dep = Deployment.of(deployment)
+    b, qq, L = _check_grid(batch, prompt, context)
+    return _price(_shapes(model, dep.tp), dep.hardware, b, qq, L, dep.dtype, dep.params, logit_tokens=b)[0]
 
 
 def step_time_s(model, deployment, *, batch=1, q=1, context=None) -> np.ndarray:
