@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 __all__ = ["VIDUR_HARDWARE", "TURBOSPEC_LINES", "leave_one_model_out", "pooled_metrics",
-           "elementwise_leave_one_model_out", "allreduce_validation", "turbospec_comparison", "validate_latency"]
+           "elementwise_leave_one_model_out", "elementwise_scores", "allreduce_validation", "turbospec_comparison", "validate_latency"]
 
 #: Vidur folder -> sdsl hardware catalog entry (Vidur's H100 numbers reach 2.9 TB/s: SXM, not PCIe).
 VIDUR_HARDWARE = {"h100": "h100-sxm", "a100": "a100-80gb"}
@@ -45,13 +45,14 @@ def _ape(pred, meas):
     return np.abs(np.asarray(pred) / np.asarray(meas) - 1.0)
 
 
-def leave_one_model_out(data: "pd.DataFrame", hardware: str | None = None,
-                        smoothness: str | float = "auto") -> tuple["pd.DataFrame", "pd.DataFrame", dict]:
+def leave_one_model_out(data: "pd.DataFrame", hardware: str | None = None, smoothness: str | float = "auto",
+                        m_tile: int = GPU_M_TILE) -> tuple["pd.DataFrame", "pd.DataFrame", dict]:
     """Leave-one-model-out over the models of each GPU in ``data`` (Vidur long format).
 
     Returns ``(table, points, fits)``: ``table`` one row per (hardware, held-out model, op) plus an
     ``op == "all"`` row per model, columns overall_mape, decode_mape, n; ``points`` every held-out
-    prediction; ``fits`` {hardware: {held-out model: CalibrationResult}}.
+    prediction; ``fits`` {hardware: {held-out model: CalibrationResult}}. ``m_tile=0`` gives the
+    form without GEMM row tiles (the "before" numbers of VALIDATION.md).
     """
     import pandas as pd
 
@@ -66,7 +67,7 @@ def leave_one_model_out(data: "pd.DataFrame", hardware: str | None = None,
         fits[hw_key] = {}
         for held in models:
             train, test = d[d["model"] != held], d[d["model"] == held]
-            res = fit_latency(train, hw, dtype="fp16", smoothness=smoothness, keep_points=False, m_tile=GPU_M_TILE)
+            res = fit_latency(train, hw, dtype="fp16", smoothness=smoothness, keep_points=False, m_tile=m_tile)
             fits[hw_key][held] = res
             from sdsl.fit.calibration import predict_op_times
 
@@ -112,7 +113,11 @@ def elementwise_leave_one_model_out(rows: "pd.DataFrame", hardware, base: Latenc
         parts.append(test.assign(pred=predict_elementwise_times(test, hardware, params)))
     import pandas as pd
 
-    p = pd.concat(parts, ignore_index=True)
+    return elementwise_scores(pd.concat(parts, ignore_index=True))
+
+
+def elementwise_scores(p: "pd.DataFrame") -> dict[str, Any]:
+    """Per-kernel and per-layer-sum MAPE of elementwise rows with a ``pred`` column (seconds)."""
     ape = (p["pred"] / p["time_s"] - 1.0).abs()
     weight = np.where(p["op"] == "add", 2.0, 1.0)
     layer = p.assign(pt=p["pred"] * weight, mt=p["time_s"] * weight).groupby(["model", "tp", "num_tokens"])[["pt", "mt"]].sum()
