@@ -124,3 +124,19 @@ def test_turbospec_lines_formula():
     got = df[(df.model == "llama-3.1-8b") & (df.batch == 64)]["turbospec_s"].item()
     assert got == pytest.approx(1e-3 * (c.c_kv * 64 * 1024 + (c.c_tok + c.c_b) * 64 + c.c_0))
     assert np.all(df["predicted_s"] > 0)
+
+
+def test_sawtooth_every_128_tokens_on_h100():
+    """Evidence for the row-tile term: without it the held-out H100 residual (median over rows at that
+    num_tokens) climbs through each block of 128 tokens and drops just past it; with it the steps shrink."""
+    from sdsl.experiments.latency_validation import leave_one_model_out
+    from sdsl.fit.profiles import read_vidur
+
+    data = read_vidur(VIDUR, hardware="h100")
+    want = {0: (0.1288, -0.0044, 0.1701, -0.0426, 0.1067, -0.0656, 0.1231, -0.1577),
+            128: (0.0431, 0.1295, 0.0874, 0.0432, 0.0216, 0.0028, 0.0503, -0.1018)}
+    for m_tile, expected in want.items():
+        _, pts, _ = leave_one_model_out(data, m_tile=m_tile)
+        med = (pts["predicted_s"] / pts["measured_s"] - 1.0).groupby(pts["num_tokens"]).median()
+        got = tuple(med[t] for t in (128, 136, 256, 264, 384, 392, 512, 520))
+        assert got == pytest.approx(expected, rel=2e-3, abs=1e-4), m_tile

@@ -1,0 +1,33 @@
+"""The shipped GPU calibrations (sdsl/data/latency, profiles/*.calib.json) are what `sdsl calibrate`
+recomputes from the shipped Vidur data with the commands in profiles/README.md."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from sdsl._paths import REPO_ROOT, data_path
+
+NET = data_path("vidur") / "network"
+
+
+@pytest.mark.parametrize("gpu, name", [("h100", "h100-sxm"), ("a100", "a100-80gb")])
+def test_shipped_gpu_calibration_is_reproduced(tmp_path, gpu, name):
+    from sdsl.cli import cli
+
+    out = tmp_path / f"{name}.calib.json"
+    args = ["calibrate", str(data_path("vidur") / gpu), "--hardware", name,
+            "--allreduce", str(NET / f"{gpu}_pairwise_nvlink_all_reduce.csv"),
+            "--allreduce", str(NET / f"{gpu}_dgx_all_reduce.csv"), "--no-points", "-o", str(out)]
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 0, r.output
+    got = json.loads(out.read_text())["params"]
+    for shipped in (data_path("latency") / f"{name}.json", REPO_ROOT / "profiles" / f"{name}.calib.json"):
+        want = json.loads(shipped.read_text())["params"]
+        assert set(got) == set(want)
+        for k, v in want.items():
+            if isinstance(v, (int, float)):
+                assert got[k] == pytest.approx(v, rel=1e-3, abs=1e-12), (shipped.name, k)
+    assert got["m_tile"] == 128 and got["t_elementwise"] > 0 and got["allreduce_step_latency"] > 0
