@@ -142,3 +142,6 @@ def test_cpu_calibration_and_its_holdout_table_are_recomputed(tmp_path):
     fitted = load_latency_params(out)
     for name in ("eta_compute", "eta_memory", "t_kernel", "t_layer", "t_step"):
         assert getattr(fitted, name) == pytest.approx(getattr(committed, name), rel=1e-3), name
+    quoted = (0.0135, 0.0539, 0.73e-6, 175e-6, 216e-6)  # VALIDATION.md, to its printed digits
+    got = tuple(getattr(committed, n) for n in ("eta_compute", "eta_memory", "t_kernel", "t_layer", "t_step"))
+    assert got == pytest.approx(quoted, rel=6e-3)

@@ -31,3 +31,13 @@ def test_shipped_gpu_calibration_is_reproduced(tmp_path, gpu, name):
             if isinstance(v, (int, float)):
                 assert got[k] == pytest.approx(v, rel=1e-3, abs=1e-12), (shipped.name, k)
     assert got["m_tile"] == 128 and got["t_elementwise"] > 0 and got["allreduce_step_latency"] > 0
+
+
+def test_shipped_values_quoted_in_validation():
+    """VALIDATION.md quotes these fitted values of the shipped calibrations."""
+    from sdsl.core.hardware import get_hardware
+    from sdsl.core.latency import default_params
+
+    h100, a100 = default_params(get_hardware("h100-sxm")), default_params(get_hardware("a100-80gb"))
+    assert (h100.t_kernel, h100.smoothness, h100.eta_interconnect) == pytest.approx((5.689e-6, 1.5458, 1.3623), rel=1e-3)
+    assert a100.eta_interconnect == pytest.approx(1.2105, rel=1e-3)
