@@ -25,11 +25,13 @@ def _default_vidur() -> str:
 @click.option("--figure", default=None, help="Also save the held-out predicted-vs-measured figure here.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 def latency(data, figure, as_json):
-    """Leave-one-model-out MAPE of the calibrated operator-time model on Vidur's H100 and A100 data.
+    """Leave-one-model-out accuracy of the calibrated step-time model on Vidur's H100 and A100 data.
 
-    For each GPU, fit on all models but one and predict the held-out one's GEMM times (all
-    num_tokens and TP degrees; decode regime = num_tokens <= 64); the headline numbers are medians
-    over held-out models. Also compares H100 step times with TurboSpec's fitted lines.
+    For each GPU, every row of one model is held out, the rest fitted, the held-out rows predicted:
+    GEMM times pooled over all held-out rows and in the decode regime (num_tokens <= 64), the worst
+    held-out model, the signed bias by num_tokens, the elementwise kernels (per kernel and per layer
+    sum), and the NCCL all-reduce across TP 2/4/8 (each TP degree held out in turn). Also compares
+    H100 step times with TurboSpec's fitted lines.
     """
     from sdsl.experiments.latency_validation import validate_latency
     from sdsl.cli._common import echo_json
@@ -40,13 +42,15 @@ def latency(data, figure, as_json):
         return
     for hw in sorted(k for k in out if k != "turbospec"):
         r = out[hw]
-        click.echo(f"{hw.upper()}: held-out MAPE overall {100 * r['overall_mape']:.1f}%, "
-                   f"decode (num_tokens<=64) {100 * r['decode_mape']:.1f}%  (median over held-out models)")
-        for m, v in r["per_model"].items():
-            click.echo(f"    {m:<30} overall {100 * v['overall_mape']:5.1f}%   decode {100 * v['decode_mape']:5.1f}%")
-        p = r["fit_all_models"]
-        click.echo(f"    fitted on all: eta_compute {p['eta_compute']:.3f}, eta_memory {p['eta_memory']:.3f}, "
-                   f"t_kernel {1e6 * p['t_kernel']:.2f} us, smoothness {float(p['smoothness']):.3g}")
+        click.echo(f"{hw.upper()} GEMMs, held-out rows pooled: MAPE {100 * r['pooled_overall_mape']:.1f}%, decode "
+                   f"{100 * r['pooled_decode_mape']:.1f}%; worst model decode {100 * r['worst_model_decode_mape']:.1f}% "
+                   f"({r['worst_model']}); median over models {100 * r['overall_mape']:.1f}% / {100 * r['decode_mape']:.1f}%")
+        click.echo("    median signed error by num_tokens: " + ", ".join(
+            f"{k} {100 * v['median']:+.1f}%" for k, v in r["bias_by_tokens"].items()))
+        click.echo(f"    elementwise kernels: {100 * r['elementwise_mape']:.1f}% per kernel, "
+                   f"{100 * r['elementwise_layer_mape']:.1f}% per layer sum")
+        ar = r["allreduce"]
+        click.echo("    all-reduce, TP held out: " + ", ".join(f"TP{k} {100 * v:.1f}%" for k, v in ar["heldout_tp_mape"].items()))
     ts = out.get("turbospec")
     if ts:
         click.echo("TurboSpec step-time lines (H100, batch 1..64, context 1024):")
