@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -42,21 +42,26 @@ def _ape(pred, meas):
     return np.abs(np.asarray(pred) / np.asarray(meas) - 1.0)
 
 
-def leave_one_model_out(data: "pd.DataFrame", hardware: str | None = None,
+def leave_one_model_out(data: "pd.DataFrame", hardware=None,
                         smoothness: str | float = "auto") -> tuple["pd.DataFrame", "pd.DataFrame", dict]:
     """Leave-one-model-out over the models of each GPU in ``data`` (Vidur long format).
 
     Returns ``(table, points, fits)``: ``table`` one row per (hardware, held-out model, op) plus an
     ``op == "all"`` row per model, columns overall_mape, decode_mape, n; ``points`` every held-out
-    prediction; ``fits`` {hardware: {held-out model: CalibrationResult}}.
+    prediction; ``fits`` {hardware: {held-out model: CalibrationResult}}. ``hardware``: one catalog
+    name/file for every GPU folder, or a {folder: name/file} mapping (:func:`sdsl.fit.transfer.resolve_gpu_folders`).
     """
     import pandas as pd
 
     from sdsl.core.hardware import get_hardware
+    from sdsl.fit.transfer import resolve_gpu_folders
 
+    folders = sorted(data["hardware"].unique())
+    resolved = (resolve_gpu_folders(folders, hardware) if hardware is None or isinstance(hardware, Mapping)
+                else {f: get_hardware(hardware) for f in folders})
     tables, points, fits = [], [], {}
     for hw_key, d in data.groupby("hardware", sort=True):
-        hw = get_hardware(hardware or VIDUR_HARDWARE.get(hw_key, hw_key))
+        hw = resolved[hw_key]
         models = sorted(d["model"].unique())
         if len(models) < 2:
             raise ProfileError(f"Leave-one-model-out on {hw_key} needs at least two models, found {models}.")
@@ -106,7 +111,11 @@ def fit_allreduce(path: str | os.PathLike, hardware: str = "h100-sxm", dtype_byt
     if not ok.any():
         raise ProfileError(f"{path}: no usable all-reduce rows" + (f" for {workers} GPUs." if workers else "."))
     size, n_gpu, t = size[ok], n_gpu[ok], t[ok]
-    ic = get_hardware(hardware).interconnect_bandwidth
+    hw = get_hardware(hardware)
+    ic = hw.interconnect_bandwidth
+    if not ic:
+        raise ProfileError(f"{hw.name} has no interconnect_gbs to fit an all-reduce against; give --hardware a "
+                           "catalog entry or file that has one.")
     message = size * dtype_bytes
 
     def resid(x):
@@ -145,25 +154,30 @@ def turbospec_comparison(params: LatencyParams, hardware: str = "h100-sxm", cont
     return pd.concat(rows, ignore_index=True)
 
 
-def validate_latency(vidur_root: str | os.PathLike, figure: str | os.PathLike | None = None) -> dict[str, Any]:
+def validate_latency(vidur_root: str | os.PathLike, figure: str | os.PathLike | None = None,
+                     hardware=None) -> dict[str, Any]:
     """Everything ``sdsl validate latency`` reports, as a JSON-ready dict.
 
     Top level: one key per GPU (``h100``, ``a100``) with ``overall_mape`` and ``decode_mape``
     (medians over held-out models, fractions), ``per_model`` and ``per_op`` details and the
-    parameters fitted on all that GPU's models; plus ``turbospec`` (H100 comparison).
+    parameters fitted on all that GPU's models; plus ``turbospec`` (H100 comparison). ``hardware``:
+    optional {folder: catalog name or file} for folders the catalog does not name.
     """
     from sdsl.core.hardware import get_hardware
     from sdsl.fit.profiles import read_vidur
 
     root = Path(vidur_root)
     data = read_vidur(root)
-    table, points, _ = leave_one_model_out(data)
+    from sdsl.fit.transfer import resolve_gpu_folders
+
+    resolved = resolve_gpu_folders(sorted(data["hardware"].unique()), hardware)
+    table, points, _ = leave_one_model_out(data, hardware=resolved)
     out: dict[str, Any] = {}
     full_fits = {}
     for hw_key, t in table.groupby("hardware", sort=True):
         allrows = t[t["op"] == "all"]
         ops = t[t["op"] != "all"]
-        res = fit_latency(data[data["hardware"] == hw_key], get_hardware(VIDUR_HARDWARE.get(hw_key, hw_key)),
+        res = fit_latency(data[data["hardware"] == hw_key], resolved[hw_key],
                           dtype="fp16", keep_points=False, sources=(f"vidur/{hw_key}",))
         full_fits[hw_key] = res
         out[hw_key] = {
