@@ -62,7 +62,10 @@ def calibrate(profiles, hardware, output, smoothness, fit_layers, steps, holdout
 
         from sdsl.experiments.latency_validation import fit_allreduce
 
-        params, stats = fit_allreduce(allreduce_file, hardware=result.hardware, base=result.params)
+        from sdsl.core.architecture import dtype_bytes
+
+        params, stats = fit_allreduce(allreduce_file, hardware=hardware or result.hardware, base=result.params,
+                                      dtype_bytes=dtype_bytes(result.dtype))
         result = replace(result, params=params.replace(
             source=result.params.source + f"; all-reduce fitted to {allreduce_file} (MAPE {100 * stats['mape']:.1f}%)"))
     if output:
