@@ -21,9 +21,9 @@ install: $(VENV)/.installed
 
 install-dev: $(STAMP)
 
-## make run: the main job — pick the best draft and γ for Llama-3.1-70B on one H100-SXM.
+## make run: the main job — pick the best draft and γ for Llama-3.1-70B on four H100-SXM (tensor parallel).
 run: $(VENV)/.installed
-	$(BIN)/sdsl optimize --target llama-3.1-70b --hardware h100-sxm
+	$(BIN)/sdsl optimize --target llama-3.1-70b --hardware h100-sxm --tp 4
 
 ## make test: install with the dev extras and run the whole test suite.
 test: $(STAMP)
