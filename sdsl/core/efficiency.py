@@ -26,8 +26,6 @@ from typing import Mapping
 
 import numpy as np
 
-from sdsl.core.latency import LatencyParams
-
 __all__ = ["datasheet_features", "feature_distance", "transfer_weights", "transfer_params"]
 
 _CONTINUOUS = ("log_peak_flops", "log_bandwidth", "log_balance", "log_sm_count", "log_l2")
@@ -82,18 +80,20 @@ def _logit(x: float) -> float:
     return math.log(x / (1 - x))
 
 
-def transfer_params(hardware, measured: Mapping[str, tuple]) -> LatencyParams:
+def transfer_params(hardware, measured: Mapping[str, tuple]):
     """Latency parameters for ``hardware`` from calibrated GPUs ``{name: (Hardware, LatencyParams)}``.
 
-    The kernel regression of the module docstring; ``source`` names the GPUs and their weights and
-    says that nothing was measured on ``hardware``.
+    The kernel regression of the module docstring, returned as the calibrated GPUs' parameter class
+    (:class:`~sdsl.core.latency.LatencyParams`); ``source`` names the GPUs and their weights and says
+    that nothing was measured on ``hardware``.
     """
     if not measured:
         raise ValueError("transfer_params needs at least one calibrated GPU.")
     w = transfer_weights(hardware, measured)
     params = {k: p for k, (_, p) in measured.items()}
+    cls = type(next(iter(params.values())))  # LatencyParams, without importing sdsl.core.latency (no cycle)
     out = {}
-    for f in fields(LatencyParams):
+    for f in fields(cls):
         if f.name == "source":
             continue
         vals = {k: float(getattr(p, f.name)) for k, p in params.items()}
@@ -108,4 +108,4 @@ def transfer_params(hardware, measured: Mapping[str, tuple]) -> LatencyParams:
     names = ", ".join(f"{measured[k][0].name} {w[k]:.2f}" for k in sorted(w, key=w.get, reverse=True))
     src = (f"cross-GPU efficiency model (sdsl.core.efficiency; datasheet-feature kernel weights {names}) "
            f"for {hardware.name}, not measured on it")
-    return LatencyParams(**out, source=src)
+    return cls(**out, source=src)

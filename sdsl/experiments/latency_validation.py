@@ -161,15 +161,14 @@ def validate_latency(vidur_root: str | os.PathLike, figure: str | os.PathLike | 
     Top level: one key per GPU (``h100``, ``a100``) with ``overall_mape`` and ``decode_mape``
     (medians over held-out models, fractions), ``per_model`` and ``per_op`` details and the
     parameters fitted on all that GPU's models; plus ``turbospec`` (H100 comparison). ``hardware``:
-    optional {folder: catalog name or file} for folders the catalog does not name.
+    optional {folder: catalog name or file} (:func:`sdsl.fit.transfer.resolve_gpu_folders`).
     """
     from sdsl.core.hardware import get_hardware
     from sdsl.fit.profiles import read_vidur
+    from sdsl.fit.transfer import resolve_gpu_folders
 
     root = Path(vidur_root)
     data = read_vidur(root)
-    from sdsl.fit.transfer import resolve_gpu_folders
-
     resolved = resolve_gpu_folders(sorted(data["hardware"].unique()), hardware)
     table, points, _ = leave_one_model_out(data, hardware=resolved)
     out: dict[str, Any] = {}
