@@ -217,8 +217,10 @@ def load_hardware_file(path: str | Path) -> list[Hardware]:
 
     The file holds either one entry at the top level (``name = "my-gpu"``, ``bf16_tflops = ...``)
     or several tables keyed by short name. Required keys: ``bf16_tflops``, ``mem_bandwidth_gbs``,
-    ``mem_gb``; optional: ``name``, ``aliases``, ``kind``, ``fp8_tflops``, ``interconnect_gbs``,
-    ``source``. A missing or malformed file raises :class:`~sdsl.errors.ConfigError`.
+    ``mem_gb``; optional: ``name``, ``aliases``, ``kind``, ``fp8_tflops``, ``interconnect_gbs`` (per
+    direction), ``interconnect``, ``architecture``, ``memory_type``, ``sm_count``, ``l2_mb``,
+    ``bf16_sparse_tflops``, ``fp8_sparse_tflops``, ``source`` (the catalog file's header explains
+    each). A missing or malformed file, or one lacking a required key, raises :class:`~sdsl.errors.ConfigError`.
     """
     path = Path(path)
     return _parse_mapping(load_mapping(path), str(path))
