@@ -108,3 +108,4 @@ def test_resolve_names_every_unknown_folder(tmp_path):
     hw = tmp_path / "mine.toml"
     hw.write_text('name = "mine"\nbf16_tflops = 100\nmem_bandwidth_gbs = 900\nmem_gb = 24\n')
     assert resolve_gpu_folders(["foo"], {"foo": str(hw)})["foo"].name == "mine"
+

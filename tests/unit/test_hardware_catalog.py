@@ -86,3 +86,18 @@ def test_unknown_architecture_is_rejected(tmp_path):
     path.write_text('name = "x"\nbf16_tflops = 100\nmem_gb = 24\nmem_bandwidth_gbs = 900\narchitecture = "pascalx"\n')
     with pytest.raises(ConfigError, match="architecture"):
         get_hardware(str(path))
+
+
+@pytest.mark.parametrize("device_name, key", [
+    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA H100 NVL", "h100-nvl"),
+    ("NVIDIA H200", "h200"), ("NVIDIA H20", "h20"), ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA A10", "a10"),
+    ("NVIDIA A10G", "a10g"), ("NVIDIA L4", "l4"), ("NVIDIA L40S", "l40s"), ("NVIDIA L40", "l40"),
+    ("NVIDIA GeForce RTX 3090", "rtx-3090"), ("NVIDIA RTX 6000 Ada Generation", "rtx-6000-ada"),
+    ("AMD Instinct MI300X", "mi300x"), ("NVIDIA B200", "b200")])
+def test_profile_recognises_the_catalog_gpus_by_device_name(device_name, key):
+    pytest.importorskip("torch")
+    from sdsl.torch.harness.run import _DEVICE_NAMES
+
+    got = next((k for k, pat in _DEVICE_NAMES if pat in device_name.lower()), "")
+    assert got == key
+    assert get_hardware(key).key == key
