@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -87,9 +88,12 @@ def test_tp_degree_the_heads_do_not_divide_is_one_line(tmp_path):
 def test_torchrun_two_gloo_ranks_profile_and_calibrate(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     out = tmp_path / "tp2"
+    pair = tmp_path / "pair.toml"  # a hardware file stands in for a catalog name all the way through
+    pair.write_text('name = "cpu-pair"\nkind = "cpu"\nbf16_tflops = 1.0\nmem_bandwidth_gbs = 20\nmem_gb = 16\n'
+                    'interconnect_gbs = 100\nsource = "test: two gloo ranks on one CPU"\n')
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "sdsl", "profile",
            "--tp", "2", "--device", "cpu", "--model", "llama-68m", "--dtype", "fp32", "--quick", "--no-progress",
-           "--threads", "1", "-o", str(out)]
+           "--threads", "1", "--hardware", str(pair), "-o", str(out)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     ops = pd.read_csv(f"{out}.csv")
@@ -104,11 +108,10 @@ def test_torchrun_two_gloo_ranks_profile_and_calibrate(tmp_path):
     assert (ar["time_stats.all_reduce.median"] > 0).all()
     ag = pd.read_csv(f"{out}.all_gather.csv")
     assert list(ag["size"]) == [n * 16000 for n in (1, 4, 16, 64)]
-    pair = tmp_path / "pair.toml"
-    pair.write_text('name = "cpu-pair"\nkind = "cpu"\nbf16_tflops = 1.0\nmem_bandwidth_gbs = 20\nmem_gb = 16\n'
-                    'interconnect_gbs = 100\nsource = "test: two gloo ranks on one CPU"\n')
-    r = run("calibrate", out, "--hardware", pair, "--allreduce", f"{out}.all_reduce.csv", "--json")
+    r = run("calibrate", out, "--allreduce", f"{out}.all_reduce.csv", "--json")  # hardware from the sidecar
     assert r.exit_code == 0, r.output
-    params = __import__("json").loads(r.output)["params"]
+    fitted = __import__("json").loads(r.output)
+    assert Path(fitted["hardware"]).resolve() == pair.resolve()  # the file, recorded as the fit's hardware
+    params = fitted["params"]
     assert "all-reduce fitted to" in params["source"]
     assert 0 < params["allreduce_latency"] < 1e-3 and 1e-4 < params["eta_interconnect"] < 1.0

@@ -109,7 +109,8 @@ def device_metadata(device: torch.device, dtype: str, hardware: str | None = Non
     hw_name = hardware if hardware is not None else _guess_hardware(device)
     if hw_name:
         hw = get_hardware(hw_name)
-        info.update(hardware=hw.key, peak_flops=hw.peak_flops_for(dtype), mem_bandwidth=hw.mem_bandwidth,
+        is_file = Path(str(hw_name)).suffix.lower() in (".toml", ".json") or "/" in str(hw_name)
+        info.update(hardware=str(Path(hw_name).resolve()) if is_file else hw.key, peak_flops=hw.peak_flops_for(dtype), mem_bandwidth=hw.mem_bandwidth,
                     hardware_source=hw.source)
     return info
 
