@@ -11,7 +11,8 @@ regression; Nadaraya 1964, Watson 1964) over what its datasheet gives:
 with continuous features f = log peak bf16 FLOP/s, log bandwidth, log machine balance
 (FLOP/s ÷ bytes/s), log SM count and log L2 size (a feature either side lacks is skipped), each
 scaled by its spread s_f over the accelerator catalog (so nothing measured sets the scale).
-Efficiencies are averaged as logits, the smoothness as 1/p (hard max = 0), times as they are.
+Efficiencies (every ``eta_*`` field) are averaged as logits, the smoothness as 1/p (hard max = 0),
+other numbers (times) as they are; a non-numeric field is the closest calibrated GPU's.
 
 With one calibrated GPU this is that GPU's parameters; with two it leans towards the closer one.
 It cannot learn a trend that the calibrated GPUs do not span: a model with two measured GPUs
@@ -29,7 +30,6 @@ import numpy as np
 __all__ = ["datasheet_features", "feature_distance", "transfer_weights", "transfer_params"]
 
 _CONTINUOUS = ("log_peak_flops", "log_bandwidth", "log_balance", "log_sm_count", "log_l2")
-_ETAS = ("eta_compute", "eta_memory", "eta_interconnect")
 
 
 def datasheet_features(hw) -> dict[str, float | str | None]:
@@ -93,18 +93,21 @@ def transfer_params(hardware, measured: Mapping[str, tuple]):
     params = {k: p for k, (_, p) in measured.items()}
     cls = type(next(iter(params.values())))  # LatencyParams, without importing sdsl.core.latency (no cycle)
     out = {}
+    nearest = max(w, key=w.get)
     for f in fields(cls):
         if f.name == "source":
             continue
-        vals = {k: float(getattr(p, f.name)) for k, p in params.items()}
-        if f.name in _ETAS:
-            z = sum(w[k] * _logit(v) for k, v in vals.items())
+        vals = {k: getattr(p, f.name) for k, p in params.items()}
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals.values()):
+            out[f.name] = vals[nearest]  # a non-numeric setting: the closest calibrated GPU's
+        elif f.name.startswith("eta"):
+            z = sum(w[k] * _logit(float(v)) for k, v in vals.items())
             out[f.name] = min(1.0, 1.0 / (1.0 + math.exp(-z)))
         elif f.name == "smoothness":
-            inv = sum(w[k] / v for k, v in vals.items())
+            inv = sum(w[k] / float(v) for k, v in vals.items())
             out[f.name] = math.inf if inv <= 0 else max(1.0, 1.0 / inv)
         else:
-            out[f.name] = sum(w[k] * v for k, v in vals.items())
+            out[f.name] = sum(w[k] * float(v) for k, v in vals.items())
     names = ", ".join(f"{measured[k][0].name} {w[k]:.2f}" for k in sorted(w, key=w.get, reverse=True))
     src = (f"cross-GPU efficiency model (sdsl.core.efficiency; datasheet-feature kernel weights {names}) "
            f"for {hardware.name}, not measured on it")

@@ -93,7 +93,7 @@ class TransferValidation:
         draws its own figure, so ``ax`` is not used); saved to ``path`` if given."""
         from sdsl.plots import plot_latency_validation
 
-        return plot_latency_validation(self.points, path=path)
+        return plot_latency_validation(self.points, path=path, label="priced from the other GPUs")
 
 
 def _metrics(g: "pd.DataFrame", pred: np.ndarray) -> dict[str, Any]:

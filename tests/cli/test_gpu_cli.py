@@ -115,3 +115,15 @@ def test_torchrun_two_gloo_ranks_profile_and_calibrate(tmp_path):
     params = fitted["params"]
     assert "all-reduce fitted to" in params["source"]
     assert 0 < params["allreduce_latency"] < 1e-3 and 1e-4 < params["eta_interconnect"] < 1.0
+
+
+def test_transfer_report_and_figure_on_two_small_gpu_folders(tmp_path):
+    for gpu in ("h100", "a100"):
+        shutil.copytree(VIDUR / gpu / "microsoft" / "phi-2", tmp_path / "data" / gpu / "microsoft" / "phi-2")
+    fig = tmp_path / "transfer.png"
+    r = run("validate", "latency", "--transfer", "--data", tmp_path / "data", "--figure", fig)
+    assert r.exit_code == 0, r.output
+    assert "A100 (a100-80gb): transfer MAPE" in r.output and "from: h100-sxm 1.00" in r.output
+    assert fig.stat().st_size > 10_000
+    shutil.rmtree(tmp_path / "data" / "a100")
+    one_line_exit_2(run("validate", "latency", "--transfer", "--data", tmp_path / "data"))  # one GPU: nothing to transfer
