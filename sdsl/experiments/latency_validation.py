@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from sdsl.fit.calibration import DECODE_MAX_TOKENS, fit_latency
+from sdsl.fit.transfer import VIDUR_FOLDERS
 from sdsl.errors import ProfileError
 from sdsl.core.latency import LatencyParams, allreduce_time
 from sdsl.serving.linear_model import TURBOSPEC_PUBLISHED
@@ -29,8 +30,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["VIDUR_HARDWARE", "TURBOSPEC_LINES", "leave_one_model_out", "fit_allreduce",
            "turbospec_comparison", "validate_latency"]
 
-#: Vidur folder -> sdsl hardware catalog entry (Vidur's H100 numbers reach 2.9 TB/s: SXM, not PCIe).
-VIDUR_HARDWARE = {"h100": "h100-sxm", "a100": "a100-80gb"}
+#: Vidur folder -> sdsl hardware catalog entry (kept once, in sdsl.fit.transfer).
+VIDUR_HARDWARE = VIDUR_FOLDERS
 
 #: Catalog model -> (tensor-parallel degree, TurboSpec's fitted step-time line on H100; docs/model.md §3.4).
 TURBOSPEC_LINES = {
@@ -163,7 +164,6 @@ def validate_latency(vidur_root: str | os.PathLike, figure: str | os.PathLike | 
     parameters fitted on all that GPU's models; plus ``turbospec`` (H100 comparison). ``hardware``:
     optional {folder: catalog name or file} (:func:`sdsl.fit.transfer.resolve_gpu_folders`).
     """
-    from sdsl.core.hardware import get_hardware
     from sdsl.fit.profiles import read_vidur
     from sdsl.fit.transfer import resolve_gpu_folders
 
