@@ -127,18 +127,20 @@ def default_params(hardware) -> LatencyParams:
     A100-80GB from Vidur's operator timings); for another accelerator, the cross-GPU efficiency
     model's prediction from its datasheet (:func:`sdsl.core.efficiency.transfer_params`; its ``source``
     names the calibrated GPUs it leans on); otherwise :data:`DEFAULT_PARAMS`."""
-    name = getattr(hardware, "name", str(hardware)).lower()
-    own = _packaged_params(name)
+    from sdsl.core.hardware import get_hardware
+
+    if not hasattr(hardware, "kind"):  # a catalog name, alias or file, as everywhere else
+        hardware = get_hardware(hardware)
+    own = _packaged_params(hardware.name.lower())
     if own is not None:
         return own
-    if getattr(hardware, "kind", "gpu") == "gpu":
+    if hardware.kind == "gpu":
         from sdsl.core.efficiency import transfer_params
-        from sdsl.core.hardware import get_hardware
 
         measured = {k: (get_hardware(k), _packaged_params(k)) for k in _packaged_names()}
         measured = {k: v for k, v in measured.items() if v[0].kind == "gpu"}
         if measured:
-            return transfer_params(get_hardware(hardware), measured)
+            return transfer_params(hardware, measured)
     return DEFAULT_PARAMS
 
 

@@ -109,3 +109,13 @@ def test_resolve_names_every_unknown_folder(tmp_path):
     hw.write_text('name = "mine"\nbf16_tflops = 100\nmem_bandwidth_gbs = 900\nmem_gb = 24\n')
     assert resolve_gpu_folders(["foo"], {"foo": str(hw)})["foo"].name == "mine"
 
+
+
+def test_default_params_accepts_names_aliases_and_files(tmp_path):
+    assert default_params("h100") == default_params(H100)  # an alias finds the shipped calibration
+    assert default_params("cpu").source.startswith("uncalibrated")
+    f = tmp_path / "mine.toml"
+    f.write_text('name = "mine"\nbf16_tflops = 125\nmem_bandwidth_gbs = 600\nmem_gb = 24\narchitecture = "ampere"\n'
+                 'memory_type = "GDDR6"\n')
+    mine = default_params(str(f))
+    assert "for mine, not measured on it" in mine.source and "A100-80GB" in mine.source.split(",")[0] + mine.source
