@@ -1,6 +1,6 @@
 """Latency parameters for a GPU nobody measured, from the GPUs somebody did (cross-GPU efficiency model).
 
-Each calibrated GPU contributes its fitted :class:`~sdsl.core.latency.LatencyParams` (efficiencies
+Each calibrated GPU contributes its fitted :class:`~sdsl.core.latency_params.LatencyParams` (efficiencies
 η_c, η_m, kernel floor t_kernel, per-layer/step overheads, smoothness p and the all-reduce terms).
 A GPU ``x`` without measurements gets a kernel-weighted average of them (Nadaraya–Watson kernel
 regression; Nadaraya 1964, Watson 1964) over what its datasheet gives:
@@ -84,14 +84,14 @@ def transfer_params(hardware, measured: Mapping[str, tuple]):
     """Latency parameters for ``hardware`` from calibrated GPUs ``{name: (Hardware, LatencyParams)}``.
 
     The kernel regression of the module docstring, returned as the calibrated GPUs' parameter class
-    (:class:`~sdsl.core.latency.LatencyParams`); ``source`` names the GPUs and their weights and says
+    (:class:`~sdsl.core.latency_params.LatencyParams`); ``source`` names the GPUs and their weights and says
     that nothing was measured on ``hardware``.
     """
     if not measured:
         raise ValueError("transfer_params needs at least one calibrated GPU.")
     w = transfer_weights(hardware, measured)
     params = {k: p for k, (_, p) in measured.items()}
-    cls = type(next(iter(params.values())))  # LatencyParams, without importing sdsl.core.latency (no cycle)
+    cls = type(next(iter(params.values())))  # LatencyParams, without importing sdsl.core.latency_params (no cycle)
     out = {}
     nearest = max(w, key=w.get)
     for f in fields(cls):
