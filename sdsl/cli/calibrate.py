@@ -57,9 +57,9 @@ def calibrate(profiles, hardware, output, smoothness, fit_layers, steps, holdout
 
     result = calibrate_profiles(profiles, hardware=hardware, smoothness=_smoothness(smoothness), fit_layers=fit_layers,
                                 steps=steps)
-    held = _holdout(profiles, steps, result, fit_layers, _smoothness(smoothness)) if holdout else None
+    held = _holdout(profiles, steps, result, fit_layers, _smoothness(smoothness), hardware) if holdout else None
     if allreduce_files:
-        result = _with_allreduce(result, allreduce_files)
+        result = _with_allreduce(result, allreduce_files, hardware)
     if output:
         result.to_json(output, include_points=points)
     if plot_path:
@@ -89,7 +89,7 @@ def calibrate(profiles, hardware, output, smoothness, fit_layers, steps, holdout
             click.echo(f"wrote {output}")
 
 
-def _holdout(profiles, steps, result, fit_layers, smoothness):
+def _holdout(profiles, steps, result, fit_layers, smoothness, hardware=None):
     """Leave-one-model-out table of the forward rows (same data and options as the fit)."""
     import pandas as pd
 
@@ -108,18 +108,21 @@ def _holdout(profiles, steps, result, fit_layers, smoothness):
         if fit_layers and len(prof.layers):
             layers.append((prof.layers, ModelSpec.from_dict(prof.meta["model"])))
     pairs = [pair for s in steps for pair in read_model_steps(s)[0]]
-    return forwards_leave_one_model_out(pd.concat(frames, ignore_index=True), get_hardware(result.hardware), pairs,
+    return forwards_leave_one_model_out(pd.concat(frames, ignore_index=True), get_hardware(hardware or result.hardware), pairs,
                                layers=layers, dtype=result.dtype, smoothness=smoothness)
 
 
-def _with_allreduce(result, files):
-    """The calibration with its all-reduce terms fitted to the single-node NVLink rows of ``files``."""
+def _with_allreduce(result, files, hardware=None):
+    """The calibration with its all-reduce terms fitted to the single-node NVLink rows of ``files``
+    (message sizes in elements of the calibration's dtype), against ``hardware`` or the fit's own."""
     from dataclasses import replace
     from pathlib import Path
 
+    from sdsl.core.architecture import dtype_bytes
     from sdsl.fit.allreduce import fit_allreduce, nvlink_rows, read_allreduce
 
-    params, stats = fit_allreduce(nvlink_rows([read_allreduce(f) for f in files]), result.hardware, result.params)
-    names = ", ".join(f"vidur/network/{Path(f).name}" for f in files)
+    rows = nvlink_rows([read_allreduce(f, dtype_bytes=dtype_bytes(result.dtype)) for f in files])
+    params, stats = fit_allreduce(rows, hardware or result.hardware, result.params)
+    names = ", ".join(Path(f).name for f in files)
     return replace(result, params=params.replace(
         source=result.params.source + f"; all-reduce fitted to {names} (MAPE {100 * stats['mape']:.1f}%)"))

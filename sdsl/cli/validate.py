@@ -24,7 +24,11 @@ def _default_vidur() -> str:
               help="Vidur profiling folder with <gpu>/<org>/<model>/mlp.csv (default: the copy shipped in sdsl/data/vidur).")
 @click.option("--figure", default=None, help="Also save the held-out predicted-vs-measured figure here.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
-def latency(data, figure, as_json):
+@click.option("--transfer", is_flag=True, help="Leave one GPU out instead: price each GPU from the OTHER GPUs' "
+              "calibrations through its datasheet (cross-GPU efficiency model).")
+@click.option("--hardware", "hardware_map", multiple=True, metavar="FOLDER=NAME_OR_FILE",
+              help="Hardware of a GPU folder the catalog does not name (repeatable).")
+def latency(data, figure, as_json, transfer, hardware_map):
     """Leave-one-model-out accuracy of the calibrated step-time model on Vidur's H100 and A100 data.
 
     For each GPU, every row of one model is held out, the rest fitted, the held-out rows predicted:
@@ -35,8 +39,13 @@ def latency(data, figure, as_json):
     """
     from sdsl.experiments.latency_validation import validate_latency
     from sdsl.cli._common import echo_json
+    from sdsl.cli.transfer import parse_hardware_map, run_transfer
 
-    out = validate_latency(data or _default_vidur(), figure=figure)
+    mapping = parse_hardware_map(hardware_map)
+    if transfer:
+        run_transfer(data or _default_vidur(), mapping, figure=figure, as_json=as_json)
+        return
+    out = validate_latency(data or _default_vidur(), figure=figure, hardware=mapping)
     if as_json:
         echo_json(out)
         return
@@ -49,8 +58,9 @@ def latency(data, figure, as_json):
             f"{k} {100 * v['median']:+.1f}%" for k, v in r["bias_by_tokens"].items()))
         click.echo(f"    elementwise kernels: {100 * r['elementwise_mape']:.1f}% per kernel, "
                    f"{100 * r['elementwise_layer_mape']:.1f}% per layer sum")
-        ar = r["allreduce"]
-        click.echo("    all-reduce, TP held out: " + ", ".join(f"TP{k} {100 * v:.1f}%" for k, v in ar["heldout_tp_mape"].items()))
+        if r["allreduce"]:
+            click.echo("    all-reduce, TP held out: " + ", ".join(
+                f"TP{k} {100 * v:.1f}%" for k, v in r["allreduce"]["heldout_tp_mape"].items()))
     ts = out.get("turbospec")
     if ts:
         click.echo("TurboSpec step-time lines (H100, batch 1..64, context 1024):")

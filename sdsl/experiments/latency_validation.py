@@ -16,11 +16,12 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
 from sdsl.fit.calibration import DECODE_MAX_TOKENS, fit_latency
+from sdsl.fit.transfer import VIDUR_FOLDERS
 from sdsl.errors import ProfileError
 from sdsl.core.latency import LatencyParams
 from sdsl.fit.calibration import GPU_M_TILE
@@ -32,8 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["VIDUR_HARDWARE", "TURBOSPEC_LINES", "leave_one_model_out", "pooled_metrics",
            "elementwise_leave_one_model_out", "elementwise_scores", "allreduce_validation", "turbospec_comparison", "validate_latency"]
 
-#: Vidur folder -> sdsl hardware catalog entry (Vidur's H100 numbers reach 2.9 TB/s: SXM, not PCIe).
-VIDUR_HARDWARE = {"h100": "h100-sxm", "a100": "a100-80gb"}
+#: Vidur folder -> sdsl hardware catalog entry (kept once, in sdsl.fit.transfer).
+VIDUR_HARDWARE = VIDUR_FOLDERS
 
 #: Catalog model -> (tensor-parallel degree, TurboSpec's fitted step-time line on H100; docs/model.md §3.4).
 TURBOSPEC_LINES = {
@@ -45,22 +46,27 @@ def _ape(pred, meas):
     return np.abs(np.asarray(pred) / np.asarray(meas) - 1.0)
 
 
-def leave_one_model_out(data: "pd.DataFrame", hardware: str | None = None, smoothness: str | float = "auto",
+def leave_one_model_out(data: "pd.DataFrame", hardware=None, smoothness: str | float = "auto",
                         m_tile: int = GPU_M_TILE) -> tuple["pd.DataFrame", "pd.DataFrame", dict]:
     """Leave-one-model-out over the models of each GPU in ``data`` (Vidur long format).
 
     Returns ``(table, points, fits)``: ``table`` one row per (hardware, held-out model, op) plus an
     ``op == "all"`` row per model, columns overall_mape, decode_mape, n; ``points`` every held-out
-    prediction; ``fits`` {hardware: {held-out model: CalibrationResult}}. ``m_tile=0`` gives the
-    form without GEMM row tiles (the "before" numbers of VALIDATION.md).
+    prediction; ``fits`` {hardware: {held-out model: CalibrationResult}}. ``hardware``: one catalog
+    name/file for every GPU folder, or a {folder: name/file} mapping (:func:`sdsl.fit.transfer.resolve_gpu_folders`).
+    ``m_tile=0`` gives the form without GEMM row tiles (the "before" numbers of VALIDATION.md).
     """
     import pandas as pd
 
     from sdsl.core.hardware import get_hardware
+    from sdsl.fit.transfer import resolve_gpu_folders
 
+    folders = sorted(data["hardware"].unique())
+    resolved = (resolve_gpu_folders(folders, hardware) if hardware is None or isinstance(hardware, Mapping)
+                else {f: get_hardware(hardware) for f in folders})
     tables, points, fits = [], [], {}
     for hw_key, d in data.groupby("hardware", sort=True):
-        hw = get_hardware(hardware or VIDUR_HARDWARE.get(hw_key, hw_key))
+        hw = resolved[hw_key]
         models = sorted(d["model"].unique())
         if len(models) < 2:
             raise ProfileError(f"Leave-one-model-out on {hw_key} needs at least two models, found {models}.")
@@ -129,12 +135,15 @@ def elementwise_scores(p: "pd.DataFrame") -> dict[str, Any]:
             "elementwise_worst_model_layer_mape": float(layer_ape.groupby(level=0).mean().max())}
 
 
-def allreduce_validation(network: Path, gpu: str, hardware, base: LatencyParams) -> tuple[LatencyParams, dict]:
+def allreduce_validation(network: Path, gpu: str, hardware, base: LatencyParams) -> tuple[LatencyParams, dict | None]:
     """Fit the all-reduce on the single-node NVLink rows of ``gpu``'s pairwise and DGX files; report the
-    in-sample MAPE by GPU count and, for each TP degree, the MAPE when that degree is held out of the fit."""
+    in-sample MAPE by GPU count and, for each TP degree, the MAPE when that degree is held out of the fit
+    (``None`` and ``base`` unchanged when the GPU has no all-reduce files or no interconnect)."""
     from sdsl.fit.allreduce import fit_allreduce, nvlink_rows, predict_allreduce, read_allreduce
 
     files = [network / f"{gpu}_pairwise_nvlink_all_reduce.csv", network / f"{gpu}_dgx_all_reduce.csv"]
+    if not any(f.exists() for f in files) or not hardware.interconnect_bandwidth:
+        return base, None
     rows = nvlink_rows([read_allreduce(f) for f in files if f.exists()])
     params, stats = fit_allreduce(rows, hardware, base)
     held = {}
@@ -173,12 +182,10 @@ def turbospec_comparison(params: LatencyParams, *, hardware: str = "h100-sxm", c
     return pd.concat(rows, ignore_index=True)
 
 
-def _gpu_report(gpu: str, data, ew_rows, table, points, root: Path) -> tuple[dict[str, Any], LatencyParams]:
+def _gpu_report(gpu: str, hw, data, ew_rows, table, points, root: Path) -> tuple[dict[str, Any], LatencyParams]:
     """One GPU's block of :func:`validate_latency` and its all-model parameters (GEMM, elementwise, all-reduce)."""
-    from sdsl.core.hardware import get_hardware
     from sdsl.fit.elementwise import fit_elementwise
 
-    hw = get_hardware(VIDUR_HARDWARE.get(gpu, gpu))
     table = table[table["hardware"] == gpu]
     allrows, ops = table[table["op"] == "all"], table[table["op"] != "all"]
     res = fit_latency(data[data["hardware"] == gpu], hw, dtype="fp16", keep_points=False, sources=(f"vidur/{gpu}",),
@@ -201,7 +208,8 @@ def _gpu_report(gpu: str, data, ew_rows, table, points, root: Path) -> tuple[dic
     return out, params
 
 
-def validate_latency(vidur_root: str | os.PathLike, figure: str | os.PathLike | None = None) -> dict[str, Any]:
+def validate_latency(vidur_root: str | os.PathLike, figure: str | os.PathLike | None = None,
+                     hardware=None) -> dict[str, Any]:
     """Everything ``sdsl validate latency`` reports, as a JSON-ready dict.
 
     One key per GPU (``h100``, ``a100``): GEMM leave-one-model-out (``overall_mape``/``decode_mape``
@@ -210,17 +218,20 @@ def validate_latency(vidur_root: str | os.PathLike, figure: str | os.PathLike | 
     (``elementwise_mape`` per kernel, ``elementwise_layer_mape`` per layer sum), the all-reduce across
     TP 2/4/8 (``allreduce``), per-model/per-op details and the all-model parameters; plus
     ``turbospec`` (H100 step times with those parameters against TurboSpec's fitted lines).
+    ``hardware``: optional {folder: catalog name or file} (:func:`sdsl.fit.transfer.resolve_gpu_folders`).
     """
     from sdsl.fit.profiles import read_vidur, read_vidur_elementwise
+    from sdsl.fit.transfer import resolve_gpu_folders
 
     root = Path(vidur_root)
     data = read_vidur(root)
     ew_rows = read_vidur_elementwise(root)
-    table, points, _ = leave_one_model_out(data)
+    resolved = resolve_gpu_folders(sorted(data["hardware"].unique()), hardware)
+    table, points, _ = leave_one_model_out(data, hardware=resolved)
     out: dict[str, Any] = {}
     full = {}
     for gpu in sorted(table["hardware"].unique()):
-        out[gpu], full[gpu] = _gpu_report(gpu, data, ew_rows, table, points, root)
+        out[gpu], full[gpu] = _gpu_report(gpu, resolved[gpu], data, ew_rows, table, points, root)
     if "h100" in full:
         out["turbospec"] = _turbospec_block(turbospec_comparison(full["h100"]))
     if figure is not None:

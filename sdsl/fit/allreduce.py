@@ -27,16 +27,18 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["read_allreduce", "nvlink_rows", "fit_allreduce", "predict_allreduce"]
 
 
-def read_allreduce(path: str | os.PathLike) -> "pd.DataFrame":
-    """One Vidur all-reduce CSV as columns ``source, n_gpu, per_node, bytes, time_s`` (fp16 elements → bytes)."""
+def read_allreduce(path: str | os.PathLike, dtype_bytes: int = 2) -> "pd.DataFrame":
+    """One Vidur all-reduce CSV as columns ``source, n_gpu, per_node, bytes, time_s`` (sizes are elements
+    of ``dtype_bytes`` bytes: fp16 in Vidur's files). A file without ``devices_per_node`` (``sdsl profile
+    --tp``) is one node."""
     import pandas as pd
 
     path = Path(path)
     try:
         df = pd.read_csv(path)
         out = pd.DataFrame({"source": path.name, "n_gpu": df["num_workers"].astype(int),
-                            "per_node": df["devices_per_node"].astype(int),
-                            "bytes": 2.0 * df["size"].to_numpy(dtype=float),
+                            "per_node": df.get("devices_per_node", df["num_workers"]).astype(int),
+                            "bytes": float(dtype_bytes) * df["size"].to_numpy(dtype=float),
                             "time_s": df["time_stats.all_reduce.median"].to_numpy(dtype=float) * 1e-3})
     except (OSError, KeyError, ValueError, pd.errors.ParserError) as exc:
         raise ProfileError(f"{path}: not a Vidur all-reduce file ({exc}).") from None
@@ -73,10 +75,11 @@ def fit_allreduce(rows: "pd.DataFrame", hardware, base: LatencyParams | None = N
 
     from sdsl.core.hardware import get_hardware
 
-    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    hw = hardware if hasattr(hardware, "kind") else get_hardware(hardware)
     bw = hw.interconnect_bandwidth
     if not bw:
-        raise ProfileError(f"{hw.name} has no interconnect bandwidth in the catalog.")
+        raise ProfileError(f"{hw.name} has no interconnect_gbs to fit an all-reduce against; give --hardware a "
+                           "catalog entry or file that has one.")
     base = base or LatencyParams()
     several = rows["n_gpu"].nunique() > 1
     logt = np.log(rows["time_s"].to_numpy(float))

@@ -313,11 +313,17 @@ def _read_profiles(paths):
             if len(prof.layers):
                 layer_sets.append((prof.layers, prof.meta["model"]))
             if prof.meta["device"].get("hardware"):
-                hw_names.add(str(prof.meta["device"]["hardware"]).lower())
+                hw_names.add(_hardware_ref(prof.meta["device"]["hardware"]))
         frames.append(df)
         names.append(f"vidur/{p.name}" if p.is_dir() else
                      f"{p.parent.parent.name}/{p.parent.name}" if p.name == "mlp.csv" else p.name)
     return frames, names, hw_names, dtypes, layer_sets, vidur_dirs
+
+
+def _hardware_ref(value) -> str:
+    """A sidecar's hardware: catalog names compare case-insensitively, file paths stay as written."""
+    text = str(value)
+    return text if ("/" in text or "\\" in text or text.lower().endswith((".toml", ".json"))) else text.lower()
 
 
 def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None = None,
@@ -349,7 +355,7 @@ def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None 
             if meta.get("dtype"):
                 dtypes.add(meta["dtype"])
             if meta.get("hardware"):
-                hw_names.add(str(meta["hardware"]).lower())
+                hw_names.add(_hardware_ref(meta["hardware"]))
         names += step_sources(steps)
     if len(dtypes) > 1:
         raise ProfileError(f"Profiles mix dtypes {sorted(dtypes)}; calibrate one dtype at a time.")
@@ -367,34 +373,23 @@ def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None 
     res = fit_latency(data, hw, dtype=dtype, smoothness=smoothness, sources=names,
                       layers=pairs if fit_layers else (), steps=step_pairs, m_tile=m_tile)
     if vidur_dirs:
-        res = _with_elementwise(res, vidur_dirs, hw)
+        from sdsl.fit.elementwise import with_elementwise
+
+        res = with_elementwise(res, vidur_dirs, hw)
     if pairs and not fit_layers:
         from dataclasses import replace
 
         pred = np.concatenate([predict_layer_times(ly, spec, hw, res.params, dtype) for ly, spec in pairs])
         meas = np.concatenate([ly["time_s"].to_numpy(dtype=float) for ly, _ in pairs])
         res = replace(res, layer_mape=_mape(pred, meas), layer_points=len(meas))
-    return res
+    return _keep_file_reference(res, hardware)
 
 
-def _with_elementwise(res: CalibrationResult, vidur_dirs, hw) -> CalibrationResult:
-    """Add the elementwise kernels (norms, RoPE, activation, adds) of Vidur folders to a GEMM fit."""
+def _keep_file_reference(res: CalibrationResult, hardware) -> CalibrationResult:
+    """A fit against a hardware *file* records the file, so that later steps (all-reduce fit, hold-out) find it."""
     from dataclasses import replace
 
-    import pandas as pd
-
-    from sdsl.fit.elementwise import fit_elementwise
-    from sdsl.fit.profiles import read_vidur_elementwise
-
-    rows = pd.concat([_vidur_elementwise(p, read_vidur_elementwise) for p in vidur_dirs], ignore_index=True)
-    params, stats = fit_elementwise(rows, hw, res.params)
-    source = params.source + f"; elementwise kernels fitted to {stats['n']} Vidur timings (MAPE {100 * stats['mape']:.1f}%)"
-    return replace(res, params=params.replace(source=source), varied=res.varied + tuple(
-        k for k in ("t_elementwise", "eta_norm", "eta_rope", "eta_act", "eta_add", "row_norm", "row_rope", "row_act")))
-
-
-def _vidur_elementwise(path: Path, reader):
-    """Elementwise rows of a Vidur root (``<gpu>/<org>/<model>``) or one GPU's folder (``<org>/<model>``)."""
-    if any(path.glob("*/*/*/mlp.csv")):
-        return reader(path)
-    return reader(path.parent, hardware=path.name)
+    text = str(hardware)
+    if "/" in text or "\\" in text or text.lower().endswith((".toml", ".json")):
+        return replace(res, hardware=text)
+    return res

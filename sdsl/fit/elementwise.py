@@ -10,6 +10,7 @@ Waterman & Patterson 2009). Fitted on log-time with bounded least squares: t_ew,
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,7 +21,7 @@ from sdsl.errors import ProfileError
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["ELEMENTWISE_FIELDS", "predict_elementwise_times", "fit_elementwise"]
+__all__ = ["ELEMENTWISE_FIELDS", "predict_elementwise_times", "fit_elementwise", "with_elementwise"]
 
 ELEMENTWISE_FIELDS = ("t_elementwise",) + tuple(f"eta_{k}" for k in ELEMENTWISE_KINDS) + ("row_norm", "row_rope", "row_act")
 _LO = {"t_elementwise": 0.0, "row_norm": 0.0, "row_rope": 0.0, "row_act": 0.0}
@@ -62,3 +63,25 @@ def fit_elementwise(rows: "pd.DataFrame", hardware, base: LatencyParams) -> tupl
     ape = np.abs(predict_elementwise_times(rows, hardware, params) / rows["time_s"].to_numpy(float) - 1.0)
     by_kind = {k: float(ape[(rows["kind"] == k).to_numpy()].mean()) for k in sorted(rows["kind"].unique())}
     return params, {"mape": float(ape.mean()), "mape_by_kind": by_kind, "n": int(len(rows))}
+
+
+def with_elementwise(res, vidur_dirs, hw):
+    """A CalibrationResult ``res`` (GEMMs) with the elementwise kernels of the Vidur folders ``vidur_dirs`` fitted too."""
+    from dataclasses import replace
+
+    import pandas as pd
+
+    from sdsl.fit.vidur import read_vidur_elementwise
+
+    rows = pd.concat([_vidur_elementwise(p, read_vidur_elementwise) for p in vidur_dirs], ignore_index=True)
+    params, stats = fit_elementwise(rows, hw, res.params)
+    source = params.source + f"; elementwise kernels fitted to {stats['n']} Vidur timings (MAPE {100 * stats['mape']:.1f}%)"
+    return replace(res, params=params.replace(source=source), varied=res.varied + tuple(
+        k for k in ("t_elementwise", "eta_norm", "eta_rope", "eta_act", "eta_add", "row_norm", "row_rope", "row_act")))
+
+
+def _vidur_elementwise(path: Path, reader):
+    """Elementwise rows of a Vidur root (``<gpu>/<org>/<model>``) or one GPU's folder (``<org>/<model>``)."""
+    if any(path.glob("*/*/*/mlp.csv")):
+        return reader(path)
+    return reader(path.parent, hardware=path.name)
