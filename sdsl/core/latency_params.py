@@ -74,8 +74,8 @@ class LatencyParams:
                 continue
             if not (v >= 0 and math.isfinite(v)):
                 raise InvalidInputError(f"LatencyParams.{name} must be a finite non-negative time; got {v!r}.")
-        if isinstance(self.m_tile, float) and self.m_tile.is_integer():
-            object.__setattr__(self, "m_tile", int(self.m_tile))
+        if isinstance(self.m_tile, float) and math.isfinite(self.m_tile):  # e.g. averaged across GPUs
+            object.__setattr__(self, "m_tile", int(round(self.m_tile)))
         if not (isinstance(self.m_tile, int) and self.m_tile >= 0):
             raise InvalidInputError(f"LatencyParams.m_tile must be a non-negative integer; got {self.m_tile!r}.")
         if not (self.smoothness >= 1):

@@ -98,6 +98,7 @@ class CalibrationResult(Result):
                 lines.append(f"    {name:<12} = {v * k:.4g}{unit} (fixed)")
         if self.smoothness_choice:
             lines.append(f"    ({self.smoothness_choice})")
+        lines += self._extra_terms()
         lines += ["[[Fit statistics]]", f"    MAPE (all)           = {100 * self.mape:.2f} %",
                   f"    MAPE (num_tokens<={DECODE_MAX_TOKENS}) = {100 * self.decode_mape:.2f} %",
                   f"    rms log error        = {self.rms_log_error:.4f}"]
@@ -115,6 +116,20 @@ class CalibrationResult(Result):
             for r in per_op.itertuples():
                 lines.append(f"    {r.op:<16} {100 * r.overall_mape:6.2f} % / {100 * r.decode_mape:6.2f} %   (n={r.n})")
         return "\n".join(lines)
+
+    def _extra_terms(self) -> list[str]:
+        """Report lines for the GEMM row tile, the elementwise kernels and the all-reduce, when set."""
+        p, out = self.params, []
+        if p.m_tile:
+            out.append(f"    m_tile       = {p.m_tile} GEMM rows per tile (fixed)")
+        if p.t_elementwise is not None:
+            out.append(f"    elementwise: t_ew {1e6 * p.t_elementwise:.3g} us; eta norm/rope/act/add "
+                       f"{p.eta_norm:.3f}/{p.eta_rope:.3f}/{p.eta_act:.3f}/{p.eta_add:.3f}; row ns/element "
+                       f"norm/rope/act {1e9 * p.row_norm:.3g}/{1e9 * p.row_rope:.3g}/{1e9 * p.row_act:.3g}")
+        if "all-reduce fitted" in p.source:
+            out.append(f"    all-reduce: latency {1e6 * p.allreduce_latency:.3g} us + {1e6 * p.allreduce_step_latency:.3g} us "
+                       f"per ring step, eta_interconnect {p.eta_interconnect:.3f} of the per-direction link")
+        return out
 
     def plot(self, ax=None):
         """Predicted vs measured, log-log, one colour per operator (matplotlib imported here)."""
