@@ -67,6 +67,8 @@ class SDPrediction:
     speedup: np.ndarray
     cost_ratio: np.ndarray  # c = t_draft / t_plain
     bound: np.ndarray  # what dominates the verification step
+    tpot_s: np.ndarray  # time per output token of one sequence: t_step / τ
+    t_propose_s: np.ndarray  # all drafting of one step (γ·t_draft for a draft-model chain)
 
     def to_dict(self) -> dict:
         """Plain Python values (lists for arrays), for JSON."""
@@ -101,45 +103,33 @@ def plain_tokens_per_s(target, hardware, batch=1, context=1024, tp=1, dtype="bf1
 def predict(target, draft, gamma, alpha, hardware, batch=1, context=1024, tp: int = 1, draft_tp: int = 1,
             dtype: str = "bf16", params: LatencyParams | None = None, draft_params: LatencyParams | None = None,
             overhead_s=0.0) -> SDPrediction:
-    """Hardware-aware SD throughput (DESIGN.md §3.3), broadcasting over gamma, alpha, batch, context.
+    """Hardware-aware SD throughput of a draft-model chain (DESIGN.md §3.3), broadcasting over gamma,
+    alpha, batch, context: the special case of :func:`sdsl.core.speculation.price_speculation` with a
+    :class:`~sdsl.core.proposers.DraftModel` and i.i.d. α (Leviathan et al. 2023, Eq. 1).
 
-    ``draft`` is a ModelSpec, a :class:`~sdsl.core.latency.ModelShapes` stack, or None for a model-free
-    proposer (prompt lookup) whose cost is ``overhead_s``. ``params=None`` uses the hardware's shipped
-    calibration (:func:`sdsl.core.latency.default_params`); ``draft_params`` defaults to ``params``. ``overhead_s`` is any extra time per SD
-    step (sampling, rejection, scheduling). γ = 0 is plain decoding (speedup 1 when overhead is 0).
+    ``draft`` is a ModelSpec, a :class:`~sdsl.core.latency.ModelShapes` stack, a
+    :class:`~sdsl.core.proposers.Proposer`, or None for a model-free proposer (prompt lookup) whose cost is
+    ``overhead_s``. ``params=None`` uses the hardware's shipped calibration
+    (:func:`sdsl.core.latency.default_params`); ``draft_params`` defaults to ``params``. ``overhead_s`` is any
+    extra time per SD step (sampling, rejection, scheduling). γ = 0 is plain decoding.
     """
+    from types import SimpleNamespace
+
     from sdsl.core.latency import _hardware, default_params
+    from sdsl.core.proposers import DraftModel, NGramLookup, Proposer
+    from sdsl.core.speculation import price_speculation
 
     hardware = _hardware(hardware)
     params = params or default_params(hardware)
+    deployment = SimpleNamespace(hardware=hardware, tp=tp, draft_tp=draft_tp, dtype=dtype, context=context,
+                                 params=params)
     g = check_gamma(gamma)
-    if np.any(g != np.round(g)):
-        raise InvalidInputError("gamma must be a whole number of draft tokens.")
-    a = check_alpha(alpha)
-    t_plain = step_time(target, hardware, batch, 1, context, dtype, tp, params).total_s
-    verify = step_time(target, hardware, batch, g + 1, context, dtype, tp, params)
     if draft is None:
-        t_draft = np.zeros_like(t_plain)
+        proposer = NGramLookup()
+    elif isinstance(draft, Proposer):
+        proposer = draft
     else:
-        t_draft = step_time(draft, hardware, batch, 1, context, dtype, draft_tp, draft_params or params).total_s
-    overhead = np.asarray(overhead_s, dtype=float)
-    if np.any(overhead < 0):
-        raise InvalidInputError("overhead_s must be non-negative.")
-    t_step = g * t_draft + verify.total_s + overhead
-    expected = tau(a, g)
-    b = np.asarray(batch, dtype=float)
-    tps = b * expected / t_step
-    plain = b / t_plain
-    return SDPrediction(
-        tau=expected,
-        t_draft_s=t_draft,
-        t_verify_s=verify.total_s,
-        t_overhead_s=overhead + 0.0 * t_step,
-        t_step_s=t_step,
-        t_plain_s=t_plain,
-        tokens_per_s=tps,
-        plain_tokens_per_s=plain,
-        speedup=tps / plain,
-        cost_ratio=t_draft / t_plain,
-        bound=verify.bound,
-    )
+        proposer = DraftModel(draft, params=draft_params)
+    out = price_speculation(target, proposer, deployment, tau_value=tau(check_alpha(alpha), g), gamma=g,
+                            batch=batch, overhead_s=overhead_s)
+    return SDPrediction(**{f.name: out[f.name] for f in fields(SDPrediction)})

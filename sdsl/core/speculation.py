@@ -1,0 +1,130 @@
+"""One speculative step of any proposer, chain or tree, priced on the roofline (DESIGN.md §3.3).
+
+A step drafts (``proposer.draft_time``: γ passes for a chain, steps passes over the top-k frontier for
+an SGLang-style tree, one pass for Medusa, CPU time for n-gram lookup), then the target verifies
+n tokens per sequence in one forward (n = γ + 1 for a chain; n = the tree's draft tokens, root
+included). A tree's tokens attend to every tree position under a mask (the kernel computes the whole
+n × n block, not the causal half), priced as context L + n/2. Emitted tokens per step τ come from the
+acceptance (Leviathan et al. 2023 Eq. 1 for i.i.d. α; measured accepted length for a tree):
+
+    tokens/s = b·τ / (T_draft + T_verify(b, n) + T_overhead),   TPOT = (T_draft + T_verify + T_overhead)/τ.
+
+Everything broadcasts over batch, γ and τ; γ = 0 is plain decoding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sdsl.core.acceptance import alpha_from_tau, check_alpha, check_gamma, tau
+from sdsl.core.latency import step_time
+from sdsl.core.proposers import Proposer, forward_time, make_proposer
+from sdsl.errors import InvalidInputError
+
+__all__ = ["TreeShape", "parse_tree", "price_speculation", "tau_of", "chain_tau_from_accepted_length"]
+
+
+@dataclass(frozen=True)
+class TreeShape:
+    """SGLang's (``--speculative-num-steps``, ``--speculative-eagle-topk``, ``--speculative-num-draft-tokens``):
+    draft depth, branching per depth, and tokens the target verifies (root included)."""
+
+    steps: int
+    topk: int
+    tokens: int
+
+    def __post_init__(self):
+        s, k, n = self.steps, self.topk, self.tokens
+        if min(s, k) < 1 or n < 2:
+            raise InvalidInputError(f"Tree {s},{k},{n} cannot exist: steps and topk must be >= 1 and tokens >= 2.")
+        most = 1 + k + (s - 1) * k * k  # the root + every candidate the expansion scores
+        if k == 1 and n > s + 1 or n > most:
+            raise InvalidInputError(f"Tree {s},{k},{n} cannot exist: {s} steps of top-{k} draft at most "
+                                    f"{min(most, s + 1) if k == 1 else most} tokens (root included).")
+
+    @property
+    def is_chain(self) -> bool:
+        return self.topk == 1
+
+
+def parse_tree(text) -> TreeShape:
+    """'8,8,64' → TreeShape(8, 8, 64); anything else is a one-line InvalidInputError."""
+    if isinstance(text, TreeShape):
+        return text
+    try:
+        s, k, n = (int(v) for v in str(text).split(","))
+    except ValueError:
+        raise InvalidInputError(f"--tree takes STEPS,TOPK,TOKENS (three integers, e.g. 8,8,64); got {text!r}.") from None
+    return TreeShape(s, k, n)
+
+
+def chain_tau_from_accepted_length(accepted_length, at_gamma, gamma) -> np.ndarray:
+    """τ at ``gamma`` from a mean accepted length (bonus included) measured at ``at_gamma``: the i.i.d. α
+    that reproduces it (Leviathan Eq. 1 inverted), re-evaluated at ``gamma``. Exact at ``gamma == at_gamma``."""
+    a = alpha_from_tau(accepted_length, at_gamma)
+    return tau(a, gamma)
+
+
+def tau_of(acceptance, gamma) -> np.ndarray:
+    """τ for a chain of ``gamma`` drafts: an i.i.d. α (number/array; Leviathan Eq. 1) or any object with a
+    ``tau(gamma)`` method (per-position vectors and accepted lengths)."""
+    if hasattr(acceptance, "tau"):
+        return np.asarray(acceptance.tau(gamma), dtype=float)
+    return tau(check_alpha(acceptance), gamma)
+
+
+def _resolve(deployment):
+    if hasattr(deployment, "hardware") and hasattr(deployment, "draft_tp"):
+        return deployment
+    from sdsl.core.deployment import Deployment  # the `deploy` helper's API
+
+    return Deployment.of(deployment)
+
+
+def price_speculation(target, proposer, deployment, *, tau_value, gamma=None, tree=None, batch=1,
+                      overhead_s=0.0) -> dict:
+    """Price one speculative step; see the module docstring. Returns arrays (broadcast over batch, γ, τ):
+    tau, t_draft_s (one drafting pass at q = 1), t_propose_s (all drafting), t_verify_s, t_overhead_s,
+    t_step_s, t_plain_s, tokens_per_s, plain_tokens_per_s, speedup, tpot_s, cost_ratio, bound, verify_tokens.
+
+    Give ``gamma`` (chain) or ``tree`` (TreeShape); ``tau_value`` is the expected emitted tokens per step.
+    """
+    dep = _resolve(deployment)
+    proposer = make_proposer(proposer)
+    if (gamma is None) == (tree is None):
+        raise InvalidInputError("Give a chain length gamma or a tree shape, not both.")
+    context = dep.context
+    if tree is None:
+        g = check_gamma(gamma)
+        if np.any(g != np.round(g)):
+            raise InvalidInputError("gamma must be a whole number of draft tokens.")
+        if proposer.max_depth is not None and np.any(g > proposer.max_depth):
+            raise InvalidInputError(f"{proposer.name} drafts at most {proposer.max_depth} tokens; got gamma={int(np.max(g))}.")
+        steps, topk, n_verify, mask_context = g, 1, g + 1.0, context
+    else:
+        tree = parse_tree(tree)
+        if proposer.max_depth is not None and tree.steps > proposer.max_depth:
+            raise InvalidInputError(f"{proposer.name} drafts at most {proposer.max_depth} levels; tree has {tree.steps}.")
+        steps, topk, n_verify = tree.steps, tree.topk, float(tree.tokens)
+        mask_context = context + (0.0 if tree.is_chain else n_verify / 2.0)
+    t = np.asarray(tau_value, dtype=float)
+    if np.any(~np.isfinite(t)) or np.any(t < 1) or np.any(t > n_verify + 1e-9):
+        raise InvalidInputError(f"Expected tokens per step must lie in [1, {float(np.max(n_verify)):g}] (verified tokens).")
+    overhead = np.asarray(overhead_s, dtype=float)
+    if np.any(overhead < 0):
+        raise InvalidInputError("overhead_s must be non-negative.")
+    b = np.asarray(batch, dtype=float)
+    t_plain = forward_time(target, dep, batch=b, q=1, context=context, tp=dep.tp)
+    verify = step_time(target, dep.hardware, b, n_verify, mask_context, dep.dtype, dep.tp, dep.params)
+    t_draft = proposer.step_time(target, dep, batch=b, q=1, context=context)
+    t_propose = proposer.draft_time(target, dep, batch=b, steps=steps, topk=topk, context=context)
+    t_step = t_propose + verify.total_s + overhead
+    tps = b * t / t_step
+    plain = b / t_plain
+    return {"tau": t + 0.0 * t_step, "t_draft_s": t_draft + 0.0 * t_step, "t_propose_s": t_propose + 0.0 * t_step,
+            "t_verify_s": verify.total_s, "t_overhead_s": overhead + 0.0 * t_step, "t_step_s": t_step,
+            "t_plain_s": t_plain, "tokens_per_s": tps, "plain_tokens_per_s": plain, "speedup": tps / plain,
+            "tpot_s": t_step / t, "cost_ratio": t_draft / t_plain, "bound": verify.bound,
+            "verify_tokens": n_verify + 0.0 * t_step}
