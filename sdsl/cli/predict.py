@@ -1,64 +1,102 @@
-"""`sdsl predict`: step-time breakdown, τ, tokens/s and speedup of one configuration."""
+"""`sdsl predict`: step-time breakdown, τ, tokens/s, TPOT and speedup of one configuration."""
 
 from __future__ import annotations
 
 import click
 
 from sdsl.cli._common import calibration_option, echo_json, json_option, resolve_latency_params
+from sdsl.cli._speculation import measured_acceptance_options, proposer_option, resolve_acceptance, tree_option
 
 
 @click.command()
 @click.option("--target", required=True, help="Target model (catalog name or config.json).")
-@click.option("--draft", required=True, help="Draft model (catalog name or config.json).")
-@click.option("--gamma", required=True, type=int, help="Draft tokens proposed per step.")
+@click.option("--draft", default=None, help="Draft model (catalog name or config.json); same as --proposer draft:<model>.")
+@proposer_option
+@click.option("--gamma", type=int, default=None, help="Draft tokens proposed per step (a chain).")
+@tree_option
 @click.option("--hardware", default="h100-sxm", show_default=True, help="Hardware (catalog name or TOML/JSON file).")
-@click.option("--alpha", type=float, default=None, help="Acceptance rate in (0, 1); default: SDSL's plane.")
+@click.option("--alpha", type=float, default=None, help="i.i.d. acceptance rate in (0, 1); default for a draft model: SDSL's plane.")
+@measured_acceptance_options
 @click.option("--batch", default=1, show_default=True, type=int, help="Sequences decoded together.")
 @click.option("--context", default=1024, show_default=True, type=int, help="Tokens in each sequence's KV cache.")
-@click.option("--tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of the target.")
-@click.option("--draft-tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of the draft.")
+@click.option("--tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of the target (and its heads).")
+@click.option("--draft-tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of a draft model.")
 @click.option("--dtype", default="bf16", show_default=True, type=click.Choice(["bf16", "fp16", "fp8", "fp32"]))
 @calibration_option
 @json_option
-def predict(target, draft, gamma, hardware, alpha, batch, context, tp, draft_tp, dtype, calibration, as_json):
-    """Predict one speculative-decoding configuration: draft and verify step times, tau, tokens/s
-    and speedup over plain decoding of the target."""
-    from sdsl.core.acceptance import check_alpha
-    from sdsl.core.architecture import get_model
-    from sdsl.errors import InvalidInputError
-    from sdsl.core.hardware import get_hardware
-    from sdsl.core.scaling import acceptance_from_sizes
-    from sdsl.core.throughput import predict as predict_sd
+def predict(target, draft, proposers, gamma, tree, hardware, alpha, accepted_length, accepted_at, acceptance, batch,
+            context, tp, draft_tp, dtype, calibration, as_json):
+    """Predict one speculative-decoding configuration: draft and verify step times, tau, tokens/s,
+    time per output token and speedup over plain decoding of the target."""
+    from types import SimpleNamespace
 
-    if gamma < 0:
+    from sdsl.core.architecture import get_model
+    from sdsl.core.hardware import get_hardware
+    from sdsl.core.proposers import DraftModel, make_proposer
+    from sdsl.core.scaling import acceptance_from_sizes
+    from sdsl.core.speculation import parse_tree, price_speculation
+    from sdsl.errors import InvalidInputError
+
+    if (gamma is None) == (tree is None):
+        raise InvalidInputError("Give --gamma (a chain) or --tree STEPS,TOPK,TOKENS, exactly one.")
+    if gamma is not None and gamma < 0:
         raise InvalidInputError("--gamma must be >= 0.")
     if batch <= 0:
         raise InvalidInputError("--batch must be a positive integer.")
     if context < 0:
         raise InvalidInputError("--context must be >= 0.")
-    t, d, hw = get_model(target), get_model(draft), get_hardware(hardware)
-    if alpha is None:
-        alpha = float(acceptance_from_sizes(d.total_params, t.total_params))
-        source = "sdsl-plane"
-    else:
-        check_alpha(alpha, open_interval=True)
-        source = "given"
+    if len(proposers) > 1 or (proposers and draft):
+        raise InvalidInputError("predict prices one proposer: give --draft or one --proposer.")
+    if not proposers and not draft:
+        raise InvalidInputError("Give --draft <model> or --proposer draft:<model>|eagle|eagle3|medusa|mtp|ngram.")
+    shape = parse_tree(tree) if tree else None
+    proposer = make_proposer(proposers[0] if proposers else f"draft:{draft}")
+    t, hw = get_model(target), get_hardware(hardware)
+    k = gamma if shape is None else shape.steps
+    acc = resolve_acceptance(alpha=alpha, accepted_length=accepted_length, accepted_at=accepted_at,
+                             acceptance=acceptance, gamma=k)
+    tau_value, source = _tau(acc, k, shape, proposer, t, accepted_length, acceptance_from_sizes, DraftModel)
     params = resolve_latency_params(calibration, hw)
-    p = predict_sd(t, d, gamma, alpha, hw, batch, context, tp, draft_tp, dtype, params)
-    out = {"target": t.name, "draft": d.name, "hardware": hw.name, "gamma": gamma, "alpha": alpha,
-           "alpha_source": source, "batch": batch, "context": context, "tp": tp, "dtype": dtype, **p.to_dict(),
-           "latency_params": params.to_dict()}
+    dep = SimpleNamespace(hardware=hw, tp=tp, draft_tp=draft_tp, dtype=dtype, context=context, params=params)
+    p = price_speculation(t, proposer, dep, tau_value=tau_value, gamma=gamma, tree=shape, batch=batch)
+    out = {"target": t.name, "proposer": proposer.name, "proposer_source": proposer.source, "hardware": hw.name,
+           "gamma": gamma, "tree": None if shape is None else [shape.steps, shape.topk, shape.tokens],
+           "acceptance_source": source, "batch": batch, "context": context, "tp": tp, "dtype": dtype,
+           **{key: (v.item() if hasattr(v, "item") else v) for key, v in p.items()}, "latency_params": params.to_dict()}
     if as_json:
         echo_json(out)
         return
+    _echo(out, hw.name)
+
+
+def _tau(acc, k, shape, proposer, target, accepted_length, acceptance_from_sizes, DraftModel):
+    """τ for the configuration and where it came from."""
+    from sdsl.errors import InvalidInputError
+
+    if shape is not None and not shape.is_chain:
+        if accepted_length is None:
+            raise InvalidInputError("A tree is priced from its measured --accepted-length (tau of the tree).")
+        return accepted_length, "accepted-length (tree)"
+    if acc is not None:
+        return float(acc.tau(k)), acc.kind
+    if isinstance(proposer, DraftModel):
+        from sdsl.core.acceptance import tau
+
+        a = float(acceptance_from_sizes(proposer.model.total_params, target.total_params))
+        return float(tau(a, k)), f"sdsl-plane (alpha {a:.3f})"
+    raise InvalidInputError(f"{proposer.name} needs a measured acceptance: --alpha, --accepted-length or --acceptance.")
+
+
+def _echo(out: dict, hw_name: str) -> None:
     ms = lambda s: f"{1e3 * s:8.3f} ms"  # noqa: E731
-    click.echo(f"{t.name} + draft {d.name}, gamma {gamma}, alpha {alpha:.3f} ({source}), batch {batch}, "
-               f"context {context}, tp {tp}, {dtype} on {hw.name}")
-    click.echo(f"  draft step (q=1)      {ms(out['t_draft_s'])}   x {gamma}")
-    click.echo(f"  verify step (q={gamma + 1:<2})   {ms(out['t_verify_s'])}   ({out['bound']}-bound)")
-    click.echo(f"  overhead              {ms(out['t_overhead_s'])}")
+    shape = f"gamma {out['gamma']}" if out["tree"] is None else "tree " + ",".join(map(str, out["tree"]))
+    click.echo(f"{out['target']} + {out['proposer']}, {shape}, tau {out['tau']:.3f} ({out['acceptance_source']}), "
+               f"batch {out['batch']}, context {out['context']}, tp {out['tp']}, {out['dtype']} on {hw_name}")
+    click.echo(f"  draft pass (q=1)      {ms(out['t_draft_s'])}")
+    click.echo(f"  drafting, all passes  {ms(out['t_propose_s'])}")
+    click.echo(f"  verify ({int(out['verify_tokens'])} tokens)    {ms(out['t_verify_s'])}   ({out['bound']}-bound)")
     click.echo(f"  SD step               {ms(out['t_step_s'])}")
     click.echo(f"  plain step (q=1)      {ms(out['t_plain_s'])}")
-    click.echo(f"  tau (tokens/step)     {out['tau']:8.3f}")
+    click.echo(f"  TPOT                  {ms(out['tpot_s'])}")
     click.echo(f"  tokens/s              {out['tokens_per_s']:8.1f}   (plain {out['plain_tokens_per_s']:.1f})")
     click.echo(f"  speedup               {out['speedup']:8.3f}x  (cost ratio c = {out['cost_ratio']:.4f})")

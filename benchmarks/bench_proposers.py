@@ -1,0 +1,33 @@
+"""Ranking all proposers × k ≤ 8 × batch 1–256 × 32 acceptance levels (issue 9 goal: < 0.1 s)."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import numpy as np
+
+
+def run(repeats: int = 5) -> dict:
+    from sdsl.core.architecture import get_model
+    from sdsl.core.hardware import get_hardware
+    from sdsl.core.ranking import rank_proposers
+
+    target = get_model("llama-3.1-8b")
+    dep = SimpleNamespace(hardware=get_hardware("h100-sxm"), tp=1, draft_tp=1, dtype="bf16", context=1024, params=None)
+    proposers = ["draft:llama-3.2-1b", "eagle", "eagle3", "medusa", "mtp", "ngram"]
+    alphas = np.linspace(0.3, 0.95, 32)
+    args = dict(acceptance=alphas, gammas=range(0, 9), batches=range(1, 257))
+    rank_proposers(target, proposers, dep, **args)  # warm caches and imports
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        r = rank_proposers(target, proposers, dep, **args)
+        r.best()
+        r.break_even_batch()
+        times.append(time.perf_counter() - t0)
+    return {"configs": int(np.prod(r.tokens_per_s.shape)), "best_s": min(times), "median_s": float(np.median(times))}
+
+
+if __name__ == "__main__":
+    print(run())
