@@ -6,6 +6,7 @@ import click
 
 from sdsl.cli._common import (calibration_option, echo_json, format_table, json_option, parse_int_list,
                       resolve_latency_params)
+from sdsl.cli._speculation import measured_acceptance_options, proposer_option, resolve_acceptance
 
 
 @click.command()
@@ -27,16 +28,23 @@ from sdsl.cli._common import (calibration_option, echo_json, format_table, json_
               help="Also print a batch-size -> k table for the best draft (TurboSpec goodput; for a serving "
                    "engine's dynamic speculation config).")
 @click.option("--max-batch", default=256, show_default=True, type=int, help="Largest batch size in the --serving table.")
+@proposer_option
+@measured_acceptance_options
+@click.option("--export", type=str, default=None,
+              help="Print the pick's configuration for an engine: vllm | sglang | trtllm (implies --proposer ranking).")
 @calibration_option
 @click.option("--csv", "as_csv", is_flag=True, help="Print every evaluated configuration as CSV.")
 @json_option
 def optimize(target, hardware, batch, context, tp, draft_tp, alpha, gamma_max, dtype, drafts, any_tokenizer,
-             pretrain_tokens, top, serving, max_batch, calibration, as_csv, as_json):
+             pretrain_tokens, top, serving, max_batch, proposers, accepted_length, accepted_at, acceptance, export,
+             calibration, as_csv, as_json):
     """Rank draft models and speculation lengths by predicted tokens/s.
 
     Every (draft, gamma, batch) is priced on the calibrated roofline of the hardware; alpha is
     the given --alpha or SDSL's acceptance plane. Also prints SDSL's continuous FLOP-optimal draft
-    size N* for the target.
+    size N* for the target. With --proposer (repeatable; 'all' = every head kind) or --export, ranks
+    proposers and k together, reports the batch at which speculation stops paying and the best k by
+    batch, and prints the engine's configuration for the pick.
     """
     from sdsl.core.acceptance import check_alpha
     from sdsl.core.architecture import get_model
@@ -58,6 +66,24 @@ def optimize(target, hardware, batch, context, tp, draft_tp, alpha, gamma_max, d
     target_spec = get_model(target)
     hw = get_hardware(hardware)
     params = resolve_latency_params(calibration, hw)
+    if proposers or export or accepted_length is not None or acceptance is not None:
+        from types import SimpleNamespace
+
+        from sdsl.cli._optimize_proposers import rank_and_report
+
+        acc = resolve_acceptance(alpha=alpha, accepted_length=accepted_length, accepted_at=accepted_at,
+                                 acceptance=acceptance, gamma=None)
+        if export:
+            from sdsl.core.export import ENGINES
+
+            if export.lower().replace("-", "") not in ENGINES:
+                raise InvalidInputError(f"Unknown engine {export!r}; expected one of {', '.join(ENGINES)}.")
+        dep = SimpleNamespace(hardware=hw, tp=tp, draft_tp=draft_tp, dtype=dtype, context=context, params=params)
+        chosen = proposers or tuple(f"draft:{d.strip()}" for d in (drafts or "").split(",") if d.strip()) or ("all",)
+        rank_and_report(target=target_spec, proposers=tuple(chosen), deployment=dep, acc=acc, gamma_max=gamma_max,
+                        batches=batches, max_batch=max_batch, pretrain_tokens=pretrain_tokens, top=top, export=export,
+                        as_json=as_json)
+        return
     if drafts:
         draft_specs = [get_model(d.strip()) for d in drafts.split(",") if d.strip()]
     else:

@@ -1,0 +1,66 @@
+"""`sdsl predict/optimize --proposer/--tree/--export` and `sdsl validate published`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from sdsl.cli import cli
+
+
+def run(args):
+    return CliRunner().invoke(cli, args)
+
+
+def test_done_when_chain_and_tree():
+    base = ["predict", "--target", "llama-3.1-8b", "--proposer", "eagle3", "--accepted-length", "3.1",
+            "--hardware", "h100-sxm", "--json"]
+    chain = json.loads(run(base + ["--gamma", "4"]).output)
+    assert {"tpot_s", "tokens_per_s", "speedup", "tau", "bound"} <= set(chain)
+    assert chain["tau"] == pytest.approx(3.1) and chain["verify_tokens"] == 5
+    tree = json.loads(run(base + ["--tree", "8,8,64"]).output)
+    assert tree["verify_tokens"] == 64 and tree["tree"] == [8, 8, 64]
+    assert tree["tpot_s"] == pytest.approx(tree["t_step_s"] / tree["tau"])
+
+
+@pytest.mark.parametrize("args", [
+    ["--proposer", "hydra", "--gamma", "2", "--alpha", "0.5"],
+    ["--proposer", "eagle", "--tree", "2,1,9", "--accepted-length", "2"],
+    ["--proposer", "eagle", "--tree", "8,8", "--accepted-length", "2"],
+    ["--proposer", "eagle", "--gamma", "3", "--acceptance", "0.9,1.2"],
+    ["--proposer", "eagle", "--gamma", "3"],
+])
+def test_predict_bad_input_one_line_exit_2(args):
+    res = run(["predict", "--target", "llama-3.1-8b", *args])
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("engine,needle", [("vllm", '"method": "eagle3"'), ("sglang", "--speculative-algorithm EAGLE3"),
+                                           ("trtllm", '"decoding_type": "Eagle3"')])
+def test_optimize_export(engine, needle):
+    res = run(["optimize", "--target", "llama-3.1-8b", "--proposer", "eagle3", "--accepted-length", "3.1",
+               "--accepted-at", "4", "--gamma-max", "8", "--max-batch", "64", "--export", engine])
+    assert res.exit_code == 0, res.output
+    assert needle in res.output and "stops paying" in res.output
+
+
+def test_optimize_ranks_all_proposers_json():
+    res = run(["optimize", "--target", "llama-3.1-8b", "--proposer", "all", "--alpha", "0.6", "--batch", "1,32",
+               "--max-batch", "32", "--json"])
+    out = json.loads(res.output)
+    assert {r["proposer"] for r in out["configs"]} <= {"eagle", "eagle3", "medusa", "mtp", "ngram"}
+    assert out["k_table"][0]["batch_min"] == 1
+
+
+@pytest.mark.parametrize("args", [["--export", "tgi"], ["--proposer", "medusa", "--export", "sglang"],
+                                  ["--proposer", "nope"]])
+def test_optimize_bad_input(args):
+    res = run(["optimize", "--target", "llama-3.1-8b", "--alpha", "0.6", "--max-batch", "8", *args])
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
+
+
+def test_validate_published_json():
+    out = json.loads(run(["validate", "published", "--json"]).output)
+    assert out["summary"]["engine_decode"]["n"] == 18 and out["k_sweep"]["measured_best_k"] == 2

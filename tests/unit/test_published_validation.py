@@ -1,0 +1,61 @@
+"""Every number VALIDATION.md states about the published development set, recomputed."""
+
+from __future__ import annotations
+
+import pytest
+
+from sdsl.experiments.published_validation import validate_published
+
+R = 1e-3
+
+
+@pytest.fixture(scope="module")
+def result():
+    return validate_published()
+
+
+def test_row_accounting(result):
+    assert len(result["rows"]) == 38 and len(result["unpriced"]) == 14  # of 20 + 32 rows
+    reasons = " ".join(u["reason"] for u in result["unpriced"])
+    assert "RTX 3090" in reasons and "Hydra" in reasons and "Lookahead" in reasons and "no accepted length" in reasons
+
+
+def test_summaries(result):
+    s = result["summary"]
+    assert s["engine_decode"]["n"] == 18
+    assert s["engine_decode"]["median_abs_error"] == pytest.approx(0.02802, rel=R)
+    assert s["engine_decode"]["mean_abs_error"] == pytest.approx(0.06043, rel=R)
+    assert s["engine_decode"]["worst_error"] == pytest.approx(0.32076, rel=R)
+    assert s["engine_decode"]["median_signed_error"] == pytest.approx(-0.01200, rel=R)
+    assert s["engine_speculative"]["n"] == 5
+    assert s["engine_speculative"]["median_abs_error"] == pytest.approx(0.40618, rel=R)
+    assert s["engine_speculative"]["worst_error"] == pytest.approx(0.44360, rel=R)
+    assert s["engine_speculative_stated_gpu"]["median_abs_error"] == pytest.approx(0.39220, rel=R)
+    assert s["spec_bench"]["n"] == 14
+    assert s["spec_bench"]["median_abs_error"] == pytest.approx(0.14252, rel=R)
+    assert s["spec_bench"]["worst_error"] == pytest.approx(0.35694, rel=R)
+    assert s["eager"]["worst_error"] == pytest.approx(2.99500, rel=R)
+
+
+def test_leave_one_source_out_overhead(result):
+    loso = result["loso_overhead"]
+    assert loso["engine_decode"]["median_abs_error"] == pytest.approx(0.08009, rel=R)
+    assert loso["engine_speculative"]["median_abs_error"] == pytest.approx(0.16029, rel=R)
+    assert loso["engine_speculative"]["worst_error"] == pytest.approx(0.25528, rel=R)
+    fitted = sorted({round(r["overhead_s"] * 1e6) for r in loso["rows"]})
+    assert fitted == [325, 335, 420, 430, 435, 580]  # µs, one per held-out source
+
+
+def test_k_sweep(result):
+    ks = result["k_sweep"]
+    assert ks["measured_best_k"] == 2
+    assert ks["shipped"]["best_k"] == 2 and ks["loso_overhead"]["best_k"] == 2
+    assert ks["decay"]["a"] == pytest.approx(0.58763, rel=R) and ks["decay"]["r"] == pytest.approx(0.87566, rel=R)
+    assert ks["shipped"]["relative_to_k2"][4] == pytest.approx(0.95838, rel=R)
+    assert ks["shipped"]["relative_to_k2"][7] == pytest.approx(0.81254, rel=R)
+    assert ks["loso_overhead"]["relative_to_k2"][7] == pytest.approx(0.71605, rel=R)
+    assert ks["shipped"]["errors"][2] == pytest.approx(0.23713, rel=R)
+    assert ks["loso_overhead"]["errors"][2] == pytest.approx(0.06069, rel=R)
+    assert ks["loso_overhead"]["errors"][7] == pytest.approx(-0.09848, rel=R)
+    m = ks["measured_relative_to_k2"]
+    assert m[4] == pytest.approx(0.98170, rel=R) and m[7] == pytest.approx(0.84248, rel=R)
