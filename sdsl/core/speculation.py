@@ -1,4 +1,4 @@
-"""One speculative step of any proposer, chain or tree, priced on the roofline (DESIGN.md §3.3).
+"""One speculative step of any proposer, chain or tree, priced on the roofline (docs/model.md §3.3).
 
 A step drafts (``proposer.draft_time``: γ passes for a chain, steps passes over the top-k frontier for
 an SGLang-style tree, one pass for Medusa, CPU time for n-gram lookup), then the target verifies

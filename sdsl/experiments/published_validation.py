@@ -21,7 +21,7 @@ from sdsl.core.hardware import get_hardware
 from sdsl.core.speculation import price_speculation
 from sdsl.experiments.published_rows import (Unpriceable, interpret_decode, interpret_speculative, load_rows)
 
-__all__ = ["price_rows", "summarize", "loso_overhead", "k_sweep", "validate_published", "figure"]
+__all__ = ["price_rows", "summarize", "loso_overhead", "k_sweep", "validate_published", "source_key"]
 
 AUTOREGRESSIVE = ("draft", "eagle", "eagle3", "mtp")
 OVERHEAD_GRID_S = np.linspace(0.0, 3e-3, 601)  # per-forward engine overhead searched (0 .. 3 ms, 5 µs steps)
@@ -193,9 +193,3 @@ def validate_published() -> dict:
             "k_sweep": k_sweep(rows, loso),
             "goals": {"engine_speculative_median_abs_error_max": 0.10, "engine_decode_median_abs_error_max": 0.05}}
 
-
-def figure(quick: bool = False, result: dict | None = None):
-    """Predicted vs measured (every priced row) and the vLLM EAGLE k-sweep; pure drawing in sdsl.plots."""
-    from sdsl.plots.published import published_figure
-
-    return published_figure(result or validate_published())
