@@ -54,7 +54,7 @@ def rank_and_report(*, target, proposers, deployment, acc, gamma_max, batches, m
         pick_i, pick_g = np.unravel_index(np.argmax(sub), sub.shape)
         pick_i, pick_g = int(pick_i), int(pick_g) + 1
     table = k_table(ranking, pick_i)
-    rows = [r for r in ranking.records(top=top) if r["batch"] in set(batches)]
+    rows = ranking.records(top=top, batches=batches)
     stop = ranking.break_even_batch()[0]
     pick = {"proposer": props[pick_i].name, "gamma": pick_g, "tree": None}
     result = {"target": target.name, "hardware": deployment.hardware.name, "configs": rows,

@@ -27,10 +27,15 @@ class ProposerRanking:
     gammas: np.ndarray
     batches: np.ndarray
     n_acceptance: int
-    tokens_per_s: np.ndarray
-    tpot_s: np.ndarray
-    tau: np.ndarray
+    tokens_per_s: np.ndarray  # (proposer, k, batch, acceptance); -inf where a proposer cannot draft k
+    taus: tuple  # per proposer: τ on (k, 1, acceptance)
     plain_tokens_per_s: np.ndarray  # (batch,)
+
+    @property
+    def tpot_s(self) -> np.ndarray:
+        """Time per output token of one sequence, b / tokens/s (= step time / τ)."""
+        with np.errstate(divide="ignore"):
+            return self.batches[None, None, :, None] / self.tokens_per_s
 
     def best(self) -> dict:
         """Arrays over (batch, acceptance): proposer index, k, tokens/s, speedup of the pick."""
@@ -49,26 +54,26 @@ class ProposerRanking:
         first = np.argmax(stops, axis=0)
         return np.where(stops.any(axis=0), self.batches[first], np.nan)
 
-    def records(self, top: int | None = None) -> list[dict]:
-        """Every (proposer, k, batch, acceptance) as records, best first within each (batch, acceptance)."""
+    def records(self, top: int | None = None, batches=None) -> list[dict]:
+        """Configurations as records, best first within each (batch, acceptance); only ``batches`` when
+        given, and only the ``top`` best of each (batch, acceptance) when given."""
+        tpot = self.tpot_s
+        keep = np.ones(self.batches.size, bool) if batches is None else np.isin(self.batches, list(batches))
+        order = np.argsort(-self.tokens_per_s.reshape(-1, *self.tokens_per_s.shape[2:]), axis=0, kind="stable")
+        n_k = self.gammas.size
         rows = []
-        for p, g, b, a in np.ndindex(self.tokens_per_s.shape):
-            if np.isfinite(self.tokens_per_s[p, g, b, a]):
-                rows.append({"proposer": self.proposers[p].name, "gamma": int(self.gammas[g]),
-                             "batch": int(self.batches[b]), "acceptance_index": a,
-                             "tau": float(self.tau[p, g, b, a]), "tokens_per_s": float(self.tokens_per_s[p, g, b, a]),
-                             "tpot_s": float(self.tpot_s[p, g, b, a]),
-                             "speedup": float(self.tokens_per_s[p, g, b, a] / self.plain_tokens_per_s[b])})
-        rows.sort(key=lambda r: (r["batch"], r["acceptance_index"], -r["tokens_per_s"]))
-        if top is None:
-            return rows
-        out, seen = [], {}
-        for r in rows:
-            key = (r["batch"], r["acceptance_index"])
-            seen[key] = seen.get(key, 0) + 1
-            if seen[key] <= top:
-                out.append(r)
-        return out
+        for b in np.flatnonzero(keep):
+            for a in range(self.n_acceptance):
+                for i in order[: top or order.shape[0], b, a]:
+                    p, g = divmod(int(i), n_k)
+                    if not np.isfinite(self.tokens_per_s[p, g, b, a]):
+                        continue
+                    tps = float(self.tokens_per_s[p, g, b, a])
+                    rows.append({"proposer": self.proposers[p].name, "gamma": int(self.gammas[g]),
+                                 "batch": int(self.batches[b]), "acceptance_index": a,
+                                 "tau": float(self.taus[p][g, 0, a]), "tokens_per_s": tps,
+                                 "tpot_s": float(tpot[p, g, b, a]), "speedup": tps / float(self.plain_tokens_per_s[b])})
+        return rows
 
 
 def _taus(acceptance, gammas: np.ndarray) -> np.ndarray:
@@ -89,7 +94,7 @@ def rank_proposers(target, proposers, deployment, *, acceptance, gammas=range(0,
     b = np.asarray(list(np.atleast_1d(batches)), dtype=float)
     if g.size == 0 or b.size == 0 or np.any(g < 0):
         raise InvalidInputError("Need at least one k >= 0 and one batch size.")
-    tps, tpot, taus = [], [], []
+    tps, taus = [], []
     for p in props:
         spec = acceptance.get(p.name, acceptance.get(p.kind)) if isinstance(acceptance, dict) else acceptance
         if spec is None:
@@ -97,15 +102,16 @@ def rank_proposers(target, proposers, deployment, *, acceptance, gammas=range(0,
         usable = g if p.max_depth is None else np.minimum(g, p.max_depth)
         t = _taus(spec, usable)[:, None, :]  # (k, 1, acceptance)
         out = price_speculation(target, p, deployment, tau_value=t, gamma=usable[:, None, None], batch=b[None, :, None])
-        mask = np.where(g <= (p.max_depth if p.max_depth is not None else np.inf), 1.0, np.nan)[:, None, None]
-        tps.append(out["tokens_per_s"] * mask)
-        tpot.append(out["tpot_s"] * mask)
-        taus.append(np.broadcast_to(t, out["tokens_per_s"].shape))
+        tp = out["tokens_per_s"]
+        if p.max_depth is not None:
+            tp = np.where((g > p.max_depth)[:, None, None], -np.inf, tp)
+        tps.append(tp)
+        taus.append(t)
     shape = np.broadcast_shapes(*(x.shape for x in tps))
-    stack = lambda xs: np.stack([np.broadcast_to(x, shape) for x in xs])  # noqa: E731
-    n_acc = shape[-1]
-    plain = np.broadcast_to(out["plain_tokens_per_s"], shape)[0, :, 0]
-    return ProposerRanking(props, g, b, n_acc, np.nan_to_num(stack(tps), nan=-np.inf), stack(tpot), stack(taus), plain)
+    stacked = np.stack([np.broadcast_to(x, shape) for x in tps])
+    plain = np.broadcast_to(out["plain_tokens_per_s"], (1, b.size, 1))[0, :, 0]
+    return ProposerRanking(props, g, b, shape[-1], stacked, tuple(np.broadcast_to(t, (g.size, 1, shape[-1])) for t in taus),
+                           plain)
 
 
 def k_table(ranking: ProposerRanking, proposer_index: int, acceptance_index: int = 0) -> list[dict]:

@@ -85,7 +85,8 @@ def _resolve(deployment):
 
 def price_speculation(target, proposer, deployment, *, tau_value, gamma=None, tree=None, batch=1,
                       overhead_s=0.0) -> dict:
-    """Price one speculative step; see the module docstring. Returns arrays (broadcast over batch, γ, τ):
+    """Price one speculative step; see the module docstring. Returns arrays (each broadcast over the inputs it
+    depends on; tokens/s, speedup, TPOT and step time over all of batch, γ and τ):
     tau, t_draft_s (one drafting pass at q = 1), t_propose_s (all drafting), t_verify_s, t_overhead_s,
     t_step_s, t_plain_s, tokens_per_s, plain_tokens_per_s, speedup, tpot_s, cost_ratio, bound, verify_tokens.
 
@@ -123,8 +124,7 @@ def price_speculation(target, proposer, deployment, *, tau_value, gamma=None, tr
     t_step = t_propose + verify.total_s + overhead
     tps = b * t / t_step
     plain = b / t_plain
-    return {"tau": t + 0.0 * t_step, "t_draft_s": t_draft + 0.0 * t_step, "t_propose_s": t_propose + 0.0 * t_step,
-            "t_verify_s": verify.total_s, "t_overhead_s": overhead + 0.0 * t_step, "t_step_s": t_step,
-            "t_plain_s": t_plain, "tokens_per_s": tps, "plain_tokens_per_s": plain, "speedup": tps / plain,
-            "tpot_s": t_step / t, "cost_ratio": t_draft / t_plain, "bound": verify.bound,
-            "verify_tokens": n_verify + 0.0 * t_step}
+    return {"tau": t, "t_draft_s": t_draft, "t_propose_s": t_propose, "t_verify_s": verify.total_s,
+            "t_overhead_s": overhead + 0.0 * t_step, "t_step_s": t_step, "t_plain_s": t_plain, "tokens_per_s": tps,
+            "plain_tokens_per_s": plain, "speedup": tps / plain, "tpot_s": t_step / t, "cost_ratio": t_draft / t_plain,
+            "bound": verify.bound, "verify_tokens": n_verify}

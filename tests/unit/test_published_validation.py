@@ -59,3 +59,33 @@ def test_k_sweep(result):
     assert ks["loso_overhead"]["errors"][7] == pytest.approx(-0.09848, rel=R)
     m = ks["measured_relative_to_k2"]
     assert m[4] == pytest.approx(0.98170, rel=R) and m[7] == pytest.approx(0.84248, rel=R)
+
+
+def test_engine_speculative_rows(result):
+    rows = {r["row"]: r for r in result["rows"] if r["group"] == "engine_speculative"}
+    expected = {24: (249.52, 0.422), 25: (239.13, 0.444), 26: (527.05, 0.392), 27: (508.62, 0.406), 28: (314.78, 0.368)}
+    for i, (pred, err) in expected.items():
+        assert rows[i]["predicted"] == pytest.approx(pred, rel=R)
+        assert rows[i]["error"] == pytest.approx(err, abs=1e-3)
+    loso = {r["row"]: r["error"] for r in result["loso_overhead"]["rows"] if r["group"] == "engine_speculative"}
+    for i, err in {24: 0.255, 25: 0.210, 26: 0.083, 27: 0.160, 28: 0.099}.items():
+        assert loso[i] == pytest.approx(err, abs=1e-3)
+
+
+def test_spec_bench_by_method(result):
+    errs = {(r["target"], r["proposer"], r["tree"] and r["tree"][2]): r["error"] for r in result["rows"]
+            if r["group"] == "spec_bench"}
+    assert errs[("llama-2-7b", "medusa", 64)] == pytest.approx(0.005, abs=1e-3)
+    assert errs[("llama-2-7b", "draft:llama-68m", None)] == pytest.approx(0.357, abs=1e-3)
+    assert errs[("llama-2-13b", "eagle3", 61)] == pytest.approx(0.196, abs=1e-3)
+
+
+def test_decode_rows_named_in_validation_md(result):
+    rows = {r["row"]: r for r in result["rows"] if r["file"] == "decode"}
+    assert rows[11]["error"] == pytest.approx(0.321, abs=1e-3)  # gpt-fast Llama-3.1-70B TP2
+    assert rows[17]["error"] == pytest.approx(0.165, abs=1e-3)  # vLLM single stream
+    assert rows[16]["predicted"] == pytest.approx(154.96, rel=R)
+    assert result["k_sweep"]["overhead_s"] == pytest.approx(420e-6, rel=R)
+    assert 1 - result["k_sweep"]["loso_overhead"]["relative_to_k2"][7] == pytest.approx(0.284, abs=1e-3)
+    spec_bench = [r["error"] for r in result["rows"] if r["group"] == "spec_bench"]
+    assert min(spec_bench) > -1e-3
