@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from sdsl.cli._common import (calibration_option, echo_json, format_table, json_option, parse_int_list,
+from sdsl.cli._common import (acceptance_options, calibration_option, echo_json, format_table, json_option, parse_int_list,
                       resolve_latency_params)
-from sdsl.cli._speculation import measured_acceptance_options, proposer_option, resolve_acceptance
+from sdsl.cli._speculation import proposer_option
 
 
 @click.command()
@@ -16,7 +16,7 @@ from sdsl.cli._speculation import measured_acceptance_options, proposer_option, 
 @click.option("--context", default=1024, show_default=True, type=int, help="Tokens in each sequence's KV cache.")
 @click.option("--tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of the target.")
 @click.option("--draft-tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of the draft.")
-@click.option("--alpha", type=float, default=None, help="Measured acceptance rate in (0, 1); default: SDSL's plane.")
+@acceptance_options
 @click.option("--gamma-max", default=10, show_default=True, type=int, help="Largest speculation length searched.")
 @click.option("--dtype", default="bf16", show_default=True, type=click.Choice(["bf16", "fp16", "fp8", "fp32"]))
 @click.option("--drafts", default=None, help="Comma-separated draft names (default: catalog models sharing the target's vocabulary, <= 1/4 its size).")
@@ -29,15 +29,13 @@ from sdsl.cli._speculation import measured_acceptance_options, proposer_option, 
                    "engine's dynamic speculation config).")
 @click.option("--max-batch", default=256, show_default=True, type=int, help="Largest batch size in the --serving table.")
 @proposer_option
-@measured_acceptance_options
 @click.option("--export", type=str, default=None,
-              help="Print the pick's configuration for an engine: vllm | sglang | trtllm (implies --proposer ranking).")
+              help="Print the pick's configuration for an engine: vllm | sglang | trtllm (ranks proposers).")
 @calibration_option
 @click.option("--csv", "as_csv", is_flag=True, help="Print every evaluated configuration as CSV.")
 @json_option
-def optimize(target, hardware, batch, context, tp, draft_tp, alpha, gamma_max, dtype, drafts, any_tokenizer,
-             pretrain_tokens, top, serving, max_batch, proposers, accepted_length, accepted_at, acceptance, export,
-             calibration, as_csv, as_json):
+def optimize(target, hardware, batch, context, tp, draft_tp, acceptance, gamma_max, dtype, drafts, any_tokenizer,
+             pretrain_tokens, top, serving, max_batch, proposers, export, calibration, as_csv, as_json):
     """Rank draft models and speculation lengths by predicted tokens/s.
 
     Every (draft, gamma, batch) is priced on the calibrated roofline of the hardware; alpha is
@@ -46,7 +44,6 @@ def optimize(target, hardware, batch, context, tp, draft_tp, alpha, gamma_max, d
     proposers and k together, reports the batch at which speculation stops paying and the best k by
     batch, and prints the engine's configuration for the pick.
     """
-    from sdsl.core.acceptance import check_alpha
     from sdsl.core.architecture import get_model
     from sdsl.errors import InvalidInputError
     from sdsl.core.hardware import get_hardware
@@ -61,29 +58,19 @@ def optimize(target, hardware, batch, context, tp, draft_tp, alpha, gamma_max, d
         raise InvalidInputError("--gamma-max must be >= 0.")
     if top <= 0:
         raise InvalidInputError("--top must be positive.")
-    if alpha is not None:
-        check_alpha(alpha, open_interval=True)
+    if proposers or export:
+        from sdsl.cli._optimize_proposers import rank_and_report
+
+        return rank_and_report(target=target, hardware=hardware, proposers=proposers, drafts=drafts,
+                               acc=acceptance.resolve(), calibration=calibration, tp=tp, draft_tp=draft_tp, dtype=dtype,
+                               context=context, gamma_max=gamma_max, batches=batches, max_batch=max_batch,
+                               pretrain_tokens=pretrain_tokens, top=top, export=export, as_json=as_json)
+    alpha = acceptance.resolve()  # an Acceptance (priced per γ) or None (SDSL's plane)
+    if alpha is not None and gamma_max > alpha.max_k:
+        gamma_max = int(alpha.max_k)  # a measured vector prices only the positions it covers
     target_spec = get_model(target)
     hw = get_hardware(hardware)
     params = resolve_latency_params(calibration, hw)
-    if proposers or export or accepted_length is not None or acceptance is not None:
-        from types import SimpleNamespace
-
-        from sdsl.cli._optimize_proposers import rank_and_report
-
-        acc = resolve_acceptance(alpha=alpha, accepted_length=accepted_length, accepted_at=accepted_at,
-                                 acceptance=acceptance, gamma=None)
-        if export:
-            from sdsl.core.export import ENGINES
-
-            if export.lower().replace("-", "") not in ENGINES:
-                raise InvalidInputError(f"Unknown engine {export!r}; expected one of {', '.join(ENGINES)}.")
-        dep = SimpleNamespace(hardware=hw, tp=tp, draft_tp=draft_tp, dtype=dtype, context=context, params=params)
-        chosen = proposers or tuple(f"draft:{d.strip()}" for d in (drafts or "").split(",") if d.strip()) or ("all",)
-        rank_and_report(target=target_spec, proposers=tuple(chosen), deployment=dep, acc=acc, gamma_max=gamma_max,
-                        batches=batches, max_batch=max_batch, pretrain_tokens=pretrain_tokens, top=top, export=export,
-                        as_json=as_json)
-        return
     if drafts:
         draft_specs = [get_model(d.strip()) for d in drafts.split(",") if d.strip()]
     else:
@@ -115,12 +102,13 @@ def optimize(target, hardware, batch, context, tp, draft_tp, alpha, gamma_max, d
         }
     if as_json:
         echo_json({"target": target_spec.name, "hardware": hw.name, "context": context, "tp": tp, "dtype": dtype,
-                   "alpha_source": "given" if alpha is not None else "sdsl-plane", "latency_params": params.to_dict(),
+                   "alpha_source": grid.alpha_source, "latency_params": params.to_dict(),
+                   **({"acceptance": alpha.to_dict()} if alpha is not None else {}),
                    "fits_in_memory": bool(memory_per_gpu(target_spec, max(batches), context, dtype, tp) <= hw.mem_capacity),
                    "configs": configs, "sdsl": sdsl, **({"serving": serving_table} if serving_table else {})})
         return
     click.echo(f"target {target_spec.name} ({target_spec.total_params / 1e9:.2f}B) on {hw.name}, context {context}, "
-               f"tp {tp}, {dtype}; alpha: {'given' if alpha is not None else 'SDSL plane (D = %.3g tokens)' % pretrain_tokens}")
+               f"tp {tp}, {dtype}; alpha: {grid.alpha_source if alpha is not None else 'SDSL plane (D = %.3g tokens)' % pretrain_tokens}")
     click.echo(f"latency parameters: {params.source}")
     if context > target_spec.max_context:
         click.echo(f"warning: context {context} exceeds {target_spec.name}'s maximum of {target_spec.max_context} tokens.")

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import click
 
-from sdsl.cli._common import calibration_option, echo_json, json_option, resolve_latency_params
-from sdsl.cli._speculation import measured_acceptance_options, proposer_option, resolve_acceptance, tree_option
+from sdsl.cli._common import acceptance_options, calibration_option, echo_json, json_option, resolve_latency_params
+from sdsl.cli._speculation import proposer_option, tree_option
 
 
 @click.command()
 @click.option("--target", required=True, help="Target model (catalog name or config.json).")
 @click.option("--draft", default=None, help="Draft model (catalog name or config.json); same as --proposer draft:<model>.")
 @proposer_option
-@click.option("--gamma", type=int, default=None, help="Draft tokens proposed per step (a chain).")
+@click.option("--gamma", type=int, default=None,
+              help="Draft tokens per step (a chain); with --tree, the k an --accepted-length was measured at.")
 @tree_option
 @click.option("--hardware", default="h100-sxm", show_default=True, help="Hardware (catalog name or TOML/JSON file).")
-@click.option("--alpha", type=float, default=None, help="i.i.d. acceptance rate in (0, 1); default for a draft model: SDSL's plane.")
-@measured_acceptance_options
+@acceptance_options
 @click.option("--batch", default=1, show_default=True, type=int, help="Sequences decoded together.")
 @click.option("--context", default=1024, show_default=True, type=int, help="Tokens in each sequence's KV cache.")
 @click.option("--tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of the target (and its heads).")
@@ -24,67 +24,73 @@ from sdsl.cli._speculation import measured_acceptance_options, proposer_option, 
 @click.option("--dtype", default="bf16", show_default=True, type=click.Choice(["bf16", "fp16", "fp8", "fp32"]))
 @calibration_option
 @json_option
-def predict(target, draft, proposers, gamma, tree, hardware, alpha, accepted_length, accepted_at, acceptance, batch,
-            context, tp, draft_tp, dtype, calibration, as_json):
+def predict(target, draft, proposers, gamma, tree, hardware, acceptance, batch, context, tp, draft_tp, dtype,
+            calibration, as_json):
     """Predict one speculative-decoding configuration: draft and verify step times, tau, tokens/s,
-    time per output token and speedup over plain decoding of the target."""
+    time per output token and speedup over plain decoding of the target. A chain (--gamma) or an
+    SGLang-style tree (--tree STEPS,TOPK,TOKENS) of any proposer (--proposer or --draft)."""
     from types import SimpleNamespace
 
     from sdsl.core.architecture import get_model
     from sdsl.core.hardware import get_hardware
-    from sdsl.core.proposers import DraftModel, make_proposer
-    from sdsl.core.scaling import acceptance_from_sizes
+    from sdsl.core.proposers import make_proposer
     from sdsl.core.speculation import parse_tree, price_speculation
     from sdsl.errors import InvalidInputError
 
-    if (gamma is None) == (tree is None):
-        raise InvalidInputError("Give --gamma (a chain) or --tree STEPS,TOPK,TOKENS, exactly one.")
+    if gamma is None and tree is None:
+        raise InvalidInputError("Give --gamma (a chain) or --tree STEPS,TOPK,TOKENS.")
     if gamma is not None and gamma < 0:
         raise InvalidInputError("--gamma must be >= 0.")
     if batch <= 0:
         raise InvalidInputError("--batch must be a positive integer.")
     if context < 0:
         raise InvalidInputError("--context must be >= 0.")
-    if len(proposers) > 1 or (proposers and draft):
-        raise InvalidInputError("predict prices one proposer: give --draft or one --proposer.")
-    if not proposers and not draft:
-        raise InvalidInputError("Give --draft <model> or --proposer draft:<model>|eagle|eagle3|medusa|mtp|ngram.")
+    if len(proposers) + bool(draft) != 1:
+        raise InvalidInputError("Give one proposer: --draft <model> or --proposer draft:<model>|eagle|eagle3|medusa|mtp|ngram.")
     shape = parse_tree(tree) if tree else None
     proposer = make_proposer(proposers[0] if proposers else f"draft:{draft}")
     t, hw = get_model(target), get_hardware(hardware)
-    k = gamma if shape is None else shape.steps
-    acc = resolve_acceptance(alpha=alpha, accepted_length=accepted_length, accepted_at=accepted_at,
-                             acceptance=acceptance, gamma=k)
-    tau_value, source = _tau(acc, k, shape, proposer, t, accepted_length, acceptance_from_sizes, DraftModel)
+    tau_value, source, acc = _tau(acceptance, gamma, shape, proposer, t)
     params = resolve_latency_params(calibration, hw)
     dep = SimpleNamespace(hardware=hw, tp=tp, draft_tp=draft_tp, dtype=dtype, context=context, params=params)
-    p = price_speculation(t, proposer, dep, tau_value=tau_value, gamma=gamma, tree=shape, batch=batch)
+    p = price_speculation(t, proposer, dep, tau_value=tau_value, gamma=None if shape else gamma, tree=shape, batch=batch)
     out = {"target": t.name, "proposer": proposer.name, "proposer_source": proposer.source, "hardware": hw.name,
-           "gamma": gamma, "tree": None if shape is None else [shape.steps, shape.topk, shape.tokens],
+           "gamma": None if shape else gamma, "tree": None if shape is None else [shape.steps, shape.topk, shape.tokens],
            "acceptance_source": source, "batch": batch, "context": context, "tp": tp, "dtype": dtype,
-           **{key: (v.item() if hasattr(v, "item") else v) for key, v in p.items()}, "latency_params": params.to_dict()}
+           **{key: (v.item() if hasattr(v, "item") else v) for key, v in p.items()}, "latency_params": params.to_dict(),
+           **({"acceptance": acc.to_dict(gamma if shape is None else None)} if acc is not None else {})}
     if as_json:
         echo_json(out)
         return
     _echo(out, hw.name)
 
 
-def _tau(acc, k, shape, proposer, target, accepted_length, acceptance_from_sizes, DraftModel):
-    """τ for the configuration and where it came from."""
+def _tau(acceptance, gamma, shape, proposer, target):
+    """(τ, where it came from, the Acceptance or None) for a chain or a tree."""
+    from sdsl.core.proposers import DraftModel
+    from sdsl.core.scaling import acceptance_from_sizes
     from sdsl.errors import InvalidInputError
 
-    if shape is not None and not shape.is_chain:
-        if accepted_length is None:
-            raise InvalidInputError("A tree is priced from its measured --accepted-length (tau of the tree).")
-        return accepted_length, "accepted-length (tree)"
-    if acc is not None:
-        return float(acc.tau(k)), acc.kind
-    if isinstance(proposer, DraftModel):
-        from sdsl.core.acceptance import tau
+    if shape is not None and acceptance.given == "--accepted-length" and acceptance.accepted_at is None and gamma is None:
+        return float(acceptance.accepted_length), "accepted-length of this tree (measured)", None
+    k = gamma if shape is None else (gamma if gamma is not None else acceptance.accepted_at)
+    acc = acceptance.resolve(k=k)
+    if acc is None and isinstance(proposer, DraftModel):
+        from sdsl.core.acceptance_vector import Acceptance
 
-        a = float(acceptance_from_sizes(proposer.model.total_params, target.total_params))
-        return float(tau(a, k)), f"sdsl-plane (alpha {a:.3f})"
-    raise InvalidInputError(f"{proposer.name} needs a measured acceptance: --alpha, --accepted-length or --acceptance.")
+        acc = Acceptance.from_iid(float(acceptance_from_sizes(proposer.model.total_params, target.total_params)))
+        acc = Acceptance(acc.positions, acc.tail_ratio, "sdsl-plane")
+    if acc is None:
+        raise InvalidInputError(f"{proposer.name} needs a measured acceptance: --alpha, --accepted-length, "
+                                "--acceptance or --acceptance-file.")
+    if shape is None:
+        return float(acc.tau(gamma)), acc.source, acc
+    if shape.is_chain:
+        return float(acc.tau(shape.steps)), acc.source, acc
+    from sdsl.core.trees import TokenTree, rank_acceptance
+
+    P = rank_acceptance(acc.conditional_at(shape.steps), shape.topk)
+    return float(TokenTree.sglang(shape.steps, shape.topk, shape.tokens, P).tau(P)), f"{acc.source} (tree model)", acc
 
 
 def _echo(out: dict, hw_name: str) -> None:

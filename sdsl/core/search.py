@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sdsl.core.acceptance import check_alpha
+from sdsl.core.acceptance_vector import Acceptance
 from sdsl.core.architecture import ModelSpec, get_model, list_models
 from sdsl.errors import InvalidInputError
 from sdsl.core.hardware import get_hardware
@@ -97,6 +98,7 @@ def evaluate_grid(target, hardware, drafts=None, gammas=range(0, 11), batch=(1,)
     """Price every (draft, γ, batch, α) in one vectorised call; see :class:`SearchGrid`.
 
     Without ``alpha``, each draft's α comes from SDSL's plane through the loss law (D, D′ given).
+    ``alpha`` may be an :class:`~sdsl.core.acceptance_vector.Acceptance` (per-position acceptance).
     """
     target = get_model(target) if not isinstance(target, ModelSpec) else target
     if isinstance(hardware, str):
@@ -115,6 +117,9 @@ def evaluate_grid(target, hardware, drafts=None, gammas=range(0, 11), batch=(1,)
         a_grid = acceptance_from_sizes(n_params, target.total_params, draft_tokens, target_tokens, law=law,
                                        plane=plane).reshape(-1, 1, 1, 1)
         source = "sdsl-plane"
+    elif isinstance(alpha, Acceptance):  # per-γ i.i.d.-equivalent α: reproduces the vector's τ(γ) at every γ
+        a_grid = np.asarray(alpha.iid_alpha(g.astype(int)), dtype=float).reshape(1, -1, 1, 1)
+        source = "given" if alpha.is_iid else alpha.source
     else:
         a_grid = check_alpha(np.atleast_1d(alpha), open_interval=True).reshape(1, 1, 1, -1)
         source = "given"
