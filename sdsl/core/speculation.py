@@ -18,12 +18,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sdsl.core.acceptance import alpha_from_tau, check_alpha, check_gamma, tau
+from sdsl.core.acceptance import check_alpha, check_gamma, tau
 from sdsl.core.latency import step_time
 from sdsl.core.proposers import Proposer, forward_time, make_proposer
 from sdsl.errors import InvalidInputError
 
-__all__ = ["TreeShape", "parse_tree", "price_speculation", "tau_of", "chain_tau_from_accepted_length"]
+__all__ = ["TreeShape", "parse_tree", "price_speculation", "tau_of"]
 
 
 @dataclass(frozen=True)
@@ -60,16 +60,9 @@ def parse_tree(text) -> TreeShape:
     return TreeShape(s, k, n)
 
 
-def chain_tau_from_accepted_length(accepted_length, at_gamma, gamma) -> np.ndarray:
-    """τ at ``gamma`` from a mean accepted length (bonus included) measured at ``at_gamma``: the i.i.d. α
-    that reproduces it (Leviathan Eq. 1 inverted), re-evaluated at ``gamma``. Exact at ``gamma == at_gamma``."""
-    a = alpha_from_tau(accepted_length, at_gamma)
-    return tau(a, gamma)
-
-
 def tau_of(acceptance, gamma) -> np.ndarray:
-    """τ for a chain of ``gamma`` drafts: an i.i.d. α (number/array; Leviathan Eq. 1) or any object with a
-    ``tau(gamma)`` method (per-position vectors and accepted lengths)."""
+    """τ for a chain of ``gamma`` drafts: an i.i.d. α (number/array; Leviathan Eq. 1) or an
+    :class:`~sdsl.core.acceptance_vector.Acceptance` (anything with ``tau(gamma)``)."""
     if hasattr(acceptance, "tau"):
         return np.asarray(acceptance.tau(gamma), dtype=float)
     return tau(check_alpha(acceptance), gamma)

@@ -64,3 +64,15 @@ def test_optimize_bad_input(args):
 def test_validate_published_json():
     out = json.loads(run(["validate", "published", "--json"]).output)
     assert out["summary"]["engine_decode"]["n"] == 18 and out["k_sweep"]["measured_best_k"] == 2
+
+
+def test_tree_from_a_chain_measurement_uses_the_tree_model():
+    from sdsl.core.acceptance_vector import Acceptance
+    from sdsl.core.trees import TokenTree, rank_acceptance
+
+    out = json.loads(run(["predict", "--target", "llama-3.1-8b", "--proposer", "eagle3", "--gamma", "4", "--tree",
+                          "8,8,64", "--accepted-length", "3.1", "--json"]).output)
+    fit = Acceptance.from_accepted_length(3.1, 4)
+    P = rank_acceptance(fit.conditional_at(8), 8)
+    assert out["tau"] == pytest.approx(float(TokenTree.sglang(8, 8, 64, P).tau(P)))
+    assert out["tau"] > 3.1 and out["gamma"] is None and out["tree"] == [8, 8, 64]

@@ -101,3 +101,13 @@ def test_ranking_vectorised_and_break_even():
     assert table[0]["batch_min"] == 1 and table[-1]["batch_max"] == 256
     stop = r.break_even_batch()
     assert np.isnan(stop[1]) or stop[1] > 1
+
+
+def test_ranking_takes_acceptance_vectors():
+    from sdsl.core.acceptance_vector import Acceptance
+
+    acc = Acceptance.from_accepted_length(3.1, 4)
+    r = rank_proposers(TARGET, ["eagle3"], DEP, acceptance=[acc], gammas=range(0, 7), batches=[1])
+    np.testing.assert_allclose(r.taus[0][:, 0, 0], acc.tau(np.arange(7)))
+    direct = price_speculation(TARGET, "eagle3", DEP, tau_value=float(acc.tau(4)), gamma=4)
+    assert r.tokens_per_s[0, 4, 0, 0] == pytest.approx(float(direct["tokens_per_s"]))
