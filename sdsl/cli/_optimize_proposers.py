@@ -50,7 +50,7 @@ def _pick(ranking, dense, batch):
 
 
 def rank_and_report(*, target, hardware, proposers, drafts, acc, calibration, tp, draft_tp, dtype, context, gamma_max,
-                    batches, max_batch, pretrain_tokens, top, export, as_json):
+                    batches, max_batch, pretrain_tokens, top, export, trees=False, as_json):
     """Rank, print the table (or JSON), the break-even batch, the best k by batch and the engine config."""
     from types import SimpleNamespace
 
@@ -60,7 +60,7 @@ def rank_and_report(*, target, hardware, proposers, drafts, acc, calibration, tp
     from sdsl.core.architecture import get_model
     from sdsl.core.export import ENGINES, export_config
     from sdsl.core.hardware import get_hardware
-    from sdsl.core.ranking import k_table, rank_proposers
+    from sdsl.core.ranking import k_table, rank_proposers, rank_trees
     from sdsl.errors import InvalidInputError
 
     if export and export.lower().replace("-", "") not in ENGINES:
@@ -73,8 +73,8 @@ def rank_and_report(*, target, hardware, proposers, drafts, acc, calibration, tp
     props = _proposers(proposers, drafts)
     dense = np.unique(np.concatenate([np.arange(1, max_batch + 1), batches]))
     gmax = gamma_max if acc is None or not np.isfinite(acc.max_k) else min(gamma_max, int(acc.max_k))
-    ranking = rank_proposers(target, props, dep, acceptance=_acceptance_for(props, acc, target, pretrain_tokens),
-                             gammas=range(0, gmax + 1), batches=dense)
+    per_proposer = _acceptance_for(props, acc, target, pretrain_tokens)
+    ranking = rank_proposers(target, props, dep, acceptance=per_proposer, gammas=range(0, gmax + 1), batches=dense)
     pick_i, pick_g = _pick(ranking, dense, batches[0])
     table = k_table(ranking, pick_i)
     stop = ranking.break_even_batch()[0]
@@ -82,8 +82,15 @@ def rank_and_report(*, target, hardware, proposers, drafts, acc, calibration, tp
     result = {"target": target.name, "hardware": hw.name, "configs": ranking.records(top=top, batches=batches),
               "break_even_batch": None if np.isnan(stop) else int(stop), "max_batch": max_batch, "pick": pick,
               "k_table": table}
+    if trees:
+        result["trees"] = rank_trees(target, props, dep, acceptance=per_proposer, batches=batches).records(top, batches)
+        best_tree = result["trees"][0]
+        chain_best = ranking.records(top=1, batches=batches[:1])[0]
+        if best_tree["tokens_per_s"] > chain_best["tokens_per_s"] and best_tree["tree"][1] > 1:
+            result["tree_pick"] = {"proposer": best_tree["proposer"], "gamma": None, "tree": best_tree["tree"]}
     if export:
-        result["export"] = {"engine": export, "config": export_config(export, pick, table)}
+        engine_pick = result.get("tree_pick", pick) if export.lower() == "sglang" else pick
+        result["export"] = {"engine": export, "pick": engine_pick, "config": export_config(export, engine_pick, table)}
     if as_json:
         echo_json(result)
     else:
@@ -97,6 +104,13 @@ def _echo(result, batches, export):
         click.echo(format_table(sel, [("proposer", "proposer", ""), ("gamma", "k", "d"), ("tau", "tau", ".2f"),
                                       ("tokens_per_s", "tokens/s", ".1f"), ("tpot_ms", "TPOT ms", ".2f"),
                                       ("speedup", "speedup", ".2f")]))
+        click.echo("")
+    if "trees" in result:
+        click.echo("best SGLang trees (steps, topk, num_draft_tokens):")
+        rows = [dict(r, shape=",".join(map(str, r["tree"]))) for r in result["trees"]]
+        click.echo(format_table(rows, [("batch", "batch", "d"), ("proposer", "proposer", ""), ("shape", "tree", ""),
+                                       ("tau", "tau", ".2f"), ("tokens_per_s", "tokens/s", ".1f"),
+                                       ("speedup", "speedup", ".2f")]))
         click.echo("")
     stop = result["break_even_batch"]
     click.echo("speculation stops paying at batch " + (str(stop) if stop else

@@ -16,7 +16,7 @@ from sdsl.core.proposers import make_proposer
 from sdsl.core.speculation import price_speculation, tau_of
 from sdsl.errors import InvalidInputError
 
-__all__ = ["ProposerRanking", "rank_proposers", "k_table"]
+__all__ = ["ProposerRanking", "rank_proposers", "k_table", "TreeRanking", "rank_trees"]
 
 
 @dataclass(frozen=True)
@@ -125,3 +125,71 @@ def k_table(ranking: ProposerRanking, proposer_index: int, acceptance_index: int
         else:
             rows.append({"batch_min": int(b), "batch_max": int(b), "k": int(k)})
     return rows
+
+
+@dataclass(frozen=True)
+class TreeRanking:
+    """tokens/s of SGLang trees on (proposer, triple, batch); τ per triple from the tree model."""
+
+    proposers: tuple
+    steps: np.ndarray
+    topk: np.ndarray
+    tokens: np.ndarray
+    tau: np.ndarray  # (proposer, triple)
+    batches: np.ndarray
+    tokens_per_s: np.ndarray
+    plain_tokens_per_s: np.ndarray
+
+    def records(self, top: int = 5, batches=None) -> list[dict]:
+        """The ``top`` best (proposer, tree) per batch, best first."""
+        keep = np.ones(self.batches.size, bool) if batches is None else np.isin(self.batches, list(batches))
+        flat = self.tokens_per_s.reshape(-1, self.batches.size)
+        rows = []
+        for b in np.flatnonzero(keep):
+            for i in np.argsort(-flat[:, b], kind="stable")[:top]:
+                p, j = divmod(int(i), self.steps.size)
+                tps = float(flat[i, b])
+                rows.append({"proposer": self.proposers[p].name, "tree": [int(self.steps[j]), int(self.topk[j]),
+                                                                            int(self.tokens[j])],
+                             "gamma": None, "batch": int(self.batches[b]), "tau": float(self.tau[p, j]),
+                             "tokens_per_s": tps, "tpot_s": float(self.batches[b]) / tps,
+                             "speedup": tps / float(self.plain_tokens_per_s[b])})
+        return rows
+
+
+def rank_trees(target, proposers, deployment, *, acceptance, batches=(1,), steps=range(1, 9), topks=(1, 2, 4, 8),
+               max_tokens: int = 64, rank_ratio: float | None = None) -> TreeRanking:
+    """``acceptance`` is one Acceptance for all proposers or a dict {proposer name: [Acceptance]}."""
+    props = tuple(make_proposer(p) for p in proposers)
+    if isinstance(acceptance, dict):
+        parts = [_rank_trees(target, (p,), deployment, acceptance[p.name][0], batches, steps, topks, max_tokens,
+                             rank_ratio) for p in props]
+        return TreeRanking(props, parts[0].steps, parts[0].topk, parts[0].tokens, np.concatenate([r.tau for r in parts]),
+                           parts[0].batches, np.concatenate([r.tokens_per_s for r in parts]),
+                           parts[0].plain_tokens_per_s)
+    return _rank_trees(target, props, deployment, acceptance, batches, steps, topks, max_tokens, rank_ratio)
+
+
+def _rank_trees(target, props, deployment, acceptance, batches, steps, topks, max_tokens, rank_ratio) -> TreeRanking:
+    """Price every SGLang (steps, topk, num_draft_tokens) triple for each proposer and batch: τ from the
+    SpecInfer/Sequoia tree model (:func:`sdsl.core.tree_search.sglang_grid`) over per-rank acceptance built
+    from ``acceptance`` (an :class:`~sdsl.core.acceptance_vector.Acceptance`) by
+    :func:`sdsl.core.trees.rank_acceptance`; cost from :func:`price_speculation` on the roofline."""
+    from sdsl.core.tree_search import sglang_grid
+    from sdsl.core.trees import DEFAULT_RANK_RATIO, rank_acceptance
+
+    P = rank_acceptance(acceptance.conditional_at(max(steps)), max(topks),
+                        DEFAULT_RANK_RATIO if rank_ratio is None else rank_ratio)
+    grid = sglang_grid(P, steps, topks, max_tokens)
+    b = np.asarray(list(np.atleast_1d(batches)), dtype=float)
+    trees = {"steps": grid.steps[:, None], "topk": grid.topk[:, None], "tokens": grid.num_draft_tokens[:, None]}
+    tps = []
+    for p in props:
+        usable = grid.steps <= (p.max_depth or np.inf)
+        sub = {k: np.where(usable[:, None], v, 1 + (k == "tokens")) for k, v in trees.items()}
+        out = price_speculation(target, p, deployment, tau_value=np.where(usable, grid.tau, 1.0)[:, None], tree=sub,
+                                batch=b[None, :])
+        tps.append(np.where(usable[:, None], out["tokens_per_s"], -np.inf))
+    plain = np.broadcast_to(out["plain_tokens_per_s"], (1, b.size))[0]
+    return TreeRanking(props, grid.steps, grid.topk, grid.num_draft_tokens, np.broadcast_to(grid.tau, (len(props),
+                       grid.tau.size)), b, np.stack(tps), plain)

@@ -76,42 +76,55 @@ def _resolve(deployment):
     return Deployment.of(deployment)
 
 
+def _chain(gamma, proposer):
+    g = check_gamma(gamma)
+    if np.any(g != np.round(g)):
+        raise InvalidInputError("gamma must be a whole number of draft tokens.")
+    if proposer.max_depth is not None and np.any(g > proposer.max_depth):
+        raise InvalidInputError(f"{proposer.name} drafts at most {proposer.max_depth} tokens; got gamma={int(np.max(g))}.")
+    return g, 1, g + 1.0, 0.0
+
+
+def _trees(tree, proposer):
+    """(steps, topk, verified tokens, extra attention context of the mask) of one tree or of arrays of trees
+    (a dict with ``steps``, ``topk``, ``tokens``; each must satisfy :class:`TreeShape`'s bounds)."""
+    if isinstance(tree, dict):
+        s, k, n = (np.asarray(tree[key], dtype=float) for key in ("steps", "topk", "tokens"))
+        bad = (s < 1) | (k < 1) | (n < 2) | (n > np.where(k == 1, s + 1, 1 + k + (s - 1) * k * k))
+        if np.any(bad):
+            raise InvalidInputError("A tree (steps, topk, tokens) in the grid cannot exist.")
+    else:
+        shape = parse_tree(tree)
+        s, k, n = shape.steps, shape.topk, float(shape.tokens)
+    if proposer.max_depth is not None and np.any(s > proposer.max_depth):
+        raise InvalidInputError(f"{proposer.name} drafts at most {proposer.max_depth} levels; a tree has {int(np.max(s))}.")
+    return s, k, n, np.where(np.asarray(k) == 1, 0.0, np.asarray(n) / 2.0)
+
+
 def price_speculation(target, proposer, deployment, *, tau_value, gamma=None, tree=None, batch=1,
                       overhead_s=0.0) -> dict:
     """Price one speculative step; see the module docstring. Returns arrays (each broadcast over the inputs it
-    depends on; tokens/s, speedup, TPOT and step time over all of batch, γ and τ):
+    depends on; tokens/s, speedup, TPOT and step time over all of batch, γ or trees, and τ):
     tau, t_draft_s (one drafting pass at q = 1), t_propose_s (all drafting), t_verify_s, t_overhead_s,
     t_step_s, t_plain_s, tokens_per_s, plain_tokens_per_s, speedup, tpot_s, cost_ratio, bound, verify_tokens.
 
-    Give ``gamma`` (chain) or ``tree`` (TreeShape); ``tau_value`` is the expected emitted tokens per step.
+    Give ``gamma`` (chain lengths) or ``tree`` (a TreeShape, "S,K,N", or a dict of arrays steps/topk/tokens);
+    ``tau_value`` is the expected emitted tokens per step.
     """
     dep = _resolve(deployment)
     proposer = make_proposer(proposer)
     if (gamma is None) == (tree is None):
         raise InvalidInputError("Give a chain length gamma or a tree shape, not both.")
-    context = dep.context
-    if tree is None:
-        g = check_gamma(gamma)
-        if np.any(g != np.round(g)):
-            raise InvalidInputError("gamma must be a whole number of draft tokens.")
-        if proposer.max_depth is not None and np.any(g > proposer.max_depth):
-            raise InvalidInputError(f"{proposer.name} drafts at most {proposer.max_depth} tokens; got gamma={int(np.max(g))}.")
-        steps, topk, n_verify, mask_context = g, 1, g + 1.0, context
-    else:
-        tree = parse_tree(tree)
-        if proposer.max_depth is not None and tree.steps > proposer.max_depth:
-            raise InvalidInputError(f"{proposer.name} drafts at most {proposer.max_depth} levels; tree has {tree.steps}.")
-        steps, topk, n_verify = tree.steps, tree.topk, float(tree.tokens)
-        mask_context = context + (0.0 if tree.is_chain else n_verify / 2.0)
+    steps, topk, n_verify, mask_extra = _chain(gamma, proposer) if tree is None else _trees(tree, proposer)
     t = np.asarray(tau_value, dtype=float)
     if np.any(~np.isfinite(t)) or np.any(t < 1) or np.any(t > n_verify + 1e-9):
         raise InvalidInputError(f"Expected tokens per step must lie in [1, {float(np.max(n_verify)):g}] (verified tokens).")
     overhead = np.asarray(overhead_s, dtype=float)
     if np.any(overhead < 0):
         raise InvalidInputError("overhead_s must be non-negative.")
-    b = np.asarray(batch, dtype=float)
+    b, context = np.asarray(batch, dtype=float), dep.context
     t_plain = forward_time(target, dep, batch=b, q=1, context=context, tp=dep.tp)
-    verify = step_time(target, dep.hardware, b, n_verify, mask_context, dep.dtype, dep.tp, dep.params)
+    verify = step_time(target, dep.hardware, b, n_verify, context + mask_extra, dep.dtype, dep.tp, dep.params)
     t_draft = proposer.step_time(target, dep, batch=b, q=1, context=context)
     t_propose = proposer.draft_time(target, dep, batch=b, steps=steps, topk=topk, context=context)
     t_step = t_propose + verify.total_s + overhead

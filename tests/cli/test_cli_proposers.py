@@ -76,3 +76,16 @@ def test_tree_from_a_chain_measurement_uses_the_tree_model():
     P = rank_acceptance(fit.conditional_at(8), 8)
     assert out["tau"] == pytest.approx(float(TokenTree.sglang(8, 8, 64, P).tau(P)))
     assert out["tau"] > 3.1 and out["gamma"] is None and out["tree"] == [8, 8, 64]
+
+
+def test_optimize_trees_and_sglang_tree_export():
+    res = run(["optimize", "--target", "llama-3.1-8b", "--proposer", "eagle3", "--accepted-length", "3.1",
+               "--accepted-at", "4", "--trees", "--max-batch", "16", "--export", "sglang", "--json"])
+    out = json.loads(res.output)
+    assert out["trees"] and all(r["tree"] for r in out["trees"])
+    pick = out["export"]["pick"]
+    if "tree_pick" in out:
+        assert pick == out["tree_pick"] and f"--speculative-eagle-topk {pick['tree'][1]}" in out["export"]["config"]
+    vllm = json.loads(run(["optimize", "--target", "llama-3.1-8b", "--proposer", "eagle3", "--accepted-length", "3.1",
+                           "--accepted-at", "4", "--trees", "--max-batch", "16", "--export", "vllm", "--json"]).output)
+    assert vllm["export"]["pick"]["tree"] is None  # vLLM verifies chains

@@ -111,3 +111,21 @@ def test_ranking_takes_acceptance_vectors():
     np.testing.assert_allclose(r.taus[0][:, 0, 0], acc.tau(np.arange(7)))
     direct = price_speculation(TARGET, "eagle3", DEP, tau_value=float(acc.tau(4)), gamma=4)
     assert r.tokens_per_s[0, 4, 0, 0] == pytest.approx(float(direct["tokens_per_s"]))
+
+
+def test_rank_trees_matches_pointwise_pricing():
+    from sdsl.core.acceptance_vector import Acceptance
+    from sdsl.core.ranking import rank_trees
+    from sdsl.core.trees import TokenTree, rank_acceptance
+
+    acc = Acceptance.from_accepted_length(3.1, 4)
+    r = rank_trees(TARGET, ["eagle3", "medusa"], DEP, acceptance=acc, batches=[1, 32], steps=range(1, 7))
+    j = int(np.flatnonzero((r.steps == 6) & (r.topk == 4) & (r.tokens == 16))[0])
+    P = rank_acceptance(acc.conditional_at(6), 8)
+    tau_tree = float(TokenTree.sglang(6, 4, 16, P[:, :4]).tau(P[:, :4]))
+    assert r.tau[0, j] == pytest.approx(tau_tree, rel=1e-9)
+    direct = price_speculation(TARGET, "eagle3", DEP, tau_value=tau_tree, tree="6,4,16", batch=32)
+    assert r.tokens_per_s[0, j, 1] == pytest.approx(float(direct["tokens_per_s"]), rel=1e-9)
+    assert np.isneginf(r.tokens_per_s[1, r.steps > 5]).all()  # Medusa: 5 heads, no 6-deep tree
+    best = r.records(top=1, batches=[1])[0]
+    assert best["tokens_per_s"] == pytest.approx(float(np.max(r.tokens_per_s[:, :, 0])))
