@@ -34,15 +34,19 @@ from sdsl.core.latency import ModelShapes, default_params, gemm_flops_bytes, op_
 from sdsl.errors import InvalidInputError, UnknownNameError
 
 __all__ = ["Proposer", "DraftModel", "EagleHead", "Eagle3Head", "MedusaHeads", "MTPLayers", "NGramLookup",
-           "PROPOSER_KINDS", "make_proposer", "forward_time"]
+           "PROPOSER_KINDS", "make_proposer", "forward_time", "forward_step"]
+
+
+def forward_step(model, deployment, *, batch, q, context, tp, params=None):
+    """One forward pass of ``model`` (ModelSpec or ModelShapes) priced by :func:`sdsl.core.latency.step_time`
+    on the deployment's hardware and dtype, over ``tp`` GPUs, with ``params`` or the deployment's latency
+    parameters: the single place speculation calls the roofline. Returns the StepTime."""
+    return step_time(model, deployment.hardware, batch, q, context, deployment.dtype, tp, params or deployment.params)
 
 
 def forward_time(model, deployment, *, batch, q, context, tp, params=None) -> np.ndarray:
-    """One forward pass of ``model`` (ModelSpec or ModelShapes) priced by :func:`sdsl.core.latency.step_time`
-    on the deployment's hardware, dtype and calibration (``params`` overrides the latter; the single place
-    proposers call the roofline)."""
-    return step_time(model, deployment.hardware, batch, q, context, deployment.dtype, tp,
-                     params or deployment.params).total_s
+    """Total seconds of :func:`forward_step`."""
+    return forward_step(model, deployment, batch=batch, q=q, context=context, tp=tp, params=params).total_s
 
 
 def _gemm_time(tokens, n_in, n_out, deployment) -> np.ndarray:

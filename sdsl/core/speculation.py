@@ -19,8 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sdsl.core.acceptance import check_alpha, check_gamma, tau
-from sdsl.core.latency import step_time
-from sdsl.core.proposers import Proposer, forward_time, make_proposer
+from sdsl.core.proposers import forward_step, forward_time, make_proposer
 from sdsl.errors import InvalidInputError
 
 __all__ = ["TreeShape", "parse_tree", "price_speculation", "tau_of"]
@@ -124,7 +123,7 @@ def price_speculation(target, proposer, deployment, *, tau_value, gamma=None, tr
         raise InvalidInputError("overhead_s must be non-negative.")
     b, context = np.asarray(batch, dtype=float), dep.context
     t_plain = forward_time(target, dep, batch=b, q=1, context=context, tp=dep.tp)
-    verify = step_time(target, dep.hardware, b, n_verify, context + mask_extra, dep.dtype, dep.tp, dep.params)
+    verify = forward_step(target, dep, batch=b, q=n_verify, context=context + mask_extra, tp=dep.tp)
     t_draft = proposer.step_time(target, dep, batch=b, q=1, context=context)
     t_propose = proposer.draft_time(target, dep, batch=b, steps=steps, topk=topk, context=context)
     t_step = t_propose + verify.total_s + overhead

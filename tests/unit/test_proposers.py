@@ -129,3 +129,17 @@ def test_rank_trees_matches_pointwise_pricing():
     assert np.isneginf(r.tokens_per_s[1, r.steps > 5]).all()  # Medusa: 5 heads, no 6-deep tree
     best = r.records(top=1, batches=[1])[0]
     assert best["tokens_per_s"] == pytest.approx(float(np.max(r.tokens_per_s[:, :, 0])))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 64), st.integers(1, 8), st.floats(0.0, 2e-3), st.sampled_from([1, 16]))
+def test_tree_mask_and_overhead_only_slow_a_step(tokens, steps, overhead, batch):
+    topk = 8
+    tokens = min(tokens, 1 + topk + (steps - 1) * topk * topk)
+    tree = price_speculation(TARGET, "eagle", DEP, tau_value=1.0, tree=TreeShape(steps, topk, tokens), batch=batch,
+                             overhead_s=overhead)
+    causal = step_time(TARGET, DEP.hardware, batch, tokens, 1024).total_s
+    assert float(tree["t_verify_s"]) >= float(causal)  # the mask's full block costs at least the causal half
+    base = price_speculation(TARGET, "eagle", DEP, tau_value=1.0, tree=TreeShape(steps, topk, tokens), batch=batch)
+    assert float(tree["tokens_per_s"]) <= float(base["tokens_per_s"])
+    assert float(tree["t_step_s"]) == pytest.approx(float(base["t_step_s"]) + overhead)
