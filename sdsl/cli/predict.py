@@ -54,7 +54,10 @@ def predict(target, draft, proposers, gamma, tree, hardware, acceptance, batch, 
     params = resolve_latency_params(calibration, hw)
     dep = SimpleNamespace(hardware=hw, tp=tp, draft_tp=draft_tp, dtype=dtype, context=context, params=params)
     p = price_speculation(t, proposer, dep, tau_value=tau_value, gamma=None if shape else gamma, tree=shape, batch=batch)
-    out = {"target": t.name, "proposer": proposer.name, "proposer_source": proposer.source, "hardware": hw.name,
+    chain = {} if shape is not None or acc is None else {"alpha": float(acc.iid_alpha(gamma)) if gamma else None,
+                                                         "alpha_source": "given" if acc.is_iid and source != "sdsl-plane" else source}
+    out = {"target": t.name, "draft": getattr(getattr(proposer, "model", None), "name", None), **chain,
+           "proposer": proposer.name, "proposer_source": proposer.source, "hardware": hw.name,
            "gamma": None if shape else gamma, "tree": None if shape is None else [shape.steps, shape.topk, shape.tokens],
            "acceptance_source": source, "batch": batch, "context": context, "tp": tp, "dtype": dtype,
            **{key: (v.item() if hasattr(v, "item") else v) for key, v in p.items()}, "latency_params": params.to_dict(),
