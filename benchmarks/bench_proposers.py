@@ -34,6 +34,19 @@ def run(repeats: int = 5) -> dict:
         times.append(time.perf_counter() - t0)
     out = {"rank_configs": int(np.prod(r.tokens_per_s.shape)), "rank_best_s": min(times),
            "rank_median_s": float(np.median(times))}
+    from sdsl.core.acceptance_vector import Acceptance
+    from sdsl.core.ranking import rank_trees
+
+    acc = Acceptance.from_accepted_length(3.1, 4)
+    heads = ["eagle", "eagle3", "mtp"]
+    rank_trees(target, heads, dep, acceptance=acc, batches=range(1, 257))
+    t = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        tr = rank_trees(target, heads, dep, acceptance=acc, batches=range(1, 257))
+        t.append(time.perf_counter() - t0)
+    out["trees_configs"] = int(np.prod(tr.tokens_per_s.shape))
+    out["trees_median_s"] = float(np.median(t))
     from sdsl.experiments.published_validation import validate_published
 
     validate_published()

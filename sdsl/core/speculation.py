@@ -100,6 +100,30 @@ def _trees(tree, proposer):
     return s, k, n, np.where(np.asarray(k) == 1, 0.0, np.asarray(n) / 2.0)
 
 
+def _distinct(price, x, y, many: bool):
+    """``price(x, y)`` → (seconds, bound or None). With ``many`` (an array of trees on axis 0, shape (T, 1, ...)),
+    each distinct (x, y) is priced once and gathered back: a 949-triple SGLang grid has 128 verify sizes and
+    32 drafting shapes."""
+    def split(out):
+        return (out.total_s, out.bound) if hasattr(out, "total_s") else out
+
+    if not many:
+        return split(price(x, y))
+    x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
+    pairs, inverse = np.unique(np.stack([x.reshape(len(x), -1)[:, 0], y.reshape(len(y), -1)[:, 0]], axis=1), axis=0,
+                               return_inverse=True)
+    lead = (-1,) + (1,) * (x.ndim - 1)
+    total, bound = split(price(pairs[:, 0].reshape(lead), pairs[:, 1].reshape(lead)))
+
+    def gather(a):
+        if a is None:
+            return None
+        a = np.asarray(a)
+        return np.take(np.broadcast_to(a, (len(pairs),) + a.shape[1:]), inverse.ravel(), axis=0)
+
+    return gather(total), gather(bound)
+
+
 def price_speculation(target, proposer, deployment, *, tau_value, gamma=None, tree=None, batch=1,
                       overhead_s=0.0) -> dict:
     """Price one speculative step; see the module docstring. Returns arrays (each broadcast over the inputs it
@@ -123,13 +147,16 @@ def price_speculation(target, proposer, deployment, *, tau_value, gamma=None, tr
         raise InvalidInputError("overhead_s must be non-negative.")
     b, context = np.asarray(batch, dtype=float), dep.context
     t_plain = forward_time(target, dep, batch=b, q=1, context=context, tp=dep.tp)
-    verify = forward_step(target, dep, batch=b, q=n_verify, context=context + mask_extra, tp=dep.tp)
+    many = isinstance(tree, dict)
+    verify_s, bound = _distinct(lambda n, m: forward_step(target, dep, batch=b, q=n, context=context + m, tp=dep.tp),
+                                n_verify, mask_extra, many)
     t_draft = proposer.step_time(target, dep, batch=b, q=1, context=context)
-    t_propose = proposer.draft_time(target, dep, batch=b, steps=steps, topk=topk, context=context)
-    t_step = t_propose + verify.total_s + overhead
+    t_propose, _ = _distinct(lambda s_, k_: (proposer.draft_time(target, dep, batch=b, steps=s_, topk=k_,
+                                                                 context=context), None), steps, topk, many)
+    t_step = t_propose + verify_s + overhead
     tps = b * t / t_step
     plain = b / t_plain
-    return {"tau": t, "t_draft_s": t_draft, "t_propose_s": t_propose, "t_verify_s": verify.total_s,
+    return {"tau": t, "t_draft_s": t_draft, "t_propose_s": t_propose, "t_verify_s": verify_s,
             "t_overhead_s": overhead + 0.0 * t_step, "t_step_s": t_step, "t_plain_s": t_plain, "tokens_per_s": tps,
             "plain_tokens_per_s": plain, "speedup": tps / plain, "tpot_s": t_step / t, "cost_ratio": t_draft / t_plain,
-            "bound": verify.bound, "verify_tokens": n_verify}
+            "bound": bound, "verify_tokens": n_verify}
