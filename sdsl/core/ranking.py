@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sdsl.core.proposers import make_proposer
-from sdsl.core.speculation import price_speculation, tau_of
+from sdsl.core.speculation import resolve_deployment, price_speculation, tau_of
 from sdsl.errors import InvalidInputError
 
 __all__ = ["ProposerRanking", "rank_proposers", "k_table", "TreeRanking", "rank_trees"]
@@ -88,6 +88,7 @@ def rank_proposers(target, proposers, deployment, *, acceptance, gammas=range(0,
     """Price every proposer × k × batch × acceptance. ``acceptance`` is one spec for all proposers or a
     dict {proposer name: spec}; a spec is i.i.d. α level(s) or a list of objects with ``tau(k)``."""
     props = tuple(make_proposer(p) for p in proposers)
+    deployment = resolve_deployment(deployment)
     if not props:
         raise InvalidInputError("Need at least one proposer to rank.")
     g = np.asarray(list(gammas), dtype=float)
@@ -178,6 +179,7 @@ def _rank_trees(target, props, deployment, acceptance, batches, steps, topks, ma
     from sdsl.core.tree_search import sglang_grid
     from sdsl.core.trees import DEFAULT_RANK_RATIO, rank_acceptance
 
+    deployment = resolve_deployment(deployment)
     P = rank_acceptance(acceptance.conditional_at(max(steps)), max(topks),
                         DEFAULT_RANK_RATIO if rank_ratio is None else rank_ratio)
     grid = sglang_grid(P, steps, topks, max_tokens)

@@ -22,7 +22,7 @@ from sdsl.core.acceptance import check_alpha, check_gamma, tau
 from sdsl.core.proposers import forward_step, forward_time, make_proposer
 from sdsl.errors import InvalidInputError
 
-__all__ = ["TreeShape", "parse_tree", "price_speculation", "tau_of"]
+__all__ = ["TreeShape", "parse_tree", "price_speculation", "tau_of", "resolve_deployment"]
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,16 @@ def tau_of(acceptance, gamma) -> np.ndarray:
     return tau(check_alpha(acceptance), gamma)
 
 
-def _resolve(deployment):
+def resolve_deployment(deployment):
+    """A deployment with its latency parameters resolved (a Deployment, or any object with hardware, tp,
+    draft_tp, dtype, context and params; anything else goes through ``Deployment.of``)."""
     if hasattr(deployment, "hardware") and hasattr(deployment, "draft_tp"):
+        if deployment.params is None:  # resolve the shipped calibration once, not in every pass priced
+            from types import SimpleNamespace
+
+            from sdsl.core.latency import default_params
+
+            return SimpleNamespace(**{**vars(deployment), "params": default_params(deployment.hardware)})
         return deployment
     from sdsl.core.deployment import Deployment  # the `deploy` helper's API
 
@@ -134,7 +142,7 @@ def price_speculation(target, proposer, deployment, *, tau_value, gamma=None, tr
     Give ``gamma`` (chain lengths) or ``tree`` (a TreeShape, "S,K,N", or a dict of arrays steps/topk/tokens);
     ``tau_value`` is the expected emitted tokens per step.
     """
-    dep = _resolve(deployment)
+    dep = resolve_deployment(deployment)
     proposer = make_proposer(proposer)
     if (gamma is None) == (tree is None):
         raise InvalidInputError("Give a chain length gamma or a tree shape, not both.")
