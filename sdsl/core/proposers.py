@@ -177,7 +177,7 @@ class MedusaHeads(Proposer):
     vocab: int | None = None
     kind = "medusa"
     source = ("Cai et al., Medusa (ICML 2024, arXiv 2401.10774) §2.1.1 Eq. 1; "
-              "FasterDecoding/medusa-vicuna-7b-v1.3 (5 heads, 1 layer each)")
+              "FasterDecoding/Medusa defaults: medusa_num_heads 5, medusa_num_layers 1")
 
     def __post_init__(self):
         if int(self.heads) < 1:

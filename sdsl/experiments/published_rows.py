@@ -12,8 +12,7 @@ Assumptions (the same for every row they touch):
 - tokens/s "incl. prefill" is compared with decode tokens/s (prefill of a short prompt is ~1% of a
   few hundred decode steps).
 - trees whose top-k / size is not stated use SGLang's recipe quoted in the same set (top-k 8, 64 tokens);
-  the EAGLE repository defaults are total_token 60 (+ root), top_k 10, depth 5 (EAGLE-2) or 7 (EAGLE-3);
-  Medusa-1 and EAGLE-1's static tree (mc_sim_7b_63) verify 63 candidates + root at depth 5.
+  Spec-Bench's "method default" trees are the methods' shipped ones (see ``_DEFAULT_TREES``).
 """
 
 from __future__ import annotations
@@ -128,7 +127,11 @@ def interpret_decode(row: dict, index: int) -> RowSpec:
     return spec
 
 
-_DEFAULT_TREES = {"medusa": TreeShape(5, 10, 64), "eagle:": TreeShape(5, 10, 64), "eagle2": TreeShape(5, 10, 61),
+# Static trees: Medusa's mc_sim_7b_63 (FasterDecoding/Medusa medusa/model/medusa_choices.py: 63 nodes, depth 4,
+# top-10 per head) and EAGLE-1's own mc_sim_7b_63 (SafeAILab/EAGLE model/choices.py: 25 nodes, depth 5, ranks
+# 0-3); dynamic trees: the EAGLE repository's defaults (total_token 60, top_k 10, depth 5 for EAGLE-2, 7 for
+# EAGLE-3). Tokens include the root.
+_DEFAULT_TREES = {"medusa": TreeShape(4, 10, 64), "eagle:": TreeShape(5, 4, 26), "eagle2": TreeShape(5, 10, 61),
                   "eagle3": TreeShape(7, 10, 61)}
 
 

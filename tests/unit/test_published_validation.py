@@ -32,7 +32,8 @@ def test_summaries(result):
     assert s["engine_speculative"]["worst_error"] == pytest.approx(0.44360, rel=R)
     assert s["engine_speculative_stated_gpu"]["median_abs_error"] == pytest.approx(0.39220, rel=R)
     assert s["spec_bench"]["n"] == 14
-    assert s["spec_bench"]["median_abs_error"] == pytest.approx(0.14252, rel=R)
+    assert s["spec_bench"]["median_abs_error"] == pytest.approx(0.20989, rel=R)
+    assert s["spec_bench"]["mean_abs_error"] == pytest.approx(0.17949, rel=R)
     assert s["spec_bench"]["worst_error"] == pytest.approx(0.35694, rel=R)
     assert s["eager"]["worst_error"] == pytest.approx(2.99500, rel=R)
 
@@ -78,6 +79,16 @@ def test_spec_bench_by_method(result):
     assert errs[("llama-2-7b", "medusa", 64)] == pytest.approx(0.005, abs=1e-3)
     assert errs[("llama-2-7b", "draft:llama-68m", None)] == pytest.approx(0.357, abs=1e-3)
     assert errs[("llama-2-13b", "eagle3", 61)] == pytest.approx(0.196, abs=1e-3)
+    eagle1 = sorted(r["error"] for r in result["rows"] if r["group"] == "spec_bench" and r["tree"] == [5, 4, 26])
+    assert eagle1 == pytest.approx([0.152, 0.268, 0.312], abs=1e-3)
+    eagle2 = [r["error"] for r in result["rows"] if r["group"] == "spec_bench" and r["tree"] == [5, 10, 61]]
+    assert min(eagle2) == pytest.approx(0.134, abs=1e-3) and max(eagle2) == pytest.approx(0.243, abs=1e-3)
+    medusa = [r["error"] for r in result["rows"] if r["group"] == "spec_bench" and r["proposer"] == "medusa"]
+    assert medusa == pytest.approx([0.005, 0.002, 0.017], abs=1e-3)
+    pld = [r["error"] for r in result["rows"] if r["group"] == "spec_bench" and r["proposer"] == "ngram"]
+    assert pld == pytest.approx([0.028], abs=1e-3)
+    sps = [r["error"] for r in result["rows"] if r["group"] == "spec_bench" and r["proposer"].startswith("draft")]
+    assert min(sps) == pytest.approx(0.239, abs=1e-3) and max(sps) == pytest.approx(0.357, abs=1e-3)
 
 
 def test_decode_rows_named_in_validation_md(result):
