@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 
-from sdsl.errors import InvalidInputError, UnknownNameError
+from sdsl.errors import InvalidInputError, SDSLError, UnknownNameError
 
 __all__ = ["ENGINES", "export_config"]
 
@@ -32,6 +32,17 @@ def _kind(pick: dict) -> str:
     return str(pick["proposer"]).split(":")[0]
 
 
+def _draft_id(pick: dict) -> str:
+    """The draft model's Hugging Face id (what engines load), else the name as given."""
+    from sdsl.core.architecture import get_model
+
+    name = pick["proposer"].split(":", 1)[1]
+    try:
+        return get_model(name).hf_id or name
+    except SDSLError:  # a path or a name outside the catalog: pass it through
+        return name
+
+
 def _vllm(pick: dict, table: list[dict]) -> str:
     kind = _kind(pick)
     if pick.get("tree") and pick["tree"][1] > 1:
@@ -41,7 +52,7 @@ def _vllm(pick: dict, table: list[dict]) -> str:
     def config(n):
         cfg = {"method": _VLLM_METHOD[kind], "num_speculative_tokens": int(n)}
         if kind == "draft":
-            cfg["model"] = pick["proposer"].split(":", 1)[1]
+            cfg["model"] = _draft_id(pick)
         return cfg
 
     lines = [json.dumps({"speculative_config": config(k)})]
@@ -54,7 +65,7 @@ def _vllm(pick: dict, table: list[dict]) -> str:
 def _sglang_flags(kind: str, steps: int, topk: int, tokens: int, pick: dict) -> str:
     flags = [f"--speculative-algorithm {_SGLANG_ALGORITHM[kind]}"]
     if kind == "draft":
-        flags.append(f"--speculative-draft-model-path {pick['proposer'].split(':', 1)[1]}")
+        flags.append(f"--speculative-draft-model-path {_draft_id(pick)}")
     flags += [f"--speculative-num-steps {steps}", f"--speculative-eagle-topk {topk}",
               f"--speculative-num-draft-tokens {tokens}"]
     return " ".join(flags)
@@ -80,7 +91,7 @@ def _trtllm(pick: dict, table: list[dict]) -> str:
     if kind == "mtp":
         cfg["num_nextn_predict_layers"] = int(k)
     if kind == "draft":
-        cfg["speculative_model"] = pick["proposer"].split(":", 1)[1]
+        cfg["speculative_model"] = _draft_id(pick)
     if schedule:
         cfg["draft_len_schedule"] = schedule
     return json.dumps({"speculative_config": cfg}, indent=2)

@@ -28,7 +28,7 @@ def test_vllm_speculative_config():
     assert first == {"speculative_config": {"method": "eagle3", "num_speculative_tokens": 4}}
     assert json.loads(text.splitlines()[-1].split(": ", 1)[1]) == {"speculative_config": None}
     draft = json.loads(export_config("vllm", {"proposer": "draft:llama-3.2-1b", "gamma": 3}).splitlines()[0])
-    assert draft["speculative_config"] == {"method": "draft_model", "num_speculative_tokens": 3, "model": "llama-3.2-1b"}
+    assert draft["speculative_config"] == {"method": "draft_model", "num_speculative_tokens": 3, "model": "meta-llama/Llama-3.2-1B"}
     with pytest.raises(InvalidInputError):
         export_config("vllm", {"proposer": "eagle", "gamma": None, "tree": [8, 8, 64]})
 
@@ -39,7 +39,7 @@ def test_sglang_flags_chain_and_tree():
                      "--speculative-num-draft-tokens 4")
     tree = export_config("sglang", {"proposer": "eagle3", "gamma": None, "tree": [8, 8, 64]}).splitlines()[0]
     assert tree.endswith("--speculative-num-steps 8 --speculative-eagle-topk 8 --speculative-num-draft-tokens 64")
-    assert "STANDALONE --speculative-draft-model-path llama-3.2-1b" in export_config(
+    assert "STANDALONE --speculative-draft-model-path meta-llama/Llama-3.2-1B" in export_config(
         "sglang", {"proposer": "draft:llama-3.2-1b", "gamma": 2})
     with pytest.raises(InvalidInputError):
         export_config("sglang", {"proposer": "medusa", "gamma": 3})
