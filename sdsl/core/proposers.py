@@ -159,14 +159,12 @@ class Eagle3Head(EagleHead):
 
 @dataclass(frozen=True, eq=False)
 class MTPLayers(EagleHead):
-    """DeepSeek-V3 MTP: M_k (2d → d) + one Transformer block per module, shared embedding and LM head.
-    ``layers`` is the number of shipped modules (V3: 1); each draft depth runs one module."""
+    """DeepSeek-V3 MTP: M_k (2d → d) + ``layers`` Transformer block(s) per module (V3: 1), shared embedding
+    and LM head. Each draft depth runs one module (V3 ships one, ``num_nextn_predict_layers = 1``; engines
+    reuse it for deeper drafts), so the cost per depth is EAGLE-1's shape at the target's own layer."""
 
     kind = "mtp"
     source = "DeepSeek-AI, DeepSeek-V3 Technical Report (arXiv 2412.19437) §2.2, Eqs. 21-23; num_nextn_predict_layers=1"
-
-    def shapes(self, target: ModelSpec, tp: int) -> ModelShapes:
-        return ModelShapes.of(_head_spec(target, 1, self.vocab or target.vocab_size, self.kind), tp)
 
 
 @dataclass(frozen=True, eq=False)
