@@ -9,18 +9,16 @@ import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-from types import SimpleNamespace
-
 import numpy as np
 
 
 def run(repeats: int = 5) -> dict:
     from sdsl.core.architecture import get_model
-    from sdsl.core.hardware import get_hardware
+    from sdsl.core.deployment import Deployment
     from sdsl.core.ranking import rank_proposers
 
     target = get_model("llama-3.1-8b")
-    dep = SimpleNamespace(hardware=get_hardware("h100-sxm"), tp=1, draft_tp=1, dtype="bf16", context=1024, params=None)
+    dep = Deployment("h100-sxm", context=1024)
     proposers = ["draft:llama-3.2-1b", "eagle", "eagle3", "medusa", "mtp", "ngram"]
     alphas = np.linspace(0.3, 0.95, 32)
     args = dict(acceptance=alphas, gammas=range(0, 9), batches=range(1, 257))

@@ -29,9 +29,8 @@ def predict(target, draft, proposers, gamma, tree, hardware, acceptance, batch, 
     """Predict one speculative-decoding configuration: draft and verify step times, tau, tokens/s,
     time per output token and speedup over plain decoding of the target. A chain (--gamma) or an
     SGLang-style tree (--tree STEPS,TOPK,TOKENS) of any proposer (--proposer or --draft)."""
-    from types import SimpleNamespace
-
     from sdsl.core.architecture import get_model
+    from sdsl.core.deployment import Deployment
     from sdsl.core.hardware import get_hardware
     from sdsl.core.proposers import make_proposer
     from sdsl.core.speculation import parse_tree, price_speculation
@@ -52,7 +51,7 @@ def predict(target, draft, proposers, gamma, tree, hardware, acceptance, batch, 
     t, hw = get_model(target), get_hardware(hardware)
     tau_value, source, acc = _tau(acceptance, gamma, shape, proposer, t)
     params = resolve_latency_params(calibration, hw)
-    dep = SimpleNamespace(hardware=hw, tp=tp, draft_tp=draft_tp, dtype=dtype, context=context, params=params)
+    dep = Deployment(hw, tp=tp, draft_tp=draft_tp, dtype=dtype, context=context, params=params)
     p = price_speculation(t, proposer, dep, tau_value=tau_value, gamma=None if shape else gamma, tree=shape, batch=batch)
     chain = {} if shape is not None or acc is None else {"alpha": float(acc.iid_alpha(gamma)) if gamma else None,
                                                          "alpha_source": "given" if acc.is_iid and source != "sdsl-plane" else source}

@@ -30,28 +30,29 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from sdsl.core.architecture import ModelSpec, dtype_bytes, get_model
-from sdsl.core.latency import ModelShapes, default_params, gemm_flops_bytes, op_time, step_time
+from sdsl.core.latency import ModelShapes, gemm_flops_bytes, op_time, step_time
 from sdsl.errors import InvalidInputError, UnknownNameError
 
 __all__ = ["Proposer", "DraftModel", "EagleHead", "Eagle3Head", "MedusaHeads", "MTPLayers", "NGramLookup",
            "PROPOSER_KINDS", "make_proposer", "forward_time", "forward_step"]
 
 
-def forward_step(model, deployment, *, batch, q, context, tp, params=None):
-    """One forward pass of ``model`` (ModelSpec or ModelShapes) priced by :func:`sdsl.core.latency.step_time`
-    on the deployment's hardware and dtype, over ``tp`` GPUs, with ``params`` or the deployment's latency
-    parameters: the single place speculation calls the roofline. Returns the StepTime."""
-    return step_time(model, deployment.hardware, batch, q, context, deployment.dtype, tp, params or deployment.params)
+def forward_step(model, deployment, *, batch, q, context, draft=False, params=None):
+    """One forward pass of ``model`` (ModelSpec or ModelShapes) priced by :func:`sdsl.core.latency.step_time`:
+    on the deployment itself (target, heads) or, with ``draft``, on :meth:`Deployment.for_draft` (draft_tp
+    GPUs, ``params`` when given). The single place speculation calls the roofline; returns the StepTime."""
+    dep = deployment.for_draft(params) if draft else deployment
+    return step_time(model, dep, batch=batch, q=q, context=context)
 
 
-def forward_time(model, deployment, *, batch, q, context, tp, params=None) -> np.ndarray:
+def forward_time(model, deployment, *, batch, q, context, draft=False, params=None) -> np.ndarray:
     """Total seconds of :func:`forward_step`."""
-    return forward_step(model, deployment, batch=batch, q=q, context=context, tp=tp, params=params).total_s
+    return forward_step(model, deployment, batch=batch, q=q, context=context, draft=draft, params=params).total_s
 
 
 def _gemm_time(tokens, n_in, n_out, deployment) -> np.ndarray:
     """One GEMM kernel on the roofline (:func:`sdsl.core.latency.op_time`)."""
-    hw, params = deployment.hardware, deployment.params or default_params(deployment.hardware)
+    hw, params = deployment.hardware, deployment.params
     flops, nbytes = gemm_flops_bytes(tokens, n_in, n_out, dtype_bytes(deployment.dtype))
     return op_time(flops, nbytes, hw.peak_flops_for(deployment.dtype), hw.mem_bandwidth, params)
 
@@ -103,8 +104,7 @@ class DraftModel(Proposer):
         return f"draft:{self.model.name}" if isinstance(self.model, ModelSpec) else "draft"
 
     def step_time(self, target, deployment, *, batch, q=1, context):
-        return forward_time(self.model, deployment, batch=batch, q=q, context=context, tp=deployment.draft_tp,
-                            params=self.params)
+        return forward_time(self.model, deployment, batch=batch, q=q, context=context, draft=True, params=self.params)
 
 
 def _head_spec(target: ModelSpec, layers: int, vocab: int, suffix: str) -> ModelSpec:
@@ -139,8 +139,7 @@ class EagleHead(Proposer):
     def step_time(self, target, deployment, *, batch, q=1, context):
         tokens = np.asarray(batch, dtype=float) * np.asarray(q, dtype=float)
         fc = _gemm_time(tokens, self.fused_features * target.d_model, target.d_model / deployment.tp, deployment)
-        body = forward_time(self.shapes(target, deployment.tp), deployment, batch=batch, q=q, context=context,
-                            tp=deployment.tp)
+        body = forward_time(self.shapes(target, deployment.tp), deployment, batch=batch, q=q, context=context)
         return fc + body
 
 

@@ -68,17 +68,9 @@ def tau_of(acceptance, gamma) -> np.ndarray:
 
 
 def resolve_deployment(deployment):
-    """A deployment with its latency parameters resolved (a Deployment, or any object with hardware, tp,
-    draft_tp, dtype, context and params; anything else goes through ``Deployment.of``)."""
-    if hasattr(deployment, "hardware") and hasattr(deployment, "draft_tp"):
-        if deployment.params is None:  # resolve the shipped calibration once, not in every pass priced
-            from types import SimpleNamespace
-
-            from sdsl.core.latency import default_params
-
-            return SimpleNamespace(**{**vars(deployment), "params": default_params(deployment.hardware)})
-        return deployment
-    from sdsl.core.deployment import Deployment  # the `deploy` helper's API
+    """:meth:`Deployment.of <sdsl.core.deployment.Deployment.of>` (a Deployment passes through; a hardware
+    name, file or Hardware gets the defaults)."""
+    from sdsl.core.deployment import Deployment
 
     return Deployment.of(deployment)
 
@@ -154,9 +146,9 @@ def price_speculation(target, proposer, deployment, *, tau_value, gamma=None, tr
     if np.any(overhead < 0):
         raise InvalidInputError("overhead_s must be non-negative.")
     b, context = np.asarray(batch, dtype=float), dep.context
-    t_plain = forward_time(target, dep, batch=b, q=1, context=context, tp=dep.tp)
+    t_plain = forward_time(target, dep, batch=b, q=1, context=context)
     many = isinstance(tree, dict)
-    verify_s, bound = _distinct(lambda n, m: forward_step(target, dep, batch=b, q=n, context=context + m, tp=dep.tp),
+    verify_s, bound = _distinct(lambda n, m: forward_step(target, dep, batch=b, q=n, context=context + m),
                                 n_verify, mask_extra, many)
     t_draft = proposer.step_time(target, dep, batch=b, q=1, context=context)
     t_propose, _ = _distinct(lambda s_, k_: (proposer.draft_time(target, dep, batch=b, steps=s_, topk=k_,

@@ -15,8 +15,10 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from sdsl._result import Result
 from sdsl.core.acceptance import check_alpha, check_gamma, tau
 from sdsl.errors import InvalidInputError
+from sdsl.core.deployment import Deployment
 from sdsl.core.latency import LatencyParams, step_time
 
 __all__ = ["speedup", "work_factor", "tokens_per_flop", "SDPrediction", "predict", "plain_tokens_per_s"]
@@ -53,8 +55,12 @@ def tokens_per_flop(alpha, gamma, draft_params, target_params) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class SDPrediction:
-    """Predicted SD throughput; every field is an array broadcast over the inputs (times in s)."""
+class SDPrediction(Result):
+    """Predicted SD throughput; every field is an array broadcast over the inputs (times in s).
+
+    Follows the result protocol (:class:`sdsl._result.Result`): ``report()``, ``to_dict()``,
+    ``to_json(path=None)`` and ``plot(ax=None)`` (best speedup per batch size).
+    """
 
     tau: np.ndarray
     t_draft_s: np.ndarray  # one draft step (q = 1)
@@ -69,6 +75,7 @@ class SDPrediction:
     bound: np.ndarray  # what dominates the verification step
     tpot_s: np.ndarray  # time per output token of one sequence: t_step / τ
     t_propose_s: np.ndarray  # all drafting of one step (γ·t_draft for a draft-model chain)
+    batch: np.ndarray = 1  # the batch sizes priced (as given, broadcastable to the other fields)
 
     def to_dict(self) -> dict:
         """Plain Python values (lists for arrays), for JSON."""
@@ -77,11 +84,6 @@ class SDPrediction:
             v = np.asarray(getattr(self, f.name))
             out[f.name] = v.item() if v.ndim == 0 else v.tolist()
         return out
-
-    def to_json(self, indent: int = 2) -> str:
-        import json
-
-        return json.dumps(self.to_dict(), indent=indent)
 
     def report(self) -> str:
         """One line per configuration: τ, step times (ms), tokens/s and speedup."""
@@ -94,35 +96,35 @@ class SDPrediction:
                          f"{cols['bound'][i]}")
         return "\n".join(lines)
 
+    def plot(self, ax=None):
+        """Bars of the best speedup over plain decoding per batch size (:mod:`sdsl.plots.results`)."""
+        from sdsl.plots.results import plot_speedup_by_batch
 
-def plain_tokens_per_s(target, hardware, batch=1, context=1024, tp=1, dtype="bf16", params=None) -> np.ndarray:
+        return plot_speedup_by_batch(self.batch, self.speedup, ax=ax)
+
+
+def plain_tokens_per_s(target, deployment, *, batch=1) -> np.ndarray:
     """Tokens/s of plain decoding: b / T_target(b, 1, L), T from the roofline (docs/model.md §3.3)."""
-    return np.asarray(batch, dtype=float) / step_time(target, hardware, batch, 1, context, dtype, tp, params).total_s
+    return np.asarray(batch, dtype=float) / step_time(target, deployment, batch=batch, q=1).total_s
 
 
-def predict(target, draft, gamma, alpha, hardware, batch=1, context=1024, tp: int = 1, draft_tp: int = 1,
-            dtype: str = "bf16", params: LatencyParams | None = None, draft_params: LatencyParams | None = None,
+def predict(target, draft, deployment, *, gamma, alpha, batch=1, draft_params: LatencyParams | None = None,
             overhead_s=0.0) -> SDPrediction:
     """Hardware-aware SD throughput of a draft-model chain (docs/model.md §3.3), broadcasting over gamma,
-    alpha, batch, context: the special case of :func:`sdsl.core.speculation.price_speculation` with a
+    alpha and batch: the special case of :func:`sdsl.core.speculation.price_speculation` with a
     :class:`~sdsl.core.proposers.DraftModel` and i.i.d. α (Leviathan et al. 2023, Eq. 1).
 
-    ``draft`` is a ModelSpec, a :class:`~sdsl.core.latency.ModelShapes` stack, a
-    :class:`~sdsl.core.proposers.Proposer`, or None for a model-free proposer (prompt lookup) whose cost is
-    ``overhead_s``. ``params=None`` uses the hardware's shipped calibration
-    (:func:`sdsl.core.latency.default_params`); ``draft_params`` defaults to ``params``. ``overhead_s`` is any
-    extra time per SD step (sampling, rejection, scheduling). γ = 0 is plain decoding.
+    ``deployment`` is a :class:`~sdsl.core.deployment.Deployment` or anything ``Deployment.of``
+    accepts (a hardware name, file or Hardware): its hardware, tp (target), draft_tp, dtype, context
+    and latency params price both models. ``draft`` is a ModelSpec, a
+    :class:`~sdsl.core.latency.ModelShapes` stack, a :class:`~sdsl.core.proposers.Proposer`, or None for a
+    model-free proposer (prompt lookup) whose cost is ``overhead_s``. ``draft_params`` (default: the
+    deployment's params) prices the draft alone. ``overhead_s`` is any extra time per SD step (sampling,
+    rejection, scheduling). γ = 0 is plain decoding (speedup 1 when overhead is 0).
     """
-    from types import SimpleNamespace
-
-    from sdsl.core.latency import _hardware, default_params
     from sdsl.core.proposers import DraftModel, NGramLookup, Proposer
     from sdsl.core.speculation import price_speculation
 
-    hardware = _hardware(hardware)
-    params = params or default_params(hardware)
-    deployment = SimpleNamespace(hardware=hardware, tp=tp, draft_tp=draft_tp, dtype=dtype, context=context,
-                                 params=params)
     g = check_gamma(gamma)
     if draft is None:
         proposer = NGramLookup()
@@ -132,4 +134,5 @@ def predict(target, draft, gamma, alpha, hardware, batch=1, context=1024, tp: in
         proposer = DraftModel(draft, params=draft_params)
     out = price_speculation(target, proposer, deployment, tau_value=tau(check_alpha(alpha), g), gamma=g,
                             batch=batch, overhead_s=overhead_s)
-    return SDPrediction(**{f.name: out[f.name] for f in fields(SDPrediction)})
+    return SDPrediction(**{f.name: out[f.name] for f in fields(SDPrediction) if f.name != "batch"},
+                        batch=np.asarray(batch))

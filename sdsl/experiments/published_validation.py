@@ -13,11 +13,9 @@ calibration does not see), added to the verify pass and to every drafting pass.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 
-from sdsl.core.hardware import get_hardware
+from sdsl.core.deployment import Deployment
 from sdsl.core.speculation import price_speculation
 from sdsl.experiments.published_rows import (Unpriceable, interpret_decode, interpret_speculative, load_rows)
 
@@ -28,8 +26,7 @@ OVERHEAD_GRID_S = np.linspace(0.0, 3e-3, 601)  # per-forward engine overhead sea
 
 
 def _deployment(spec):
-    hw = get_hardware(spec.hardware)
-    return SimpleNamespace(hardware=hw, tp=spec.tp, draft_tp=1, dtype="bf16", context=spec.context, params=None)
+    return Deployment(spec.hardware, tp=spec.tp, dtype="bf16", context=spec.context)
 
 
 def _price(spec) -> dict:
@@ -146,7 +143,7 @@ def k_sweep(rows: list[dict], loso: dict) -> dict:
     a, r = _decay_fit(borrowed)
     ks = np.arange(1, 9)
     taus = 1.0 + np.cumsum(np.cumprod(a * r ** np.arange(8)))
-    dep = SimpleNamespace(hardware=get_hardware("h100-sxm"), tp=1, draft_tp=1, dtype="bf16", context=512, params=None)
+    dep = Deployment("h100-sxm", context=512)
     from sdsl.core.architecture import get_model
 
     out = price_speculation(get_model("llama-3.1-8b"), "eagle", dep, tau_value=taus, gamma=ks, batch=1)

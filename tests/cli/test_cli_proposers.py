@@ -92,12 +92,13 @@ def test_optimize_trees_and_sglang_tree_export():
 
 
 def test_predict_draft_json_keeps_its_keys_and_numbers():
+    from sdsl.core.deployment import Deployment
     from sdsl.core.throughput import predict
 
     out = json.loads(run(["predict", "--target", "llama-3.1-70b", "--draft", "llama-3.2-1b", "--gamma", "4", "--tp", "4",
                           "--alpha", "0.6", "--json"]).output)
     assert out["draft"] == "llama-3.2-1b" and out["alpha"] == pytest.approx(0.6) and out["alpha_source"] == "given"
-    ref = predict("llama-3.1-70b", "llama-3.2-1b", 4, 0.6, "h100-sxm", 1, 1024, 4)
+    ref = predict("llama-3.1-70b", "llama-3.2-1b", Deployment("h100-sxm", tp=4), gamma=4, alpha=0.6)
     assert out["tokens_per_s"] == pytest.approx(float(ref.tokens_per_s), rel=1e-12)
     plane = json.loads(run(["predict", "--target", "llama-3.1-70b", "--draft", "llama-3.2-1b", "--gamma", "4", "--tp", "4",
                             "--json"]).output)

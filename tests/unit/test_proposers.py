@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -11,7 +9,7 @@ from hypothesis import strategies as st
 
 from sdsl.core.acceptance import tau
 from sdsl.core.architecture import get_model
-from sdsl.core.hardware import get_hardware
+from sdsl.core.deployment import Deployment
 from sdsl.core.latency import step_time
 from sdsl.core.proposers import DraftModel, Eagle3Head, EagleHead, MedusaHeads, NGramLookup, make_proposer
 from sdsl.core.ranking import k_table, rank_proposers
@@ -20,12 +18,12 @@ from sdsl.core.throughput import predict
 from sdsl.errors import InvalidInputError, UnknownNameError
 
 TARGET = get_model("llama-3.1-8b")
-DEP = SimpleNamespace(hardware=get_hardware("h100-sxm"), tp=1, draft_tp=1, dtype="bf16", context=1024, params=None)
+DEP = Deployment("h100-sxm", context=1024)
 
 
 def test_draft_model_chain_is_predict():
     d = get_model("llama-3.2-1b")
-    old = predict(TARGET, d, np.arange(0, 6), 0.7, "h100-sxm", batch=4, context=1024)
+    old = predict(TARGET, d, DEP, gamma=np.arange(0, 6), alpha=0.7, batch=4)
     new = price_speculation(TARGET, DraftModel(d), DEP, tau_value=tau(0.7, np.arange(0, 6)), gamma=np.arange(0, 6), batch=4)
     np.testing.assert_allclose(old.tokens_per_s, new["tokens_per_s"], rtol=1e-12)
     np.testing.assert_allclose(new["t_propose_s"], np.arange(0, 6) * new["t_draft_s"], rtol=1e-12)
