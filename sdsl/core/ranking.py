@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sdsl._result import Result
 from sdsl.core.proposers import make_proposer
 from sdsl.core.speculation import resolve_deployment, price_speculation, tau_of
 from sdsl.errors import InvalidInputError
@@ -19,9 +20,19 @@ from sdsl.errors import InvalidInputError
 __all__ = ["ProposerRanking", "rank_proposers", "k_table", "TreeRanking", "rank_trees"]
 
 
+def _report(rows: list[dict]) -> str:
+    lines = [f"{'batch':>6} {'proposer':<22} {'k/tree':>9} {'tau':>6} {'tokens/s':>10} {'TPOT ms':>8} {'speedup':>8}"]
+    for r in rows:
+        shape = ",".join(map(str, r["tree"])) if r.get("tree") else str(r["gamma"])
+        lines.append(f"{r['batch']:>6} {r['proposer']:<22} {shape:>9} {r['tau']:6.2f} {r['tokens_per_s']:10.1f} "
+                     f"{1e3 * r['tpot_s']:8.2f} {r['speedup']:8.2f}")
+    return "\n".join(lines)
+
+
 @dataclass(frozen=True)
-class ProposerRanking:
-    """tokens/s on (proposer, k, batch, acceptance); ``acceptance[p]`` is what priced proposer p."""
+class ProposerRanking(Result):
+    """tokens/s on (proposer, k, batch, acceptance); ``acceptance[p]`` is what priced proposer p.
+    Result protocol: ``report()`` (best 3 per batch), ``to_dict()``, ``to_json()``, ``plot()``."""
 
     proposers: tuple
     gammas: np.ndarray
@@ -45,6 +56,21 @@ class ProposerRanking:
         tps = np.take_along_axis(flat, i[None], axis=0)[0]
         return {"proposer": i // n_k, "gamma": self.gammas[i % n_k].astype(int), "tokens_per_s": tps,
                 "speedup": tps / self.plain_tokens_per_s[:, None]}
+
+    def report(self, top: int = 3) -> str:
+        return _report(self.records(top=top))
+
+    def to_dict(self, top: int | None = 3) -> dict:
+        stop = self.break_even_batch()
+        return {"proposers": [p.name for p in self.proposers], "gammas": self.gammas.tolist(),
+                "batches": self.batches.tolist(), "configs": self.records(top=top),
+                "break_even_batch": [None if np.isnan(x) else int(x) for x in stop]}
+
+    def plot(self, ax=None):
+        """Best speedup over plain decoding per batch size (:func:`sdsl.plots.results.plot_speedup_by_batch`)."""
+        from sdsl.plots.results import plot_speedup_by_batch
+
+        return plot_speedup_by_batch(self.batches[:, None], self.best()["speedup"], ax=ax)
 
     def break_even_batch(self) -> np.ndarray:
         """Per acceptance level: the smallest batch at which no (proposer, k ≥ 1) beats plain decoding
@@ -129,8 +155,9 @@ def k_table(ranking: ProposerRanking, proposer_index: int, acceptance_index: int
 
 
 @dataclass(frozen=True)
-class TreeRanking:
-    """tokens/s of SGLang trees on (proposer, triple, batch); τ per triple from the tree model."""
+class TreeRanking(Result):
+    """tokens/s of SGLang trees on (proposer, triple, batch); τ per triple from the tree model.
+    Result protocol: ``report()``, ``to_dict()``, ``to_json()``, ``plot()``."""
 
     proposers: tuple
     steps: np.ndarray
@@ -140,6 +167,20 @@ class TreeRanking:
     batches: np.ndarray
     tokens_per_s: np.ndarray
     plain_tokens_per_s: np.ndarray
+
+    def report(self, top: int = 3) -> str:
+        return _report(self.records(top=top))
+
+    def to_dict(self, top: int = 5) -> dict:
+        return {"proposers": [p.name for p in self.proposers], "batches": self.batches.tolist(),
+                "configs": self.records(top=top)}
+
+    def plot(self, ax=None):
+        """Best speedup per batch size over every (proposer, tree) (:func:`sdsl.plots.results.plot_speedup_by_batch`)."""
+        from sdsl.plots.results import plot_speedup_by_batch
+
+        best = self.tokens_per_s.reshape(-1, self.batches.size).max(axis=0) / self.plain_tokens_per_s
+        return plot_speedup_by_batch(self.batches, best, ax=ax)
 
     def records(self, top: int = 5, batches=None) -> list[dict]:
         """The ``top`` best (proposer, tree) per batch, best first."""

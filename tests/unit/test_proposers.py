@@ -141,3 +141,22 @@ def test_tree_mask_and_overhead_only_slow_a_step(tokens, steps, overhead, batch)
     base = price_speculation(TARGET, "eagle", DEP, tau_value=1.0, tree=TreeShape(steps, topk, tokens), batch=batch)
     assert float(tree["tokens_per_s"]) <= float(base["tokens_per_s"])
     assert float(tree["t_step_s"]) == pytest.approx(float(base["t_step_s"]) + overhead)
+
+
+def test_rankings_follow_the_result_protocol(tmp_path):
+    import json
+
+    from sdsl.core.acceptance_vector import Acceptance
+    from sdsl.core.ranking import rank_trees
+
+    r = rank_proposers(TARGET, ["eagle", "ngram"], DEP, acceptance=np.array([0.6]), gammas=range(0, 5), batches=[1, 64])
+    d = json.loads(r.to_json(tmp_path / "r.json"))
+    assert d == json.loads((tmp_path / "r.json").read_text()) and d["configs"][0]["batch"] == 1
+    assert "tokens/s" in r.report() and len(r.report().splitlines()) == 1 + 3 * 2
+    t = rank_trees(TARGET, ["eagle3"], DEP, acceptance=Acceptance.from_iid(0.7), batches=[1, 8], steps=range(1, 4))
+    assert json.loads(t.to_json())["configs"][0]["tree"] and "tokens/s" in t.report()
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    assert r.plot() is not None and t.plot() is not None
