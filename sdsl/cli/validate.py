@@ -78,10 +78,13 @@ def published(figure, as_json):
 
     out = validate_published()
     if figure:
-        from sdsl._io import atomic_write_bytes
-        from sdsl.experiments.figures import get_figure, render_png
+        import matplotlib
 
-        atomic_write_bytes(figure, render_png(get_figure("published_validation")))
+        matplotlib.use("Agg")
+        from sdsl.plots import save_figure
+        from sdsl.plots.published import published_figure
+
+        save_figure(published_figure(out), figure)
     if as_json:
         echo_json(out)
         return

@@ -103,3 +103,11 @@ def test_predict_draft_json_keeps_its_keys_and_numbers():
     plane = json.loads(run(["predict", "--target", "llama-3.1-70b", "--draft", "llama-3.2-1b", "--gamma", "4", "--tp", "4",
                             "--json"]).output)
     assert plane["alpha_source"] == "sdsl-plane"
+
+
+def test_validate_published_figure(tmp_path):
+    pytest.importorskip("matplotlib")
+    res = run(["validate", "published", "--figure", str(tmp_path / "v.png")])
+    assert res.exit_code == 0 and (tmp_path / "v.png").stat().st_size > 10_000
+    bad = run(["validate", "published", "--figure", str(tmp_path / "v.txt")])
+    assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1
