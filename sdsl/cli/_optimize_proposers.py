@@ -50,7 +50,7 @@ def _pick(ranking, dense, batch):
 
 
 def rank_and_report(*, target, hardware, proposers, drafts, acc, calibration, tp, draft_tp, dtype, context, gamma_max,
-                    batches, max_batch, pretrain_tokens, top, export, trees=False, as_json):
+                    batches, max_batch, pretrain_tokens, top, export, trees=False, pass_overhead_s=0.0, as_json):
     """Rank, print the table (or JSON), the break-even batch, the best k by batch and the engine config."""
     import numpy as np
 
@@ -73,7 +73,8 @@ def rank_and_report(*, target, hardware, proposers, drafts, acc, calibration, tp
     dense = np.unique(np.concatenate([np.arange(1, max_batch + 1), batches]))
     gmax = gamma_max if acc is None or not np.isfinite(acc.max_k) else min(gamma_max, int(acc.max_k))
     per_proposer = _acceptance_for(props, acc, target, pretrain_tokens)
-    ranking = rank_proposers(target, props, dep, acceptance=per_proposer, gammas=range(0, gmax + 1), batches=dense)
+    ranking = rank_proposers(target, props, dep, acceptance=per_proposer, gammas=range(0, gmax + 1), batches=dense,
+                             pass_overhead_s=pass_overhead_s)
     pick_i, pick_g = _pick(ranking, dense, batches[0])
     table = k_table(ranking, pick_i)
     stop = ranking.break_even_batch()[0]
@@ -82,7 +83,8 @@ def rank_and_report(*, target, hardware, proposers, drafts, acc, calibration, tp
               "break_even_batch": None if np.isnan(stop) else int(stop), "max_batch": max_batch, "pick": pick,
               "k_table": table}
     if trees:
-        result["trees"] = rank_trees(target, props, dep, acceptance=per_proposer, batches=batches).records(top, batches)
+        result["trees"] = rank_trees(target, props, dep, acceptance=per_proposer, batches=batches,
+                                     pass_overhead_s=pass_overhead_s).records(top, batches)
         best_tree = result["trees"][0]
         chain_best = ranking.records(top=1, batches=batches[:1])[0]
         if best_tree["tokens_per_s"] > chain_best["tokens_per_s"] and best_tree["tree"][1] > 1:

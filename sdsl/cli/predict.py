@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from sdsl.cli._common import acceptance_options, calibration_option, echo_json, json_option, resolve_latency_params
-from sdsl.cli._speculation import proposer_option, tree_option
+from sdsl.cli._speculation import pass_overhead_option, proposer_option, tree_option
 
 
 @click.command()
@@ -22,10 +22,11 @@ from sdsl.cli._speculation import proposer_option, tree_option
 @click.option("--tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of the target (and its heads).")
 @click.option("--draft-tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of a draft model.")
 @click.option("--dtype", default="bf16", show_default=True, type=click.Choice(["bf16", "fp16", "fp8", "fp32"]))
+@pass_overhead_option
 @calibration_option
 @json_option
 def predict(target, draft, proposers, gamma, tree, hardware, acceptance, batch, context, tp, draft_tp, dtype,
-            calibration, as_json):
+            pass_overhead_us, calibration, as_json):
     """Predict one speculative-decoding configuration: draft and verify step times, tau, tokens/s,
     time per output token and speedup over plain decoding of the target. A chain (--gamma) or an
     SGLang-style tree (--tree STEPS,TOPK,TOKENS) of any proposer (--proposer or --draft)."""
@@ -52,7 +53,8 @@ def predict(target, draft, proposers, gamma, tree, hardware, acceptance, batch, 
     tau_value, source, acc = _tau(acceptance, gamma, shape, proposer, t)
     params = resolve_latency_params(calibration, hw)
     dep = Deployment(hw, tp=tp, draft_tp=draft_tp, dtype=dtype, context=context, params=params)
-    p = price_speculation(t, proposer, dep, tau_value=tau_value, gamma=None if shape else gamma, tree=shape, batch=batch)
+    p = price_speculation(t, proposer, dep, tau_value=tau_value, gamma=None if shape else gamma, tree=shape, batch=batch,
+                          pass_overhead_s=1e-6 * pass_overhead_us)
     chain = {} if shape is not None or acc is None else {"alpha": float(acc.iid_alpha(gamma)) if gamma else None,
                                                          "alpha_source": "given" if acc.is_iid and source != "sdsl-plane" else source}
     out = {"target": t.name, "draft": getattr(getattr(proposer, "model", None), "name", None), **chain,

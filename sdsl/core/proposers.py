@@ -77,6 +77,10 @@ class Proposer:
             target, deployment, batch=batch, q=topk, context=context)
         return np.where(s > 0, first + np.maximum(s - 1.0, 0.0) * later, 0.0)
 
+    def passes(self, steps) -> np.ndarray:
+        """Separate drafting forwards per step (each pays an engine's per-pass host overhead): one per depth."""
+        return np.asarray(steps, dtype=float)
+
     @property
     def name(self) -> str:
         return self.kind
@@ -193,6 +197,9 @@ class MedusaHeads(Proposer):
         s = np.asarray(steps, dtype=float)
         return np.where(s > 0, self.step_time(target, deployment, batch=batch, context=context), 0.0)
 
+    def passes(self, steps) -> np.ndarray:
+        return 0.0 * np.asarray(steps, dtype=float)  # the heads run inside the target's forward
+
 
 @dataclass(frozen=True, eq=False)
 class NGramLookup(Proposer):
@@ -213,6 +220,9 @@ class NGramLookup(Proposer):
     def draft_time(self, target, deployment, *, batch, steps, topk=1, context):
         s = np.asarray(steps, dtype=float) + 0.0 * np.asarray(batch, dtype=float)
         return np.where(s > 0, self.cpu_s, 0.0)
+
+    def passes(self, steps) -> np.ndarray:
+        return 0.0 * np.asarray(steps, dtype=float)  # no GPU forward
 
 
 PROPOSER_KINDS = {"draft": DraftModel, "eagle": EagleHead, "eagle3": Eagle3Head, "medusa": MedusaHeads,

@@ -110,9 +110,11 @@ def _taus(acceptance, gammas: np.ndarray) -> np.ndarray:
     return tau_of(a[None, :], gammas[:, None])
 
 
-def rank_proposers(target, proposers, deployment, *, acceptance, gammas=range(0, 9), batches=(1,)) -> ProposerRanking:
+def rank_proposers(target, proposers, deployment, *, acceptance, gammas=range(0, 9), batches=(1,),
+                   pass_overhead_s=0.0) -> ProposerRanking:
     """Price every proposer × k × batch × acceptance. ``acceptance`` is one spec for all proposers or a
-    dict {proposer name: spec}; a spec is i.i.d. α level(s) or a list of objects with ``tau(k)``."""
+    dict {proposer name: spec}; a spec is i.i.d. α level(s) or a list of objects with ``tau(k)``.
+    ``pass_overhead_s``: an engine's host time per forward pass (:func:`price_speculation`)."""
     props = tuple(make_proposer(p) for p in proposers)
     deployment = resolve_deployment(deployment)
     if not props:
@@ -128,7 +130,8 @@ def rank_proposers(target, proposers, deployment, *, acceptance, gammas=range(0,
             raise InvalidInputError(f"No acceptance given for proposer {p.name}.")
         usable = g if p.max_depth is None else np.minimum(g, p.max_depth)
         t = _taus(spec, usable)[:, None, :]  # (k, 1, acceptance)
-        out = price_speculation(target, p, deployment, tau_value=t, gamma=usable[:, None, None], batch=b[None, :, None])
+        out = price_speculation(target, p, deployment, tau_value=t, gamma=usable[:, None, None], batch=b[None, :, None],
+                                pass_overhead_s=pass_overhead_s)
         tp = out["tokens_per_s"]
         if p.max_depth is not None:
             tp = np.where((g > p.max_depth)[:, None, None], -np.inf, tp)
@@ -200,19 +203,20 @@ class TreeRanking(Result):
 
 
 def rank_trees(target, proposers, deployment, *, acceptance, batches=(1,), steps=range(1, 9), topks=(1, 2, 4, 8),
-               max_tokens: int = 64, rank_ratio: float | None = None) -> TreeRanking:
+               max_tokens: int = 64, rank_ratio: float | None = None, pass_overhead_s=0.0) -> TreeRanking:
     """``acceptance`` is one Acceptance for all proposers or a dict {proposer name: [Acceptance]}."""
     props = tuple(make_proposer(p) for p in proposers)
+    grid = (steps, topks, max_tokens, rank_ratio, pass_overhead_s)
     if isinstance(acceptance, dict):
-        parts = [_rank_trees(target, (p,), deployment, acceptance[p.name][0], batches, steps, topks, max_tokens,
-                             rank_ratio) for p in props]
+        parts = [_rank_trees(target, (p,), deployment, acceptance[p.name][0], batches, *grid) for p in props]
         return TreeRanking(props, parts[0].steps, parts[0].topk, parts[0].tokens, np.concatenate([r.tau for r in parts]),
                            parts[0].batches, np.concatenate([r.tokens_per_s for r in parts]),
                            parts[0].plain_tokens_per_s)
-    return _rank_trees(target, props, deployment, acceptance, batches, steps, topks, max_tokens, rank_ratio)
+    return _rank_trees(target, props, deployment, acceptance, batches, *grid)
 
 
-def _rank_trees(target, props, deployment, acceptance, batches, steps, topks, max_tokens, rank_ratio) -> TreeRanking:
+def _rank_trees(target, props, deployment, acceptance, batches, steps, topks, max_tokens, rank_ratio,
+                pass_overhead_s) -> TreeRanking:
     """Price every SGLang (steps, topk, num_draft_tokens) triple for each proposer and batch: τ from the
     SpecInfer/Sequoia tree model (:func:`sdsl.core.tree_search.sglang_grid`) over per-rank acceptance built
     from ``acceptance`` (an :class:`~sdsl.core.acceptance_vector.Acceptance`) by
@@ -231,7 +235,7 @@ def _rank_trees(target, props, deployment, acceptance, batches, steps, topks, ma
         usable = grid.steps <= (p.max_depth or np.inf)
         sub = {k: np.where(usable[:, None], v, 1 + (k == "tokens")) for k, v in trees.items()}
         out = price_speculation(target, p, deployment, tau_value=np.where(usable, grid.tau, 1.0)[:, None], tree=sub,
-                                batch=b[None, :])
+                                batch=b[None, :], pass_overhead_s=pass_overhead_s)
         tps.append(np.where(usable[:, None], out["tokens_per_s"], -np.inf))
     plain = np.broadcast_to(out["plain_tokens_per_s"], (1, b.size))[0]
     return TreeRanking(props, grid.steps, grid.topk, grid.num_draft_tokens, np.broadcast_to(grid.tau, (len(props),

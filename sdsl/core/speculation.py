@@ -125,14 +125,16 @@ def _distinct(price, x, y, many: bool):
 
 
 def price_speculation(target, proposer, deployment, *, tau_value, gamma=None, tree=None, batch=1,
-                      overhead_s=0.0) -> dict:
+                      overhead_s=0.0, pass_overhead_s=0.0) -> dict:
     """Price one speculative step; see the module docstring. Returns arrays (each broadcast over the inputs it
     depends on; tokens/s, speedup, TPOT and step time over all of batch, γ or trees, and τ):
     tau, t_draft_s (one drafting pass at q = 1), t_propose_s (all drafting), t_verify_s, t_overhead_s,
     t_step_s, t_plain_s, tokens_per_s, plain_tokens_per_s, speedup, tpot_s, cost_ratio, bound, verify_tokens.
 
     Give ``gamma`` (chain lengths) or ``tree`` (a TreeShape, "S,K,N", or a dict of arrays steps/topk/tokens);
-    ``tau_value`` is the expected emitted tokens per step.
+    ``tau_value`` is the expected emitted tokens per step. ``overhead_s`` is added once per step;
+    ``pass_overhead_s`` (an engine's host time per forward, which operator-level calibration does not see) to
+    the verify pass, to every separate drafting pass (:meth:`Proposer.passes`) and to the plain step.
     """
     dep = resolve_deployment(deployment)
     proposer = make_proposer(proposer)
@@ -142,17 +144,18 @@ def price_speculation(target, proposer, deployment, *, tau_value, gamma=None, tr
     t = np.asarray(tau_value, dtype=float)
     if np.any(~np.isfinite(t)) or np.any(t < 1) or np.any(t > n_verify + 1e-9):
         raise InvalidInputError(f"Expected tokens per step must lie in [1, {float(np.max(n_verify)):g}] (verified tokens).")
-    overhead = np.asarray(overhead_s, dtype=float)
-    if np.any(overhead < 0):
-        raise InvalidInputError("overhead_s must be non-negative.")
+    overhead, per_pass = np.asarray(overhead_s, dtype=float), np.asarray(pass_overhead_s, dtype=float)
+    if np.any(~np.isfinite(overhead)) or np.any(overhead < 0) or np.any(~np.isfinite(per_pass)) or np.any(per_pass < 0):
+        raise InvalidInputError("Overheads (per step and per forward pass) must be finite non-negative seconds.")
     b, context = np.asarray(batch, dtype=float), dep.context
-    t_plain = forward_time(target, dep, batch=b, q=1, context=context)
+    t_plain = forward_time(target, dep, batch=b, q=1, context=context) + per_pass
     many = isinstance(tree, dict)
     verify_s, bound = _distinct(lambda n, m: forward_step(target, dep, batch=b, q=n, context=context + m),
                                 n_verify, mask_extra, many)
     t_draft = proposer.step_time(target, dep, batch=b, q=1, context=context)
     t_propose, _ = _distinct(lambda s_, k_: (proposer.draft_time(target, dep, batch=b, steps=s_, topk=k_,
                                                                  context=context), None), steps, topk, many)
+    overhead = overhead + per_pass * (1.0 + proposer.passes(steps))
     t_step = t_propose + verify_s + overhead
     tps = b * t / t_step
     plain = b / t_plain

@@ -111,3 +111,17 @@ def test_validate_published_figure(tmp_path):
     assert res.exit_code == 0 and (tmp_path / "v.png").stat().st_size > 10_000
     bad = run(["validate", "published", "--figure", str(tmp_path / "v.txt")])
     assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1
+
+
+def test_pass_overhead_is_the_validation_code_path():
+    """The SGLang EAGLE-3 row priced by `predict --pass-overhead-us` equals its leave-one-source-out row."""
+    from sdsl.experiments.published_validation import validate_published
+
+    loso = {r["row"]: r for r in validate_published()["loso_overhead"]["rows"]}
+    row = loso[26]
+    out = json.loads(run(["predict", "--target", "llama-3.1-8b", "--proposer", "eagle3", "--tree", "8,8,64",
+                          "--accepted-length", "5.39", "--context", "512", "--pass-overhead-us",
+                          str(row["overhead_s"] * 1e6), "--json"]).output)
+    assert out["tokens_per_s"] == pytest.approx(row["predicted"], rel=1e-9)
+    assert run(["predict", "--target", "llama-3.1-8b", "--proposer", "eagle", "--gamma", "2", "--alpha", "0.6",
+                "--pass-overhead-us", "-1"]).exit_code == 2
