@@ -83,7 +83,8 @@ def rank_and_report(*, target, hardware, proposers, drafts, acc, calibration, tp
               "break_even_batch": None if np.isnan(stop) else int(stop), "max_batch": max_batch, "pick": pick,
               "k_table": table}
     if trees:
-        result["trees"] = rank_trees(target, props, dep, acceptance=per_proposer, batches=batches,
+        depth = range(1, max(1, min(8, gmax)) + 1)  # a measured vector covers only its positions
+        result["trees"] = rank_trees(target, props, dep, acceptance=per_proposer, batches=batches, steps=depth,
                                      pass_overhead_s=pass_overhead_s).records(top, batches)
         best_tree = result["trees"][0]
         chain_best = ranking.records(top=1, batches=batches[:1])[0]

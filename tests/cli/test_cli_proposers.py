@@ -125,3 +125,9 @@ def test_pass_overhead_is_the_validation_code_path():
     assert out["tokens_per_s"] == pytest.approx(row["predicted"], rel=1e-9)
     assert run(["predict", "--target", "llama-3.1-8b", "--proposer", "eagle", "--gamma", "2", "--alpha", "0.6",
                 "--pass-overhead-us", "-1"]).exit_code == 2
+
+
+def test_trees_stay_within_a_measured_vector():
+    out = json.loads(run(["optimize", "--target", "llama-3.1-8b", "--proposer", "eagle3", "--acceptance", "0.8,0.6,0.4",
+                          "--trees", "--max-batch", "4", "--json"]).output)
+    assert max(r["tree"][0] for r in out["trees"]) <= 3 and max(r["gamma"] for r in out["configs"]) <= 3
