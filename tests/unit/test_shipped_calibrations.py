@@ -40,4 +40,4 @@ def test_shipped_values_quoted_in_validation():
 
     h100, a100 = default_params(get_hardware("h100-sxm")), default_params(get_hardware("a100-80gb"))
     assert (h100.t_kernel, h100.smoothness, h100.eta_interconnect) == pytest.approx((5.689e-6, 1.5458, 1.3623), rel=1e-3)
-    assert a100.eta_interconnect == pytest.approx(1.2105, rel=1e-3)
+    assert (a100.eta_interconnect, a100.allreduce_latency, a100.smoothness) == pytest.approx((1.2105, 40.93e-6, 2.2027), rel=1e-3)
