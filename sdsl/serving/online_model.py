@@ -16,8 +16,7 @@ draft passes k_max = max k_r), the step is linear in seven features
 target's c_tok does, so only their sum is identified; the fit below does not need more.
 
 :class:`OnlineStepModel` keeps the last ``window`` observed steps and solves a ridge least-squares
-problem anchored at a prior θ₀ (a warm-up prior worth ``prior_weight`` pseudo-steps, scaled per
-feature), so that directions the window does not excite (e.g. batch size at low load) stay at
+problem anchored at a prior θ₀ (a warm-up prior worth ``prior_weight`` pseudo-steps), so that directions the window does not excite (e.g. batch size at low load) stay at
 the prior instead of drifting. Refitting is cheap (a 7×7 solve) and happens at the
 first decision after ``refit_every`` new observations.
 """
@@ -85,7 +84,7 @@ class OnlineStepModel:
     prior: np.ndarray
     max_k: int
     window: int = 256
-    prior_weight: float = 8.0
+    prior_weight: float = 1.0
     refit_every: int = 64
 
     def __post_init__(self) -> None:
@@ -118,13 +117,20 @@ class OnlineStepModel:
             self.refit()
 
     def refit(self) -> np.ndarray:
-        """Ridge solve (XᵀX + λS²)θ = Xᵀy + λS²θ₀ over the window; S scales each feature."""
+        """Ridge solve anchored at the prior, in features scaled to unit RMS over the window.
+
+        With z = x / s (s the RMS of each feature), φ = θ·s solves (ZᵀZ + λI)φ = Zᵀy + λφ₀: the prior
+        weighs as ``prior_weight`` = λ pseudo-steps in every direction the window excites, and holds
+        the directions it does not (a feature that stayed at zero keeps its prior coefficient).
+        """
         filled = min(self._seen, self.window)
         x, y = self._x[:filled], self._y[:filled]
-        scale = np.maximum(np.abs(x).max(axis=0, initial=0.0), 1.0)
-        penalty = self.prior_weight * scale**2
-        lhs = x.T @ x + np.diag(penalty)
-        self.coef = np.linalg.solve(lhs, x.T @ y + penalty * self.prior)
+        rms = np.sqrt((x * x).mean(axis=0)) if filled else np.zeros(N_FEATURES)
+        scale = np.where(rms > 0, rms, 1.0)
+        z = x / scale
+        lhs = z.T @ z + self.prior_weight * np.eye(N_FEATURES)
+        phi = np.linalg.solve(lhs, z.T @ y + self.prior_weight * self.prior * scale)
+        self.coef = phi / scale
         self._since_fit = 0
         return self.coef
 

@@ -71,7 +71,7 @@ class SimConfig:
     pricing: str = "online"
     alpha_source: str = "estimate"
     fit_window: int = 256
-    prior_weight: float = 8.0
+    prior_weight: float = 1.0
     step_prior: tuple | None = None  # 7 coefficients (seconds) of online_model.step_features
 
     def __post_init__(self) -> None:
