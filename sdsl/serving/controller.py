@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sdsl.core.acceptance import tau, tau_unchecked
+from sdsl.core.acceptance import tau
 from sdsl.errors import InvalidInputError
 
 __all__ = ["goodput", "choose_k", "allocate_per_request", "GoodputController"]
@@ -123,8 +123,8 @@ class GoodputController:
             return 0
         t = self.pricer.decode_time_all_k(n, float(context))[: self.max_k + 1]
         t = np.maximum(t, 1e-9)  # a fitted line may dip below zero far from its data; never a free step
-        if has_proposal is None:
-            g = tau_unchecked(alpha[:, None], self._ksf[None, :]).sum(axis=0)
+        if has_proposal is None:  # G(k) = Σ_r τ(α_r, k) = Σ_{j<=k} Σ_r α_r^j
+            g = np.cumsum((alpha[:, None] ** self._ksf).sum(axis=0))
         else:
             g = _expected_tokens(alpha, self._ksf, has_proposal)
         return int(np.argmax(g / t))

@@ -39,13 +39,9 @@ def step_features(kv_tokens, n: int, k_sum: float, k_max: int) -> np.ndarray:
     """Rows of x = [N_kv, N_tok, n, 1, L̄·Σk_r, Σk_r, k_max] for steps with ``kv_tokens`` = N_kv each."""
     kv = np.atleast_1d(np.asarray(kv_tokens, dtype=float))
     x = np.empty((kv.size, N_FEATURES))
+    x[:] = (0.0, k_sum + n, n, 1.0, 0.0, k_sum, k_max)
     x[:, 0] = kv
-    x[:, 1] = k_sum + n
-    x[:, 2] = n
-    x[:, 3] = 1.0
     x[:, 4] = kv * (k_sum / n)
-    x[:, 5] = k_sum
-    x[:, 6] = k_max
     return x
 
 

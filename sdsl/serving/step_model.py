@@ -213,6 +213,11 @@ class BatchStepModel:
         interpolated; an array of contexts with a 1-d table gives one value per context. Contexts
         beyond the grid extrapolate along its last cell.
         """
+        if np.ndim(context) == 0:  # one context: plain float arithmetic on two table columns
+            x = float(context) * self._inv_dctx
+            i = min(int(x), self._last_cell)
+            lo = table[..., i]
+            return lo + (table[..., i + 1] - lo) * (x - i)
         x = np.asarray(context, dtype=float) * self._inv_dctx
         i0 = np.minimum(x.astype(np.int64), self._last_cell)
         lo = table[..., i0]
