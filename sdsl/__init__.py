@@ -1,5 +1,5 @@
 """sdsl — predict the throughput of speculative decoding and pick the throughput-optimal draft
-model and speculation length (SDSL, Leviathan et al., TurboSpec; see DESIGN.md).
+model and speculation length (SDSL, Leviathan et al., TurboSpec; see docs/model.md).
 
 The numpy core is imported here; torch (``sdsl.torch``, ``sdsl.torch.harness``) and matplotlib
 (``sdsl.plots``) are imported only when those modules are used.

@@ -1,4 +1,4 @@
-"""`sdsl simulate`: serving simulation of speculation policies under load (TurboSpec, DESIGN §3.4)."""
+"""`sdsl simulate`: serving simulation of speculation policies under load (TurboSpec, docs/model.md §3.4)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Acceptance: expected tokens per step τ(α, γ), and α from what engines report.
 
-Notation (DESIGN.md §2): α is the per-token acceptance probability under the i.i.d. model, γ the
+Notation (docs/model.md §2): α is the per-token acceptance probability under the i.i.d. model, γ the
 number of drafted tokens per step, τ the expected tokens *emitted* per target forward pass with the
 bonus token included. The i.i.d. model is Leviathan et al. (ICML 2023), §3.1, Eq. (1):
 τ(α, γ) = (1 − α^{γ+1}) / (1 − α).
@@ -149,7 +149,7 @@ def alpha_from_accept_histogram(counts) -> float:
 
 def positional_acceptance(counts) -> np.ndarray:
     """Per-position conditional acceptance α_j = P(draft j accepted | drafts < j accepted), j = 1..γ
-    (the position-dependent generalisation of Leviathan et al.'s i.i.d. α, DESIGN.md §2).
+    (the position-dependent generalisation of Leviathan et al.'s i.i.d. α, docs/model.md §2).
 
     From the same histogram as :func:`alpha_from_accept_histogram`; NaN where no step reached j.
     """

@@ -2,7 +2,7 @@
 
 SDSL (Bozorgkhoo & Molybog, arXiv 2603.11053) picks the draft size N* that maximises the
 FLOP-model speedup S*(α(N, M), c = N/M). Its stated limitation is that FLOPs ignore memory
-bandwidth, batch size, KV cache and kernel overheads. sdsl's extension (DESIGN.md §3.2–3.3): build a
+bandwidth, batch size, KV cache and kernel overheads. sdsl's extension (docs/model.md §3.2–3.3): build a
 family of draft shapes spanning a range of sizes, price every member with the roofline step time
 (:func:`sdsl.core.throughput.predict`, best integer γ), keep α from SDSL's acceptance plane, and read off
 the hardware-aware N* per batch size next to the FLOP-model N*.
@@ -86,7 +86,7 @@ def draft_size_sweep(target, hardware, drafts=None, batch=(1, 8, 32), gammas=ran
 
 def best_drafts(sweep) -> "object":
     """Per batch size, the hardware-aware best draft of a :func:`draft_size_sweep` frame and the
-    FLOP-model best draft of the same family (SDSL's N*, arXiv 2603.11053; DESIGN §3.2), as a pandas
+    FLOP-model best draft of the same family (SDSL's N*, arXiv 2603.11053; docs/model.md §3.2), as a pandas
     DataFrame with one row per batch."""
     import pandas as pd
 

@@ -1,6 +1,6 @@
 """Step time of one forward pass on a roofline, with calibrated efficiencies and overheads.
 
-DESIGN.md §3.3. A forward pass of a decoder over ``batch`` sequences, ``q`` new tokens each, with
+docs/model.md §3.3. A forward pass of a decoder over ``batch`` sequences, ``q`` new tokens each, with
 ``context`` tokens already in the KV cache, is priced kernel by kernel (the roofline of Williams,
 Waterman & Patterson, CACM 2009, applied per operator):
 
@@ -151,7 +151,7 @@ def smooth_max(x, y, p: float) -> np.ndarray:
 
 
 def op_time(flops, bytes_moved, peak_flops, bandwidth, params: LatencyParams = DEFAULT_PARAMS) -> np.ndarray:
-    """Time (s) of one kernel on the roofline (Williams, Waterman & Patterson, CACM 2009; DESIGN.md
+    """Time (s) of one kernel on the roofline (Williams, Waterman & Patterson, CACM 2009; docs/model.md
     §3.3): smax_p(FLOPs/(η_c·peak), bytes/(η_m·bw)) + t_kernel."""
     t_compute = np.asarray(flops, dtype=float) / (params.eta_compute * peak_flops)
     t_memory = np.asarray(bytes_moved, dtype=float) / (params.eta_memory * bandwidth)
@@ -240,7 +240,7 @@ class StepTime:
 
 def allreduce_time(message_bytes, n_gpu, interconnect_bandwidth, latency_s, eta_interconnect) -> np.ndarray:
     """One ring all-reduce: latency + 2(t−1)/t · message / (η · interconnect bandwidth)
-    (Patarasuk & Yuan, JPDC 2009; DESIGN.md §3.3's tensor-parallel term). Broadcasts."""
+    (Patarasuk & Yuan, JPDC 2009; docs/model.md §3.3's tensor-parallel term). Broadcasts."""
     t = np.asarray(n_gpu, dtype=float)
     return latency_s + 2.0 * (t - 1.0) / t * np.asarray(message_bytes, dtype=float) / (eta_interconnect * interconnect_bandwidth)
 
@@ -332,7 +332,7 @@ def _hardware(hardware):
 
 def step_time(model, hardware, batch=1, q=1, context=1024, dtype: str = "bf16", tp: int = 1,
               params: LatencyParams | None = None) -> StepTime:
-    """Price one forward pass (DESIGN.md §3.3); see the module docstring for the model.
+    """Price one forward pass (docs/model.md §3.3); see the module docstring for the model.
 
     ``model`` is a ModelSpec, a catalog name, or :class:`ModelShapes` (a stack of models for
     vectorised search); ``hardware`` a Hardware or a catalog name. ``batch``, ``q`` and ``context``

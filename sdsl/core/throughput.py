@@ -4,7 +4,7 @@
   wall-time improvement factor, Theorem 3.8: S(α, γ, c) = (1 − α^{γ+1}) / ((1 − α)(γc + 1)) = τ/(1 + γc);
   arithmetic-operations factor, Theorem 3.11: (1 − α)(γĉ + γ + 1) / (1 − α^{γ+1}) = (γĉ + γ + 1)/τ.
 - SDSL (arXiv 2603.11053): cost is FLOPs, c = N/M, throughput in tokens per FLOP = S(α, γ, N/M)/(2M).
-- Hardware-aware (DESIGN.md §3.3): the draft runs γ single-token steps, the target verifies γ+1
+- Hardware-aware (docs/model.md §3.3): the draft runs γ single-token steps, the target verifies γ+1
   tokens per sequence, both priced by :mod:`sdsl.core.latency`:
   tokens/s = b·τ(α, γ) / (γ·T_draft(b, 1) + T_target(b, γ+1) + T_overhead).
 """
@@ -94,14 +94,14 @@ class SDPrediction:
 
 
 def plain_tokens_per_s(target, hardware, batch=1, context=1024, tp=1, dtype="bf16", params=None) -> np.ndarray:
-    """Tokens/s of plain decoding: b / T_target(b, 1, L), T from the roofline (DESIGN.md §3.3)."""
+    """Tokens/s of plain decoding: b / T_target(b, 1, L), T from the roofline (docs/model.md §3.3)."""
     return np.asarray(batch, dtype=float) / step_time(target, hardware, batch, 1, context, dtype, tp, params).total_s
 
 
 def predict(target, draft, gamma, alpha, hardware, batch=1, context=1024, tp: int = 1, draft_tp: int = 1,
             dtype: str = "bf16", params: LatencyParams | None = None, draft_params: LatencyParams | None = None,
             overhead_s=0.0) -> SDPrediction:
-    """Hardware-aware SD throughput (DESIGN.md §3.3), broadcasting over gamma, alpha, batch, context.
+    """Hardware-aware SD throughput (docs/model.md §3.3), broadcasting over gamma, alpha, batch, context.
 
     ``draft`` is a ModelSpec, a :class:`~sdsl.core.latency.ModelShapes` stack, or None for a model-free
     proposer (prompt lookup) whose cost is ``overhead_s``. ``params=None`` uses the hardware's shipped

@@ -6,7 +6,7 @@ accept-count histogram), τ, tokens/s and speedup. Next to them, two predictions
 
 * ``pred_speedup`` — sdsl's hardware model: :func:`sdsl.core.throughput.predict` on the ``cpu`` hardware
   with the calibrated CPU latency parameters (``profiles/cpu*.calib.json``) when present, plus the
-  decoder's own per-step overhead T_overhead (DESIGN §3.3), measured once per (batch, γ, proposer
+  decoder's own per-step overhead T_overhead (docs/model.md §3.3), measured once per (batch, γ, proposer
   kind) by decoding with zero-cost stand-in models (:func:`loop_overhead`); plain decoding gets its
   own T_overhead. ``pred_speedup_no_overhead`` is the bare roofline prediction;
 * ``pred_speedup_steps`` — the same formula, τ·(T_t(b,1) + o₀) / (T_d(b,2) + (γ−1)·T_d(b,1) + T_t(b,γ+1) + o),
@@ -104,7 +104,7 @@ class _NullModel:
 def loop_overhead(batch: int, gamma: int, prompts, max_new: int, temperature: float, proposer: str = "draft",
                   repeats: int = 5) -> float:
     """CPU seconds per decoding step spent outside model forwards (sampling, verification, bookkeeping,
-    prompt lookup), measured by decoding with zero-cost stand-in models. This is DESIGN §3.3's T_overhead."""
+    prompt lookup), measured by decoding with zero-cost stand-in models. This is docs/model.md §3.3's T_overhead."""
     null = _NullModel()
     prop = None if gamma == 0 else (PromptLookup() if proposer == "prompt-lookup" else DraftModel(null))
     p = prompts[:batch].repeat((batch + len(prompts) - 1) // len(prompts), 1)[:batch]

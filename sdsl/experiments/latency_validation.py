@@ -6,7 +6,7 @@
 - :func:`fit_allreduce`: the all-reduce latency and interconnect efficiency of
   :func:`sdsl.core.latency.step_time`'s ring term, fitted to Vidur's H100 NVLink all-reduce timings.
 - :func:`turbospec_comparison`: calibrated step times against TurboSpec's fitted step-time lines
-  (Liu et al., arXiv 2406.14066; DESIGN §3.4) for Llama-3.1-70B TP4 and Llama-3.1-8B on H100.
+  (Liu et al., arXiv 2406.14066; docs/model.md §3.4) for Llama-3.1-70B TP4 and Llama-3.1-8B on H100.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ __all__ = ["VIDUR_HARDWARE", "TURBOSPEC_LINES", "leave_one_model_out", "fit_allr
 #: Vidur folder -> sdsl hardware catalog entry (Vidur's H100 numbers reach 2.9 TB/s: SXM, not PCIe).
 VIDUR_HARDWARE = {"h100": "h100-sxm", "a100": "a100-80gb"}
 
-#: Catalog model -> (tensor-parallel degree, TurboSpec's fitted step-time line on H100; DESIGN §3.4).
+#: Catalog model -> (tensor-parallel degree, TurboSpec's fitted step-time line on H100; docs/model.md §3.4).
 TURBOSPEC_LINES = {
     "llama-3.1-70b": (4, TURBOSPEC_PUBLISHED["llama-3.1-70b-tp4-h100"]),
     "llama-3.1-8b": (1, TURBOSPEC_PUBLISHED["llama-3.1-8b-h100"]),

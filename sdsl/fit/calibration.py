@@ -1,7 +1,7 @@
 """Fit the roofline's latency parameters to measured operator times (lmfit-shaped: fit → result).
 
 The model is :func:`sdsl.core.latency.op_time`, the same formula the step-time predictions use
-(DESIGN.md §3.3; roofline of Williams, Waterman & Patterson, CACM 2009):
+(docs/model.md §3.3; roofline of Williams, Waterman & Patterson, CACM 2009):
 
     t = smax_p( FLOPs / (η_c · peak),  bytes / (η_m · bandwidth) ) + t_kernel
 
@@ -68,7 +68,7 @@ def _arrays(data: "pd.DataFrame", dtype: str | None):
 def predict_op_times(data: "pd.DataFrame", hardware: "Hardware", params: LatencyParams,
                      dtype: str | None = None) -> np.ndarray:
     """Predicted time (s) of each per-operator row of ``data`` with ``params`` on ``hardware``: the roofline
-    op time of :func:`sdsl.core.latency.op_time` (Williams, Waterman & Patterson 2009; DESIGN §3.3)."""
+    op time of :func:`sdsl.core.latency.op_time` (Williams, Waterman & Patterson 2009; docs/model.md §3.3)."""
     data, dtype, flops, nbytes, _ = _arrays(data, dtype)
     return op_time(flops, nbytes, hardware.peak_flops_for(dtype), hardware.mem_bandwidth, params)
 

@@ -1,4 +1,4 @@
-"""Goodput-maximising choice of the speculation length k (TurboSpec, DESIGN §3.4).
+"""Goodput-maximising choice of the speculation length k (TurboSpec, docs/model.md §3.4).
 
 For a batch of n running requests, m of which have proposals (prompt-lookup drafting finds none
 for some requests; a draft model always proposes), with acceptance estimates α_r, the expected

@@ -1,4 +1,4 @@
-"""Batch-size → speculation-length tables and speedup-vs-batch sweeps (TurboSpec, DESIGN §3.4).
+"""Batch-size → speculation-length tables and speedup-vs-batch sweeps (TurboSpec, docs/model.md §3.4).
 
 A serving engine with dynamic speculation (e.g. a vLLM config that maps batch-size ranges to a
 speculation length) needs one k per batch size. :func:`serving_k_table` evaluates the goodput

@@ -1,4 +1,4 @@
-"""TurboSpec's linear step-time model, fitted by least squares (DESIGN §3.4).
+"""TurboSpec's linear step-time model, fitted by least squares (docs/model.md §3.4).
 
 Liu et al. (arXiv 2406.14066, §4.2) model the target's step time from vLLM logs as
 
@@ -24,7 +24,7 @@ __all__ = ["LinearStepModel", "LinearFit", "TURBOSPEC_PUBLISHED", "linear_featur
            "r_squared"]
 
 _SOURCE = ("Liu et al., 'Optimizing Speculative Decoding for Serving Large Language Models Using Goodput' "
-           "(TurboSpec), arXiv 2406.14066, fitted on H100 vLLM logs; coefficients in ms as quoted in DESIGN.md §3.4")
+           "(TurboSpec), arXiv 2406.14066, fitted on H100 vLLM logs; coefficients in ms as quoted in docs/model.md §3.4")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Step time of a serving batch with speculation: draft steps + one verification forward.
 
 A decode step of a continuous batch of n running requests with k proposals each costs
-(TurboSpec, Liu et al., arXiv 2406.14066, §3; DESIGN §3.4):
+(TurboSpec, Liu et al., arXiv 2406.14066, §3; docs/model.md §3.4):
 
     T(n, k, L̄) = k · T_draft(n, q=1, L̄) + T_target(n, q=k+1, L̄) · (1 + o·[k>0])
 
@@ -40,7 +40,7 @@ StepFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 def roofline_step_fn(model, hardware, tp: int = 1, dtype: str = "bf16", params=None) -> StepFn:
-    """``step_fn(batch, q, context)`` → seconds from :func:`sdsl.core.latency.step_time` (DESIGN §3.3).
+    """``step_fn(batch, q, context)`` → seconds from :func:`sdsl.core.latency.step_time` (docs/model.md §3.3).
 
     ``params=None`` uses the latency parameters shipped for the hardware (calibrated when
     ``sdsl/data/latency/<hardware>.json`` exists; :func:`sdsl.core.latency.default_params`).
@@ -236,7 +236,7 @@ class BatchStepModel:
         return np.take_along_axis(every_k, k[None].astype(np.int64), axis=0)[0]
 
     def decode_time_all_k(self, n: int, context: float) -> np.ndarray:
-        """T(n, k, L̄) for k = 0..max_k at one mean context (TurboSpec §3; ``n`` unchecked)."""
+        """T(n, k, L̄) for k = 0..max_k at one mean context (TurboSpec §3, docs/model.md §3.4; ``n`` unchecked)."""
         return self.at_context(self.decode[n - 1], context)
 
     def decode_row(self, k_r) -> np.ndarray:

@@ -15,7 +15,8 @@ from sdsl.fit.calibration import CalibrationResult, fit_latency, load_latency_pa
 from sdsl.errors import ProfileError
 from sdsl.core.hardware import get_hardware
 from sdsl.core.latency import LatencyParams, gemm_flops_bytes, op_time, step_time
-from sdsl.fit.model_steps import leave_one_model_out, read_model_steps
+from sdsl.experiments.forward_holdout import forwards_leave_one_model_out as leave_one_model_out
+from sdsl.fit.model_steps import read_model_steps
 
 ROOT = Path(__file__).resolve().parents[2]
 HW = get_hardware("cpu")
