@@ -42,7 +42,12 @@ def _parse_qps(text: str) -> list[float]:
 @click.option("--max-k", default=7, show_default=True, type=int, help="Largest k the adaptive policies consider.")
 @click.option("--mem-fraction", default=0.9, show_default=True, type=float, help="Fraction of GPU memory usable.")
 @click.option("--estimator", default="ema", show_default=True, type=click.Choice(["ema", "window"]),
-              help="Online acceptance estimate: TurboSpec's EMA (0.85/0.15, prior 0.7) or a 16-step window.")
+              help="Online acceptance estimate: TurboSpec's EMA (0.85/0.15) or a 16-step window.")
+@click.option("--alpha-prior", default=0.7, show_default=True, type=float,
+              help="Where each request's acceptance estimate starts (TurboSpec: 0.7).")
+@click.option("--pricing", default="online", show_default=True, type=click.Choice(["online", "table"]),
+              help="How the adaptive controller prices steps: TurboSpec's linear model fitted online to the "
+              "step times it observes, or the simulator's exact step table (an oracle).")
 @click.option("--spec-overhead", default=0.0, show_default=True, type=float,
               help="Speculation overhead as a fraction of the verification step (TurboSpec measures ~0.05).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Random seed (runs are deterministic).")
@@ -50,8 +55,8 @@ def _parse_qps(text: str) -> list[float]:
 @calibration_option
 @json_option
 def simulate(target, draft, hardware, tp, draft_tp, qps, policies, trace, data_dir, n_requests, prompt_tokens,
-             output_tokens, alpha, alpha_concentration, max_batch, max_k, mem_fraction, estimator, spec_overhead, seed,
-             dtype, calibration, as_json):
+             output_tokens, alpha, alpha_concentration, max_batch, max_k, mem_fraction, estimator, alpha_prior, pricing,
+             spec_overhead, seed, dtype, calibration, as_json):
     """Simulate a continuously batched server under each QPS and speculation policy.
 
     Requests arrive (Poisson, or a replayed Azure trace time-scaled to the QPS), are admitted while
@@ -73,6 +78,8 @@ def simulate(target, draft, hardware, tp, draft_tp, qps, policies, trace, data_d
         raise InvalidInputError("--prompt-tokens and --output-tokens must be >= 1.")
     if not 0.0 < alpha < 1.0:
         raise InvalidInputError(f"--alpha must lie in (0, 1); got {alpha}.")
+    if not 0.0 < alpha_prior < 1.0:
+        raise InvalidInputError(f"--alpha-prior must lie in (0, 1); got {alpha_prior}.")
     if not 0.0 < mem_fraction <= 1.0:
         raise InvalidInputError(f"--mem-fraction must lie in (0, 1]; got {mem_fraction}.")
     if not 0.0 <= spec_overhead < 10.0:
@@ -106,7 +113,7 @@ def simulate(target, draft, hardware, tp, draft_tp, qps, policies, trace, data_d
                                         draft_params=draft_params, mem_fraction=mem_fraction, max_batch=max_batch,
                                         max_k=k_needed, max_context=longest + k_needed + 2, max_prompt=longest_prompt,
                                         spec_overhead_frac=spec_overhead)
-    config = SimConfig(max_batch=max_batch, max_k=max_k, estimator=estimator)
+    config = SimConfig(max_batch=max_batch, max_k=max_k, estimator=estimator, prior=alpha_prior, pricing=pricing)
     results = []
     for r in rates:
         for p in pols:

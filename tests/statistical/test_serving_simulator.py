@@ -236,7 +236,8 @@ def test_cli_simulate_json_keys():
 
 def test_cli_simulate_table():
     r = CliRunner().invoke(cli, ["simulate", "--qps", "2", "--policy", "none,adaptive", "--requests", "40",
-                                 "--output-tokens", "32", "--estimator", "window", "--spec-overhead", "0.05"])
+                                 "--output-tokens", "32", "--estimator", "window", "--spec-overhead", "0.05",
+                                 "--alpha-prior", "0.4", "--pricing", "table"])
     assert r.exit_code == 0, r.output
     assert "QPS 2" in r.output and "adaptive" in r.output and "mean lat" in r.output
 
@@ -245,6 +246,7 @@ def test_cli_simulate_table():
     ["--qps", "0"], ["--qps", "a,b"], ["--policy", "k=x"], ["--alpha", "1.5"], ["--requests", "1"],
     ["--target", "no-such-model"], ["--trace", "/no/such/trace.csv"], ["--tp", "0"],
     ["--prompt-tokens", "4000", "--output-tokens", "4000"], ["--spec-overhead", "-1"], ["--estimator", "nope"],
+    ["--alpha-prior", "0"], ["--pricing", "exact"],
     ["--target", "llama-3.1-70b"],
 ])
 def test_cli_simulate_bad_input_exits_2(args):
