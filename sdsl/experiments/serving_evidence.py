@@ -33,8 +33,11 @@ DEPLOYMENTS = {
 }
 FIXED = ("k=1", "k=3", "k=5", "k=7")
 HEADLINE_PRIOR = 0.5  # the EMA's starting α̂ in the headline runs; the workload's mean α is 0.7
-# controller variants of the adaptive policy: (α source, step pricing)
+# controller variants of the adaptive policy: α source, step pricing, and (where given) the α̂ prior
+# ("workload": the workload's mean α, the prior a controller that knew its workload would use)
 CONTROLLERS = {"oracle": dict(alpha_source="oracle", pricing="table"),
+               "estimated α from the right prior, exact table": dict(alpha_source="estimate", pricing="table",
+                                                                     prior="workload"),
                "estimated α, exact table": dict(alpha_source="estimate", pricing="table"),
                "TurboSpec (estimated α, online fit)": dict(alpha_source="estimate", pricing="online")}
 _CACHE: dict = {}
@@ -155,7 +158,9 @@ def controller_cost(name: str = "7b", qps=(1, 2, 4, 6, 8, 10, 12), trace: str = 
     for r in qps:
         w = _workload(trace, r, n_requests, AcceptanceDist(alpha), seed, data_dir)
         for label, kw in CONTROLLERS.items():
-            res = simulate(w, system, policy, SimConfig(prior=prior, **kw), seed=seed, qps=r)
+            cfg = {"prior": prior, **kw}
+            cfg["prior"] = alpha if cfg["prior"] == "workload" else cfg["prior"]
+            res = simulate(w, system, policy, SimConfig(**cfg), seed=seed, qps=r)
             s = res.summary()
             coef = res.stats.get("step_model_coef")
             rows.append({"deployment": name, "qps": r, "controller": label, "mean_latency_s": s["mean_latency_s"],

@@ -29,12 +29,26 @@ CLOSED = {
     "70b": {(0.5, 1): (1.3881, 1.3967), (0.5, 4): (1.3637, 1.3417), (0.5, 16): (1.165, 1.1774), (0.5, 64): (1.0218, 1.022), (0.7, 1): (1.8906, 1.8652), (0.7, 4): (1.7683, 1.7572), (0.7, 16): (1.425, 1.4363), (0.7, 64): (1.1668, 1.1449), (0.9, 1): (3.1346, 3.147), (0.9, 4): (2.8784, 2.8798), (0.9, 16): (2.0783, 2.0696), (0.9, 64): (1.446, 1.4636)},  # noqa: E501
 }
 
+# (alpha, batch) -> mean k the adaptive policy ran in the closed loop
+MEAN_K = {
+    "7b": {(0.5, 1): 1.5689, (0.5, 4): 1.9597, (0.5, 16): 1.9572, (0.5, 64): 1.938, (0.7, 1): 3.106, (0.7, 4): 3.3381, (0.7, 16): 3.1526, (0.7, 64): 3.0707, (0.9, 1): 5.7107, (0.9, 4): 6.4472, (0.9, 16): 6.6819, (0.9, 64): 6.752},  # noqa: E501
+    "70b": {(0.5, 1): 2.0528, (0.5, 4): 2.3052, (0.5, 16): 1.9862, (0.5, 64): 1.0179, (0.7, 1): 3.763, (0.7, 4): 3.8666, (0.7, 16): 3.3198, (0.7, 64): 2.1723, (0.9, 1): 6.133, (0.9, 4): 6.8081, (0.9, 16): 6.833, (0.9, 64): 5.1605},  # noqa: E501
+}
+
 
 def test_analytic_speedup_table():
     an = ev.analytic_speedup(batches=[1, 64])
     for (dep, alpha, batch), expect in ANALYTIC.items():
         got = an[(an.deployment == dep) & (an.alpha == alpha) & (an.batch == batch)].set_index("policy").speedup
         np.testing.assert_allclose([got[p] for p in FIXED + ["adaptive"]], expect, rtol=1e-3)
+
+
+def test_analytic_loss_onset_on_70b():
+    """70b, α = 0.5: k = 7 first falls below 1× at batch 16; k = 5 is at 1.003× at batch 32 and below 1× by 64."""
+    an = ev.analytic_speedup(alphas=(0.5,), batches=[1, 2, 4, 8, 16, 32, 64])
+    an = an[an.deployment == "70b"].pivot_table(index="batch", columns="policy", values="speedup")
+    assert an.index[an["k=7"] < 1.0].min() == 16 and an.index[an["k=5"] < 1.0].min() == 64
+    assert an.loc[32, "k=5"] == pytest.approx(1.0031, rel=1e-3)
 
 
 def test_linear_form_vs_roofline_table():
@@ -56,3 +70,113 @@ def test_closed_loop_table(dep):
     # the claim: adaptive never more than 1.3% below the best fixed k, and above it in 9 of 24 cells
     assert all(a / b - 1.0 > -0.013 for a, b in got.values())
     assert sum(a > b for a, b in got.values()) == {"7b": 4, "70b": 5}[dep]
+    if dep == "70b":  # fixed k at b = 64 and α = 0.5 (k = 3, 5, 7) and α = 0.7 (k = 7)
+        np.testing.assert_allclose([p.loc[(0.5, 64), "k=3"], p.loc[(0.5, 64), "k=5"], p.loc[(0.5, 64), "k=7"],
+                                    p.loc[(0.7, 64), "k=7"]], [0.874, 0.729, 0.620, 0.911], atol=6e-4)
+    mean_k = cl[cl.policy == "adaptive"].set_index(["alpha", "batch"]).mean_k
+    for key, expect in MEAN_K[dep].items():
+        assert mean_k[key] == pytest.approx(expect, rel=1e-3)
+    # the k it ran stays within 1.3 of the table controller's k at that batch size (known α, context 1024)
+    from sdsl.serving.k_table import best_k_by_batch
+
+    table = best_k_by_batch(ev.deployment(dep).step_model, [0.5, 0.7, 0.9], context=1024.0)
+    worst = max(abs(mean_k[(a, b)] - table[i, b - 1]) for i, a in enumerate((0.5, 0.7, 0.9)) for b in (1, 4, 16, 64))
+    assert worst == pytest.approx({"7b": 1.2893, "70b": 0.867}[dep], rel=1e-3)
+
+
+def test_goodput_optimal_k_by_batch():
+    """VALIDATION's k-vs-batch breakpoints (first batch size of each k), controller on the step table, context 1024."""
+    from sdsl.serving.k_table import best_k_by_batch
+
+    expect = {("7b", 0.5): [(1, 2)], ("7b", 0.7): [(1, 3)], ("7b", 0.9): [(1, 7)],
+              ("70b", 0.5): [(1, 2), (35, 1), (217, 0)], ("70b", 0.7): [(1, 4), (12, 3), (44, 2), (131, 1)],
+              ("70b", 0.9): [(1, 7), (32, 6), (53, 5), (87, 4), (150, 3)]}
+    for name in ("7b", "70b"):
+        ks = best_k_by_batch(ev.deployment(name).step_model, [0.5, 0.7, 0.9], context=1024.0)
+        for alpha, row in zip((0.5, 0.7, 0.9), ks):
+            starts = [0] + list(np.nonzero(np.diff(row))[0] + 1)
+            assert [(int(i) + 1, int(row[i])) for i in starts] == expect[(name, alpha)]
+
+
+# headline: conv trace, 2000 requests, 7b, α ~ Beta(0.7, 20), α̂ prior 0.5; QPS -> policy -> (mean, p99) seconds
+HEADLINE = {
+    1.0: {"none": (1.79495, 4.27142), "k=1": (1.19017, 2.77109), "k=3": (0.99204, 2.48144), "k=5": (1.02256, 2.75539), "k=7": (1.11343, 3.12963), "adaptive": (0.99174, 2.54171), "per-request": (1.01734, 2.67042)},  # noqa: E501
+    12.0: {"none": (23.56536, 51.6596), "k=1": (6.77445, 16.59142), "k=3": (4.00096, 11.88548), "k=5": (4.47677, 13.45342), "k=7": (6.05459, 17.13242), "adaptive": (4.00727, 12.06716), "per-request": (4.30338, 12.87667)},  # noqa: E501
+}
+
+
+@pytest.mark.parametrize("qps", sorted(HEADLINE))
+def test_headline_latency_rows(qps):
+    """The QPS 1 and 12 rows of the headline table, recomputed in full (2000 requests, seed 0)."""
+    lq = ev.latency_vs_qps(qps=(qps,)).set_index("policy")
+    for policy, (mean, p99) in HEADLINE[qps].items():
+        assert lq.loc[policy, "mean_latency_s"] == pytest.approx(mean, rel=1e-3)
+        assert lq.loc[policy, "p99_latency_s"] == pytest.approx(p99, rel=1e-3)
+
+
+# controller_cost, 7b headline: (QPS, controller) -> (mean, p99) seconds, and the final fit's error
+COST = {(1.0, "oracle"): (0.97912, 2.55192), (1.0, "estimated α from the right prior, exact table"): (0.98978, 2.52144), (1.0, "estimated α, exact table"): (0.99173, 2.52457), (1.0, "TurboSpec (estimated α, online fit)"): (0.99174, 2.54171), (12.0, "oracle"): (4.01048, 11.96165), (12.0, "estimated α from the right prior, exact table"): (4.03277, 12.16854), (12.0, "estimated α, exact table"): (4.01186, 12.09503), (12.0, "TurboSpec (estimated α, online fit)"): (4.00727, 12.06716)}  # noqa: E501
+
+
+@pytest.mark.parametrize("qps", [1.0, 12.0])
+def test_controller_cost_rows(qps):
+    """What estimating α from the wrong prior and fitting the step model online cost against the
+    oracle controller: the QPS 1 and 12 rows, recomputed in full."""
+    cc = ev.controller_cost(qps=(qps,)).set_index("controller")
+    for (q, controller), (mean, p99) in COST.items():
+        if q == qps:
+            assert cc.loc[controller, "mean_latency_s"] == pytest.approx(mean, rel=1e-3)
+            assert cc.loc[controller, "p99_latency_s"] == pytest.approx(p99, rel=1e-3)
+    fit = cc.loc["TurboSpec (estimated α, online fit)", "fit_error"]
+    assert fit == pytest.approx({1.0: 0.0100, 12.0: 0.0096}[qps], abs=5e-5)
+
+
+def test_controller_cost_on_a_reduced_trace():
+    """Reduced (600 requests, QPS 4 and 8): TurboSpec's controller within 1% of the oracle in mean latency."""
+    cc = ev.controller_cost(qps=(4, 8), n_requests=600)
+    turbo = cc[cc.controller == "TurboSpec (estimated α, online fit)"]
+    assert np.all(np.abs(turbo.cost_mean) < 0.01) and np.all(turbo.fit_error < 0.02)
+
+
+def test_headline_claims_on_a_reduced_trace():
+    """Reduced headline (first 600 requests, QPS 4 and 8): adaptive within 1% of the best fixed k in
+    mean latency and 5% in p99, per-request adaptive behind uniform adaptive, none far behind."""
+    lq = ev.latency_vs_qps(qps=(4, 8), n_requests=600)
+    for qps, g in lq.groupby("qps"):
+        g = g.set_index("policy")
+        best_mean = g.loc[FIXED, "mean_latency_s"].min()
+        best_p99 = g.loc[FIXED, "p99_latency_s"].min()
+        assert g.loc["adaptive", "mean_latency_s"] < 1.01 * best_mean
+        assert g.loc["adaptive", "p99_latency_s"] < 1.05 * best_p99
+        assert g.loc["per-request", "mean_latency_s"] > g.loc["adaptive", "mean_latency_s"]
+        assert g.loc["adaptive", "mean_latency_s"] < 0.6 * g.loc["none", "mean_latency_s"]
+
+
+def test_alpha_shift_numbers():
+    """α drops 0.8 -> 0.4 at mid-run (conv trace, 4 QPS, 2000 requests): recomputed in full."""
+    sh = ev.alpha_shift()
+    g = sh.groupby(["policy", "after_shift"])
+    mean, p99, k = g.latency_s.mean(), g.latency_s.quantile(0.99), g.mean_k.mean()
+    expect = {("none", True): (2.7733, 6.6679), ("k=5", True): (2.9545, 7.4182), ("adaptive", True): (2.1676, 5.3575),
+              ("adaptive", False): (0.9426, 2.6220), ("k=5", False): (0.9428, 2.6087)}
+    for key, (m, p) in expect.items():
+        assert mean[key] == pytest.approx(m, rel=1e-3) and p99[key] == pytest.approx(p, rel=1e-3)
+    assert k[("adaptive", False)] == pytest.approx(4.870, rel=1e-3)
+    assert k[("adaptive", True)] == pytest.approx(1.626, rel=1e-3)
+
+
+def test_linear_coefficients_against_turbospec_published():
+    """VALIDATION's comparison with TurboSpec's published lines: c_tok within 4% (70B) and 22% (8B),
+    c_0 within 9–15%, c_kv within 16% (8B) and 43% of theirs (70B)."""
+    from sdsl.serving.linear_model import TURBOSPEC_PUBLISHED
+
+    lin = ev.linear_vs_roofline().set_index("model")
+    pub = {"llama-3.1-8b": TURBOSPEC_PUBLISHED["llama-3.1-8b-h100"],
+           "llama-3.1-70b": TURBOSPEC_PUBLISHED["llama-3.1-70b-tp4-h100"]}
+    ratio = {(m, c): lin.loc[m, c] / getattr(p, c) for m, p in pub.items() for c in ("c_kv", "c_tok", "c_0")}
+    assert ratio[("llama-3.1-70b", "c_tok")] == pytest.approx(0.9625, abs=0.001)
+    assert ratio[("llama-3.1-8b", "c_tok")] == pytest.approx(1.222, abs=0.001)
+    assert ratio[("llama-3.1-8b", "c_0")] == pytest.approx(0.8545, abs=0.001)
+    assert ratio[("llama-3.1-70b", "c_0")] == pytest.approx(0.915, abs=0.001)
+    assert ratio[("llama-3.1-8b", "c_kv")] == pytest.approx(0.8442, abs=0.001)
+    assert ratio[("llama-3.1-70b", "c_kv")] == pytest.approx(0.4326, abs=0.001)
