@@ -49,8 +49,9 @@ class SimConfig:
     decide_every: adaptive policies re-choose k whenever the batch changes and at least every this
     many steps (TurboSpec re-decides every step; 1 reproduces that at several times the cost).
     init_alpha: a new request's α̂ starts at the ``"prior"`` (TurboSpec's 0.7) or at the current
-    ``"global"`` batch estimate. ``"global"`` can lock the server into k = 0: one low-α request
-    drags the global estimate down, k = 0 is chosen, and k = 0 steps carry no evidence to undo it.
+    ``"global"`` batch estimate. Either can lock a saturated server into k = 0 when the starting
+    α̂ is low: k = 0 is chosen for the newcomers and k = 0 steps carry no evidence to undo it
+    (VALIDATION.md: α̂₀ = 0.5 on the 70b deployment at 16 QPS).
     pricing: ``"online"`` (TurboSpec: a linear step-time model fitted to the observed steps over the
     last ``fit_window`` steps, ridge-anchored at ``step_prior``, by default a least-squares fit to a
     coarse offline profile of the deployment) or ``"table"`` (the simulator's exact step table).
