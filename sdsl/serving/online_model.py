@@ -90,20 +90,23 @@ class OnlineStepModel:
         if self.window < 1 or self.refit_every < 1 or not self.prior_weight > 0:
             raise InvalidInputError("window and refit_every must be >= 1 and prior_weight > 0.")
         self.coef = self.prior.copy()
-        self._x = np.zeros((self.window, N_FEATURES))
-        self._y = np.zeros(self.window)
+        # the window, one entry per observed step: N_kv, n, Σk_r, k_max and the step time
+        self._log = np.zeros((5, self.window))
         self._seen = 0
         self._since_fit = 0
         self._ks = np.arange(self.max_k + 1, dtype=float)
 
-    def observe(self, features: np.ndarray, times_s: np.ndarray) -> None:
-        """Record observed steps (rows of :func:`step_features` and their seconds)."""
+    def observe(self, kv_tokens: np.ndarray, n: int, k_sum: float, k_max: int, times_s: np.ndarray) -> None:
+        """Record observed steps of one batch composition (N_kv per step, n, Σk_r, k_max) and their seconds."""
         m = len(times_s)
         if m >= self.window:
-            features, times_s, m = features[-self.window:], times_s[-self.window:], self.window
-        slots = (self._seen + np.arange(m)) % self.window
-        self._x[slots] = features
-        self._y[slots] = times_s
+            kv_tokens, times_s, m = kv_tokens[-self.window:], times_s[-self.window:], self.window
+        start = self._seen % self.window
+        first = min(m, self.window - start)  # the ring's tail, then its head
+        for lo, hi, at in ((0, first, start), (first, m, 0)):
+            if hi > lo:
+                block = self._log[:, at:at + hi - lo]
+                block[0], block[1], block[2], block[3], block[4] = kv_tokens[lo:hi], n, k_sum, k_max, times_s[lo:hi]
         self._seen += m
         self._since_fit += m
 
@@ -120,7 +123,8 @@ class OnlineStepModel:
         the directions it does not (a feature that stayed at zero keeps its prior coefficient).
         """
         filled = min(self._seen, self.window)
-        x, y = self._x[:filled], self._y[:filled]
+        kv, n, k_sum, k_max, y = self._log[:, :filled]
+        x = np.column_stack([kv, k_sum + n, n, np.ones(filled), kv * (k_sum / np.maximum(n, 1.0)), k_sum, k_max])
         rms = np.sqrt((x * x).mean(axis=0)) if filled else np.zeros(N_FEATURES)
         scale = np.where(rms > 0, rms, 1.0)
         z = x / scale

@@ -34,7 +34,7 @@ from sdsl.serving.batch import AcceptanceTape, RunningBatch
 from sdsl.serving.controller import GoodputController
 from sdsl.serving.estimators import make_estimator
 from sdsl.serving.metrics import SimResult
-from sdsl.serving.online_model import OnlineStepModel, profile_prior, step_features
+from sdsl.serving.online_model import OnlineStepModel, profile_prior
 from sdsl.serving.policies import Policy, parse_policy
 from sdsl.serving.system import ServingSystem
 from sdsl.serving.workload import Workload
@@ -301,7 +301,7 @@ class _Server:
             trials *= (k_r > 0)[:, None]
         self.est.update(accepted, trials, all_informative=uniform)
         if self.online is not None:
-            self.online.observe(step_features(kv, k_r.size, float(k_r.sum()), k_max), times)
+            self.online.observe(kv, k_r.size, float(k_r.sum()), k_max, times)
 
     def result(self, qps: float) -> SimResult:
         st = self.stats

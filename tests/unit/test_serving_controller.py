@@ -247,13 +247,20 @@ def test_at_context_is_linear_interpolation_on_the_grid():
 
 
 def _linear_rows(rng, m, ks=range(8)):
+    """Random uniform-k steps: their feature rows and the (N_kv, n, k) that made them."""
     from sdsl.serving.online_model import step_features
 
-    rows = []
+    rows, raw = [], []
     for _ in range(m):
         n, k, L = int(rng.integers(1, 64)), int(rng.choice(list(ks))), float(rng.uniform(64, 4000))
         rows.append(step_features(n * L, n, float(k * n), k)[0])
-    return np.array(rows)
+        raw.append((n * L, n, k))
+    return np.array(rows), raw
+
+
+def _observe_each(model, raw, times):
+    for (kv, n, k), t in zip(raw, times):
+        model.observe(np.array([kv]), n, float(k * n), k, np.array([t]))
 
 
 def test_online_model_starts_at_its_prior_and_learns_exact_coefficients():
@@ -264,8 +271,8 @@ def test_online_model_starts_at_its_prior_and_learns_exact_coefficients():
     np.testing.assert_allclose(model.decode_time_all_k(4, 1000.0),
                                2.0 * np.array([k * DRAFT.step_fn(4, 1, 1000.0) + TARGET.step_fn(4, k + 1, 1000.0)
                                                for k in range(8)]), rtol=1e-9)
-    x = _linear_rows(np.random.default_rng(0), 300)
-    model.observe(x, x @ truth)
+    x, raw = _linear_rows(np.random.default_rng(0), 300)
+    _observe_each(model, raw, x @ truth)
     model.refit_if_due()
     for n, L in [(1, 100.0), (17, 2500.0)]:
         expect = [k * DRAFT.step_fn(n, 1, L) + TARGET.step_fn(n, k + 1, L) for k in range(8)]
@@ -279,8 +286,8 @@ def test_online_model_keeps_the_prior_where_the_window_says_nothing():
     truth = prior_coefficients(TARGET, DRAFT)
     prior = truth * np.array([1.5, 1.5, 1.5, 1.5, 3.0, 3.0, 3.0])
     model = OnlineStepModel(prior, max_k=7, window=256)
-    x = _linear_rows(np.random.default_rng(1), 256, ks=[0])
-    model.observe(x, x @ truth)
+    x, raw = _linear_rows(np.random.default_rng(1), 256, ks=[0])
+    _observe_each(model, raw, x @ truth)
     coef = model.refit()
     np.testing.assert_allclose(coef[4:], prior[4:], rtol=1e-6)
     assert abs(x @ coef / (x @ truth) - 1.0).max() < 0.02
@@ -299,3 +306,23 @@ def test_controller_with_an_online_pricer_matches_the_table_when_the_fit_is_exac
         alpha = rng.uniform(0.1, 0.95, int(rng.integers(1, 64)))
         ctx = float(rng.uniform(64, 4000))
         assert online.uniform_k(alpha, ctx) == table.uniform_k(alpha, ctx)
+
+
+def test_online_model_window_keeps_the_last_steps():
+    """Blocks of steps wrap around the window; the fit equals a fit on the last ``window`` steps alone."""
+    from sdsl.serving.online_model import OnlineStepModel, prior_coefficients
+
+    truth = prior_coefficients(TARGET, DRAFT)
+    rng = np.random.default_rng(2)
+    times = None
+    wrapped, direct = OnlineStepModel(truth, max_k=7, window=50), OnlineStepModel(truth, max_k=7, window=50)
+    blocks = []
+    for _ in range(40):  # 40 blocks of 1..12 steps of one batch composition each
+        n, k, m = int(rng.integers(1, 64)), int(rng.integers(0, 8)), int(rng.integers(1, 13))
+        kv = rng.uniform(64, 4000, m) * n
+        times = kv * 1e-7 * (1.0 + 0.1 * rng.standard_normal(m)) + 1e-3 * (1 + k)  # not linear: the fit depends on rows
+        wrapped.observe(kv, n, float(k * n), k, times)
+        blocks += [(kv[i], n, k, times[i]) for i in range(m)]
+    for kv, n, k, t in blocks[-50:]:
+        direct.observe(np.array([kv]), n, float(k * n), k, np.array([t]))
+    np.testing.assert_allclose(wrapped.refit(), direct.refit(), rtol=1e-9)
