@@ -231,8 +231,9 @@ class _Server:
         alpha = self.workload.alpha[b.ids] if self.cfg.alpha_source == "oracle" else self.est.alpha
         if self.online is not None:
             self.online.refit_if_due()
-        b.k[:] = self.ctrl.choose(alpha, float(b.context.mean()))
-        self.row = self.sm.decode_row(b.k)
+        b.k[:] = self.ctrl.choose(alpha, float(b.context.sum()) / b.size)
+        uniform = not self.ctrl.per_request
+        self.row = self.sm.decode[b.size - 1, int(b.k[0])] if uniform else self.sm.decode_row(b.k)
         self.since_decision, self.redecide = 0, False
 
     def _horizon(self, n: int, kv_tokens: float) -> tuple[int, float | None]:
@@ -255,8 +256,11 @@ class _Server:
         steps, wait = self._horizon(n, kv0)
         k_max = int(b.k.max())
         accepted = np.minimum(self.tape.window(b.position, steps), b.k[:, None]) if k_max > 0 else None
-        tokens = self._steps_1[:steps] if accepted is None else accepted.cumsum(axis=1) + self._steps_1[:steps]
-        tokens = np.broadcast_to(tokens, (n, steps))
+        if accepted is None:
+            tokens = np.broadcast_to(self._steps_1[:steps], (n, steps))
+        else:
+            tokens = accepted.cumsum(axis=1)
+            tokens += self._steps_1[:steps]
         hit = (tokens >= b.remaining[:, None]).any(axis=0)
         last = int(hit.argmax()) if hit[-1] else steps - 1  # hit is monotone in the step
         kv = np.empty(steps)

@@ -213,7 +213,7 @@ class BatchStepModel:
         interpolated; an array of contexts with a 1-d table gives one value per context. Contexts
         beyond the grid extrapolate along its last cell.
         """
-        if np.ndim(context) == 0:  # one context: plain float arithmetic on two table columns
+        if isinstance(context, float) or np.ndim(context) == 0:  # one context: two table columns
             x = float(context) * self._inv_dctx
             i = min(int(x), self._last_cell)
             lo = table[..., i]
