@@ -10,6 +10,9 @@ Converters from what engines report to α (all invert τ, which is monotone in �
 - gpt-fast "Mean Accepted" and its accept-count histogram: accepted drafts per step = τ − 1.
 - vLLM v1 "mean acceptance length" = τ; vLLM "draft acceptance rate" = (τ − 1) / γ.
 - Spec-Bench "mean accepted tokens" = τ.
+
+Per-position acceptance (marginal vs conditional rates, the decay form, engine logs) is the value type
+:class:`sdsl.core.acceptance_vector.Acceptance`; token trees are :mod:`sdsl.core.trees`.
 """
 
 from __future__ import annotations

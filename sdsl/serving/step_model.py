@@ -39,25 +39,21 @@ __all__ = [
 StepFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
-def roofline_step_fn(model, hardware, tp: int = 1, dtype: str = "bf16", params=None) -> StepFn:
-    """``step_fn(batch, q, context)`` → seconds from :func:`sdsl.core.latency.step_time` (docs/model.md §3.3).
-
-    ``params=None`` uses the latency parameters shipped for the hardware (calibrated when
-    ``sdsl/data/latency/<hardware>.json`` exists; :func:`sdsl.core.latency.default_params`).
-    """
+def roofline_step_fn(model, deployment) -> StepFn:
+    """``step_fn(batch, q, context)`` → seconds from :func:`sdsl.core.latency.step_time` (docs/model.md §3.3)
+    of ``model`` on ``deployment`` (a :class:`~sdsl.core.deployment.Deployment` or a hardware
+    name/file/Hardware; its ``tp``, ``dtype`` and latency ``params`` price the model)."""
     from sdsl.core.architecture import get_model
-    from sdsl.core.hardware import get_hardware
-    from sdsl.core.latency import default_params, step_time
+    from sdsl.core.deployment import Deployment
+    from sdsl.core.latency import step_time
 
     spec = get_model(model)
-    hw = get_hardware(hardware)
-    params = params if params is not None else default_params(hw)
+    dep = Deployment.of(deployment)
 
     def fn(batch, q, context):
-        return np.asarray(step_time(spec, hw, batch=batch, q=q, context=context, dtype=dtype, tp=tp,
-                                    params=params).total_s, dtype=float)
+        return np.asarray(step_time(spec, dep, batch=batch, q=q, context=context).total_s, dtype=float)
 
-    fn.__doc__ = f"Roofline step time of {spec.name} on {hw.name} (tp={tp}, {dtype})."
+    fn.__doc__ = f"Roofline step time of {spec.name} on {dep.hardware.name} (tp={dep.tp}, {dep.dtype})."
     return fn
 
 
@@ -115,19 +111,20 @@ class MemoryBudget:
                 "kv_budget_tokens": self.kv_budget_tokens}
 
 
-def memory_budget(target, hardware, draft=None, tp: int = 1, draft_tp: int = 1, dtype: str = "bf16",
-                  mem_fraction: float = 0.9) -> MemoryBudget:
-    """KV budget on ``tp`` GPUs: ``mem_fraction`` of their memory minus the weights of both models.
+def memory_budget(target, deployment, *, draft=None, mem_fraction: float = 0.9) -> MemoryBudget:
+    """KV budget on the deployment's GPUs (max of ``tp`` and, with a draft, ``draft_tp``):
+    ``mem_fraction`` of their memory minus the weights of both models (in the deployment's dtype).
 
     The draft (if any) costs its weights once and its KV cache per token, so it takes batch slots.
     """
     from sdsl.core.architecture import get_model
-    from sdsl.core.hardware import get_hardware
+    from sdsl.core.deployment import Deployment
 
+    dep = Deployment.of(deployment)
+    hw, dtype, tp = dep.hardware, dep.dtype, dep.tp
     t = get_model(target)
-    hw = get_hardware(hardware)
     d = get_model(draft) if draft is not None else None
-    n_gpus = max(int(tp), int(draft_tp) if d is not None else 1)
+    n_gpus = max(tp, dep.draft_tp if d is not None else 1)
     budget = MemoryBudget(
         capacity_bytes=float(hw.mem_capacity) * n_gpus,
         target_weight_bytes=float(t.weight_bytes(dtype)),
@@ -188,13 +185,15 @@ class BatchStepModel:
                               else np.zeros_like(self.prefill_target))
 
     @classmethod
-    def from_catalog(cls, target, draft, hardware, tp: int = 1, draft_tp: int = 1, dtype: str = "bf16", params=None,
-                     draft_params=None, **kwargs) -> "BatchStepModel":
-        """Roofline step times (sdsl.core.latency) of a target and an optional draft on catalog hardware."""
+    def from_catalog(cls, target, draft, deployment, *, draft_params=None, **kwargs) -> "BatchStepModel":
+        """Roofline step times (sdsl.core.latency) of a target and an optional draft on ``deployment``
+        (the draft on its ``draft_tp`` GPUs, priced with ``draft_params`` when given)."""
         from sdsl.core.architecture import get_model
+        from sdsl.core.deployment import Deployment
 
-        t_fn = roofline_step_fn(target, hardware, tp=tp, dtype=dtype, params=params)
-        d_fn = roofline_step_fn(draft, hardware, tp=draft_tp, dtype=dtype, params=draft_params) if draft else None
+        dep = Deployment.of(deployment)
+        t_fn = roofline_step_fn(target, dep)
+        d_fn = roofline_step_fn(draft, dep.for_draft(draft_params)) if draft else None
         kwargs.setdefault("max_context", get_model(target).max_context)
         name = f"{get_model(target).name}" + (f" + {get_model(draft).name}" if draft else "")
         return cls(t_fn, d_fn, name=name, **kwargs)
