@@ -103,7 +103,7 @@ def simulate(workload: Workload, system: ServingSystem, policy: Policy | str, co
 
 
 def _max_k(pol: Policy, cfg: SimConfig, system: ServingSystem) -> int:
-    """The largest k the run can use, checked against the step tables and the workload."""
+    """The largest k the run can use, checked against the step tables and the draft."""
     sm = system.step_model
     if pol.uses_draft and not sm.has_draft:
         raise InvalidInputError(f"Policy {pol.name} needs a draft model.")
