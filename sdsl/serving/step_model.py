@@ -45,16 +45,13 @@ def roofline_step_fn(model, deployment) -> StepFn:
     name/file/Hardware; its ``tp``, ``dtype`` and latency ``params`` price the model)."""
     from sdsl.core.architecture import get_model
     from sdsl.core.deployment import Deployment
-    from sdsl.core.latency import prefill_time_s, step_time
+    from sdsl.core.latency import step_time
 
     spec = get_model(model)
     dep = Deployment.of(deployment)
 
     def fn(batch, q, context):
         return np.asarray(step_time(spec, dep, batch=batch, q=q, context=context).total_s, dtype=float)
-
-    fn.prefill = lambda batch, prompt, context: np.asarray(  # LM head over each prompt's last token only
-        prefill_time_s(spec, dep, batch=batch, prompt=prompt, context=context), dtype=float)
 
     fn.__doc__ = f"Roofline step time of {spec.name} on {dep.hardware.name} (tp={dep.tp}, {dep.dtype})."
     return fn
@@ -183,9 +180,9 @@ class BatchStepModel:
             self.decode[:, 1:, :] = np.inf
         self.log_p_grid = np.linspace(0.0, np.log(self.max_prompt), int(prompt_points))
         p = self._p_grid = np.exp(self.log_p_grid)
-        self.prefill_target = np.asarray(getattr(target_fn, "prefill", target_fn)(n[:, None], p[None, :], 0.0), float)
-        self.prefill_draft = (np.asarray(getattr(draft_fn, "prefill", draft_fn)(n[:, None], p[None, :], 0.0), float)
-                              if draft_fn is not None else np.zeros_like(self.prefill_target))
+        self.prefill_target = np.asarray(target_fn(n[:, None], p[None, :], 0.0), float)
+        self.prefill_draft = (np.asarray(draft_fn(n[:, None], p[None, :], 0.0), float) if draft_fn is not None
+                              else np.zeros_like(self.prefill_target))
 
     @classmethod
     def from_catalog(cls, target, draft, deployment, *, draft_params=None, **kwargs) -> "BatchStepModel":

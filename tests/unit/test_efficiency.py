@@ -57,9 +57,9 @@ def test_default_params_say_where_they_come_from():
     assert abs(a40.eta_memory - default_params(A100).eta_memory) < abs(a40.eta_memory - default_params(H100).eta_memory)
     assert default_params(get_hardware("cpu")).source.startswith("uncalibrated")
     # VALIDATION.md: the efficiencies the two calibrations differ in most, and the restated all-reduce efficiency
-    assert default_params(H100).eta_memory == pytest.approx(1.0, abs=5e-4)  # shipped H100 fit (issue 11 refit)
-    assert default_params(A100).eta_memory == pytest.approx(0.807, abs=5e-4)
-    assert default_params(H100).eta_interconnect == pytest.approx(1.362, abs=5e-4)
+    assert default_params(H100).eta_memory == pytest.approx(0.995, abs=5e-4)
+    assert default_params(A100).eta_memory == pytest.approx(0.833, abs=5e-4)
+    assert default_params(H100).eta_interconnect == pytest.approx(0.884, abs=5e-4)
 
 
 # --- leave-one-GPU-out on Vidur's H100 and A100 (README / VALIDATION.md numbers) -----------------------------

@@ -12,7 +12,9 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sdsl._paths import REPO_ROOT
 from sdsl.core.architecture import get_model
+from sdsl.fit.calibration import load_latency_params
 from sdsl.core.deployment import Deployment
 from sdsl.core.hardware import get_hardware
 from sdsl.core.latency import (DEFAULT_PARAMS, LatencyParams, allreduce_time, compute_peak, elementwise_time,
@@ -58,8 +60,8 @@ def test_elementwise_launches_in_the_overhead():
     dep = Deployment(H100, params=DEFAULT_PARAMS)
     t = step_time(m, dep, batch=4, q=2, context=512)
     assert float(t.overhead_s) == pytest.approx((m.n_layer * 11 + 3) * DEFAULT_PARAMS.t_kernel)
-    calibrated = step_time(m, Deployment(H100), batch=4, q=2, context=512)  # shipped: t_elementwise for six kernels
-    p = Deployment(H100).params
+    p = load_latency_params(REPO_ROOT / "profiles" / "h100-sxm.calib.json")  # refitted: t_elementwise set
+    calibrated = step_time(m, Deployment(H100, params=p), batch=4, q=2, context=512)
     assert float(calibrated.overhead_s) == pytest.approx(m.n_layer * (5 * p.t_kernel + 6 * p.t_elementwise) + 3 * p.t_kernel)
 
 
@@ -118,4 +120,4 @@ def test_default_params_docstring_promises_no_cpu_calibration():
 
     assert default_params(get_hardware("cpu")) == DEFAULT_PARAMS
     assert "No CPU\n    calibration ships" in default_params.__doc__ or "No CPU calibration ships" in " ".join(default_params.__doc__.split())
-    assert dataclasses.asdict(default_params(H100))["m_tile"] == 128
+    assert dataclasses.asdict(load_latency_params(REPO_ROOT / "profiles" / "h100-sxm.calib.json"))["m_tile"] == 128
