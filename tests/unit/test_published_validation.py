@@ -160,3 +160,22 @@ def test_term_sizes_on_sglang_eagle3_row():
     assert step == pytest.approx(10.679, abs=1e-3) and worker(draft_extend=False, select_kernels=0,
                                                                verify_kernels=0)[1] == pytest.approx(10.227, abs=1e-3)
     assert 1e3 * 5.39 / 378.57 == pytest.approx(14.238, abs=1e-3)  # measured step
+
+
+def test_residual_host_time_numbers(result):
+    """VALIDATION.md: the stated-GPU summary, the calibrated step times against the measured ones (the ≈3 ms
+    residual), and vLLM's exposed plain-decode host time."""
+    s = result["summary"]["engine_speculative_stated_gpu"]
+    assert s["mean_abs_error"] == pytest.approx(0.324359, rel=R) and s["worst_error"] == pytest.approx(0.345206, rel=R)
+    rows = {r["row"]: r for r in result["rows"] if r["group"] == "engine_speculative"}
+    steps = {24: (8.158, 10.770), 25: (9.304, 12.557), 26: (10.679, 14.238), 27: (9.619, 12.939), 28: (12.624, 16.342)}
+    for i, (pred, meas) in steps.items():
+        assert 1e3 * rows[i]["t_step_s"] == pytest.approx(pred, abs=1e-3)
+        assert 1e3 * rows[i]["accepted_length"] / rows[i]["measured"] == pytest.approx(meas, abs=1e-3)
+    residual = [1e3 * (r["accepted_length"] / r["measured"] - r["t_step_s"]) for r in rows.values()]
+    assert min(residual) == pytest.approx(2.612, abs=1e-3) and max(residual) == pytest.approx(3.719, abs=1e-3)
+    vllm_plain = next(r for r in result["rows"] if r["file"] == "decode" and r["row"] == 17)
+    assert 1e3 * (1 / vllm_plain["measured"] - 1 / vllm_plain["predicted"]) == pytest.approx(1.066, abs=1e-3)
+    ks = result["k_sweep"]
+    assert 1 - ks["shipped"]["relative_to_k2"][7] == pytest.approx(0.176, abs=1e-3)
+    assert 1 - ks["host_step"]["relative_to_k2"][7] == pytest.approx(0.110, abs=1e-3)
