@@ -114,7 +114,8 @@ def test_torchrun_two_gloo_ranks_profile_and_calibrate(tmp_path):
     assert Path(fitted["hardware"]).resolve() == pair.resolve()  # the file, recorded as the fit's hardware
     params = fitted["params"]
     assert "all-reduce fitted to" in params["source"]
-    assert 0 < params["allreduce_latency"] < 1e-3 and 1e-4 < params["eta_interconnect"] < 1.0
+    # eta_interconnect may exceed 1 (up to 2: in-switch reduction beats the ring, LatencyParams)
+    assert 0 < params["allreduce_latency"] < 1e-3 and 1e-4 < params["eta_interconnect"] <= 2.0
 
 
 def test_transfer_report_and_figure_on_two_small_gpu_folders(tmp_path):
