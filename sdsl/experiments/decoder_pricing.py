@@ -5,7 +5,7 @@
 of either model: its operator and decoder-layer profiles (``profiles/cpu-*.csv`` whose model has the
 same name or the same layer width ``d_model``) and its whole-forward rows (``profiles/model-*-cpu.csv``).
 
-**Terms.** A speculative step is priced as DESIGN §3.3 (``sdsl.core.throughput.predict``):
+**Terms.** A speculative step is priced as docs/model.md §3.3 (``sdsl.core.throughput.predict``):
 γ·T_draft(b, 1) + T_target(b, γ + 1) + T_overhead, with τ(α, γ) tokens per sequence. Three terms are
 switched on one by one so each can be judged on its own (:data:`MODELS`):
 
@@ -35,15 +35,17 @@ PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 def priced_speedup(target, draft, gamma, alpha, batch, ctx, params, hw, *, overhead=0.0, overhead_plain=0.0,
                    max_new: int | None = None, terms=MODELS["full"]) -> float:
     """Predicted speedup over plain decoding of the same target, with the listed ``terms`` (module docstring)."""
+    from sdsl.core.deployment import Deployment
     from sdsl.core.finish import effective_tau
-    from sdsl.core.latency import step_time
+    from sdsl.core.latency import step_time_s
     from sdsl.core.throughput import predict
 
     ovh, ovh0 = (overhead, overhead_plain) if "overhead" in terms else (0.0, 0.0)
-    pr = predict(target, draft, gamma, alpha, hw, batch=batch, context=ctx, dtype="fp32", params=params, overhead_s=ovh)
+    dep = Deployment(hw, dtype="fp32", context=ctx, params=params)
+    pr = predict(target, draft, dep, gamma=gamma, alpha=alpha, batch=batch, overhead_s=ovh)
     t_step = float(pr.t_step_s)
     if "resync" in terms and draft is not None:
-        t_step += float(step_time(draft, hw, batch, 2, ctx, "fp32", 1, params).total_s - pr.t_draft_s)
+        t_step += float(step_time_s(draft, dep, batch=batch, q=2) - pr.t_draft_s)
     tokens = float(effective_tau(alpha, gamma, max_new, batch)) if "finish" in terms and max_new else float(pr.tau)
     return tokens / t_step * (float(pr.t_plain_s) + ovh0)
 

@@ -6,7 +6,7 @@ accept-count histogram), τ, tokens/s and speedup. Next to them, two predictions
 
 * ``pred_speedup`` — sdsl's hardware model: :func:`sdsl.core.throughput.predict` on the ``cpu`` hardware
   with the calibrated CPU latency parameters (``profiles/cpu*.calib.json``) when present, plus the
-  decoder's own per-step overhead T_overhead (DESIGN §3.3), measured once per (batch, γ, proposer
+  decoder's own per-step overhead T_overhead (docs/model.md §3.3), measured once per (batch, γ, proposer
   kind) by decoding with zero-cost stand-in models (:func:`loop_overhead`); plain decoding gets its
   own T_overhead. ``pred_speedup_no_overhead`` is the bare roofline prediction;
 * ``pred_speedup_steps`` — the same formula, τ·(T_t(b,1) + o₀) / (T_d(b,2) + (γ−1)·T_d(b,1) + T_t(b,γ+1) + o),
@@ -112,7 +112,7 @@ class _NullModel:
 def loop_overhead(batch: int, gamma: int, prompts, max_new: int, temperature: float, proposer: str = "draft",
                   repeats: int = 5) -> float:
     """CPU seconds per decoding step spent outside model forwards (sampling, verification, bookkeeping,
-    prompt lookup), measured by decoding with zero-cost stand-in models. This is DESIGN §3.3's T_overhead."""
+    prompt lookup), measured by decoding with zero-cost stand-in models. This is docs/model.md §3.3's T_overhead."""
     null = _NullModel()
     prop = None if gamma == 0 else (PromptLookup() if proposer == "prompt-lookup" else DraftModel(null))
     p = prompts[:batch].repeat((batch + len(prompts) - 1) // len(prompts), 1)[:batch]
@@ -312,6 +312,7 @@ def _optimize_pick(rows, best_cfg, spec, ctx, fits, params, in_sample: bool) -> 
     """The pick of ``sdsl optimize``'s ranking (:func:`sdsl.core.search.evaluate_grid`, no decoder overhead),
     each model draft at its pooled measured α, for the best row's target and batch; each draft is
     priced with its pair's held-out fit (or the committed calibration when ``in_sample``)."""
+    from sdsl.core.deployment import Deployment
     from sdsl.core.hardware import get_hardware
     from sdsl.core.latency import LatencyParams
     from sdsl.core.search import evaluate_grid
@@ -324,8 +325,8 @@ def _optimize_pick(rows, best_cfg, spec, ctx, fits, params, in_sample: bool) -> 
     for d in sorted({r["draft"] for r in same}):
         a = next(r["alpha_pooled"] for r in same if r["draft"] == d)
         p = params if in_sample else LatencyParams(**held[(t, d)]["params"])
-        grid = evaluate_grid(spec[t], get_hardware("cpu"), [spec[d]], gammas, (b,), alpha=a, context=ctx, dtype="fp32",
-                             params=p)
+        dep = Deployment(get_hardware("cpu"), dtype="fp32", context=ctx, params=p)
+        grid = evaluate_grid(spec[t], dep, drafts=[spec[d]], gammas=gammas, batch=(b,), alpha=a)
         tps = np.asarray(grid.prediction.tokens_per_s).reshape(-1)
         cands.append((float(tps.max()), d, gammas[int(tps.argmax())]))
     _, d, g = max(cands)
