@@ -10,7 +10,8 @@ import pytest
 pytest.importorskip("torch")
 
 RESULT = "benchmarks/results/validate_decoder.json"
-PRICED = ("pred_speedup", "speedup_error", "pred_speedup_in_sample", "pred_speedup_pooled_alpha", "pred_steps")
+PRICED = {"pred_speedup", "speedup_error", "pred_speedup_in_sample", "pred_speedup_pooled_alpha", "pred_steps"} | {
+    f"{k}_{m}" for k in ("pred_speedup", "speedup_error") for m in ("base", "finish", "full")}  # what price_rows adds
 
 
 def test_fit_plane_recovers_a_plane():
@@ -104,3 +105,63 @@ def test_heldout_fit_drops_every_row_of_both_models():
     assert dropped["forward_rows"] == sum(len(r) for r, sp in steps if sp.name in ("byte-deep", "byte-d192")) > 0
     assert dropped["layer_rows"] > 0 and dropped["operator_rows"] > 0
     assert params.t_step > 0
+
+
+def _committed(repo_root):
+    path = repo_root / RESULT
+    if not path.exists():
+        pytest.skip("no committed decoder validation")
+    return json.loads(path.read_text())
+
+
+def _reprice(data):
+    """Re-price the committed measured rows with the committed held-out fits (deterministic), and summarise."""
+    from sdsl.core.latency import LatencyParams
+    from sdsl.experiments.decoder_pricing import price_rows
+    from sdsl.experiments.decoder_validation import _summarise, calibrated_params, model_spec
+    from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
+
+    spec = {p.stem: model_spec(load_checkpoint(p)[1]["spec"]) for p in list_checkpoints(CHECKPOINT_DIR)}
+    fits = {(f["target"], f["draft"]): (LatencyParams(**f["params"]), f) for f in data["heldout_fits"]}
+    rows = [{k: v for k, v in r.items() if k not in PRICED} for r in data["rows"]]
+    s = data["settings"]
+    price_rows(rows, spec, s["context_for_prediction"], s["max_new"], fits, calibrated_params()[0])
+    return _summarise(rows, None)
+
+
+def test_committed_decoder_validation_recomputes(repo_root):
+    """Every headline of benchmarks/results/validate_decoder.json (VALIDATION.md, README) from its measured rows."""
+    data = _committed(repo_root)
+    out = _reprice(data)
+    for key in ("median_speedup_error", "median_signed_error", "mean_signed_error", "pooled_speedup_error",
+                "worst_speedup_error", "share_over_predicted", "optimizer_regret", "best_speedup"):
+        assert out[key] == pytest.approx(data[key], rel=1e-3, abs=1e-9), key
+    for name in ("base", "finish", "full", "step_times"):
+        for key, value in data["models"][name].items():
+            assert out["models"][name][key] == pytest.approx(value, rel=1e-3, abs=1e-9), (name, key)
+    assert out["steps_to_finish_error"] == pytest.approx(data["steps_to_finish_error"], rel=1e-3)
+    assert out["sdsl_pick"]["draft"] == data["sdsl_pick"]["draft"] and out["sdsl_pick"]["gamma"] == data["sdsl_pick"]["gamma"]
+
+
+def test_committed_rows_are_leak_free_and_count_max_new(repo_root):
+    data = _committed(repo_root)
+    s = data["settings"]
+    assert s["repeats_plain"] == s["repeats"] and "refitted per pair" in s["latency_params"]
+    for r in data["rows"]:
+        assert r["tokens"] == r["plain_tokens"] == s["n_prompts"] * s["max_new"]
+        assert r["repeats"] == r["plain_repeats"] == s["repeats"]
+    for f in data["heldout_fits"]:
+        held = set(f["held_out"])
+        assert held == ({f["target"]} if f["draft"] == "prompt-lookup" else {f["target"], f["draft"]})
+        assert f["forward_rows"] > 0 and not held & set(f["profiles_kept"])
+
+
+def test_the_model_without_the_step_terms_fails_the_bias_check(repo_root):
+    """The pre-issue-11 model (τ per step, no overshoot or batch tail) is biased optimistic on the same rows;
+    the finish term (sdsl.core.finish) is what brings the median signed error inside ±3%."""
+    data = _committed(repo_root)
+    base, full = data["models"]["base"], data["models"]["full"]
+    assert base["median_signed"] > 0.05 and base["share_over"] > 0.6
+    assert abs(full["median_signed"]) <= 0.03
+    # the finish term's own evidence, free of timing: predicted vs measured steps to finish every chunk
+    assert data["steps_to_finish_error"]["median_abs"] < 0.03
