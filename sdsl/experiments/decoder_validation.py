@@ -343,6 +343,15 @@ def _pick(rows, key: str, best) -> dict:
         "measured_speedup": pick["speedup"], "pred": pick[key], "regret": 1 - pick["speedup"] / best["speedup"]}
 
 
+def _evidence(rows: list[dict]) -> dict:
+    """Sizes of the speculative-step terms, from the rows: tokens past max_new, T_overhead per step (s)."""
+    share = [r["overshoot"] / r["tokens"] for r in rows]
+    return {"overshoot_share_max": float(max(share)), "overshoot_share_median": float(np.median(share)),
+            "overhead_s": [float(min(r["overhead_s"] for r in rows)), float(max(r["overhead_s"] for r in rows))],
+            "overhead_plain_s": [float(min(r["overhead_plain_s"] for r in rows)),
+                                 float(max(r["overhead_plain_s"] for r in rows))]}
+
+
 def _summarise(rows: list[dict], params_path) -> dict:
     """Errors of every model variant (leak-free), the in-sample and measured-step-time references, the picks."""
     from sdsl.experiments.decoder_pricing import MODELS, error_stats
@@ -361,6 +370,10 @@ def _summarise(rows: list[dict], params_path) -> dict:
         "mean_signed_error": main["mean_signed"], "pooled_speedup_error": main["pooled_abs"],
         "worst_speedup_error": main["worst_abs"], "share_over_predicted": main["share_over"],
         "models": stats,
+        "by_batch": {str(b): error_stats([r["pred_speedup"] for r in rows if r["batch"] == b],
+                                         [r["speedup"] for r in rows if r["batch"] == b])
+                     for b in sorted({r["batch"] for r in rows})},
+        "evidence": _evidence(rows),
         "median_speedup_error_steps": stats["step_times"]["median_abs"],
         "steps_to_finish_error": {"median_abs": float(np.median(np.abs(steps_err))),
                                   "mean_signed": float(steps_err.mean())},

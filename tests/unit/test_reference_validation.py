@@ -140,6 +140,10 @@ def test_committed_decoder_validation_recomputes(repo_root):
         for key, value in data["models"][name].items():
             assert out["models"][name][key] == pytest.approx(value, rel=1e-3, abs=1e-9), (name, key)
     assert out["steps_to_finish_error"] == pytest.approx(data["steps_to_finish_error"], rel=1e-3)
+    for key, value in data["evidence"].items():
+        assert out["evidence"][key] == pytest.approx(value, rel=1e-3), key
+    for b, st in data["by_batch"].items():
+        assert out["by_batch"][b] == pytest.approx(st, rel=1e-3), b
     assert out["sdsl_pick"]["draft"] == data["sdsl_pick"]["draft"] and out["sdsl_pick"]["gamma"] == data["sdsl_pick"]["gamma"]
 
 
