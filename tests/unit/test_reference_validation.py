@@ -169,3 +169,19 @@ def test_the_model_without_the_step_terms_fails_the_bias_check(repo_root):
     assert abs(full["median_signed"]) <= 0.03
     # the finish term's own evidence, free of timing: predicted vs measured steps to finish every chunk
     assert data["steps_to_finish_error"]["median_abs"] < 0.03
+
+
+def test_committed_cpu_calibration_refits(repo_root):
+    """profiles/cpu.calib.json's fit quality (VALIDATION.md) is what a refit of the committed profiles gives."""
+    from sdsl.core.hardware import get_hardware
+    from sdsl.fit.calibration import fit_latency
+    from sdsl.fit.calibration_result import CalibrationResult
+    from sdsl.experiments.decoder_pricing import heldout_inputs
+
+    ops, layers, steps = heldout_inputs()
+    fit = fit_latency(ops.drop(columns=["model", "d_model"]), get_hardware("cpu"), dtype="fp32", layers=layers,
+                      steps=steps, keep_points=False)
+    committed = CalibrationResult.from_json(repo_root / "profiles" / "cpu.calib.json")
+    for key in ("mape", "layer_mape", "step_mape"):
+        assert getattr(fit, key) == pytest.approx(getattr(committed, key), rel=1e-3), key
+    assert 0.20 < committed.step_mape < 0.21 and 0.64 < committed.layer_mape < 0.66 and 2.2 < committed.mape < 2.4
