@@ -4,19 +4,21 @@ For each (draft, target) pair of the committed byte-level family, γ ∈ 1…8 a
 decode the same held-out prompts plainly and speculatively, and record the measured α (MLE from the
 accept-count histogram), τ, tokens/s and speedup. Next to them, two predictions from the measured α:
 
-* ``pred_speedup`` — sdsl's hardware model: :func:`sdsl.core.throughput.predict` on the ``cpu`` hardware
-  with the calibrated CPU latency parameters (``profiles/cpu*.calib.json``) when present, plus the
-  decoder's own per-step overhead T_overhead (docs/model.md §3.3), measured once per (batch, γ, proposer
-  kind) by decoding with zero-cost stand-in models (:func:`loop_overhead`); plain decoding gets its
-  own T_overhead. ``pred_speedup_no_overhead`` is the bare roofline prediction;
-* ``pred_speedup_steps`` — the same formula, τ·(T_t(b,1) + o₀) / (T_d(b,2) + (γ−1)·T_d(b,1) + T_t(b,γ+1) + o),
-  priced with each model's measured forward times (microbenchmarked here).
+* ``pred_speedup`` — sdsl's hardware model (:mod:`sdsl.experiments.decoder_pricing`): each (target,
+  proposer) priced with a CPU calibration refitted without any row of its models (leak-free; or the
+  committed ``profiles/cpu.calib.json`` with ``in_sample``), with the decoder's own per-step overhead
+  T_overhead (docs/model.md §3.3, measured with zero-cost stand-in models, :func:`loop_overhead`), the
+  overshoot and batch tail of :mod:`sdsl.core.finish` and the draft's q = 2 resync forward; each term's
+  share is reported per model variant (``models``);
+* ``pred_speedup_steps`` — τ·(T_t(b,1) + o₀) / (T_d(b,2) + (γ−1)·T_d(b,1) + T_t(b,γ+1) + o), priced with
+  each model's measured forward times (median of 15, microbenchmarked here).
 
-Errors are ``pred/measured − 1``. Rows are cached in a JSON file keyed by configuration, so an
-interrupted run resumes and a rerun only re-summarises. Also: the SDSL acceptance plane fitted on
-the family's (ppl_draft, ppl_target, α) points, and prompt-lookup (and optionally SmolLM2) rows.
-With ``holdout_pairs``, :func:`leave_pair_out` re-prices each (target, proposer)'s rows with the CPU
-calibration refitted without those models' whole-forward rows (``sdsl validate decoder --holdout-pairs``).
+Only the first ``max_new`` tokens of a sequence count, and plain and speculative runs get the same
+repeats. Errors are ``pred/measured − 1``; the summary gives the median |error|, the median and mean
+signed error, the pooled (mean) |error|, the worst case and the share over-predicted. Rows (and the
+held-out fits) are cached in a JSON file keyed by configuration, so an interrupted run resumes and a
+rerun only re-summarises. Also: the SDSL acceptance plane fitted on the family's (ppl_draft,
+ppl_target, α) points, and prompt-lookup (and optionally SmolLM2) rows.
 """
 
 from __future__ import annotations
