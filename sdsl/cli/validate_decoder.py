@@ -68,6 +68,11 @@ def decoder(targets, drafts, gammas, batches, n_prompts, max_new, repeats, tempe
     if as_json:
         click.echo(text)
         return
+    _print_report(res)
+
+
+def _print_report(res: dict) -> None:
+    """The human-readable table and summary lines."""
     click.echo(f"{'target':10s} {'draft':14s} {'b':>2s} {'γ':>2s} {'alpha':>6s} {'tau':>5s} {'tok/s':>8s} "
                f"{'speedup':>7s} {'pred':>6s} {'err':>6s} {'pred_st':>7s} {'err_st':>6s}")
     for r in res["rows"]:
