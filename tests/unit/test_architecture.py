@@ -320,3 +320,11 @@ def test_from_hf_config_errors(tmp_path, content, match):
         p.write_text(content)
     with pytest.raises(ConfigError, match=match):
         ModelSpec.from_hf_config(p)
+
+
+def test_worst_deviation_from_published_counts():
+    # VALIDATION.md "Analytic core", parameter counts: "every entry within 1% (worst qwen2.5-0.5b, +0.82%)"
+    dev = {m.name: m.total_params / m.published_params - 1 for m in MODELS}
+    worst = max(dev, key=lambda name: abs(dev[name]))
+    assert worst == "qwen2.5-0.5b"
+    assert dev[worst] == pytest.approx(0.008230, rel=1e-3)
