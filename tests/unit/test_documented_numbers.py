@@ -49,6 +49,37 @@ def test_readme_catalog_sizes_and_70b_memory():
     assert get_hardware("h100-sxm").mem_capacity / 1e9 == pytest.approx(80, rel=REL)
 
 
+def test_readme_and_validation_law_rows():
+    # README.md "How accurate is it": "μ = 2.721e-3 (paper 2.71e-3, +0.4%), M₀ = 8.03e7 (paper 8.71e7, −7.8%)";
+    # VALIDATION.md "Analytic core": "μ = 2.721e-3 (+0.4%), M₀ = 8.03e7 (−7.8%), R² = 0.988 ... μ 2.53–2.92e-3,
+    # M₀ 6.91–9.14e7" — the values themselves are pinned in test_optimize.py (test_sdsl_law_*)
+    from sdsl.core.optimize import fit_draft_law
+
+    _says("README.md", "μ = 2.721e-3 (paper 2.71e-3, +0.4%), M₀ = 8.03e7 (paper 8.71e7, −7.8%)")
+    _says("VALIDATION.md", "μ = 2.721e-3 (+0.4%), M₀ = 8.03e7 (−7.8%), R² = 0.988",
+          "μ 2.53–2.92e-3, M₀ 6.91–9.14e7", "μ = 2.71e-3 (95% CI 2.67–2.75e-3), M₀ = 8.71e7 (8.50–8.93e7)")
+    _says("paper_figures/README.md", "μ = 2.721e-3 (95% CI 2.53–2.92e-3), M₀ = 8.03e7 (6.91–9.14e7), R² = 0.988",
+          "paper: μ = 2.71e-3 (2.67–2.75e-3), M₀ = 8.71e7 (8.50–8.93e7)")
+    law = fit_draft_law()
+    assert f"{law.mu:.3e} {law.m0:.2e} {law.r2:.3f}" == "2.721e-03 8.03e+07 0.988"
+    assert f"{law.mu_ci[0]:.2e} {law.mu_ci[1]:.2e} {law.m0_ci[0]:.2e} {law.m0_ci[1]:.2e}" == "2.53e-03 2.92e-03 6.91e+07 9.14e+07"
+    assert SDSL_PAPER_LAW == {"mu": 2.71e-3, "mu_ci": [2.67e-3, 2.75e-3], "m0": 8.71e7, "m0_ci": [8.50e7, 8.93e7]}
+
+
+def test_leviathan_table1_as_documented():
+    # VALIDATION.md "Analytic core" and paper_figures/README.md leviathan_table1.png: "1.96/1.53, 2.53/1.58,
+    # 2.44/1.23, 3.69/1.63, 2.71/1.11, 6.86/1.60" — the figure's table and the test's table are the paper's
+    from sdsl.core.throughput import work_factor
+    from sdsl.experiments.figures.leviathan import LEVIATHAN_TABLE1
+
+    printed = ", ".join(f"{sp:.2f}/{op:.2f}" for _, _, sp, op in LEVIATHAN_TABLE1)
+    assert printed == "1.96/1.53, 2.53/1.58, 2.44/1.23, 3.69/1.63, 2.71/1.11, 6.86/1.60"
+    _says("VALIDATION.md", printed)
+    _says("paper_figures/README.md", printed)
+    for a, g, sp, op in LEVIATHAN_TABLE1:
+        assert (round(float(speedup(a, g, 0.0)), 2), round(float(work_factor(a, g, 0.0)), 2)) == (sp, op)
+
+
 # ---- paper_figures/README.md: SDSL ---------------------------------------------------------------
 
 def _paper_pairs_alpha():
@@ -252,3 +283,33 @@ def test_sdsl_law_tokens_3e11_cli():
     assert out["mu"] == pytest.approx(2.876967e-3, rel=REL)
     assert out["m0"] == pytest.approx(8.448830e7, rel=REL)
     assert out["draft_tokens"] == out["target_tokens"] == 3e11
+
+
+# ---- BENCHMARKS.md: the byte-level family's table ---------------------------------------------------
+
+def test_family_table_matches_the_checkpoints():
+    # BENCHMARKS.md "Training the byte-level family": every row "| byte-d64 | 102,720 | 2 × 64 | 10.3 | 8.65 |",
+    # the total "1364 s = 22.7 min" and "26.6 MB in all". Parameters are recomputed from the tensors; train
+    # seconds and held-out perplexity are what `sdsl train-family` recorded in each sidecar (a retrain changes them).
+    import json
+    import os
+    import re
+
+    from sdsl._paths import DATA_DIR
+
+    safetensors = pytest.importorskip("safetensors")
+    text = (REPO_ROOT / "BENCHMARKS.md").read_text()
+    rows = re.findall(r"^\| (byte-\w+) \| ([\d,]+) \| (\d+) × (\d+) \| ([\d.]+) \| ([\d.]+) \|$", text, re.M)
+    assert len(rows) == 7
+    folder = DATA_DIR / "checkpoints"
+    seconds = size = 0.0
+    for name, params, layers, width, secs, ppl in rows:
+        side = json.loads((folder / f"{name}.json").read_text())
+        with safetensors.safe_open(str(folder / f"{name}.safetensors"), framework="numpy") as fh:
+            numel = sum(int(np.prod(fh.get_slice(k).get_shape())) for k in fh.keys())
+        assert numel == side["spec"]["total_params"] == int(params.replace(",", ""))
+        assert (side["spec"]["n_layer"], side["spec"]["d_model"]) == (int(layers), int(width))
+        assert f"{side['train_seconds']:.1f} {side['heldout_ppl']:.2f}" == f"{secs} {ppl}"
+        seconds += side["train_seconds"]
+        size += os.path.getsize(folder / f"{name}.safetensors")
+    _says("BENCHMARKS.md", f"**{seconds:.0f} s = {seconds / 60:.1f} min**", f"fp16 safetensors, {size / 1e6:.1f} MB in all")
