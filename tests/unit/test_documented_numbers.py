@@ -40,6 +40,21 @@ def test_readme_gamma_star_example():
     assert float(gamma_star(0.8, 0.05)) == pytest.approx(7.856654, rel=1e-6)
 
 
+def test_readme_python_block_runs():
+    # README.md "In Python": the whole block runs as printed, and its γ* line prints the commented 7.857
+    import contextlib
+    import io
+    import re
+
+    text = (REPO_ROOT / "README.md").read_text()
+    block = re.search(r"## In Python\s+```python\n(.*?)```", text, re.S).group(1)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block, "README.md", "exec"), {})
+    assert re.search(r"^7\.8566", out.getvalue(), re.M)
+    assert "N* = mu*M + M0,  mu = 2.721e-03" in out.getvalue()  # law.report()
+
+
 def test_readme_catalog_sizes_and_70b_memory():
     # README.md "What it does": "the catalogs (10 accelerators, 43 models ...)" and
     # "Llama-3.1-70B in bf16 needs 141 GB, one H100 has 80 GB"
