@@ -39,6 +39,7 @@ def optimize(target, hardware, batch, context, tp, draft_tp, acceptance, gamma_m
     size N* for the target.
     """
     from sdsl.core.architecture import get_model
+    from sdsl.core.deployment import Deployment
     from sdsl.errors import InvalidInputError
     from sdsl.core.hardware import get_hardware
     from sdsl.core.latency import memory_per_gpu
@@ -58,6 +59,7 @@ def optimize(target, hardware, batch, context, tp, draft_tp, acceptance, gamma_m
     target_spec = get_model(target)
     hw = get_hardware(hardware)
     params = resolve_latency_params(calibration, hw)
+    deployment = Deployment(hw, tp=tp, draft_tp=draft_tp, dtype=dtype, context=context, params=params)
     if drafts:
         draft_specs = [get_model(d.strip()) for d in drafts.split(",") if d.strip()]
     else:
@@ -65,8 +67,8 @@ def optimize(target, hardware, batch, context, tp, draft_tp, acceptance, gamma_m
         if not draft_specs:
             raise InvalidInputError(
                 f"No catalog draft shares {target_spec.name}'s vocabulary; pass --drafts or --any-tokenizer.")
-    grid = evaluate_grid(target_spec, hw, draft_specs, range(0, gamma_max + 1), batches, alpha, context, tp, draft_tp, dtype,
-                   params, draft_tokens=pretrain_tokens, target_tokens=pretrain_tokens)
+    grid = evaluate_grid(target_spec, deployment, drafts=draft_specs, gammas=range(0, gamma_max + 1), batch=batches,
+                         alpha=alpha, draft_tokens=pretrain_tokens, target_tokens=pretrain_tokens)
     if as_csv:
         click.echo(grid.to_frame().to_csv(index=False), nl=False)
         return
@@ -83,15 +85,14 @@ def optimize(target, hardware, batch, context, tp, draft_tp, acceptance, gamma_m
         head = configs[0]
         serving_table = {
             "draft": head["draft"], "alpha": head["alpha"], "context": context, "max_batch": max_batch,
-            "k_table": serving_k_table(target_spec, get_model(head["draft"]), hw, head["alpha"], tp,
-                                       draft_tp=draft_tp, context=float(context), max_batch=max_batch,
-                                       max_k=min(max(gamma_max, 0), 7), dtype=dtype, params=params),
+            "k_table": serving_k_table(target_spec, get_model(head["draft"]), deployment, alpha=head["alpha"],
+                                       max_batch=max_batch, max_k=min(max(gamma_max, 0), 7)),
         }
     if as_json:
         echo_json({"target": target_spec.name, "hardware": hw.name, "context": context, "tp": tp, "dtype": dtype,
                    "alpha_source": grid.alpha_source, "latency_params": params.to_dict(),
                    **({"acceptance": alpha.to_dict()} if alpha is not None else {}),
-                   "fits_in_memory": bool(memory_per_gpu(target_spec, max(batches), context, dtype, tp) <= hw.mem_capacity),
+                   "fits_in_memory": bool(memory_per_gpu(target_spec, deployment, batch=max(batches)) <= hw.mem_capacity),
                    "configs": configs, "sdsl": sdsl, **({"serving": serving_table} if serving_table else {})})
         return
     click.echo(f"target {target_spec.name} ({target_spec.total_params / 1e9:.2f}B) on {hw.name}, context {context}, "
@@ -99,7 +100,7 @@ def optimize(target, hardware, batch, context, tp, draft_tp, acceptance, gamma_m
     click.echo(f"latency parameters: {params.source}")
     if context > target_spec.max_context:
         click.echo(f"warning: context {context} exceeds {target_spec.name}'s maximum of {target_spec.max_context} tokens.")
-    need = float(memory_per_gpu(target_spec, max(batches), context, dtype, tp))
+    need = float(memory_per_gpu(target_spec, deployment, batch=max(batches)))
     if need > hw.mem_capacity:
         click.echo(f"warning: {target_spec.name} needs {need / 1e9:.0f} GB per GPU (weights + KV cache) but "
                    f"{hw.name} has {hw.mem_capacity / 1e9:.0f} GB; raise --tp or use --dtype fp8.")

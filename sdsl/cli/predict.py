@@ -24,6 +24,7 @@ def predict(target, draft, gamma, hardware, acceptance, batch, context, tp, draf
     """Predict one speculative-decoding configuration: draft and verify step times, tau, tokens/s
     and speedup over plain decoding of the target."""
     from sdsl.core.architecture import get_model
+    from sdsl.core.deployment import Deployment
     from sdsl.errors import InvalidInputError
     from sdsl.core.hardware import get_hardware
     from sdsl.core.scaling import acceptance_from_sizes
@@ -43,7 +44,8 @@ def predict(target, draft, gamma, hardware, acceptance, batch, context, tp, draf
     else:  # the i.i.d. α with this acceptance's τ at γ prices it exactly (Leviathan Eq. (1) inverted)
         alpha, source = float(acc.iid_alpha(gamma)), ("given" if acc.is_iid else acc.source)
     params = resolve_latency_params(calibration, hw)
-    p = predict_sd(t, d, gamma, alpha, hw, batch, context, tp, draft_tp, dtype, params)
+    deployment = Deployment(hw, tp=tp, draft_tp=draft_tp, dtype=dtype, context=context, params=params)
+    p = predict_sd(t, d, deployment, gamma=gamma, alpha=alpha, batch=batch)
     out = {"target": t.name, "draft": d.name, "hardware": hw.name, "gamma": gamma, "alpha": alpha,
            "alpha_source": source, "batch": batch, "context": context, "tp": tp, "dtype": dtype, **p.to_dict(),
            "latency_params": params.to_dict(), **({"acceptance": acc.to_dict(gamma)} if acc is not None else {})}

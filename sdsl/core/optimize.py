@@ -11,11 +11,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from sdsl._result import Result, plain
 from sdsl.core.acceptance import check_alpha
 from sdsl.errors import InvalidInputError
 from sdsl.core.scaling import CHINCHILLA, SDSL_PLANE, AcceptancePlane, LossLaw
@@ -170,8 +170,12 @@ def optimal_draft_size(target_params, draft_tokens=1e12, target_tokens=1e12, *, 
 
 
 @dataclass(frozen=True)
-class DraftLaw:
-    """Fitted law N* = μ·M + M₀ with 95% confidence intervals, and the per-target optima."""
+class DraftLaw(Result):
+    """Fitted law N* = μ·M + M₀ with 95% confidence intervals, and the per-target optima.
+
+    Result protocol: ``report()``, ``to_dict()``, ``to_json(path=None)``, ``plot(ax=None)`` (N*
+    against M with the fitted and the paper's line).
+    """
 
     mu: float
     m0: float
@@ -184,12 +188,15 @@ class DraftLaw:
     paper: dict = field(default_factory=lambda: dict(SDSL_PAPER_LAW))
 
     def to_dict(self) -> dict:
-        return {"mu": self.mu, "m0": self.m0, "mu_ci": list(self.mu_ci), "m0_ci": list(self.m0_ci),
-                "r2": self.r2, "draft_tokens": self.draft_tokens, "target_tokens": self.target_tokens,
-                "paper": self.paper, "targets": self.targets}
+        return plain({"mu": self.mu, "m0": self.m0, "mu_ci": list(self.mu_ci), "m0_ci": list(self.m0_ci),
+                      "r2": self.r2, "draft_tokens": self.draft_tokens, "target_tokens": self.target_tokens,
+                      "paper": self.paper, "targets": self.targets})
 
-    def to_json(self, indent: int = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent)
+    def plot(self, ax=None):
+        """N* against target size with the fitted law and the paper's (:mod:`sdsl.plots.results`)."""
+        from sdsl.plots.results import plot_draft_law
+
+        return plot_draft_law(self.to_dict(), ax=ax)
 
     def report(self) -> str:
         lines = [f"{'target':<16}{'M (params)':>14}{'N* (params)':>14}{'N*/M':>9}{'alpha':>8}{'gamma*':>8}{'S*':>7}"]

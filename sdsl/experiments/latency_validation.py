@@ -120,7 +120,7 @@ def fit_allreduce(path: str | os.PathLike, hardware: str = "h100-sxm", dtype_byt
                     "mape": float(np.mean(_ape(pred, t))), "n": int(len(t))}
 
 
-def turbospec_comparison(params: LatencyParams, hardware: str = "h100-sxm", context: int = 1024,
+def turbospec_comparison(params: LatencyParams, *, hardware: str = "h100-sxm", context: int = 1024,
                          batches=None, dtype: str = "bf16") -> "pd.DataFrame":
     """Predicted plain-decoding step time vs TurboSpec's fitted line, batch 1..64, context 1k.
 
@@ -130,14 +130,14 @@ def turbospec_comparison(params: LatencyParams, hardware: str = "h100-sxm", cont
     import pandas as pd
 
     from sdsl.core.architecture import get_model
-    from sdsl.core.hardware import get_hardware
+    from sdsl.core.deployment import Deployment
     from sdsl.core.latency import step_time
 
-    hw = get_hardware(hardware)
     b = np.arange(1, 65) if batches is None else np.asarray(batches)
     rows = []
     for name, (tp, fit) in TURBOSPEC_LINES.items():
-        st = step_time(get_model(name), hw, batch=b, q=1, context=context, dtype=dtype, tp=tp, params=params)
+        dep = Deployment(hardware, tp=tp, dtype=dtype, context=context, params=params)
+        st = step_time(get_model(name), dep, batch=b, q=1)
         line = fit.step_fn(b, 1, context)
         rows.append(pd.DataFrame({"model": name, "tp": tp, "batch": b, "turbospec_s": line,
                                   "predicted_s": np.broadcast_to(st.total_s, b.shape),

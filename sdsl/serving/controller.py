@@ -114,7 +114,7 @@ class GoodputController:
         n = alpha.size
         if n == 0:
             return 0
-        t = self.step_model.decode_time_all_k(self.step_model._check_n(n), float(context))[: self.max_k + 1]
+        t = self.step_model.decode_time_all_k(self.step_model.check_batch(n), float(context))[: self.max_k + 1]
         if has_proposal is None:
             g = tau_unchecked(alpha[:, None], self._ksf[None, :]).sum(axis=0)
         else:

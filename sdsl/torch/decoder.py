@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from sdsl._result import Result
 from sdsl.errors import InvalidInputError
 from sdsl.torch.model import Transformer
 
@@ -146,8 +147,12 @@ class PromptLookup:
 
 
 @dataclass
-class DecodeResult:
-    """Tokens and measurements of one :func:`generate` run."""
+class DecodeResult(Result):
+    """Tokens and measurements of one :func:`generate` run.
+
+    Result protocol: ``report()``, ``to_dict()`` (measurements, not the tokens),
+    ``to_json(path=None)``, ``plot(ax=None)`` (the acceptance histogram).
+    """
 
     tokens: list[list[int]]          # new tokens per sequence (exactly max_new_tokens each)
     gamma: int
@@ -188,6 +193,18 @@ class DecodeResult:
                 "per_position": self.per_position.tolist(), "tokens_per_s": self.tokens_per_s,
                 "decode_s": self.decode_s, "prefill_s": self.prefill_s, "draft_s": self.draft_s,
                 "target_s": self.target_s, "new_tokens": self.new_tokens}
+
+    def report(self) -> str:
+        """One line: γ, batch, steps, τ, α and tokens/s."""
+        alpha = f"{self.alpha:.3f}" if self.gamma else "-"
+        return (f"gamma {self.gamma}, batch {self.batch}: {self.steps} target steps, tau {self.tau:.3f}, "
+                f"alpha {alpha}, {self.tokens_per_s:.1f} tokens/s ({self.new_tokens} tokens in {self.decode_s:.3f} s)")
+
+    def plot(self, ax=None):
+        """Bars of how many sequence-steps accepted 0..γ drafts (:mod:`sdsl.plots.results`)."""
+        from sdsl.plots.results import plot_acceptance_histogram
+
+        return plot_acceptance_histogram(self.accept_counts, ax=ax, title=self.report().split(":")[0])
 
 
 @torch.no_grad()

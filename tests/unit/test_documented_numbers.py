@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from sdsl.core.architecture import get_model, list_models
+from sdsl.core.deployment import Deployment
 from sdsl.core.hardware import get_hardware, list_hardware
 from sdsl.core.optimize import SDSL_PAPER_LAW, SDSL_TARGETS, best_speedup, gamma_star, optimal_draft_size
 from sdsl.core.scaling import SDSL_PLANE, acceptance_from_sizes, perplexity
@@ -168,7 +169,7 @@ def _hardware_sweep(target: str, tp: int):
 
     spec = get_model(target)
     drafts = llama_family(spec.vocab_size, np.arange(128, 4097, 128))
-    return draft_size_sweep(spec, get_hardware("h100-sxm"), drafts=drafts, batch=(1, 8, 32), tp=tp)
+    return draft_size_sweep(spec, Deployment("h100-sxm", tp=tp), drafts=drafts, batch=(1, 8, 32))
 
 
 @pytest.mark.parametrize("target, tp, flop, hw", [
@@ -252,7 +253,8 @@ def test_turbospec_speedup_vs_batch_numbers():
           "(k = 5 drops below 1× from batch 56, k = 4 from 204)")
     target, draft, hw = _turbospec_pair()
     b = np.arange(1, 257, dtype=float)
-    s = predict(target, draft, np.arange(0, 9)[:, None], 0.5, hw, b[None, :], 512).speedup  # (k, batch)
+    s = predict(target, draft, Deployment(hw, context=512), gamma=np.arange(0, 9)[:, None], alpha=0.5,
+                batch=b[None, :]).speedup  # (k, batch)
     best = s.max(axis=0)
     assert best[[0, 63, 255]] == pytest.approx([1.369684, 1.258800, 1.213379], rel=REL)
     assert list(s.argmax(axis=0)[[0, 63, 255]]) == [2, 2, 1]
@@ -269,7 +271,7 @@ def test_turbospec_linear_fit_numbers():
 
     _says("paper_figures/README.md", "held-out R² 0.999 on this grid", "(18.4 ms vs the roofline's 18.0 ms at one request",
           "(90 ms vs 58 ms at 256 requests × 4096 tokens)")
-    step = roofline_step_fn("llama-3.1-70b", "h100-sxm", tp=4)
+    step = roofline_step_fn("llama-3.1-70b", Deployment("h100-sxm", tp=4))
     b = np.unique(np.round(np.logspace(0, 8, 33, base=2)))
     bb, cc = (g.ravel() for g in np.meshgrid(b, np.array([256.0, 1024.0, 4096.0])))
     fit = fit_linear_step_model(bb, np.ones_like(bb), cc, step(bb, np.ones_like(bb), cc), test_fraction=0.25, seed=0)

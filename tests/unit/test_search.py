@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from sdsl.core.architecture import get_model
+from sdsl.core.deployment import Deployment
 from sdsl.core.search import SearchGrid, candidate_drafts, evaluate_grid, search
 from sdsl.core.throughput import predict
 from sdsl.errors import InvalidInputError
@@ -17,15 +18,15 @@ DRAFTS = ("llama-68m", "llama-160m")
 
 @pytest.fixture(scope="module")
 def grid() -> SearchGrid:
-    return evaluate_grid(TARGET, "h100-sxm", drafts=DRAFTS, gammas=range(0, 6), batch=(1, 16), alpha=(0.6, 0.8),
-                         context=512)
+    return evaluate_grid(TARGET, Deployment("h100-sxm", context=512), drafts=DRAFTS, gammas=range(0, 6), batch=(1, 16),
+                         alpha=(0.6, 0.8))
 
 
 def test_grid_matches_pointwise_predictions(grid):
     tps = np.broadcast_to(grid.prediction.tokens_per_s, grid.shape)
     for (d, g, b, a) in [(0, 0, 0, 0), (1, 3, 1, 1), (0, 5, 1, 0), (1, 1, 0, 1)]:
-        one = predict(get_model(TARGET), get_model(DRAFTS[d]), gamma=int(grid.gammas[g]), alpha=float(grid.alpha[0, 0, 0, a]),
-                      hardware="h100-sxm", batch=int(grid.batches[b]), context=512)
+        one = predict(get_model(TARGET), get_model(DRAFTS[d]), Deployment("h100-sxm", context=512),
+                      gamma=int(grid.gammas[g]), alpha=float(grid.alpha[0, 0, 0, a]), batch=int(grid.batches[b]))
         assert tps[d, g, b, a] == pytest.approx(float(one.tokens_per_s), rel=1e-9)
 
 
