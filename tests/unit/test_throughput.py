@@ -42,6 +42,22 @@ def test_hardware_prediction_consistency():
     assert p.speedup[:, 2].max() < p.speedup[:, 0].max()
 
 
+def test_prediction_composes_step_times_by_hand():
+    # docs/model.md §3.3 (module docstring of sdsl.core.throughput): tokens/s = b·τ(α, γ) / (γ·T_draft(b, 1) +
+    # T_target(b, γ + 1) + overhead), speedup = that over b / T_target(b, 1); recomputed from step_time_s and
+    # Leviathan's τ written out, so a wrong composition (q, bonus token, draft count) fails here
+    from sdsl.core.latency import step_time_s
+
+    t, d, hw = get_model("llama-3.1-8b"), get_model("llama-3.2-1b"), get_hardware("a100-80gb")
+    gamma, alpha, batch, over = np.array([1, 3, 6]), 0.75, 16, 2e-4
+    p = predict(t, d, hw, gamma=gamma, alpha=alpha, batch=batch, overhead_s=over)
+    tau = (1 - alpha ** (gamma + 1)) / (1 - alpha)
+    t_step = gamma * step_time_s(d, hw, batch=batch, q=1) + np.array(
+        [step_time_s(t, hw, batch=batch, q=g + 1) for g in gamma]) + over
+    np.testing.assert_allclose(p.tokens_per_s, batch * tau / t_step, rtol=1e-12)
+    np.testing.assert_allclose(p.speedup, tau * step_time_s(t, hw, batch=batch, q=1) / t_step, rtol=1e-12)
+
+
 def test_prediction_rejects_bad_input():
     t, d, hw = get_model("llama-2-7b"), get_model("llama-160m"), get_hardware("h100-sxm")
     with pytest.raises(InvalidInputError):
