@@ -31,6 +31,7 @@ def test_catalog_names():
 
 @pytest.mark.parametrize("spec", MODELS, ids=lambda m: m.name)
 def test_total_params_within_1pct_of_published(spec):
+    # VALIDATION.md "Analytic core", parameter counts: "every entry within 1%"
     assert spec.published_params is not None, f"{spec.name} records no published parameter count"
     assert spec.source.startswith("https://"), spec.name
     assert spec.total_params == pytest.approx(spec.published_params, rel=0.01)

@@ -15,6 +15,8 @@ LEVIATHAN_TABLE1 = [(0.6, 2, 1.96, 1.53), (0.7, 3, 2.53, 1.58), (0.8, 2, 2.44, 1
 
 @pytest.mark.parametrize("alpha,gamma,speed,ops", LEVIATHAN_TABLE1)
 def test_leviathan_table1(alpha, gamma, speed, ops):
+    # README.md "How accurate is it" ("all 12 numbers to the printed digits"), VALIDATION.md "Analytic core"
+    # Table 1 row, paper_figures/README.md leviathan_table1.png
     assert round(float(speedup(alpha, gamma, 0.0)), 2) == speed
     assert round(float(work_factor(alpha, gamma, 0.0)), 2) == ops
 
