@@ -123,6 +123,9 @@ def test_acceptance_plane_figure_numbers():
     assert (a.min(), a.max()) == pytest.approx((0.644573, 0.684859), rel=REL)
     lo, hi = acceptance_from_sizes(np.array([1e7, 1e10]), 7e10)
     assert (lo, hi) == pytest.approx((0.497011, 0.682346), rel=REL)
+    # "a larger target *lowers* α slightly": the figure's 13B, 70B, 110B targets at a 1B draft
+    at_1b = acceptance_from_sizes(1e9, np.array([1.3e10, 7.0e10, 1.1e11]))
+    assert np.all(np.diff(at_1b) < 0) and at_1b[0] - at_1b[-1] < 0.01
 
 
 def test_speedup_vs_gamma_examples():
