@@ -1,5 +1,6 @@
 """Every analytic-core number that README.md, VALIDATION.md ("Analytic core") and paper_figures/README.md
-(SDSL, Leviathan and TurboSpec-style roofline sections) state, recomputed.
+(SDSL, Leviathan and TurboSpec-style roofline sections) state, recomputed; and BENCHMARKS.md's family table
+and timing tables checked against the checkpoints and the saved benchmark runs.
 
 Each test names the document line it guards, checks that the document still says it (`_says`), and pins
 the reproduced value at ~1e-3 relative (the values are deterministic). The law, γ* and Lambert-W tests
@@ -15,13 +16,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sdsl._paths import REPO_ROOT
 from sdsl.core.architecture import get_model, list_models
 from sdsl.core.deployment import Deployment
 from sdsl.core.hardware import get_hardware, list_hardware
 from sdsl.core.optimize import SDSL_PAPER_LAW, SDSL_TARGETS, best_speedup, gamma_star, optimal_draft_size
 from sdsl.core.scaling import SDSL_PLANE, acceptance_from_sizes, perplexity
 from sdsl.core.throughput import speedup
-from sdsl._paths import REPO_ROOT
 
 REL = 1e-3  # deterministic values are pinned at this relative tolerance
 
