@@ -24,7 +24,11 @@ def _default_vidur() -> str:
               help="Vidur profiling folder with <gpu>/<org>/<model>/mlp.csv (default: the copy shipped in sdsl/data/vidur).")
 @click.option("--figure", default=None, help="Also save the held-out predicted-vs-measured figure here.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
-def latency(data, figure, as_json):
+@click.option("--transfer", is_flag=True, help="Leave one GPU out instead: price each GPU from the OTHER GPUs' "
+              "calibrations through its datasheet (cross-GPU efficiency model).")
+@click.option("--hardware", "hardware_map", multiple=True, metavar="FOLDER=NAME_OR_FILE",
+              help="Hardware of a GPU folder the catalog does not name (repeatable).")
+def latency(data, figure, as_json, transfer, hardware_map):
     """Leave-one-model-out MAPE of the calibrated operator-time model on Vidur's H100 and A100 data.
 
     For each GPU, fit on all models but one and predict the held-out one's GEMM times (all
@@ -33,8 +37,13 @@ def latency(data, figure, as_json):
     """
     from sdsl.experiments.latency_validation import validate_latency
     from sdsl.cli._common import echo_json
+    from sdsl.cli.transfer import parse_hardware_map, run_transfer
 
-    out = validate_latency(data or _default_vidur(), figure=figure)
+    mapping = parse_hardware_map(hardware_map)
+    if transfer:
+        run_transfer(data or _default_vidur(), mapping, figure=figure, as_json=as_json)
+        return
+    out = validate_latency(data or _default_vidur(), figure=figure, hardware=mapping)
     if as_json:
         echo_json(out)
         return
