@@ -73,3 +73,44 @@ def latency(data, figure, as_json, transfer, hardware_map):
 from sdsl.cli.validate_decoder import decoder as _decoder  # noqa: E402  (issue 4: torch reference decoder; imports torch lazily)
 
 validate.add_command(_decoder)
+
+
+@validate.command("published")
+@click.option("--figure", default=None, help="Also save the predicted-vs-measured and k-sweep figure here (.png).")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+def published(figure, as_json):
+    """Price every published row sdsl can price (sdsl/data/published) with the shipped calibration and
+    the measured accepted length; per-row and median errors, the rows it cannot price and why, a
+    leave-one-source-out engine-overhead variant, and vLLM's EAGLE k-sweep."""
+    from sdsl.cli._common import echo_json
+    from sdsl.experiments.published_validation import validate_published
+
+    out = validate_published()
+    if figure:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from sdsl.plots import save_figure
+        from sdsl.plots.published import published_figure
+
+        save_figure(published_figure(out), figure)
+    if as_json:
+        echo_json(out)
+        return
+    for r in out["rows"]:
+        shape = r["tree"] and "tree " + ",".join(map(str, r["tree"])) or (f"k {r['gamma']}" if r["proposer"] else "plain")
+        click.echo(f"{r['group']:<19} {r['file'][:4]}#{r['row']:<3} {r['target']:<16} {r['hardware']:<10} tp{r['tp']} "
+                   f"{(r['proposer'] or '-'):<16} {shape:<14} measured {r['measured']:8.2f}  predicted "
+                   f"{r['predicted']:8.2f}  error {100 * r['error']:+6.1f}%")
+    for u in out["unpriced"]:
+        click.echo(f"not priced: {u['file']}#{u['row']}: {u['reason']}")
+    for name, s in out["summary"].items():
+        if s["n"]:
+            click.echo(f"{name}: n={s['n']} median |error| {100 * s['median_abs_error']:.1f}%, mean "
+                       f"{100 * s['mean_abs_error']:.1f}%, worst {100 * s['worst_error']:+.1f}%, "
+                       f"median signed {100 * s['median_signed_error']:+.1f}%")
+    ks = out["k_sweep"]
+    click.echo(f"vLLM EAGLE k-sweep: measured best k {ks['measured_best_k']}; sdsl best k {ks['shipped']['best_k']} "
+               f"(shipped), {ks['loso_overhead']['best_k']} (with overhead fitted without the sweep's source)")
+    if figure:
+        click.echo(f"wrote {figure}")
