@@ -347,6 +347,9 @@ def test_benchmark_tables_come_from_the_saved_runs():
     results = REPO_ROOT / "benchmarks" / "results"
     fig = json.loads((results / "figures.json").read_text())
     rows = fig["figures"]
+    from sdsl.experiments.figures import FIGURES
+
+    assert sorted(rows) == sorted(f.name for f in FIGURES), "rerun benchmarks/bench_figures.py: the registry changed"
     analytic = [k for k in rows if not k.startswith("serving")]
     sim = ("serving_speedup_vs_batch.png", "serving_k_vs_batch.png", "serving_alpha_shift.png")
     cpu = [rows[k]["cpu_s"] for k in analytic]
