@@ -69,9 +69,9 @@ class RunningBatch:
         self.steps = np.concatenate([self.steps, zeros])
         self.drawn = np.concatenate([self.drawn, zeros])
 
-    def advance(self, steps: int, tokens: np.ndarray) -> None:
-        """Commit ``steps`` decode steps that produced ``tokens`` per request (cut at the output length)."""
-        kept = np.minimum(tokens, self.remaining)
+    def advance(self, steps: int, tokens: np.ndarray, kept: np.ndarray) -> None:
+        """Commit ``steps`` decode steps that produced ``tokens`` per request, ``kept`` = min(tokens, remaining)
+        of them before the output-length cut."""
         self.remaining -= kept
         self.context += kept
         self.position += steps

@@ -148,6 +148,10 @@ class _Server:
         self.t, self.next_id, self.done, self.reserved = 0.0, 0, 0, 0
         self.row = None  # step time on the context grid for the batch's current k_r
         self.since_decision, self.redecide = 0, True
+        self.k_max = 0  # max k_r of the batch, set with the row
+        self._decode_slope = sm.decode[..., 1:] - sm.decode[..., :-1] if pol.adaptive else None
+        # Python copies for the scalar lookups of the event loop (numpy scalar indexing costs more)
+        self._arrival, self._reserve, self._prompt = self.arrival.tolist(), self.reserve.tolist(), self.prompt.tolist()
         self.stats = dict(decode_steps=0, prefill_steps=0, batch_steps=0, peak_reserved_tokens=0,
                           peak_used_tokens=0, prefill_time_s=0.0, decode_time_s=0.0, idle_time_s=0.0)
         self._steps_1 = np.arange(1, cfg.max_chunk + 1)
@@ -176,10 +180,12 @@ class _Server:
 
     def _admissible(self) -> int:
         """How many queued requests the next prefill admits (FCFS: slots, KV budget, prefill tokens)."""
-        lo = self.next_id
+        lo, arrival = self.next_id, self._arrival
         slots = self.max_batch - self.batch.size
-        if lo >= self.arrival.size or slots <= 0 or self.arrival[lo] > self.t:
+        if lo >= len(arrival) or slots <= 0 or arrival[lo] > self.t:
             return 0
+        if slots == 1 or lo + 1 == len(arrival) or arrival[lo + 1] > self.t:  # one candidate
+            return int(self.reserved + self._reserve[lo] <= self.budget)
         hi = min(int(np.searchsorted(self.arrival, self.t, side="right")), lo + slots)
         kv = np.cumsum(self.reserve[lo:hi]) + self.reserved
         tok = np.cumsum(self.prompt[lo:hi])
@@ -191,16 +197,17 @@ class _Server:
         count = self._admissible()
         if count == 0:
             return False
-        new = np.arange(self.next_id, self.next_id + count)
-        self.next_id += count
-        self.reserved += int(self.reserve[new].sum())
+        lo = self.next_id
+        hi = self.next_id = lo + count
+        new = np.arange(lo, hi)
+        self.reserved += sum(self._reserve[lo:hi])
         st = self.stats
         st["peak_reserved_tokens"] = max(st["peak_reserved_tokens"], self.reserved)
-        dt = self.sm.prefill_time(count, int(self.prompt[new].sum()), self.pol.uses_draft)
+        dt = self.sm.prefill_time(count, sum(self._prompt[lo:hi]), self.pol.uses_draft)
         self.t += dt
         st["prefill_time_s"] += dt
         st["prefill_steps"] += 1
-        self.first_token[new] = self.t
+        self.first_token[lo:hi] = self.t
         one = self.output[new] == 1
         if one.any():
             self._finish(new[one], np.zeros(int(one.sum())), np.zeros(int(one.sum()), np.int64),
@@ -224,7 +231,8 @@ class _Server:
         if self.ctrl is None:
             if self.row is None or self.redecide:
                 b.k[:] = self.pol.k
-                self.row, self.redecide = self.sm.decode_row(b.k), False
+                self._set_row(self.sm.decode_row(b.k), self.pol.k)
+                self.redecide = False
             return
         if not (self.redecide or self.since_decision >= self.cfg.decide_every):
             return
@@ -232,9 +240,17 @@ class _Server:
         if self.online is not None:
             self.online.refit_if_due()
         b.k[:] = self.ctrl.choose(alpha, float(b.context.sum()) / b.size)
-        uniform = not self.ctrl.per_request
-        self.row = self.sm.decode[b.size - 1, int(b.k[0])] if uniform else self.sm.decode_row(b.k)
+        if self.ctrl.per_request:
+            self._set_row(self.sm.decode_row(b.k), int(b.k.max()))
+        else:
+            k = int(b.k[0])
+            self._set_row(self.sm.decode[b.size - 1, k], k, self._decode_slope[b.size - 1, k])
         self.since_decision, self.redecide = 0, False
+
+    def _set_row(self, row: np.ndarray, k_max: int, slope: np.ndarray | None = None) -> None:
+        """The batch's step-time row on the context grid, its per-cell slopes, and its max k_r."""
+        self.row, self.k_max = row, k_max
+        self._slope = row[1:] - row[:-1] if slope is None else slope  # BatchStepModel.at_context's table[i+1] - table[i]
 
     def _horizon(self, n: int, kv_tokens: float) -> tuple[int, float | None]:
         """Steps to read ahead, and the offset of the next arrival that could be admitted (None if none)."""
@@ -243,52 +259,62 @@ class _Server:
         if self.ctrl is not None:
             steps = min(steps, self.cfg.decide_every - self.since_decision)
         nxt = self.next_id
-        if nxt < self.arrival.size and n < self.max_batch and self.reserved + self.reserve[nxt] <= self.budget:
-            wait = float(self.arrival[nxt]) - self.t
+        if nxt < len(self._arrival) and n < self.max_batch and self.reserved + self._reserve[nxt] <= self.budget:
+            wait = self._arrival[nxt] - self.t
             step_now = float(self.sm.at_context(self.row, kv_tokens / n))
             return max(1, min(steps, int(wait / step_now) + 1)), wait
         return max(1, steps), None
 
     def decode_block(self) -> None:
         """Decode up to the first event: a request finishes, an arrival becomes admissible, or a decision."""
-        b, n = self.batch, self.batch.size
+        b, n, k_max = self.batch, self.batch.size, self.k_max
         kv0 = float(b.context.sum())
         steps, wait = self._horizon(n, kv0)
-        k_max = int(b.k.max())
-        accepted = np.minimum(self.tape.window(b.position, steps), b.k[:, None]) if k_max > 0 else None
-        if accepted is None:
-            tokens = np.broadcast_to(self._steps_1[:steps], (n, steps))
-        else:
+        steps_1 = self._steps_1[:steps]
+        if k_max > 0:
+            accepted = np.minimum(self.tape.window(b.position, steps), b.k[:, None])
             tokens = accepted.cumsum(axis=1)
-            tokens += self._steps_1[:steps]
-        hit = (tokens >= b.remaining[:, None]).any(axis=0)
-        last = int(hit.argmax()) if hit[-1] else steps - 1  # hit is monotone in the step
+            tokens += steps_1
+        else:
+            accepted, tokens = None, np.broadcast_to(steps_1, (n, steps))
+        last, finished = steps - 1, False
+        if (tokens[:, -1] >= b.remaining).any():  # hit is monotone in the step
+            hit = (tokens >= b.remaining[:, None]).any(axis=0)
+            last, finished = int(hit.argmax()), True
         kv = np.empty(steps)
         kv[0] = kv0
-        kv[1:] = kv0 + tokens[:, :-1].sum(axis=0)
-        times = self.sm.at_context(self.row, kv * (1.0 / n))
+        kv[1:] = tokens[0, :-1] if n == 1 else tokens[:, :-1].sum(axis=0)  # integers: exact in any order
+        kv[1:] += kv0
+        times = self._step_times(kv * (1.0 / n))
         elapsed = times.cumsum()
         if wait is not None:
-            last = min(last, int(np.searchsorted(elapsed, wait)))  # the step ending at/after the arrival
+            arrival_step = int(np.searchsorted(elapsed, wait))  # the step ending at/after the arrival
+            if arrival_step < last:
+                last, finished = arrival_step, False
         m = last + 1
-        self._commit(m, tokens[:, last], elapsed[last], accepted, k_max, kv[:m], times[:m])
+        self._commit(m, tokens[:, last], elapsed[last], accepted, kv[:m], times[:m], finished)
 
-    def _commit(self, m: int, tokens, seconds: float, accepted, k_max: int, kv, times) -> None:
-        b, st = self.batch, self.stats
+    def _step_times(self, context: np.ndarray) -> np.ndarray:
+        """``BatchStepModel.at_context(self.row, context)`` with the row's slopes precomputed (same floats)."""
+        x = context * self.sm._inv_dctx
+        i0 = np.minimum(x.astype(np.int64), self.sm._last_cell)
+        return self.row[i0] + self._slope[i0] * (x - i0)
+
+    def _commit(self, m: int, tokens, seconds: float, accepted, kv, times, finished: bool) -> None:
+        b, st, k_max = self.batch, self.stats, self.k_max
         n = b.size
         self.t += seconds
         st["decode_time_s"] += seconds
-        st["peak_used_tokens"] = max(st["peak_used_tokens"], int(kv[0]) + int(np.minimum(tokens, b.remaining).sum())
-                                     + n * (k_max + 1))
+        kept = np.minimum(tokens, b.remaining)
+        st["peak_used_tokens"] = max(st["peak_used_tokens"], int(kv[0]) + int(kept.sum()) + n * (k_max + 1))
         st["decode_steps"] += m
         st["batch_steps"] += n * m
         self.since_decision += m
-        b.advance(m, tokens)
+        b.advance(m, tokens, kept)
         if accepted is not None:
             self._observe(accepted[:, :m], k_max, kv, times)
-        retired = b.retire()
-        if retired is not None:
-            keep, out = retired
+        if finished:
+            keep, out = b.retire()
             self._finish(out["ids"], out["k_steps"], out["steps"], out["drawn"])
             if self.ctrl is not None:
                 self.est.keep(keep)
@@ -299,13 +325,13 @@ class _Server:
         if self.ctrl is None:
             return
         k_r = self.batch.k
-        uniform = k_max == int(k_r.min())
-        trials = accepted + (accepted < k_r[:, None])
+        uniform = not self.ctrl.per_request or k_max == int(k_r.min())
+        trials = accepted + (accepted < (k_max if uniform else k_r[:, None]))
         if not uniform:
             trials *= (k_r > 0)[:, None]
         self.est.update(accepted, trials, all_informative=uniform)
         if self.online is not None:
-            self.online.observe(kv, k_r.size, float(k_r.sum()), k_max, times)
+            self.online.observe(kv, k_r.size, float(k_max * k_r.size if uniform else k_r.sum()), k_max, times)
 
     def result(self, qps: float) -> SimResult:
         st = self.stats
