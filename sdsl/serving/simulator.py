@@ -97,7 +97,6 @@ def simulate(workload: Workload, system: ServingSystem, policy: Policy | str, co
         if server.batch.size == 0:
             server.idle_until_next_arrival()
             continue
-        server.choose_k()
         server.decode_block()
     return server.result(qps if qps is not None else workload.qps)
 
@@ -149,7 +148,7 @@ class _Server:
         self.row = None  # step time on the context grid for the batch's current k_r
         self.since_decision, self.redecide = 0, True
         self.k_max = 0  # max k_r of the batch, set with the row
-        self._decode_slope = sm.decode[..., 1:] - sm.decode[..., :-1] if pol.adaptive else None
+        self._decode_slope = sm.decode[..., 1:] - sm.decode[..., :-1]  # uniform-k rows' slopes, once
         # Python copies for the scalar lookups of the event loop (numpy scalar indexing costs more)
         self._arrival, self._reserve, self._prompt = self.arrival.tolist(), self.reserve.tolist(), self.prompt.tolist()
         self.stats = dict(decode_steps=0, prefill_steps=0, batch_steps=0, peak_reserved_tokens=0,
@@ -225,13 +224,14 @@ class _Server:
         self.reserved -= int(self.reserve[ids].sum())
         self.done += ids.size
 
-    def choose_k(self) -> None:
+    def choose_k(self, kv_tokens: float) -> None:
         """Set the batch's k_r: the fixed k, or the controller's choice when a decision is due."""
         b = self.batch
         if self.ctrl is None:
             if self.row is None or self.redecide:
-                b.k[:] = self.pol.k
-                self._set_row(self.sm.decode_row(b.k), self.pol.k)
+                k = self.pol.k
+                b.k[:] = k
+                self._set_row(self.sm.decode[b.size - 1, k], k, self._decode_slope[b.size - 1, k])
                 self.redecide = False
             return
         if not (self.redecide or self.since_decision >= self.cfg.decide_every):
@@ -239,7 +239,7 @@ class _Server:
         alpha = self.workload.alpha[b.ids] if self.cfg.alpha_source == "oracle" else self.est.alpha
         if self.online is not None:
             self.online.refit_if_due()
-        b.k[:] = self.ctrl.choose(alpha, float(b.context.sum()) / b.size)
+        b.k[:] = self.ctrl.choose(alpha, kv_tokens / b.size)
         if self.ctrl.per_request:
             self._set_row(self.sm.decode_row(b.k), int(b.k.max()))
         else:
@@ -267,12 +267,15 @@ class _Server:
 
     def decode_block(self) -> None:
         """Decode up to the first event: a request finishes, an arrival becomes admissible, or a decision."""
-        b, n, k_max = self.batch, self.batch.size, self.k_max
+        b, n = self.batch, self.batch.size
         kv0 = float(b.context.sum())
+        self.choose_k(kv0)
+        k_max = self.k_max
         steps, wait = self._horizon(n, kv0)
         steps_1 = self._steps_1[:steps]
         if k_max > 0:
-            accepted = np.minimum(self.tape.window(b.position, steps), b.k[:, None])
+            draws = self.tape.window(b.position, steps) if n > 1 else self.tape.draws[None, b.position[0]:][:, :steps]
+            accepted = np.minimum(draws, b.k[:, None])
             tokens = accepted.cumsum(axis=1)
             tokens += steps_1
         else:
