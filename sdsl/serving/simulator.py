@@ -207,12 +207,15 @@ class _Server:
         st["prefill_time_s"] += dt
         st["prefill_steps"] += 1
         self.first_token[lo:hi] = self.t
-        one = self.output[new] == 1
+        one = self.output[lo:hi] == 1
         if one.any():
             self._finish(new[one], np.zeros(int(one.sum())), np.zeros(int(one.sum()), np.int64),
                          np.zeros(int(one.sum()), np.int64))
-        keep = new[~one]
-        self.batch.admit(keep, self.prompt[keep], self.output[keep] - 1, self.tape.start[keep])
+            keep = new[~one]
+            self.batch.admit(keep, self.prompt[keep], self.output[keep] - 1, self.tape.start[keep])
+        else:
+            keep = new
+            self.batch.admit(keep, self.prompt[lo:hi], self.output[lo:hi] - 1, self.tape.start[lo:hi])
         if self.ctrl is not None:
             self.est.add(keep.size, self.cfg.prior if self.cfg.init_alpha == "prior" else None)
         self.redecide = True
@@ -239,7 +242,8 @@ class _Server:
         alpha = self.workload.alpha[b.ids] if self.cfg.alpha_source == "oracle" else self.est.alpha
         if self.online is not None:
             self.online.refit_if_due()
-        b.k[:] = self.ctrl.choose(alpha, kv_tokens / b.size)
+        ctrl = self.ctrl
+        b.k[:] = ctrl.choose(alpha, kv_tokens / b.size) if ctrl.per_request else ctrl.uniform_k(alpha, kv_tokens / b.size)
         if self.ctrl.per_request:
             self._set_row(self.sm.decode_row(b.k), int(b.k.max()))
         else:
