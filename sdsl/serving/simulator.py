@@ -41,6 +41,8 @@ from sdsl.serving.workload import Workload
 
 __all__ = ["SimConfig", "simulate"]
 
+_sum, _any = np.add.reduce, np.logical_or.reduce  # ndarray.sum/any without their Python wrappers
+
 
 @dataclass(frozen=True)
 class SimConfig:
@@ -272,7 +274,7 @@ class _Server:
     def decode_block(self) -> None:
         """Decode up to the first event: a request finishes, an arrival becomes admissible, or a decision."""
         b, n = self.batch, self.batch.size
-        kv0 = float(b.context.sum())
+        kv0 = float(_sum(b.context))
         self.choose_k(kv0)
         k_max = self.k_max
         steps, wait = self._horizon(n, kv0)
@@ -285,7 +287,7 @@ class _Server:
         else:
             accepted, tokens = None, np.broadcast_to(steps_1, (n, steps))
         last, finished = steps - 1, False
-        if (tokens[:, -1] >= b.remaining).any():  # hit is monotone in the step
+        if _any(tokens[:, -1] >= b.remaining):  # hit is monotone in the step
             hit = (tokens >= b.remaining[:, None]).any(axis=0)
             last, finished = int(hit.argmax()), True
         kv = np.empty(steps)
@@ -312,8 +314,8 @@ class _Server:
         n = b.size
         self.t += seconds
         st["decode_time_s"] += seconds
-        kept = np.minimum(tokens, b.remaining)
-        st["peak_used_tokens"] = max(st["peak_used_tokens"], int(kv[0]) + int(kept.sum()) + n * (k_max + 1))
+        kept = np.minimum(tokens, b.remaining) if finished else tokens  # unfinished: nothing is cut
+        st["peak_used_tokens"] = max(st["peak_used_tokens"], int(kv[0]) + int(_sum(kept)) + n * (k_max + 1))
         st["decode_steps"] += m
         st["batch_steps"] += n * m
         self.since_decision += m
