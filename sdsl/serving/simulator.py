@@ -156,6 +156,7 @@ class _Server:
         self.stats = dict(decode_steps=0, prefill_steps=0, batch_steps=0, peak_reserved_tokens=0,
                           peak_used_tokens=0, prefill_time_s=0.0, decode_time_s=0.0, idle_time_s=0.0)
         self._steps_1 = np.arange(1, cfg.max_chunk + 1)
+        self._plain_tokens = np.broadcast_to(self._steps_1, (self.max_batch, cfg.max_chunk))  # k = 0: j tokens by step j
 
     def _init_controller(self) -> None:
         cfg, pol = self.cfg, self.pol
@@ -285,7 +286,7 @@ class _Server:
             tokens = accepted.cumsum(axis=1)
             tokens += steps_1
         else:
-            accepted, tokens = None, np.broadcast_to(steps_1, (n, steps))
+            accepted, tokens = None, self._plain_tokens[:n, :steps]
         last, finished = steps - 1, False
         if _any(tokens[:, -1] >= b.remaining):  # hit is monotone in the step
             hit = (tokens >= b.remaining[:, None]).any(axis=0)
