@@ -41,7 +41,8 @@ from sdsl.serving.workload import Workload
 
 __all__ = ["SimConfig", "simulate"]
 
-_sum, _any = np.add.reduce, np.logical_or.reduce  # ndarray.sum/any without their Python wrappers
+# ndarray.sum/any/max/min without their Python wrappers
+_sum, _any, _max, _min = np.add.reduce, np.logical_or.reduce, np.maximum.reduce, np.minimum.reduce
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,7 @@ class _Server:
         self.t, self.next_id, self.done, self.reserved = 0.0, 0, 0, 0
         self.row = None  # step time on the context grid for the batch's current k_r
         self.since_decision, self.redecide = 0, True
-        self.k_max = 0  # max k_r of the batch, set with the row
+        self.k_max, self.k_uniform = 0, True  # max k_r of the batch and whether all k_r are equal, set with the row
         self._decode_slope = sm.decode[..., 1:] - sm.decode[..., :-1]  # uniform-k rows' slopes, once
         # Python copies for the scalar lookups of the event loop (numpy scalar indexing costs more)
         self._arrival, self._reserve, self._prompt = self.arrival.tolist(), self.reserve.tolist(), self.prompt.tolist()
@@ -235,9 +236,8 @@ class _Server:
         b = self.batch
         if self.ctrl is None:
             if self.row is None or self.redecide:
-                k = self.pol.k
-                b.k[:] = k
-                self._set_row(self.sm.decode[b.size - 1, k], k, self._decode_slope[b.size - 1, k])
+                b.k[:] = self.pol.k
+                self._set_uniform_row(self.pol.k)
                 self.redecide = False
             return
         if not (self.redecide or self.since_decision >= self.cfg.decide_every):
@@ -246,18 +246,23 @@ class _Server:
         if self.online is not None:
             self.online.refit_if_due()
         ctrl = self.ctrl
-        b.k[:] = ctrl.choose(alpha, kv_tokens / b.size) if ctrl.per_request else ctrl.uniform_k(alpha, kv_tokens / b.size)
-        if self.ctrl.per_request:
-            self._set_row(self.sm.decode_row(b.k), int(b.k.max()))
+        if not ctrl.per_request:
+            b.k[:] = k = ctrl.uniform_k(alpha, kv_tokens / b.size)
+            self._set_uniform_row(k)
         else:
-            k = int(b.k[0])
-            self._set_row(self.sm.decode[b.size - 1, k], k, self._decode_slope[b.size - 1, k])
+            b.k[:] = ctrl.choose(alpha, kv_tokens / b.size)
+            k_max = int(_max(b.k))
+            if k_max == int(_min(b.k)):
+                self._set_uniform_row(k_max)
+            else:
+                self.row, self.k_max, self.k_uniform = self.sm.decode_row(b.k), k_max, False
+                self._slope = self.row[1:] - self.row[:-1]  # BatchStepModel.at_context's table[i+1] - table[i]
         self.since_decision, self.redecide = 0, False
 
-    def _set_row(self, row: np.ndarray, k_max: int, slope: np.ndarray | None = None) -> None:
-        """The batch's step-time row on the context grid, its per-cell slopes, and its max k_r."""
-        self.row, self.k_max = row, k_max
-        self._slope = row[1:] - row[:-1] if slope is None else slope  # BatchStepModel.at_context's table[i+1] - table[i]
+    def _set_uniform_row(self, k: int) -> None:
+        """The step-time row on the context grid for k proposals per request, with its precomputed slopes."""
+        n = self.batch.size
+        self.row, self._slope, self.k_max, self.k_uniform = self.sm.decode[n - 1, k], self._decode_slope[n - 1, k], k, True
 
     def _horizon(self, n: int, kv_tokens: float) -> tuple[int, float | None]:
         """Steps to read ahead, and the offset of the next arrival that could be admitted (None if none)."""
@@ -335,7 +340,7 @@ class _Server:
         if self.ctrl is None:
             return
         k_r = self.batch.k
-        uniform = not self.ctrl.per_request or k_max == int(k_r.min())
+        uniform = self.k_uniform
         trials = accepted + (accepted < (k_max if uniform else k_r[:, None]))
         if not uniform:
             trials *= (k_r > 0)[:, None]
