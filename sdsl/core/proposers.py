@@ -57,6 +57,16 @@ def _gemm_time(tokens, n_in, n_out, deployment) -> np.ndarray:
     return op_time(flops, nbytes, hw.peak_flops_for(deployment.dtype), hw.mem_bandwidth, params)
 
 
+SELECT_KERNELS = 2  # per drafting depth: softmax over the draft vocabulary, top-k (SGLang draft_forward)
+VERIFY_KERNELS = 2  # per step: tree build, greedy tree verification (SGLang eagle_utils)
+
+
+def _read_time(nbytes, deployment) -> np.ndarray:
+    """One memory-bound kernel reading ``nbytes`` (:func:`sdsl.core.latency.op_time` with no FLOPs)."""
+    hw = deployment.hardware
+    return op_time(0.0, nbytes, hw.peak_flops_for(deployment.dtype), hw.mem_bandwidth, deployment.params)
+
+
 class Proposer:
     """Base class. ``step_time`` prices one drafting pass over ``q`` tokens per sequence;
     ``draft_time`` the drafting of a chain (topk = 1) or an SGLang-style tree (steps × topk)."""
@@ -80,6 +90,15 @@ class Proposer:
     def passes(self, steps) -> np.ndarray:
         """Separate drafting forwards per step (each pays an engine's per-pass host overhead): one per depth."""
         return np.asarray(steps, dtype=float)
+
+    def worker_time(self, target, deployment, *, batch, steps, topk, tau, verify_tokens, context) -> np.ndarray:
+        """Work an engine's speculative worker does per step beyond drafting and the target's forward
+        (none for the base proposer; see :meth:`EagleHead.worker_time`)."""
+        return 0.0 * np.asarray(steps, dtype=float)
+
+    def worker_passes(self) -> float:
+        """Separate forwards :meth:`worker_time` launches per step (each pays ``pass_overhead_s``)."""
+        return 0.0
 
     @property
     def name(self) -> str:
@@ -123,10 +142,14 @@ def _head_spec(target: ModelSpec, layers: int, vocab: int, suffix: str) -> Model
 
 @dataclass(frozen=True, eq=False)
 class EagleHead(Proposer):
-    """EAGLE-1: FC 2d → d + ``layers`` decoder layers + the target's LM head (``vocab`` None = target's)."""
+    """EAGLE-1: FC 2d → d + ``layers`` decoder layers + the target's LM head (``vocab`` None = target's);
+    :meth:`worker_time` adds the engine's per-step draft-extend, selection and verification work."""
 
     layers: int = 1
     vocab: int | None = None
+    draft_extend: bool = True  # the head's pass over the accepted tokens (worker_time)
+    select_kernels: int = SELECT_KERNELS
+    verify_kernels: int = VERIFY_KERNELS
     kind = "eagle"
     fused_features = 2  # FC input is [feature; embedding]
     qkv_input_factor = 1
@@ -145,6 +168,36 @@ class EagleHead(Proposer):
         fc = _gemm_time(tokens, self.fused_features * target.d_model, target.d_model / deployment.tp, deployment)
         body = forward_time(self.shapes(target, deployment.tp), deployment, batch=batch, q=q, context=context)
         return fc + body
+
+    def worker_time(self, target, deployment, *, batch, steps, topk, tau, verify_tokens, context):
+        """EAGLE engine terms per step (docs/model.md §3.5), each priced by the calibrated roofline:
+
+        - draft extend: after verification the head runs once more over the τ accepted tokens to refresh its
+          hidden states (SGLang ``EAGLEWorker.forward_draft_extend_after_decode``; SafeAILab/EAGLE
+          ``topK_genrate`` over the accepted tokens' features; vLLM ``EagleProposer.propose`` runs its first
+          pass over the verified tokens) — one :meth:`step_time` at q = τ;
+        - per drafting depth, softmax and top-k over the draft vocabulary (SGLang ``draft_forward``:
+          ``fast_topk`` + ``select_top_k_tokens``): :data:`SELECT_KERNELS` kernels reading the
+          b·topk × V_draft fp32 logits;
+        - verification bookkeeping: building the tree and its mask, then accepting along it (SGLang
+          ``build_tree_kernel_efficient``, ``verify_tree_greedy``): :data:`VERIFY_KERNELS` kernels, one reading
+          the target's fp32 logits of the n − 1 draft tokens beyond plain decoding's one.
+
+        ``draft_extend``, ``select_kernels`` and ``verify_kernels`` switch the terms (for ablations).
+        """
+        b, s = np.asarray(batch, dtype=float), np.asarray(steps, dtype=float)
+        vocab = -(-(self.vocab or target.vocab_size) // deployment.tp)
+        extend = self.step_time(target, deployment, batch=b, q=np.asarray(tau, dtype=float),
+                                context=context) if self.draft_extend else 0.0
+        select = s * self.select_kernels * _read_time(b * np.asarray(topk, dtype=float) * vocab * 4.0, deployment)
+        full_vocab = -(-target.vocab_size // deployment.tp)
+        extra_rows = b * np.maximum(np.asarray(verify_tokens, dtype=float) - 1.0, 0.0)
+        verify = (_read_time(extra_rows * full_vocab * 4.0, deployment)
+                  + (self.verify_kernels - 1) * deployment.params.t_kernel) if self.verify_kernels > 0 else 0.0
+        return extend + select + verify + 0.0 * s
+
+    def worker_passes(self) -> float:
+        return 1.0 if self.draft_extend else 0.0  # the draft-extend forward
 
 
 @dataclass(frozen=True, eq=False)
@@ -231,7 +284,8 @@ PROPOSER_KINDS = {"draft": DraftModel, "eagle": EagleHead, "eagle3": Eagle3Head,
 
 def make_proposer(text, **overrides) -> Proposer:
     """``"eagle3"``, ``"medusa"``, ``"draft:llama-3.2-1b"`` ... → a Proposer (a Proposer passes through).
-    ``overrides`` set a kind's numbers (layers, vocab, heads, cpu_s)."""
+    ``overrides`` set a kind's numbers (layers, vocab, heads, cpu_s; draft_extend, select_kernels,
+    verify_kernels for EAGLE-style heads)."""
     if isinstance(text, Proposer):
         return text
     kind, _, arg = str(text).strip().partition(":")

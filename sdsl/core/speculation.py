@@ -7,7 +7,11 @@ included). A tree's tokens attend to every tree position under a mask (the kerne
 n × n block, not the causal half), priced as context L + n/2. Emitted tokens per step τ come from the
 acceptance (Leviathan et al. 2023 Eq. 1 for i.i.d. α; measured accepted length for a tree):
 
-    tokens/s = b·τ / (T_draft + T_verify(b, n) + T_overhead),   TPOT = (T_draft + T_verify + T_overhead)/τ.
+    tokens/s = b·τ / (T_draft + T_verify(b, n) + T_worker + T_overhead),   TPOT = T_step / τ.
+
+T_worker is what an engine's speculative worker runs besides drafting and verifying
+(:meth:`Proposer.worker_time`; for EAGLE heads the draft-extend pass over the τ accepted tokens, top-k
+selection per depth and the tree-verification kernels; docs/model.md §3.5).
 
 Everything broadcasts over batch, γ and τ; γ = 0 is plain decoding.
 """
@@ -155,11 +159,13 @@ def price_speculation(target, proposer, deployment, *, tau_value, gamma=None, tr
     t_draft = proposer.step_time(target, dep, batch=b, q=1, context=context)
     t_propose, _ = _distinct(lambda s_, k_: (proposer.draft_time(target, dep, batch=b, steps=s_, topk=k_,
                                                                  context=context), None), steps, topk, many)
-    overhead = overhead + per_pass * (1.0 + proposer.passes(steps))
-    t_step = t_propose + verify_s + overhead
+    worker = proposer.worker_time(target, dep, batch=b, steps=steps, topk=topk, tau=t, verify_tokens=n_verify,
+                                  context=context)
+    overhead = overhead + per_pass * (1.0 + proposer.passes(steps) + proposer.worker_passes())
+    t_step = t_propose + verify_s + worker + overhead
     tps = b * t / t_step
     plain = b / t_plain
     return {"tau": t, "t_draft_s": t_draft, "t_propose_s": t_propose, "t_verify_s": verify_s,
-            "t_overhead_s": overhead + 0.0 * t_step, "t_step_s": t_step, "t_plain_s": t_plain, "tokens_per_s": tps,
+            "t_worker_s": worker + 0.0 * t_step, "t_overhead_s": overhead + 0.0 * t_step, "t_step_s": t_step, "t_plain_s": t_plain, "tokens_per_s": tps,
             "plain_tokens_per_s": plain, "speedup": tps / plain, "tpot_s": t_step / t, "cost_ratio": t_draft / t_plain,
             "bound": bound, "verify_tokens": n_verify}

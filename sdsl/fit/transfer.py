@@ -14,13 +14,12 @@ bias, the worst held-out model, and the in-sample MAPE of its own fit for compar
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
+from sdsl._result import Result
 from sdsl.errors import UnknownNameError
 from sdsl.fit.calibration import DECODE_MAX_TOKENS, fit_latency, predict_op_times
 
@@ -60,7 +59,7 @@ def resolve_gpu_folders(folders: Iterable[str], mapping: Mapping[str, Any] | Non
 
 
 @dataclass(frozen=True)
-class TransferValidation:
+class TransferValidation(Result):
     """Leave-one-GPU-out result: ``per_gpu`` {folder: metrics dict}, the held-out ``points`` table."""
 
     per_gpu: dict[str, dict[str, Any]]
@@ -68,14 +67,6 @@ class TransferValidation:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: dict(v) for k, v in self.per_gpu.items()}
-
-    def to_json(self, path=None) -> str:
-        text = json.dumps(self.to_dict(), indent=2)
-        if path is not None:
-            from sdsl._io import atomic_write_text
-
-            atomic_write_text(Path(path), text + "\n")
-        return text
 
     def report(self) -> str:
         lines = ["Leave-one-GPU-out: each GPU priced from the others' calibrations via its datasheet"]

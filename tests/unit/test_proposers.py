@@ -160,3 +160,31 @@ def test_rankings_follow_the_result_protocol(tmp_path):
 
     matplotlib.use("Agg")
     assert r.plot() is not None and t.plot() is not None
+
+
+def test_eagle_worker_is_draft_extend_plus_selection_plus_verify_bookkeeping():
+    """EAGLE's per-step engine work: one head pass over the τ accepted tokens, softmax + top-k per depth over the
+    draft vocabulary, and the tree build/verify kernels over the n − 1 extra logit rows (docs/model.md §3.5)."""
+    from sdsl.core.proposers import SELECT_KERNELS, VERIFY_KERNELS, _read_time
+
+    head = Eagle3Head()
+    out = price_speculation(TARGET, head, DEP, tau_value=5.39, tree="8,8,64", batch=1)
+    extend = head.step_time(TARGET, DEP, batch=1, q=5.39, context=DEP.context)
+    select = 8 * SELECT_KERNELS * _read_time(8 * 32000 * 4.0, DEP)
+    verify = _read_time(63 * TARGET.vocab_size * 4.0, DEP) + (VERIFY_KERNELS - 1) * DEP.params.t_kernel
+    np.testing.assert_allclose(out["t_worker_s"], extend + select + verify, rtol=1e-12)
+    np.testing.assert_allclose(out["t_step_s"], out["t_propose_s"] + out["t_verify_s"] + out["t_worker_s"], rtol=1e-12)
+    assert float(extend) > float(out["t_draft_s"])  # τ tokens cost more than one
+    # the draft-extend forward is a separate pass: it pays the per-pass overhead (1 verify + 8 depths + 1 extend)
+    with_pass = price_speculation(TARGET, head, DEP, tau_value=5.39, tree="8,8,64", batch=1, pass_overhead_s=1e-4)
+    np.testing.assert_allclose(with_pass["t_overhead_s"], 10e-4, rtol=1e-12)
+
+
+def test_worker_term_is_eagle_only_and_grows_with_tau():
+    d = DraftModel(get_model("llama-3.2-1b"))
+    out = price_speculation(TARGET, d, DEP, tau_value=[1.0, 3.0], gamma=4, batch=2)
+    np.testing.assert_array_equal(out["t_worker_s"], 0.0)
+    for kind in ("medusa", "ngram"):
+        assert float(price_speculation(TARGET, kind, DEP, tau_value=2.0, gamma=3)["t_worker_s"]) == 0.0
+    eagle = price_speculation(TARGET, "eagle", DEP, tau_value=np.array([1.0, 2.0, 5.0]), gamma=4, batch=8)
+    assert np.all(np.diff(eagle["t_worker_s"]) > 0)
