@@ -94,7 +94,7 @@ def forced_acceptance(per_position, tree: TokenTree, p: torch.Tensor, gen: torch
     1..i-1 were (its rank-0 candidate is kept); the next token is the target's argmax at the last kept
     node. Returns (path, accepted, next token) like :func:`sdsl.torch.tree.verify_tree`."""
     batch = p.shape[0]
-    rates = torch.as_tensor(per_position, dtype=torch.float32)[: tree.max_depth]
+    rates = torch.as_tensor(per_position, dtype=torch.float32, device=p.device)[: tree.max_depth]
     accepted = (torch.rand(batch, tree.max_depth, generator=gen) < rates).long().cumprod(1).sum(1)
     path = torch.zeros(batch, tree.max_depth + 1, dtype=torch.long)
     for depth in range(1, tree.max_depth + 1):
@@ -269,6 +269,10 @@ def generate(target: Transformer, prompts: torch.Tensor, max_new_tokens: int, pr
     caught); ``acceptance`` (per-position probabilities) forces synthetic acceptance. ``clock="cpu"``
     times with the process CPU clock instead of the wall clock: with one torch thread it equals wall time
     on an idle core and ignores time the process spent descheduled on a shared machine.
+
+    On a GPU, pass ``prompts`` on the device and set ``torch.set_default_device`` to it: every
+    bookkeeping tensor is then created there (the loop synchronises once per step, so wall-clock
+    timing is exact).
     """
     now = time.process_time if clock == "cpu" else time.perf_counter
     tree = _tree_of(proposer, gamma, tree)
@@ -277,7 +281,8 @@ def generate(target: Transformer, prompts: torch.Tensor, max_new_tokens: int, pr
     if prompt_len < 2:
         raise InvalidInputError("Prompts need at least two tokens.")
     capacity = prompt_len + max_new_tokens + 2 * (tree.size + 1 if tree else 0) + 2
-    sampling = Sampling(temperature, top_p, torch.Generator().manual_seed(seed) if seed is not None else None)
+    generator = torch.Generator(device=prompts.device).manual_seed(seed) if seed is not None else None
+    sampling = Sampling(temperature, top_p, generator)
     buffer = torch.zeros(batch, capacity, dtype=torch.long)
     buffer[:, :prompt_len] = prompts
     start = now()
@@ -296,7 +301,7 @@ def generate(target: Transformer, prompts: torch.Tensor, max_new_tokens: int, pr
     while bool(state.active.any()):
         active = state.active
         accepted = speculative_step(target, timed, tree, state, sampling, verify_fn, tree_verify_fn, acceptance)
-        counts += np.bincount(accepted[active].numpy(), minlength=len(counts))
+        counts += np.bincount(accepted[active].cpu().numpy(), minlength=len(counts))
         steps += 1
     decode_s = now() - start
     draft_s = timed.seconds if timed else 0.0

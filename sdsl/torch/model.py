@@ -94,7 +94,7 @@ class KVCache:
     slots ``lengths .. lengths+q-1`` (:meth:`update`) and advances ``lengths``.
     """
 
-    def __init__(self, shape: Shape, batch: int, capacity: int, dtype=torch.float32, device="cpu"):
+    def __init__(self, shape: Shape, batch: int, capacity: int, dtype=torch.float32, device=None):
         self.batch, self.capacity = batch, capacity
         kv = (shape.n_layer, batch, shape.n_kv_head, capacity, shape.head_dim)
         self.k = torch.zeros(kv, dtype=dtype, device=device)

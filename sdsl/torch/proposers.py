@@ -24,7 +24,7 @@ __all__ = ["Draft", "StepOutcome", "grow_tree", "DraftModel", "PromptLookup"]
 @dataclass
 class Draft:
     """``tokens`` (B, N+1), node 0 the root; ``probs`` (B, N+1, V) the draft distribution after each node
-    (rows of leaves unused), or None for deterministic drafts."""
+    (rows of leaves unused; greedy drafting stores the ranking logits instead), or None for deterministic drafts."""
 
     tokens: torch.Tensor
     probs: torch.Tensor | None
@@ -46,11 +46,12 @@ class StepOutcome:
 
 
 def _distribution(logits: torch.Tensor, sampling) -> torch.Tensor:
-    """Greedy trees rank children by the draft's softmax; sampling draws from its filtered distribution."""
+    """Greedy trees rank children by the draft's logits (greedy verification never reads q); sampling
+    draws from the draft's filtered distribution."""
     from sdsl.torch.decoder import logits_to_probs
 
     if sampling.greedy:
-        return torch.softmax(logits.float(), dim=-1)
+        return logits.float()
     return logits_to_probs(logits, sampling.temperature, sampling.top_p)
 
 
