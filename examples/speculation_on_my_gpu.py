@@ -26,19 +26,19 @@ args = p.parse_args()
 
 target, hw = sdsl.get_model(args.target), sdsl.get_hardware(args.hardware)
 params = default_params(hw)
+deployment = sdsl.Deployment(hw, context=args.context, params=params)
 drafts = sdsl.candidate_drafts(target)
 if not drafts:
     raise SystemExit(f"No catalog draft shares {target.name}'s tokenizer and is at most 1/4 its size.")
-mem = float(sdsl.memory_per_gpu(target, args.batch, args.context))
+mem = float(sdsl.memory_per_gpu(target, deployment, batch=args.batch))
 if mem > hw.mem_capacity:
     print(f"warning: {target.name} at batch {args.batch} x {args.context} tokens needs {mem / 1e9:.0f} GB, "
           f"more than the {hw.mem_capacity / 1e9:.0f} GB of one {hw.name}; the numbers below assume it fits.")
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", sdsl.core.scaling.AlphaClippedWarning)
-    grid = sdsl.evaluate_grid(target, hw, drafts, gammas=range(0, 9), batch=sorted({1, args.batch}),
-                              alpha=None if args.alpha is None else [args.alpha], context=args.context,
-                              params=params)
+    grid = sdsl.evaluate_grid(target, deployment, drafts=drafts, gammas=range(0, 9), batch=sorted({1, args.batch}),
+                              alpha=None if args.alpha is None else [args.alpha])
 rows = grid.best()
 alpha_note = f"measured alpha = {args.alpha}" if args.alpha is not None else "alpha from SDSL's plane"
 print(f"{target.name} on {hw.name}, context {args.context}, {alpha_note}; latency params: {params.source}\n")

@@ -32,11 +32,12 @@ target, draft, hw = sdsl.get_model(args.target), sdsl.get_model(args.draft), sds
 params = default_params(hw)
 alpha = float(sdsl.alpha_from_vllm(args.k, mean_acceptance_length=args.mean_acceptance_length))
 b, k, L = args.batch, args.k, args.context
+deployment = sdsl.Deployment(hw, context=L, params=params)
 
-plain = sdsl.step_time(target, hw, b, 1, L, params=params)
-verify = sdsl.step_time(target, hw, b, k + 1, L, params=params)
-t_draft = float(sdsl.step_time_s(draft, hw, b, 1, L, params=params))
-pred = sdsl.predict(target, draft, k, alpha, hw, b, L, params=params)
+plain = sdsl.step_time(target, deployment, batch=b, q=1)
+verify = sdsl.step_time(target, deployment, batch=b, q=k + 1)
+t_draft = float(sdsl.step_time_s(draft, deployment, batch=b, q=1))
+pred = sdsl.predict(target, draft, deployment, gamma=k, alpha=alpha, batch=b)
 ms = lambda s: f"{1e3 * float(s):6.2f} ms"  # noqa: E731
 
 print(f"{target.name} + {draft.name} on {hw.name}: batch {b}, k = {k}, context {L}")
@@ -71,14 +72,15 @@ else:
           "leaves out (scheduler and sampling overheads, prefill interference, a lower alpha on your traffic).")
 
 ks = np.arange(0, 9)
-sp = sdsl.predict(target, draft, ks, alpha, hw, b, L, params=params).speedup
+sp = sdsl.predict(target, draft, deployment, gamma=ks, alpha=alpha, batch=b).speedup
 best_k = int(ks[np.argmax(sp)])
 print(f"\nWhat to do: at batch {b} the best k is {best_k} ({float(sp[best_k]):.2f}x"
       + (", i.e. turn speculation off" if best_k == 0 else "") + ").")
 bs = np.array([1, 2, 4, 8, 16, 32, 64, 128, 192, 256, 384, 512, 768, 1024])
-fits = sdsl.memory_per_gpu(target, bs, L) + sdsl.memory_per_gpu(draft, bs, L) <= hw.mem_capacity
+fits = (sdsl.memory_per_gpu(target, deployment, batch=bs) + sdsl.memory_per_gpu(draft, deployment, batch=bs)
+        <= hw.mem_capacity)
 bs = bs[fits]
-s_b = sdsl.predict(target, draft, ks[:, None], alpha, hw, bs[None, :], L, params=params).speedup.max(axis=0)
+s_b = sdsl.predict(target, draft, deployment, gamma=ks[:, None], alpha=alpha, batch=bs[None, :]).speedup.max(axis=0)
 pays = bs[s_b > 1.02]
 if pays.size == bs.size:
     print(f"With the right k, speculation pays (> 2%) at every batch that fits in memory (up to {int(bs.max())}): "

@@ -1,5 +1,5 @@
 """sdsl — predict the throughput of speculative decoding and pick the throughput-optimal draft
-model and speculation length (SDSL, Leviathan et al., TurboSpec; see DESIGN.md).
+model and speculation length (SDSL, Leviathan et al., TurboSpec; see docs/model.md).
 
 The numpy core is imported here; torch (``sdsl.torch``, ``sdsl.torch.harness``) and matplotlib
 (``sdsl.plots``) are imported only when those modules are used.
@@ -8,6 +8,7 @@ The numpy core is imported here; torch (``sdsl.torch``, ``sdsl.torch.harness``) 
 from sdsl.core.acceptance import (alpha_from_accept_histogram, alpha_from_mean_accepted, alpha_from_spec_bench,
                          alpha_from_tau, alpha_from_vllm, positional_acceptance, tau, tau_positional)
 from sdsl.core.architecture import ModelSpec, dtype_bytes, get_model, list_models
+from sdsl.core.deployment import Deployment
 from sdsl.errors import ConfigError, InvalidInputError, ProfileError, SDSLError, UnknownNameError
 from sdsl.core.hardware import Hardware, get_hardware, list_hardware, load_hardware_file
 from sdsl.core.latency import LatencyParams, ModelShapes, StepTime, default_params, memory_per_gpu, step_time, step_time_s
@@ -24,7 +25,7 @@ __all__ = [
     "positional_acceptance", "alpha_from_vllm", "alpha_from_spec_bench",
     "ModelSpec", "dtype_bytes", "get_model", "list_models",
     "SDSLError", "InvalidInputError", "UnknownNameError", "ConfigError", "ProfileError",
-    "Hardware", "get_hardware", "list_hardware", "load_hardware_file",
+    "Hardware", "get_hardware", "list_hardware", "load_hardware_file", "Deployment",
     "LatencyParams", "ModelShapes", "StepTime", "default_params", "memory_per_gpu", "step_time", "step_time_s",
     "gamma_star", "best_speedup", "best_integer_gamma", "optimal_draft_size", "fit_draft_law", "DraftLaw",
     "SDSL_TARGETS",

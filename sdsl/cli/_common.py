@@ -7,7 +7,8 @@ import math
 
 import click
 
-__all__ = ["json_option", "calibration_option", "resolve_latency_params", "echo_json", "format_table", "parse_int_list"]
+__all__ = ["json_option", "calibration_option", "resolve_latency_params", "echo_json", "format_table", "parse_int_list",
+           "acceptance_options", "AcceptanceChoice", "parse_float_list"]
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 calibration_option = click.option(
@@ -68,3 +69,90 @@ def parse_int_list(text: str, name: str) -> list[int]:
     if not values:
         raise InvalidInputError(f"{name} is empty.")
     return values
+
+
+def parse_float_list(text: str, name: str) -> list[float]:
+    """'0.8,0.6,0.4' -> [0.8, 0.6, 0.4]. Bad text raises InvalidInputError naming the option."""
+    from sdsl.errors import InvalidInputError
+
+    try:
+        values = [float(v) for v in str(text).replace(" ", "").split(",") if v]
+    except ValueError:
+        raise InvalidInputError(f"{name} takes comma-separated numbers like 0.8,0.6,0.4; got {text!r}.") from None
+    if not values:
+        raise InvalidInputError(f"{name} is empty.")
+    return values
+
+
+class AcceptanceChoice:
+    """What the user gave for acceptance: at most one of --alpha, --accepted-length, --acceptance,
+    --acceptance-file. :meth:`resolve` turns it into a :class:`sdsl.core.acceptance_vector.Acceptance`."""
+
+    def __init__(self, alpha=None, accepted_length=None, accepted_at=None, acceptance=None, acceptance_kind="marginal",
+                 acceptance_file=None):
+        from sdsl.errors import InvalidInputError
+
+        given = [n for n, v in (("--alpha", alpha), ("--accepted-length", accepted_length),
+                                ("--acceptance", acceptance), ("--acceptance-file", acceptance_file)) if v is not None]
+        if len(given) > 1:
+            raise InvalidInputError(f"Give at most one of {', '.join(given)}: each sets the acceptance.")
+        self.alpha, self.accepted_length, self.accepted_at = alpha, accepted_length, accepted_at
+        self.acceptance, self.kind, self.file = acceptance, acceptance_kind, acceptance_file
+        if accepted_at is not None and accepted_length is None:
+            raise InvalidInputError("--accepted-at only qualifies --accepted-length; give both or neither.")
+        self.given = given[0] if given else None
+
+    def resolve(self, k: int | None = None):
+        """The Acceptance, or None when nothing was given (the caller then uses SDSL's plane). ``k`` is the
+        draft length --accepted-length was measured at when --accepted-at is absent (predict's --gamma)."""
+        from sdsl.core.acceptance import check_alpha
+        from sdsl.core.acceptance_vector import Acceptance
+        from sdsl.errors import InvalidInputError
+
+        if self.given is None:
+            return None
+        if self.alpha is not None:
+            return Acceptance.from_iid(float(check_alpha(self.alpha, open_interval=True)))
+        if self.accepted_length is not None:
+            at = self.accepted_at if self.accepted_at is not None else k
+            if at is None:
+                raise InvalidInputError("--accepted-length needs --accepted-at K, the draft length it was measured at.")
+            return Acceptance.from_accepted_length(self.accepted_length, at)
+        if self.acceptance is not None:
+            values = parse_float_list(self.acceptance, "--acceptance")
+            if self.kind == "conditional":
+                return Acceptance.from_conditional(values)
+            return Acceptance.from_marginal(values)
+        from sdsl._io import load_json
+
+        return Acceptance.from_dict(load_json(self.file))
+
+
+def acceptance_options(command):
+    """Add --alpha, --accepted-length/--accepted-at, --acceptance/--acceptance-kind and --acceptance-file
+    to a command; they reach it as one ``acceptance`` argument (an :class:`AcceptanceChoice`)."""
+    import functools
+
+    options = [
+        click.option("--alpha", type=float, default=None,
+                     help="i.i.d. per-token acceptance rate in (0, 1) (Leviathan et al.); default: SDSL's plane."),
+        click.option("--accepted-length", type=float, default=None,
+                     help="Mean accepted length per step, bonus token included, as vLLM/SGLang/Spec-Bench print it."),
+        click.option("--accepted-at", type=int, default=None,
+                     help="Draft length k the --accepted-length was measured at (default: --gamma)."),
+        click.option("--acceptance", default=None,
+                     help="Per-position acceptance p1,p2,... (marginal rates as vLLM logs them; see --acceptance-kind)."),
+        click.option("--acceptance-kind", type=click.Choice(["marginal", "conditional"]), default="marginal",
+                     show_default=True, help="How to read --acceptance: marginal P(i accepted) or P(i | 1..i-1 accepted)."),
+        click.option("--acceptance-file", type=click.Path(dir_okay=False), default=None,
+                     help="Acceptance JSON written by `sdsl acceptance` (e.g. --from-log)."),
+    ]
+
+    @functools.wraps(command)
+    def wrapper(*args, alpha, accepted_length, accepted_at, acceptance, acceptance_kind, acceptance_file, **kwargs):
+        choice = AcceptanceChoice(alpha, accepted_length, accepted_at, acceptance, acceptance_kind, acceptance_file)
+        return command(*args, acceptance=choice, **kwargs)
+
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper

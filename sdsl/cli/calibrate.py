@@ -100,7 +100,8 @@ def _holdout(profiles, steps, result, fit_layers, smoothness):
 
     from sdsl.core.architecture import ModelSpec
     from sdsl.core.hardware import get_hardware
-    from sdsl.fit.model_steps import leave_one_model_out, read_model_steps
+    from sdsl.experiments.forward_holdout import forwards_leave_one_model_out
+    from sdsl.fit.model_steps import read_model_steps
     from sdsl.fit.profiles import read_profile
 
     if not steps:
@@ -112,5 +113,5 @@ def _holdout(profiles, steps, result, fit_layers, smoothness):
         if fit_layers and len(prof.layers):
             layers.append((prof.layers, ModelSpec.from_dict(prof.meta["model"])))
     pairs = [pair for s in steps for pair in read_model_steps(s)[0]]
-    return leave_one_model_out(pd.concat(frames, ignore_index=True), get_hardware(result.hardware), pairs,
+    return forwards_leave_one_model_out(pd.concat(frames, ignore_index=True), get_hardware(result.hardware), pairs,
                                layers=layers, dtype=result.dtype, smoothness=smoothness)

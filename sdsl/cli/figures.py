@@ -14,7 +14,7 @@ import click
 def figures(out_dir, only, list_only, quick):
     """Regenerate every paper figure as PNG (SDSL, Leviathan, TurboSpec-style, validation).
 
-    Each figure is drawn by a function in the package (see sdsl/experiments/figures.py) and written
+    Each figure is drawn by a function in the package (see sdsl/experiments/figures/) and written
     atomically; paper_figures/README.md says what each shows and how it compares with the papers.
     """
     from sdsl.experiments.figures import FIGURES, make_figures

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from sdsl.cli._common import (calibration_option, echo_json, format_table, json_option, parse_int_list,
+from sdsl.cli._common import (acceptance_options, calibration_option, echo_json, format_table, json_option, parse_int_list,
                       resolve_latency_params)
 
 
@@ -15,7 +15,7 @@ from sdsl.cli._common import (calibration_option, echo_json, format_table, json_
 @click.option("--context", default=1024, show_default=True, type=int, help="Tokens in each sequence's KV cache.")
 @click.option("--tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of the target.")
 @click.option("--draft-tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of the draft.")
-@click.option("--alpha", type=float, default=None, help="Measured acceptance rate in (0, 1); default: SDSL's plane.")
+@acceptance_options
 @click.option("--gamma-max", default=10, show_default=True, type=int, help="Largest speculation length searched.")
 @click.option("--dtype", default="bf16", show_default=True, type=click.Choice(["bf16", "fp16", "fp8", "fp32"]))
 @click.option("--drafts", default=None, help="Comma-separated draft names (default: catalog models sharing the target's vocabulary, <= 1/4 its size).")
@@ -30,7 +30,7 @@ from sdsl.cli._common import (calibration_option, echo_json, format_table, json_
 @calibration_option
 @click.option("--csv", "as_csv", is_flag=True, help="Print every evaluated configuration as CSV.")
 @json_option
-def optimize(target, hardware, batch, context, tp, draft_tp, alpha, gamma_max, dtype, drafts, any_tokenizer,
+def optimize(target, hardware, batch, context, tp, draft_tp, acceptance, gamma_max, dtype, drafts, any_tokenizer,
              pretrain_tokens, top, serving, max_batch, calibration, as_csv, as_json):
     """Rank draft models and speculation lengths by predicted tokens/s.
 
@@ -38,8 +38,8 @@ def optimize(target, hardware, batch, context, tp, draft_tp, alpha, gamma_max, d
     the given --alpha or SDSL's acceptance plane. Also prints SDSL's continuous FLOP-optimal draft
     size N* for the target.
     """
-    from sdsl.core.acceptance import check_alpha
     from sdsl.core.architecture import get_model
+    from sdsl.core.deployment import Deployment
     from sdsl.errors import InvalidInputError
     from sdsl.core.hardware import get_hardware
     from sdsl.core.latency import memory_per_gpu
@@ -53,11 +53,13 @@ def optimize(target, hardware, batch, context, tp, draft_tp, alpha, gamma_max, d
         raise InvalidInputError("--gamma-max must be >= 0.")
     if top <= 0:
         raise InvalidInputError("--top must be positive.")
-    if alpha is not None:
-        check_alpha(alpha, open_interval=True)
+    alpha = acceptance.resolve()  # an Acceptance (priced per γ) or None (SDSL's plane)
+    if alpha is not None and gamma_max > alpha.max_k:
+        gamma_max = int(alpha.max_k)  # a measured vector prices only the positions it covers
     target_spec = get_model(target)
     hw = get_hardware(hardware)
     params = resolve_latency_params(calibration, hw)
+    deployment = Deployment(hw, tp=tp, draft_tp=draft_tp, dtype=dtype, context=context, params=params)
     if drafts:
         draft_specs = [get_model(d.strip()) for d in drafts.split(",") if d.strip()]
     else:
@@ -65,8 +67,8 @@ def optimize(target, hardware, batch, context, tp, draft_tp, alpha, gamma_max, d
         if not draft_specs:
             raise InvalidInputError(
                 f"No catalog draft shares {target_spec.name}'s vocabulary; pass --drafts or --any-tokenizer.")
-    grid = evaluate_grid(target_spec, hw, draft_specs, range(0, gamma_max + 1), batches, alpha, context, tp, draft_tp, dtype,
-                   params, draft_tokens=pretrain_tokens, target_tokens=pretrain_tokens)
+    grid = evaluate_grid(target_spec, deployment, drafts=draft_specs, gammas=range(0, gamma_max + 1), batch=batches,
+                         alpha=alpha, draft_tokens=pretrain_tokens, target_tokens=pretrain_tokens)
     if as_csv:
         click.echo(grid.to_frame().to_csv(index=False), nl=False)
         return
@@ -83,22 +85,22 @@ def optimize(target, hardware, batch, context, tp, draft_tp, alpha, gamma_max, d
         head = configs[0]
         serving_table = {
             "draft": head["draft"], "alpha": head["alpha"], "context": context, "max_batch": max_batch,
-            "k_table": serving_k_table(target_spec, get_model(head["draft"]), hw, head["alpha"], tp,
-                                       draft_tp=draft_tp, context=float(context), max_batch=max_batch,
-                                       max_k=min(max(gamma_max, 0), 7), dtype=dtype, params=params),
+            "k_table": serving_k_table(target_spec, get_model(head["draft"]), deployment, alpha=head["alpha"],
+                                       max_batch=max_batch, max_k=min(max(gamma_max, 0), 7)),
         }
     if as_json:
         echo_json({"target": target_spec.name, "hardware": hw.name, "context": context, "tp": tp, "dtype": dtype,
-                   "alpha_source": "given" if alpha is not None else "sdsl-plane", "latency_params": params.to_dict(),
-                   "fits_in_memory": bool(memory_per_gpu(target_spec, max(batches), context, dtype, tp) <= hw.mem_capacity),
+                   "alpha_source": grid.alpha_source, "latency_params": params.to_dict(),
+                   **({"acceptance": alpha.to_dict()} if alpha is not None else {}),
+                   "fits_in_memory": bool(memory_per_gpu(target_spec, deployment, batch=max(batches)) <= hw.mem_capacity),
                    "configs": configs, "sdsl": sdsl, **({"serving": serving_table} if serving_table else {})})
         return
     click.echo(f"target {target_spec.name} ({target_spec.total_params / 1e9:.2f}B) on {hw.name}, context {context}, "
-               f"tp {tp}, {dtype}; alpha: {'given' if alpha is not None else 'SDSL plane (D = %.3g tokens)' % pretrain_tokens}")
+               f"tp {tp}, {dtype}; alpha: {grid.alpha_source if alpha is not None else 'SDSL plane (D = %.3g tokens)' % pretrain_tokens}")
     click.echo(f"latency parameters: {params.source}")
     if context > target_spec.max_context:
         click.echo(f"warning: context {context} exceeds {target_spec.name}'s maximum of {target_spec.max_context} tokens.")
-    need = float(memory_per_gpu(target_spec, max(batches), context, dtype, tp))
+    need = float(memory_per_gpu(target_spec, deployment, batch=max(batches)))
     if need > hw.mem_capacity:
         click.echo(f"warning: {target_spec.name} needs {need / 1e9:.0f} GB per GPU (weights + KV cache) but "
                    f"{hw.name} has {hw.mem_capacity / 1e9:.0f} GB; raise --tp or use --dtype fp8.")

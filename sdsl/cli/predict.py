@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from sdsl.cli._common import calibration_option, echo_json, json_option, resolve_latency_params
+from sdsl.cli._common import acceptance_options, calibration_option, echo_json, json_option, resolve_latency_params
 
 
 @click.command()
@@ -12,7 +12,7 @@ from sdsl.cli._common import calibration_option, echo_json, json_option, resolve
 @click.option("--draft", required=True, help="Draft model (catalog name or config.json).")
 @click.option("--gamma", required=True, type=int, help="Draft tokens proposed per step.")
 @click.option("--hardware", default="h100-sxm", show_default=True, help="Hardware (catalog name or TOML/JSON file).")
-@click.option("--alpha", type=float, default=None, help="Acceptance rate in (0, 1); default: SDSL's plane.")
+@acceptance_options
 @click.option("--batch", default=1, show_default=True, type=int, help="Sequences decoded together.")
 @click.option("--context", default=1024, show_default=True, type=int, help="Tokens in each sequence's KV cache.")
 @click.option("--tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of the target.")
@@ -20,11 +20,11 @@ from sdsl.cli._common import calibration_option, echo_json, json_option, resolve
 @click.option("--dtype", default="bf16", show_default=True, type=click.Choice(["bf16", "fp16", "fp8", "fp32"]))
 @calibration_option
 @json_option
-def predict(target, draft, gamma, hardware, alpha, batch, context, tp, draft_tp, dtype, calibration, as_json):
+def predict(target, draft, gamma, hardware, acceptance, batch, context, tp, draft_tp, dtype, calibration, as_json):
     """Predict one speculative-decoding configuration: draft and verify step times, tau, tokens/s
     and speedup over plain decoding of the target."""
-    from sdsl.core.acceptance import check_alpha
     from sdsl.core.architecture import get_model
+    from sdsl.core.deployment import Deployment
     from sdsl.errors import InvalidInputError
     from sdsl.core.hardware import get_hardware
     from sdsl.core.scaling import acceptance_from_sizes
@@ -37,17 +37,18 @@ def predict(target, draft, gamma, hardware, alpha, batch, context, tp, draft_tp,
     if context < 0:
         raise InvalidInputError("--context must be >= 0.")
     t, d, hw = get_model(target), get_model(draft), get_hardware(hardware)
-    if alpha is None:
+    acc = acceptance.resolve(k=gamma)
+    if acc is None:
         alpha = float(acceptance_from_sizes(d.total_params, t.total_params))
         source = "sdsl-plane"
-    else:
-        check_alpha(alpha, open_interval=True)
-        source = "given"
+    else:  # the i.i.d. α with this acceptance's τ at γ prices it exactly (Leviathan Eq. (1) inverted)
+        alpha, source = float(acc.iid_alpha(gamma)), ("given" if acc.is_iid else acc.source)
     params = resolve_latency_params(calibration, hw)
-    p = predict_sd(t, d, gamma, alpha, hw, batch, context, tp, draft_tp, dtype, params)
+    deployment = Deployment(hw, tp=tp, draft_tp=draft_tp, dtype=dtype, context=context, params=params)
+    p = predict_sd(t, d, deployment, gamma=gamma, alpha=alpha, batch=batch)
     out = {"target": t.name, "draft": d.name, "hardware": hw.name, "gamma": gamma, "alpha": alpha,
            "alpha_source": source, "batch": batch, "context": context, "tp": tp, "dtype": dtype, **p.to_dict(),
-           "latency_params": params.to_dict()}
+           "latency_params": params.to_dict(), **({"acceptance": acc.to_dict(gamma)} if acc is not None else {})}
     if as_json:
         echo_json(out)
         return

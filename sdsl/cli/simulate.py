@@ -1,4 +1,4 @@
-"""`sdsl simulate`: serving simulation of speculation policies under load (TurboSpec, DESIGN §3.4)."""
+"""`sdsl simulate`: serving simulation of speculation policies under load (TurboSpec, docs/model.md §3.4)."""
 
 from __future__ import annotations
 
@@ -60,6 +60,7 @@ def simulate(target, draft, hardware, tp, draft_tp, qps, policies, trace, data_d
     tokens/s and mean k per QPS and policy.
     """
     from sdsl.core.architecture import get_model
+    from sdsl.core.deployment import Deployment
     from sdsl.errors import InvalidInputError
     from sdsl.core.hardware import get_hardware
     from sdsl.serving import (AcceptanceDist, ServingSystem, SimConfig, parse_policies, poisson_workload,
@@ -97,13 +98,13 @@ def simulate(target, draft, hardware, tp, draft_tp, qps, policies, trace, data_d
     longest = max(int((w.prompt_tokens + w.output_tokens).max()) for w in workloads.values())
     longest_prompt = max(int(w.prompt_tokens.max()) for w in workloads.values())
 
-    params = draft_params = None
+    params = None
     if calibration:
         from sdsl.cli._common import resolve_latency_params
 
-        params = draft_params = resolve_latency_params(calibration, hw)
-    system = ServingSystem.from_catalog(target_spec, draft, hw, tp=tp, draft_tp=draft_tp, dtype=dtype, params=params,
-                                        draft_params=draft_params, mem_fraction=mem_fraction, max_batch=max_batch,
+        params = resolve_latency_params(calibration, hw)
+    deployment = Deployment(hw, tp=tp, draft_tp=draft_tp, dtype=dtype, params=params)
+    system = ServingSystem.from_catalog(target_spec, draft, deployment, mem_fraction=mem_fraction, max_batch=max_batch,
                                         max_k=k_needed, max_context=longest + k_needed + 2, max_prompt=longest_prompt,
                                         spec_overhead_frac=spec_overhead)
     config = SimConfig(max_batch=max_batch, max_k=max_k, estimator=estimator)

@@ -1,6 +1,6 @@
 """Acceptance: expected tokens per step τ(α, γ), and α from what engines report.
 
-Notation (DESIGN.md §2): α is the per-token acceptance probability under the i.i.d. model, γ the
+Notation (docs/model.md §2): α is the per-token acceptance probability under the i.i.d. model, γ the
 number of drafted tokens per step, τ the expected tokens *emitted* per target forward pass with the
 bonus token included. The i.i.d. model is Leviathan et al. (ICML 2023), §3.1, Eq. (1):
 τ(α, γ) = (1 − α^{γ+1}) / (1 − α).
@@ -10,6 +10,9 @@ Converters from what engines report to α (all invert τ, which is monotone in �
 - gpt-fast "Mean Accepted" and its accept-count histogram: accepted drafts per step = τ − 1.
 - vLLM v1 "mean acceptance length" = τ; vLLM "draft acceptance rate" = (τ − 1) / γ.
 - Spec-Bench "mean accepted tokens" = τ.
+
+Per-position acceptance (marginal vs conditional rates, the decay form, engine logs) is the value type
+:class:`sdsl.core.acceptance_vector.Acceptance`; token trees are :mod:`sdsl.core.trees`.
 """
 
 from __future__ import annotations
@@ -149,7 +152,7 @@ def alpha_from_accept_histogram(counts) -> float:
 
 def positional_acceptance(counts) -> np.ndarray:
     """Per-position conditional acceptance α_j = P(draft j accepted | drafts < j accepted), j = 1..γ
-    (the position-dependent generalisation of Leviathan et al.'s i.i.d. α, DESIGN.md §2).
+    (the position-dependent generalisation of Leviathan et al.'s i.i.d. α, docs/model.md §2).
 
     From the same histogram as :func:`alpha_from_accept_histogram`; NaN where no step reached j.
     """

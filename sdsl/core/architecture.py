@@ -8,7 +8,7 @@ publishes and where that figure comes from, and ``tests/test_architecture.py`` c
 computed total against it (1%).
 
 Cost of one forward pass over a batch of ``b`` sequences, ``q`` new tokens each, with ``L``
-tokens already in the KV cache (DESIGN §3.3; the 2·N FLOPs-per-token rule is Kaplan et al.,
+tokens already in the KV cache (docs/model.md §3.3; the 2·N FLOPs-per-token rule is Kaplan et al.,
 "Scaling Laws for Neural Language Models", 2020, Table 1; attention as in Chinchilla App. F):
 
     FLOPs = 2·P_nonemb·b·q + 2·P_lmhead·b·q + 4·n_layer·n_head·d_head·b·q·(L + q/2)
@@ -240,7 +240,7 @@ class ModelSpec:
         return self.n_layer * per_layer + i + o
 
     def forward_flops(self, batch: Any = 1, q: Any = 1, context: Any = 0) -> np.ndarray:
-        """FLOPs of one forward pass (DESIGN §3.3; Kaplan et al. 2020, Table 1), broadcasting.
+        """FLOPs of one forward pass (docs/model.md §3.3; Kaplan et al. 2020, Table 1), broadcasting.
 
         ``2·P_nonemb·b·q + 2·P_lmhead·b·q + 4·n_layer·n_head·d_head·b·q·(L + q/2)``: the q new tokens
         attend to the L cached tokens and, causally, to on average q/2 of each other.
@@ -252,7 +252,7 @@ class ModelSpec:
         return np.asarray(dense + attn, dtype=float)
 
     def forward_bytes(self, batch: Any = 1, q: Any = 1, context: Any = 0, dtype: str = "bf16") -> np.ndarray:
-        """Bytes one forward pass moves to/from device memory (DESIGN §3.3), broadcasting.
+        """Bytes one forward pass moves to/from device memory (docs/model.md §3.3), broadcasting.
 
         weights (every block and the lm head once, plus b·q embedding rows) + KV read b·L·kv +
         KV write b·q·kv + activations (each GEMM's input and output once per token).

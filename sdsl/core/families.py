@@ -2,7 +2,7 @@
 
 SDSL (Bozorgkhoo & Molybog, arXiv 2603.11053) picks the draft size N* that maximises the
 FLOP-model speedup S*(α(N, M), c = N/M). Its stated limitation is that FLOPs ignore memory
-bandwidth, batch size, KV cache and kernel overheads. sdsl's extension (DESIGN.md §3.2–3.3): build a
+bandwidth, batch size, KV cache and kernel overheads. sdsl's extension (docs/model.md §3.2–3.3): build a
 family of draft shapes spanning a range of sizes, price every member with the roofline step time
 (:func:`sdsl.core.throughput.predict`, best integer γ), keep α from SDSL's acceptance plane, and read off
 the hardware-aware N* per batch size next to the FLOP-model N*.
@@ -14,7 +14,6 @@ import numpy as np
 
 from sdsl.core.architecture import ModelSpec, get_model
 from sdsl.errors import InvalidInputError
-from sdsl.core.latency import LatencyParams
 from sdsl.core.optimize import best_speedup, gamma_star
 from sdsl.core.scaling import CHINCHILLA, SDSL_PLANE, AcceptancePlane, LossLaw
 from sdsl.core.search import evaluate_grid
@@ -51,13 +50,12 @@ def llama_family(vocab_size: int = 128256, d_models=None, *, max_context: int = 
     return out
 
 
-def draft_size_sweep(target, hardware, drafts=None, batch=(1, 8, 32), gammas=range(0, 11), context: int = 1024,
-                     tp: int = 1, draft_tp: int = 1, dtype: str = "bf16", params: LatencyParams | None = None,
+def draft_size_sweep(target, deployment, *, drafts=None, batch=(1, 8, 32), gammas=range(0, 11),
                      draft_tokens=1e12, target_tokens=1e12, law: LossLaw = CHINCHILLA,
                      plane: AcceptancePlane = SDSL_PLANE):
     """Price every draft of a family (default: :func:`llama_family` with the target's vocabulary)
-    against ``target`` on ``hardware`` for each batch size, at its best integer γ. ``params``
-    default to the parameters shipped for the hardware (:func:`sdsl.core.latency.default_params`).
+    against ``target`` on ``deployment`` (a :class:`~sdsl.core.deployment.Deployment` or a hardware
+    name/file/Hardware) for each batch size, at its best integer γ.
 
     α comes from SDSL's plane for each (draft, target) size pair (clipped to (0, 1) with a warning
     if the plane leaves it). Returns a pandas DataFrame, one row per (draft, batch), columns:
@@ -69,8 +67,8 @@ def draft_size_sweep(target, hardware, drafts=None, batch=(1, 8, 32), gammas=ran
 
     target = get_model(target) if not isinstance(target, ModelSpec) else target
     drafts = llama_family(target.vocab_size) if drafts is None else [get_model(d) for d in drafts]
-    grid = evaluate_grid(target, hardware, drafts, gammas, batch, None, context, tp, draft_tp, dtype, params,
-                         draft_tokens=draft_tokens, target_tokens=target_tokens, law=law, plane=plane)
+    grid = evaluate_grid(target, deployment, drafts=drafts, gammas=gammas, batch=batch, draft_tokens=draft_tokens,
+                         target_tokens=target_tokens, law=law, plane=plane)
     best = {k: v[:, :, 0] for k, v in grid.best_arrays().items()}  # (draft, batch): one α per draft
     n = np.array([d.total_params for d in drafts], dtype=float)
     alpha = best["alpha"][:, 0]
@@ -86,7 +84,7 @@ def draft_size_sweep(target, hardware, drafts=None, batch=(1, 8, 32), gammas=ran
 
 def best_drafts(sweep) -> "object":
     """Per batch size, the hardware-aware best draft of a :func:`draft_size_sweep` frame and the
-    FLOP-model best draft of the same family (SDSL's N*, arXiv 2603.11053; DESIGN §3.2), as a pandas
+    FLOP-model best draft of the same family (SDSL's N*, arXiv 2603.11053; docs/model.md §3.2), as a pandas
     DataFrame with one row per batch."""
     import pandas as pd
 

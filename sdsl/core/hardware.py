@@ -3,7 +3,7 @@
 The catalog lives in ``sdsl/data/hardware.toml`` in human units (TFLOP/s, GB/s, GB) with a
 source per entry; :class:`Hardware` holds the same numbers in SI units (FLOP/s, bytes/s, bytes).
 All FLOP/s figures are *dense* tensor-core peaks (the "with sparsity" datasheet figure halved).
-These are the starting point of the roofline in DESIGN §3.3; calibration fits efficiencies on top.
+These are the starting point of the roofline in docs/model.md §3.3; calibration fits efficiencies on top.
 
 Users add their own accelerator with a TOML or JSON file holding the same keys as the catalog
 (one entry at the top level, or several tables keyed by short name); see :func:`load_hardware_file`.

@@ -1,6 +1,6 @@
 """Step time of one forward pass on a roofline, with calibrated efficiencies and overheads.
 
-DESIGN.md §3.3. A forward pass of a decoder over ``batch`` sequences, ``q`` new tokens each, with
+docs/model.md §3.3. A forward pass of a decoder over ``batch`` sequences, ``q`` new tokens each, with
 ``context`` tokens already in the KV cache, is priced kernel by kernel (the roofline of Williams,
 Waterman & Patterson, CACM 2009, applied per operator):
 
@@ -20,14 +20,16 @@ Everything broadcasts over numpy arrays of batch, q and context, and over a stac
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
-from functools import lru_cache
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
+from sdsl._result import Result
 from sdsl.core.architecture import dtype_bytes
-from sdsl.errors import ConfigError, InvalidInputError
+from sdsl.core.deployment import Deployment
+from sdsl.core.latency_params import DEFAULT_PARAMS, LatencyParams, default_params
+from sdsl.errors import InvalidInputError
 
 __all__ = [
     "LatencyParams",
@@ -51,92 +53,6 @@ KERNELS_PER_LAYER = len(GEMM_OPS) + 1 + ELEMENTWISE_KERNELS_PER_LAYER
 KERNELS_PER_MODEL = 3  # embedding gather, final norm, LM head
 
 
-@dataclass(frozen=True)
-class LatencyParams:
-    """What calibration fits (sdsl.fit.calibration): efficiencies and fixed overheads of the roofline.
-
-    eta_compute, eta_memory: fractions of datasheet peak FLOP/s and bandwidth reached by kernels.
-    t_kernel: fixed cost of one kernel launch (s). t_layer: fixed cost per decoder layer beyond its
-    kernels (s; framework dispatch, e.g. eager PyTorch on CPU). t_step: fixed cost per forward pass (s).
-    smoothness: p of the smooth maximum between compute and memory time (inf = hard max).
-    allreduce_latency, eta_interconnect: latency (s) and bandwidth efficiency of one all-reduce.
-    """
-
-    eta_compute: float = 0.7
-    eta_memory: float = 0.8
-    t_kernel: float = 4e-6
-    t_layer: float = 0.0
-    t_step: float = 0.0
-    smoothness: float = math.inf
-    allreduce_latency: float = 1.0e-5
-    eta_interconnect: float = 0.7
-    source: str = "uncalibrated defaults (assumed, not measured)"
-
-    def __post_init__(self) -> None:
-        for name in ("eta_compute", "eta_memory", "eta_interconnect"):
-            v = getattr(self, name)
-            if not (0 < v <= 1):
-                raise InvalidInputError(f"LatencyParams.{name} must lie in (0, 1]; got {v!r}.")
-        for name in ("t_kernel", "t_layer", "t_step", "allreduce_latency"):
-            v = getattr(self, name)
-            if not (v >= 0 and math.isfinite(v)):
-                raise InvalidInputError(f"LatencyParams.{name} must be a finite non-negative time; got {v!r}.")
-        if not (self.smoothness >= 1):
-            raise InvalidInputError(f"LatencyParams.smoothness must be >= 1 (inf = hard max); got {self.smoothness!r}.")
-
-    def replace(self, **changes) -> "LatencyParams":
-        return replace(self, **changes)
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        if math.isinf(d["smoothness"]):
-            d["smoothness"] = "inf"
-        return d
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "LatencyParams":
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ConfigError(f"Unknown latency parameter(s): {', '.join(sorted(unknown))}.")
-        d = dict(data)
-        if "smoothness" in d:
-            d["smoothness"] = float(d["smoothness"])
-        try:
-            return cls(**d)
-        except TypeError as exc:
-            raise ConfigError(f"Bad latency parameters: {exc}.") from None
-
-
-DEFAULT_PARAMS = LatencyParams()
-
-
-@lru_cache(maxsize=None)
-def _packaged_params(name: str) -> LatencyParams | None:
-    from importlib import resources
-
-    from sdsl._io import load_json
-
-    path = resources.files("sdsl") / "data" / "latency" / f"{name}.json"
-    return LatencyParams.from_dict(load_json(path)["params"]) if path.is_file() else None
-
-
-def default_params(hardware) -> LatencyParams:
-    """Latency parameters shipped for ``hardware``: its own calibration when sdsl ships one
-    (sdsl/data/latency/<name>.json, fitted by ``sdsl calibrate`` to real measurements — H100-SXM and
-    A100-80GB from Vidur's operator timings, CPU from this project's harness); for another GPU, the
-    H100-SXM fit transferred (its ``source`` says so); otherwise :data:`DEFAULT_PARAMS`."""
-    name = getattr(hardware, "name", str(hardware)).lower()
-    own = _packaged_params(name)
-    if own is not None:
-        return own
-    if getattr(hardware, "kind", "gpu") == "gpu":
-        h100 = _packaged_params("h100-sxm")
-        if h100 is not None:
-            return h100.replace(source=f"H100-SXM calibration transferred to {name} (not measured on it): {h100.source}")
-    return DEFAULT_PARAMS
-
-
 def smooth_max(x, y, p: float) -> np.ndarray:
     """(x^p + y^p)^(1/p) for x, y >= 0, computed as max·(1 + (min/max)^p)^(1/p); p = inf gives max."""
     x = np.asarray(x, dtype=float)
@@ -151,7 +67,7 @@ def smooth_max(x, y, p: float) -> np.ndarray:
 
 
 def op_time(flops, bytes_moved, peak_flops, bandwidth, params: LatencyParams = DEFAULT_PARAMS) -> np.ndarray:
-    """Time (s) of one kernel on the roofline (Williams, Waterman & Patterson, CACM 2009; DESIGN.md
+    """Time (s) of one kernel on the roofline (Williams, Waterman & Patterson, CACM 2009; docs/model.md
     §3.3): smax_p(FLOPs/(η_c·peak), bytes/(η_m·bw)) + t_kernel."""
     t_compute = np.asarray(flops, dtype=float) / (params.eta_compute * peak_flops)
     t_memory = np.asarray(bytes_moved, dtype=float) / (params.eta_memory * bandwidth)
@@ -221,7 +137,7 @@ class ModelShapes:
 
 
 @dataclass(frozen=True)
-class StepTime:
+class StepTime(Result):
     """Step time of one forward pass and its parts (seconds; arrays broadcast over the inputs).
 
     compute_s / memory_s: sums over kernels of their pure compute and pure memory times;
@@ -237,10 +153,33 @@ class StepTime:
     allreduce_s: np.ndarray
     bound: np.ndarray
 
+    def to_dict(self) -> dict:
+        """Every part as a Python number or (nested) list."""
+        return {k: np.asarray(getattr(self, k)).tolist() for k in
+                ("total_s", "compute_s", "memory_s", "overhead_s", "allreduce_s", "bound")}
+
+    def report(self) -> str:
+        """One line per configuration: total, compute, memory, overhead and all-reduce times (ms)."""
+        keys = ("total_s", "compute_s", "memory_s", "overhead_s", "allreduce_s")
+        shape = np.broadcast_shapes(*(np.shape(getattr(self, k)) for k in keys + ("bound",)))
+        cols = {k: np.ravel(np.broadcast_to(np.asarray(getattr(self, k)), shape)) for k in keys + ("bound",)}
+        lines = [f"{'total ms':>9} {'compute ms':>11} {'memory ms':>10} {'overhead ms':>12} {'allreduce ms':>13}  bound"]
+        for i in range(cols["total_s"].size):
+            ms = [1e3 * cols[k][i] for k in keys]
+            lines.append(f"{ms[0]:9.3f} {ms[1]:11.3f} {ms[2]:10.3f} {ms[3]:12.3f} {ms[4]:13.3f}  {cols['bound'][i]}")
+        return "\n".join(lines)
+
+    def plot(self, ax=None):
+        """Grouped bars of the parts of the step time per configuration (:mod:`sdsl.plots.results`)."""
+        from sdsl.plots.results import plot_step_breakdown
+
+        return plot_step_breakdown({"total": self.total_s, "compute": self.compute_s, "memory": self.memory_s,
+                                    "overhead": self.overhead_s, "all-reduce": self.allreduce_s}, ax=ax)
+
 
 def allreduce_time(message_bytes, n_gpu, interconnect_bandwidth, latency_s, eta_interconnect) -> np.ndarray:
     """One ring all-reduce: latency + 2(t−1)/t · message / (η · interconnect bandwidth)
-    (Patarasuk & Yuan, JPDC 2009; DESIGN.md §3.3's tensor-parallel term). Broadcasts."""
+    (Patarasuk & Yuan, JPDC 2009; docs/model.md §3.3's tensor-parallel term). Broadcasts."""
     t = np.asarray(n_gpu, dtype=float)
     return latency_s + 2.0 * (t - 1.0) / t * np.asarray(message_bytes, dtype=float) / (eta_interconnect * interconnect_bandwidth)
 
@@ -322,40 +261,34 @@ def _shapes(model, tp) -> ModelShapes:
     return ModelShapes.of(model, tp)
 
 
-def _hardware(hardware):
-    if isinstance(hardware, str):
-        from sdsl.core.hardware import get_hardware
-
-        return get_hardware(hardware)
-    return hardware
-
-
-def step_time(model, hardware, batch=1, q=1, context=1024, dtype: str = "bf16", tp: int = 1,
-              params: LatencyParams | None = None) -> StepTime:
-    """Price one forward pass (DESIGN.md §3.3); see the module docstring for the model.
+def step_time(model, deployment, *, batch=1, q=1, context=None) -> StepTime:
+    """Price one forward pass (docs/model.md §3.3); see the module docstring for the model.
 
     ``model`` is a ModelSpec, a catalog name, or :class:`ModelShapes` (a stack of models for
-    vectorised search); ``hardware`` a Hardware or a catalog name. ``batch``, ``q`` and ``context``
-    broadcast. ``context`` is the number of tokens already in each sequence's KV cache (use the mean
-    for mixed lengths: KV reads and attention FLOPs are linear in it). ``params=None`` uses
-    :func:`default_params` of the hardware (its shipped calibration when there is one).
+    vectorised search); ``deployment`` a :class:`~sdsl.core.deployment.Deployment` or anything
+    :meth:`Deployment.of <sdsl.core.deployment.Deployment.of>` accepts (a hardware name, file or
+    Hardware), whose hardware, ``tp``, ``dtype`` and latency ``params`` price the pass. ``batch``,
+    ``q`` and ``context`` broadcast; ``context=None`` is the deployment's context (tokens already in
+    each sequence's KV cache; use the mean for mixed lengths: KV reads and attention FLOPs are
+    linear in it).
     """
-    b, qq, L = _check_grid(batch, q, context)
-    hardware = _hardware(hardware)
-    params = params or default_params(hardware)
-    total, compute, memory, overhead, allreduce, bound = _price(_shapes(model, tp), hardware, b, qq, L, dtype, params)
+    dep = Deployment.of(deployment)
+    b, qq, L = _check_grid(batch, q, dep.context if context is None else context)
+    total, compute, memory, overhead, allreduce, bound = _price(_shapes(model, dep.tp), dep.hardware, b, qq, L,
+                                                                dep.dtype, dep.params)
     return StepTime(total, compute, memory, overhead, allreduce, bound)
 
 
-def memory_per_gpu(model, batch=1, context=1024, dtype: str = "bf16", tp: int = 1) -> np.ndarray:
-    """Bytes each of ``tp`` GPUs holds: its share of the weights plus the KV cache of ``batch``
-    sequences of ``context`` tokens (activations and workspace excluded)."""
+def memory_per_gpu(model, deployment, *, batch=1, context=None) -> np.ndarray:
+    """Bytes each of the deployment's ``tp`` GPUs holds: its share of the weights plus the KV cache
+    of ``batch`` sequences of ``context`` tokens (default: the deployment's; activations and
+    workspace excluded)."""
+    dep = Deployment.of(deployment)
     b = np.asarray(batch, dtype=float)
-    L = np.asarray(context, dtype=float)
-    return (model.weight_bytes(dtype) + b * L * model.kv_bytes_per_token(dtype)) / tp
+    L = np.asarray(dep.context if context is None else context, dtype=float)
+    return (model.weight_bytes(dep.dtype) + b * L * model.kv_bytes_per_token(dep.dtype)) / dep.tp
 
 
-def step_time_s(model, hardware, batch=1, q=1, context=1024, dtype: str = "bf16", tp: int = 1,
-                params: LatencyParams | None = None) -> np.ndarray:
+def step_time_s(model, deployment, *, batch=1, q=1, context=None) -> np.ndarray:
     """Total step time only (seconds); same arguments as :func:`step_time`."""
-    return step_time(model, hardware, batch, q, context, dtype, tp, params).total_s
+    return step_time(model, deployment, batch=batch, q=q, context=context).total_s

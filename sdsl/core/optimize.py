@@ -1,7 +1,7 @@
 """Optimal speculation length and optimal draft size.
 
 - γ*: maximiser of Leviathan's speedup S(α, γ, c) = (1 − α^{γ+1}) / ((1 − α)(1 + γc)) over real γ.
-  Setting dS/dγ = 0 gives, with L = ln(1/α) and z = −α^{1/c − 1}/e (DESIGN.md §3.1),
+  Setting dS/dγ = 0 gives, with L = ln(1/α) and z = −α^{1/c − 1}/e (docs/model.md §3.1),
   γ* = −(1 + W₋₁(z))/L − 1/c and S* = L / (c(1 − α)(−W₋₁(z))), W₋₁ the lower real Lambert-W branch.
   (Derivation: notebooks/02_scaling_law.ipynb, with sympy.) z ≤ −1/e (c ≥ 1) means no γ > 0 pays.
 - Draft size: SDSL (arXiv 2603.11053) maximises S over γ and N, with α from the acceptance plane
@@ -11,11 +11,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from sdsl._result import Result, plain
 from sdsl.core.acceptance import check_alpha
 from sdsl.errors import InvalidInputError
 from sdsl.core.scaling import CHINCHILLA, SDSL_PLANE, AcceptancePlane, LossLaw
@@ -33,7 +33,7 @@ __all__ = [
     "fit_draft_law",
 ]
 
-# The 13 targets of SDSL's regression (DESIGN.md §3.2); parameter counts come from the model catalog.
+# The 13 targets of SDSL's regression (docs/model.md §3.2); parameter counts come from the model catalog.
 SDSL_TARGETS = (
     "opt-13b", "opt-30b", "opt-66b", "llama-3-70b", "llama-3.1-70b",
     "qwen1.5-14b", "qwen1.5-32b", "qwen1.5-72b", "qwen1.5-110b",
@@ -100,7 +100,7 @@ def _w(a, c):
 
 def gamma_star(alpha, c) -> np.ndarray:
     """Continuous optimal speculation length γ* = −(1 + W₋₁(z))/ln(1/α) − 1/c (Leviathan speedup,
-    DESIGN.md §3.1), clipped at 0 where speculation cannot pay (c ≥ 1 or γ* < 0). Broadcasts."""
+    docs/model.md §3.1), clipped at 0 where speculation cannot pay (c ≥ 1 or γ* < 0). Broadcasts."""
     a, c = _alpha_c(alpha, c)
     w, valid = _w(a, c)
     g = -(1.0 + w) / np.log(1.0 / a) - 1.0 / c
@@ -109,7 +109,7 @@ def gamma_star(alpha, c) -> np.ndarray:
 
 
 def best_speedup(alpha, c) -> np.ndarray:
-    """S* = ln(1/α) / (c(1 − α)(−W₋₁(z))), Leviathan's speedup (Theorem 3.8) at γ* (DESIGN.md §3.1);
+    """S* = ln(1/α) / (c(1 − α)(−W₋₁(z))), Leviathan's speedup (Theorem 3.8) at γ* (docs/model.md §3.1);
     1 where no γ > 0 pays."""
     a, c = _alpha_c(alpha, c)
     w, valid = _w(a, c)
@@ -170,8 +170,12 @@ def optimal_draft_size(target_params, draft_tokens=1e12, target_tokens=1e12, *, 
 
 
 @dataclass(frozen=True)
-class DraftLaw:
-    """Fitted law N* = μ·M + M₀ with 95% confidence intervals, and the per-target optima."""
+class DraftLaw(Result):
+    """Fitted law N* = μ·M + M₀ with 95% confidence intervals, and the per-target optima.
+
+    Result protocol: ``report()``, ``to_dict()``, ``to_json(path=None)``, ``plot(ax=None)`` (N*
+    against M with the fitted and the paper's line).
+    """
 
     mu: float
     m0: float
@@ -184,12 +188,15 @@ class DraftLaw:
     paper: dict = field(default_factory=lambda: dict(SDSL_PAPER_LAW))
 
     def to_dict(self) -> dict:
-        return {"mu": self.mu, "m0": self.m0, "mu_ci": list(self.mu_ci), "m0_ci": list(self.m0_ci),
-                "r2": self.r2, "draft_tokens": self.draft_tokens, "target_tokens": self.target_tokens,
-                "paper": self.paper, "targets": self.targets}
+        return plain({"mu": self.mu, "m0": self.m0, "mu_ci": list(self.mu_ci), "m0_ci": list(self.m0_ci),
+                      "r2": self.r2, "draft_tokens": self.draft_tokens, "target_tokens": self.target_tokens,
+                      "paper": self.paper, "targets": self.targets})
 
-    def to_json(self, indent: int = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent)
+    def plot(self, ax=None):
+        """N* against target size with the fitted law and the paper's (:mod:`sdsl.plots.results`)."""
+        from sdsl.plots.results import plot_draft_law
+
+        return plot_draft_law(self.to_dict(), ax=ax)
 
     def report(self) -> str:
         lines = [f"{'target':<16}{'M (params)':>14}{'N* (params)':>14}{'N*/M':>9}{'alpha':>8}{'gamma*':>8}{'S*':>7}"]

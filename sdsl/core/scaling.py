@@ -125,7 +125,7 @@ def acceptance_from_sizes(
     out_of_range: str = "clip",
 ) -> np.ndarray:
     """α predicted from model sizes and pre-training tokens (SDSL): perplexities from the loss law,
-    then the acceptance plane. Defaults D = D′ = 1e12 tokens (DESIGN.md §3.2)."""
+    then the acceptance plane. Defaults D = D′ = 1e12 tokens (docs/model.md §3.2)."""
     x = perplexity(draft_params, draft_tokens, law)
     y = perplexity(target_params, target_tokens, law)
     return plane.alpha(x, y, out_of_range=out_of_range)

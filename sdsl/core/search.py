@@ -12,10 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sdsl._result import Result
 from sdsl.core.acceptance import check_alpha
+from sdsl.core.acceptance_vector import Acceptance
 from sdsl.core.architecture import ModelSpec, get_model, list_models
+from sdsl.core.deployment import Deployment
 from sdsl.errors import InvalidInputError
-from sdsl.core.hardware import get_hardware
 from sdsl.core.latency import LatencyParams, ModelShapes
 from sdsl.core.scaling import CHINCHILLA, SDSL_PLANE, AcceptancePlane, LossLaw, acceptance_from_sizes
 from sdsl.core.throughput import SDPrediction, predict
@@ -35,8 +37,12 @@ def candidate_drafts(target: ModelSpec, *, max_fraction: float = 0.25, same_toke
 
 
 @dataclass(frozen=True)
-class SearchGrid:
-    """Every (draft, γ, batch, α) configuration priced at once; arrays on those four axes."""
+class SearchGrid(Result):
+    """Every (draft, γ, batch, α) configuration priced at once; arrays on those four axes.
+
+    Result protocol: ``report()`` (the best γ per draft and batch), ``to_dict()``,
+    ``to_json(path=None)``, ``plot(ax=None)`` (tokens/s at the best γ against batch size).
+    """
 
     drafts: tuple
     gammas: np.ndarray
@@ -73,6 +79,26 @@ class SearchGrid:
         return sorted(rows, key=lambda r: (r["batch"], r["alpha"] if self.alpha_source == "given" else 0,
                                            -r["tokens_per_s"]))
 
+    def to_dict(self) -> dict:
+        """The grid's axes, the α source and the prediction on the full grid (nested lists)."""
+        return {"drafts": [d.name for d in self.drafts], "draft_params": [float(d.total_params) for d in self.drafts],
+                "gammas": self.gammas.tolist(), "batches": self.batches.tolist(), "alpha": self.alpha.tolist(),
+                "alpha_source": self.alpha_source, "prediction": self.prediction.to_dict()}
+
+    def report(self) -> str:
+        """One line per (draft, batch, α): the best γ, τ, tokens/s and speedup."""
+        lines = [f"{'draft':<18}{'batch':>6}{'alpha':>7}{'gamma':>6}{'tau':>7}{'tokens/s':>11}{'speedup':>9}  bound"]
+        for r in self.best():
+            lines.append(f"{r['draft']:<18}{r['batch']:>6}{r['alpha']:>7.3f}{r['gamma']:>6}{r['tau']:>7.3f}"
+                         f"{r['tokens_per_s']:>11.1f}{r['speedup']:>9.3f}  {r['bound']}")
+        return "\n".join(lines)
+
+    def plot(self, ax=None):
+        """Tokens/s at the best γ against batch size, one line per draft (:mod:`sdsl.plots.results`)."""
+        from sdsl.plots.results import plot_best_by_batch
+
+        return plot_best_by_batch(self.best(), ax=ax)
+
     def to_frame(self):
         """One row per configuration (pandas DataFrame)."""
         import pandas as pd
@@ -90,17 +116,17 @@ class SearchGrid:
         })
 
 
-def evaluate_grid(target, hardware, drafts=None, gammas=range(0, 11), batch=(1,), alpha=None, context=1024,
-                  tp: int = 1, draft_tp: int = 1, dtype: str = "bf16", params: LatencyParams | None = None,
+def evaluate_grid(target, deployment, *, drafts=None, gammas=range(0, 11), batch=(1,), alpha=None,
                   draft_params: LatencyParams | None = None, draft_tokens=1e12, target_tokens=1e12,
                   law: LossLaw = CHINCHILLA, plane: AcceptancePlane = SDSL_PLANE) -> SearchGrid:
-    """Price every (draft, γ, batch, α) in one vectorised call; see :class:`SearchGrid`.
+    """Price every (draft, γ, batch, α) in one vectorised call on ``deployment`` (a
+    :class:`~sdsl.core.deployment.Deployment` or a hardware name/file/Hardware); see :class:`SearchGrid`.
 
     Without ``alpha``, each draft's α comes from SDSL's plane through the loss law (D, D′ given).
+    ``alpha`` may be an :class:`~sdsl.core.acceptance_vector.Acceptance` (per-position acceptance).
     """
     target = get_model(target) if not isinstance(target, ModelSpec) else target
-    if isinstance(hardware, str):
-        hardware = get_hardware(hardware)
+    dep = Deployment.of(deployment)
     if drafts is None:
         drafts = candidate_drafts(target)
     drafts = tuple(get_model(d) if not isinstance(d, ModelSpec) else d for d in drafts)
@@ -115,19 +141,23 @@ def evaluate_grid(target, hardware, drafts=None, gammas=range(0, 11), batch=(1,)
         a_grid = acceptance_from_sizes(n_params, target.total_params, draft_tokens, target_tokens, law=law,
                                        plane=plane).reshape(-1, 1, 1, 1)
         source = "sdsl-plane"
+    elif isinstance(alpha, Acceptance):  # per-γ i.i.d.-equivalent α: reproduces the vector's τ(γ) at every γ
+        a_grid = np.asarray(alpha.iid_alpha(g.astype(int)), dtype=float).reshape(1, -1, 1, 1)
+        source = "given" if alpha.is_iid else alpha.source
     else:
         a_grid = check_alpha(np.atleast_1d(alpha), open_interval=True).reshape(1, 1, 1, -1)
         source = "given"
-    shapes = ModelShapes.of(list(drafts), draft_tp, extra_dims=3)
-    pred = predict(target, shapes, g.reshape(1, -1, 1, 1), a_grid, hardware, b.reshape(1, 1, -1, 1), context, tp,
-                   draft_tp, dtype, params, draft_params)
+    shapes = ModelShapes.of(list(drafts), dep.draft_tp, extra_dims=3)
+    pred = predict(target, shapes, dep, gamma=g.reshape(1, -1, 1, 1), alpha=a_grid, batch=b.reshape(1, 1, -1, 1),
+                   draft_params=draft_params)
     return SearchGrid(drafts, g, b, a_grid, source, pred)
 
 
-def search(*args, **kwargs):
-    """:func:`evaluate_grid` as a pandas DataFrame, one row per configuration (same arguments).
+def search(target, deployment, **kwargs):
+    """:func:`evaluate_grid` as a pandas DataFrame, one row per configuration (same arguments,
+    everything after the deployment by keyword).
 
     Columns: draft, draft_params, gamma, batch, alpha, alpha_source, tau, t_draft_s, t_verify_s,
     t_step_s, tokens_per_s, plain_tokens_per_s, speedup, cost_ratio, bound.
     """
-    return evaluate_grid(*args, **kwargs).to_frame()
+    return evaluate_grid(target, deployment, **kwargs).to_frame()

@@ -4,7 +4,7 @@
   wall-time improvement factor, Theorem 3.8: S(α, γ, c) = (1 − α^{γ+1}) / ((1 − α)(γc + 1)) = τ/(1 + γc);
   arithmetic-operations factor, Theorem 3.11: (1 − α)(γĉ + γ + 1) / (1 − α^{γ+1}) = (γĉ + γ + 1)/τ.
 - SDSL (arXiv 2603.11053): cost is FLOPs, c = N/M, throughput in tokens per FLOP = S(α, γ, N/M)/(2M).
-- Hardware-aware (DESIGN.md §3.3): the draft runs γ single-token steps, the target verifies γ+1
+- Hardware-aware (docs/model.md §3.3): the draft runs γ single-token steps, the target verifies γ+1
   tokens per sequence, both priced by :mod:`sdsl.core.latency`:
   tokens/s = b·τ(α, γ) / (γ·T_draft(b, 1) + T_target(b, γ+1) + T_overhead).
 """
@@ -15,8 +15,10 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from sdsl._result import Result
 from sdsl.core.acceptance import check_alpha, check_gamma, tau
 from sdsl.errors import InvalidInputError
+from sdsl.core.deployment import Deployment
 from sdsl.core.latency import LatencyParams, step_time
 
 __all__ = ["speedup", "work_factor", "tokens_per_flop", "SDPrediction", "predict", "plain_tokens_per_s"]
@@ -53,8 +55,12 @@ def tokens_per_flop(alpha, gamma, draft_params, target_params) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class SDPrediction:
-    """Predicted SD throughput; every field is an array broadcast over the inputs (times in s)."""
+class SDPrediction(Result):
+    """Predicted SD throughput; every field is an array broadcast over the inputs (times in s).
+
+    Follows the result protocol (:class:`sdsl._result.Result`): ``report()``, ``to_dict()``,
+    ``to_json(path=None)`` and ``plot(ax=None)`` (best speedup per batch size).
+    """
 
     tau: np.ndarray
     t_draft_s: np.ndarray  # one draft step (q = 1)
@@ -67,6 +73,7 @@ class SDPrediction:
     speedup: np.ndarray
     cost_ratio: np.ndarray  # c = t_draft / t_plain
     bound: np.ndarray  # what dominates the verification step
+    batch: np.ndarray = 1  # the batch sizes priced (as given, broadcastable to the other fields)
 
     def to_dict(self) -> dict:
         """Plain Python values (lists for arrays), for JSON."""
@@ -75,11 +82,6 @@ class SDPrediction:
             v = np.asarray(getattr(self, f.name))
             out[f.name] = v.item() if v.ndim == 0 else v.tolist()
         return out
-
-    def to_json(self, indent: int = 2) -> str:
-        import json
-
-        return json.dumps(self.to_dict(), indent=indent)
 
     def report(self) -> str:
         """One line per configuration: τ, step times (ms), tokens/s and speedup."""
@@ -92,36 +94,41 @@ class SDPrediction:
                          f"{cols['bound'][i]}")
         return "\n".join(lines)
 
+    def plot(self, ax=None):
+        """Bars of the best speedup over plain decoding per batch size (:mod:`sdsl.plots.results`)."""
+        from sdsl.plots.results import plot_speedup_by_batch
 
-def plain_tokens_per_s(target, hardware, batch=1, context=1024, tp=1, dtype="bf16", params=None) -> np.ndarray:
-    """Tokens/s of plain decoding: b / T_target(b, 1, L), T from the roofline (DESIGN.md §3.3)."""
-    return np.asarray(batch, dtype=float) / step_time(target, hardware, batch, 1, context, dtype, tp, params).total_s
+        return plot_speedup_by_batch(self.batch, self.speedup, ax=ax)
 
 
-def predict(target, draft, gamma, alpha, hardware, batch=1, context=1024, tp: int = 1, draft_tp: int = 1,
-            dtype: str = "bf16", params: LatencyParams | None = None, draft_params: LatencyParams | None = None,
+def plain_tokens_per_s(target, deployment, *, batch=1) -> np.ndarray:
+    """Tokens/s of plain decoding: b / T_target(b, 1, L), T from the roofline (docs/model.md §3.3)."""
+    return np.asarray(batch, dtype=float) / step_time(target, deployment, batch=batch, q=1).total_s
+
+
+def predict(target, draft, deployment, *, gamma, alpha, batch=1, draft_params: LatencyParams | None = None,
             overhead_s=0.0) -> SDPrediction:
-    """Hardware-aware SD throughput (DESIGN.md §3.3), broadcasting over gamma, alpha, batch, context.
+    """Hardware-aware SD throughput (docs/model.md §3.3), broadcasting over gamma, alpha and batch.
 
-    ``draft`` is a ModelSpec, a :class:`~sdsl.core.latency.ModelShapes` stack, or None for a model-free
-    proposer (prompt lookup) whose cost is ``overhead_s``. ``params=None`` uses the hardware's shipped
-    calibration (:func:`sdsl.core.latency.default_params`); ``draft_params`` defaults to ``params``. ``overhead_s`` is any extra time per SD
-    step (sampling, rejection, scheduling). γ = 0 is plain decoding (speedup 1 when overhead is 0).
+    ``deployment`` is a :class:`~sdsl.core.deployment.Deployment` or anything ``Deployment.of``
+    accepts (a hardware name, file or Hardware): its hardware, tp (target), draft_tp, dtype, context
+    and latency params price both models. ``draft`` is a ModelSpec, a
+    :class:`~sdsl.core.latency.ModelShapes` stack, or None for a model-free proposer (prompt lookup)
+    whose cost is ``overhead_s``. ``draft_params`` (default: the deployment's params) prices the
+    draft alone. ``overhead_s`` is any extra time per SD step (sampling, rejection, scheduling).
+    γ = 0 is plain decoding (speedup 1 when overhead is 0).
     """
-    from sdsl.core.latency import _hardware, default_params
-
-    hardware = _hardware(hardware)
-    params = params or default_params(hardware)
+    dep = Deployment.of(deployment)
     g = check_gamma(gamma)
     if np.any(g != np.round(g)):
         raise InvalidInputError("gamma must be a whole number of draft tokens.")
     a = check_alpha(alpha)
-    t_plain = step_time(target, hardware, batch, 1, context, dtype, tp, params).total_s
-    verify = step_time(target, hardware, batch, g + 1, context, dtype, tp, params)
+    t_plain = step_time(target, dep, batch=batch, q=1).total_s
+    verify = step_time(target, dep, batch=batch, q=g + 1)
     if draft is None:
         t_draft = np.zeros_like(t_plain)
     else:
-        t_draft = step_time(draft, hardware, batch, 1, context, dtype, draft_tp, draft_params or params).total_s
+        t_draft = step_time(draft, dep.for_draft(draft_params), batch=batch, q=1).total_s
     overhead = np.asarray(overhead_s, dtype=float)
     if np.any(overhead < 0):
         raise InvalidInputError("overhead_s must be non-negative.")
@@ -142,4 +149,5 @@ def predict(target, draft, gamma, alpha, hardware, batch=1, context=1024, tp: in
         speedup=tps / plain,
         cost_ratio=t_draft / t_plain,
         bound=verify.bound,
+        batch=np.asarray(batch),
     )

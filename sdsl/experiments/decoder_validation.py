@@ -6,7 +6,7 @@ accept-count histogram), τ, tokens/s and speedup. Next to them, two predictions
 
 * ``pred_speedup`` — sdsl's hardware model: :func:`sdsl.core.throughput.predict` on the ``cpu`` hardware
   with the calibrated CPU latency parameters (``profiles/cpu*.calib.json``) when present, plus the
-  decoder's own per-step overhead T_overhead (DESIGN §3.3), measured once per (batch, γ, proposer
+  decoder's own per-step overhead T_overhead (docs/model.md §3.3), measured once per (batch, γ, proposer
   kind) by decoding with zero-cost stand-in models (:func:`loop_overhead`); plain decoding gets its
   own T_overhead. ``pred_speedup_no_overhead`` is the bare roofline prediction;
 * ``pred_speedup_steps`` — the same formula, τ·(T_t(b,1) + o₀) / (T_d(b,2) + (γ−1)·T_d(b,1) + T_t(b,γ+1) + o),
@@ -104,7 +104,7 @@ class _NullModel:
 def loop_overhead(batch: int, gamma: int, prompts, max_new: int, temperature: float, proposer: str = "draft",
                   repeats: int = 5) -> float:
     """CPU seconds per decoding step spent outside model forwards (sampling, verification, bookkeeping,
-    prompt lookup), measured by decoding with zero-cost stand-in models. This is DESIGN §3.3's T_overhead."""
+    prompt lookup), measured by decoding with zero-cost stand-in models. This is docs/model.md §3.3's T_overhead."""
     null = _NullModel()
     prop = None if gamma == 0 else (PromptLookup() if proposer == "prompt-lookup" else DraftModel(null))
     p = prompts[:batch].repeat((batch + len(prompts) - 1) // len(prompts), 1)[:batch]
@@ -181,6 +181,7 @@ def validate_decoder(targets=DEFAULT_TARGETS, drafts=DEFAULT_DRAFTS, gammas=rang
     """Run the measurement grid and summarise; see the module docstring."""
     from tqdm.auto import tqdm
 
+    from sdsl.core.deployment import Deployment
     from sdsl.core.hardware import get_hardware
     from sdsl.core.throughput import predict
 
@@ -196,6 +197,7 @@ def validate_decoder(targets=DEFAULT_TARGETS, drafts=DEFAULT_DRAFTS, gammas=rang
                                f"(known: {', '.join(sorted(models))}).")
     prompts = _prompts(n_prompts, prompt_len)
     ctx = prompt_len + max_new // 2
+    dep = Deployment(hw, dtype="fp32", context=ctx, params=params)
     tag = f"T{temperature}-n{n_prompts}-p{prompt_len}-m{max_new}-s{seed}-r{repeats}-cpu"
     cache = _Cache(cache_path)
     spec = {name: model_spec(meta["spec"]) for name, (_, meta) in models.items()}
@@ -222,14 +224,13 @@ def validate_decoder(targets=DEFAULT_TARGETS, drafts=DEFAULT_DRAFTS, gammas=rang
         kind = "prompt-lookup" if d == "prompt-lookup" else "draft"
         ovh0 = cache.get(f"overhead|b{b}|g0|{tag}", lambda: loop_overhead(b, 0, prompts, max_new, temperature))
         ovh = cache.get(f"overhead|{kind}|b{b}|g{g}|{tag}", lambda: loop_overhead(b, g, prompts, max_new, temperature, kind))
-        pred = predict(spec[t], None if d == "prompt-lookup" else spec[d], g, alpha, hw, batch=b, context=ctx,
-                       dtype="fp32", params=params, overhead_s=ovh)
-        pred_speedup = _priced_speedup(spec[t], None if d == "prompt-lookup" else spec[d], g, alpha, b, ctx, params,
-                                       ovh, ovh0, hw)
+        proposer = None if d == "prompt-lookup" else spec[d]
+        pred = predict(spec[t], proposer, dep, gamma=g, alpha=alpha, batch=b, overhead_s=ovh)
+        pred_speedup = priced_speedup(spec[t], proposer, dep, gamma=g, alpha=alpha, batch=b, overhead_s=ovh,
+                                      plain_overhead_s=ovh0)
         meas = m["tokens_per_s"] / base["tokens_per_s"]
         pred_steps = m["tau"] * (tt[1] + ovh0) / (t_draft + tt[g + 1] + ovh)
-        pred_bare = predict(spec[t], None if d == "prompt-lookup" else spec[d], g, alpha, hw, batch=b, context=ctx,
-                            dtype="fp32", params=params)
+        pred_bare = predict(spec[t], proposer, dep, gamma=g, alpha=alpha, batch=b)
         rows.append({"target": t, "draft": d, "batch": b, "gamma": g, "alpha": m["alpha"], "tau": m["tau"],
                      "tokens_per_s": m["tokens_per_s"], "plain_tokens_per_s": base["tokens_per_s"], "speedup": meas,
                      "pred_speedup": pred_speedup, "speedup_error": pred_speedup / meas - 1,
@@ -252,11 +253,11 @@ def validate_decoder(targets=DEFAULT_TARGETS, drafts=DEFAULT_DRAFTS, gammas=rang
         acc, rej = pooled[(r["target"], r["draft"], r["batch"])]
         a = min(acc / (acc + rej), 1 - 1e-9)
         r["alpha_pooled"] = float(a)
-        r["pred_speedup_pooled_alpha"] = _priced_speedup(
-            spec[r["target"]], None if r["draft"] == "prompt-lookup" else spec[r["draft"]], r["gamma"], a, r["batch"], ctx,
-            params, r["overhead_s"], r["overhead_plain_s"], hw)
+        r["pred_speedup_pooled_alpha"] = priced_speedup(
+            spec[r["target"]], None if r["draft"] == "prompt-lookup" else spec[r["draft"]], dep, gamma=r["gamma"],
+            alpha=a, batch=r["batch"], overhead_s=r["overhead_s"], plain_overhead_s=r["overhead_plain_s"])
     out = _summarise(rows, params_path)
-    out["sdsl_optimize_pick"] = _optimize_pick(rows, out["best_config"], spec, hw, ctx, params)
+    out["sdsl_optimize_pick"] = _optimize_pick(rows, out["best_config"], spec, dep)
     out["settings"] = {"temperature": temperature, "n_prompts": n_prompts, "prompt_len": prompt_len, "max_new": max_new,
                        "seed": seed, "repeats": repeats, "threads": threads, "clock": "process CPU time (1 torch thread)", "context_for_prediction": ctx, "hardware": "cpu",
                        "latency_params": params_path or "uncalibrated defaults"}
@@ -272,12 +273,13 @@ def validate_decoder(targets=DEFAULT_TARGETS, drafts=DEFAULT_DRAFTS, gammas=rang
     return out
 
 
-def _priced_speedup(target, draft, gamma, alpha, batch, ctx, params, ovh, ovh0, hw) -> float:
-    """sdsl's predicted speedup over plain decoding, each side with the decoder's own per-step overhead."""
+def priced_speedup(target, draft, deployment, *, gamma, alpha, batch, overhead_s, plain_overhead_s) -> float:
+    """sdsl's predicted speedup over plain decoding, each side with the decoder's own per-step overhead
+    (``overhead_s`` per speculative step, ``plain_overhead_s`` per plain step)."""
     from sdsl.core.throughput import predict
 
-    pr = predict(target, draft, gamma, alpha, hw, batch=batch, context=ctx, dtype="fp32", params=params, overhead_s=ovh)
-    return float(pr.tau / pr.t_step_s * (pr.t_plain_s + ovh0))
+    pr = predict(target, draft, deployment, gamma=gamma, alpha=alpha, batch=batch, overhead_s=overhead_s)
+    return float(pr.tau / pr.t_step_s * (pr.t_plain_s + plain_overhead_s))
 
 
 def leave_pair_out(rows: list[dict], spec: dict, ctx: int, profiles=None, forwards=None) -> dict:
@@ -291,6 +293,7 @@ def leave_pair_out(rows: list[dict], spec: dict, ctx: int, profiles=None, forwar
     import pandas as pd
 
     from sdsl.core.architecture import ModelSpec
+    from sdsl.core.deployment import Deployment
     from sdsl.fit.calibration import fit_latency
     from sdsl.core.hardware import get_hardware
     from sdsl.fit.model_steps import read_model_steps
@@ -314,9 +317,10 @@ def leave_pair_out(rows: list[dict], spec: dict, ctx: int, profiles=None, forwar
         params = fit_latency(data, hw, dtype="fp32", layers=layers, steps=kept, keep_points=False).params
         e = []
         for r in (r for r in rows if r["target"] == t and r["draft"] == d):
-            pred = _priced_speedup(spec[t], None if d == "prompt-lookup" else spec[d], r["gamma"],
-                                   min(r["alpha"], 1 - 1e-9), r["batch"], ctx, params, r["overhead_s"],
-                                   r["overhead_plain_s"], hw)
+            pred = priced_speedup(spec[t], None if d == "prompt-lookup" else spec[d],
+                                  Deployment(hw, dtype="fp32", context=ctx, params=params), gamma=r["gamma"],
+                                  alpha=min(r["alpha"], 1 - 1e-9), batch=r["batch"], overhead_s=r["overhead_s"],
+                                  plain_overhead_s=r["overhead_plain_s"])
             e.append(pred / r["speedup"] - 1)
         errs += e
         pairs.append({"target": t, "draft": d, "rows": len(e), "forward_rows_dropped": sum(len(st) for st, _ in steps) -
@@ -341,7 +345,7 @@ def _plane(models, ppl, prompts, max_new, temperature, seed, tag, cache) -> dict
     return {"points": pts, "fit": fit_plane(pts) if len(pts) >= 4 else None}
 
 
-def _optimize_pick(rows, best_cfg, spec, hw, ctx, params) -> dict:
+def _optimize_pick(rows, best_cfg, spec, deployment) -> dict:
     """The pick of ``sdsl optimize``'s ranking (:func:`sdsl.core.search.evaluate_grid`, no decoder overhead),
     each model draft at its pooled measured α, for the best row's target and batch."""
     from sdsl.core.search import evaluate_grid
@@ -352,7 +356,7 @@ def _optimize_pick(rows, best_cfg, spec, hw, ctx, params) -> dict:
     cands = []
     for d in sorted({r["draft"] for r in same}):
         a = next(r["alpha_pooled"] for r in same if r["draft"] == d)
-        grid = evaluate_grid(spec[t], hw, [spec[d]], gammas, (b,), alpha=a, context=ctx, dtype="fp32", params=params)
+        grid = evaluate_grid(spec[t], deployment, drafts=[spec[d]], gammas=gammas, batch=(b,), alpha=a)
         tps = np.asarray(grid.prediction.tokens_per_s).reshape(-1)
         cands.append((float(tps.max()), d, gammas[int(tps.argmax())]))
     _, d, g = max(cands)

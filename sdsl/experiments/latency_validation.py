@@ -6,7 +6,7 @@
 - :func:`fit_allreduce`: the all-reduce latency and interconnect efficiency of
   :func:`sdsl.core.latency.step_time`'s ring term, fitted to Vidur's H100 NVLink all-reduce timings.
 - :func:`turbospec_comparison`: calibrated step times against TurboSpec's fitted step-time lines
-  (Liu et al., arXiv 2406.14066; DESIGN §3.4) for Llama-3.1-70B TP4 and Llama-3.1-8B on H100.
+  (Liu et al., arXiv 2406.14066; docs/model.md §3.4) for Llama-3.1-70B TP4 and Llama-3.1-8B on H100.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ __all__ = ["VIDUR_HARDWARE", "TURBOSPEC_LINES", "leave_one_model_out", "fit_allr
 #: Vidur folder -> sdsl hardware catalog entry (Vidur's H100 numbers reach 2.9 TB/s: SXM, not PCIe).
 VIDUR_HARDWARE = {"h100": "h100-sxm", "a100": "a100-80gb"}
 
-#: Catalog model -> (tensor-parallel degree, TurboSpec's fitted step-time line on H100; DESIGN §3.4).
+#: Catalog model -> (tensor-parallel degree, TurboSpec's fitted step-time line on H100; docs/model.md §3.4).
 TURBOSPEC_LINES = {
     "llama-3.1-70b": (4, TURBOSPEC_PUBLISHED["llama-3.1-70b-tp4-h100"]),
     "llama-3.1-8b": (1, TURBOSPEC_PUBLISHED["llama-3.1-8b-h100"]),
@@ -120,7 +120,7 @@ def fit_allreduce(path: str | os.PathLike, hardware: str = "h100-sxm", dtype_byt
                     "mape": float(np.mean(_ape(pred, t))), "n": int(len(t))}
 
 
-def turbospec_comparison(params: LatencyParams, hardware: str = "h100-sxm", context: int = 1024,
+def turbospec_comparison(params: LatencyParams, *, hardware: str = "h100-sxm", context: int = 1024,
                          batches=None, dtype: str = "bf16") -> "pd.DataFrame":
     """Predicted plain-decoding step time vs TurboSpec's fitted line, batch 1..64, context 1k.
 
@@ -130,14 +130,14 @@ def turbospec_comparison(params: LatencyParams, hardware: str = "h100-sxm", cont
     import pandas as pd
 
     from sdsl.core.architecture import get_model
-    from sdsl.core.hardware import get_hardware
+    from sdsl.core.deployment import Deployment
     from sdsl.core.latency import step_time
 
-    hw = get_hardware(hardware)
     b = np.arange(1, 65) if batches is None else np.asarray(batches)
     rows = []
     for name, (tp, fit) in TURBOSPEC_LINES.items():
-        st = step_time(get_model(name), hw, batch=b, q=1, context=context, dtype=dtype, tp=tp, params=params)
+        dep = Deployment(hardware, tp=tp, dtype=dtype, context=context, params=params)
+        st = step_time(get_model(name), dep, batch=b, q=1)
         line = fit.step_fn(b, 1, context)
         rows.append(pd.DataFrame({"model": name, "tp": tp, "batch": b, "turbospec_s": line,
                                   "predicted_s": np.broadcast_to(st.total_s, b.shape),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sdsl.core.deployment import Deployment
 from sdsl.serving.k_table import speedup_vs_batch
 from sdsl.serving.simulator import SimConfig, simulate
 from sdsl.serving.system import ServingSystem
@@ -20,8 +21,8 @@ __all__ = ["DEPLOYMENTS", "deployment", "trace_available", "analytic_speedup", "
            "alpha_shift", "linear_vs_roofline", "gap_to_best_fixed", "main"]
 
 DEPLOYMENTS = {
-    "7b": dict(target="llama-2-7b", draft="llama-160m", hardware="h100-sxm", tp=1),
-    "70b": dict(target="llama-3.1-70b", draft="llama-3.2-1b", hardware="h100-sxm", tp=4),
+    "7b": dict(target="llama-2-7b", draft="llama-160m", deployment=Deployment("h100-sxm", tp=1)),
+    "70b": dict(target="llama-3.1-70b", draft="llama-3.2-1b", deployment=Deployment("h100-sxm", tp=4)),
 }
 FIXED = ("k=1", "k=3", "k=5", "k=7")
 _CACHE: dict = {}
@@ -143,7 +144,7 @@ def linear_vs_roofline(n_rows: int = 4000, seed: int = 0):
              ("llama-3.1-70b", 4, "llama-3.1-70b-tp4-h100")]
     rows = []
     for model, tp, published in cases:
-        t = roofline_step_fn(model, "h100-sxm", tp=tp)(b, q, L)
+        t = roofline_step_fn(model, Deployment("h100-sxm", tp=tp))(b, q, L)
         fit = fit_linear_step_model(b, q, L, t, test_fraction=0.25, seed=seed, source=f"fit to roofline {model}")
         m = fit.model
         row = {"model": model, "tp": tp, "c_kv": m.c_kv, "c_tok": m.c_tok, "c_b": m.c_b, "c_0": m.c_0,

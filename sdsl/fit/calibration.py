@@ -1,7 +1,7 @@
 """Fit the roofline's latency parameters to measured operator times (lmfit-shaped: fit → result).
 
 The model is :func:`sdsl.core.latency.op_time`, the same formula the step-time predictions use
-(DESIGN.md §3.3; roofline of Williams, Waterman & Patterson, CACM 2009):
+(docs/model.md §3.3; roofline of Williams, Waterman & Patterson, CACM 2009):
 
     t = smax_p( FLOPs / (η_c · peak),  bytes / (η_m · bandwidth) ) + t_kernel
 
@@ -68,7 +68,7 @@ def _arrays(data: "pd.DataFrame", dtype: str | None):
 def predict_op_times(data: "pd.DataFrame", hardware: "Hardware", params: LatencyParams,
                      dtype: str | None = None) -> np.ndarray:
     """Predicted time (s) of each per-operator row of ``data`` with ``params`` on ``hardware``: the roofline
-    op time of :func:`sdsl.core.latency.op_time` (Williams, Waterman & Patterson 2009; DESIGN §3.3)."""
+    op time of :func:`sdsl.core.latency.op_time` (Williams, Waterman & Patterson 2009; docs/model.md §3.3)."""
     data, dtype, flops, nbytes, _ = _arrays(data, dtype)
     return op_time(flops, nbytes, hardware.peak_flops_for(dtype), hardware.mem_bandwidth, params)
 
@@ -83,11 +83,13 @@ def predict_layer_times(layers: "pd.DataFrame", spec, hardware: "Hardware", para
     """
     from dataclasses import replace
 
+    from sdsl.core.deployment import Deployment
     from sdsl.core.latency import step_time
 
     b, q, L = (layers[c].to_numpy(dtype=float) for c in ("batch", "q", "context"))
-    one = step_time(replace(spec, n_layer=1), hardware, b, q, L, dtype=dtype, params=params).total_s
-    two = step_time(replace(spec, n_layer=2), hardware, b, q, L, dtype=dtype, params=params).total_s
+    dep = Deployment(hardware, dtype=dtype, params=params)
+    one = step_time(replace(spec, n_layer=1), dep, batch=b, q=q, context=L).total_s
+    two = step_time(replace(spec, n_layer=2), dep, batch=b, q=q, context=L).total_s
     return np.asarray(two - one, dtype=float)
 
 
@@ -95,10 +97,12 @@ def predict_step_times(steps: "pd.DataFrame", spec, hardware: "Hardware", params
                        dtype: str) -> np.ndarray:
     """Predicted time (s) of one whole forward pass (:func:`sdsl.core.latency.step_time`) for each row
     (batch, q, context) of ``steps``: embedding, every layer, the LM head and ``t_step``."""
+    from sdsl.core.deployment import Deployment
     from sdsl.core.latency import step_time
 
     b, q, L = (steps[c].to_numpy(dtype=float) for c in ("batch", "q", "context"))
-    return np.asarray(step_time(spec, hardware, b, q, L, dtype=dtype, params=params).total_s, dtype=float)
+    dep = Deployment(hardware, dtype=dtype, params=params)
+    return np.asarray(step_time(spec, dep, batch=b, q=q, context=L).total_s, dtype=float)
 
 
 def _mape(pred: np.ndarray, meas: np.ndarray) -> float:

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from sdsl._io import atomic_write_text, load_json
+from sdsl._io import load_json
+from sdsl._result import Result
 from sdsl.errors import ConfigError
 from sdsl.core.latency import LatencyParams
 
@@ -28,7 +29,7 @@ FORMAT = "sdsl-calibration"
 
 
 @dataclass(frozen=True, eq=False)
-class CalibrationResult:
+class CalibrationResult(Result):
     """Outcome of :func:`fit_latency` (fitted attributes in the lmfit/scikit-learn spirit).
 
     params: the fitted LatencyParams (unfitted fields keep the base values).
@@ -117,7 +118,7 @@ class CalibrationResult:
 
     def plot(self, ax=None):
         """Predicted vs measured, log-log, one colour per operator (matplotlib imported here)."""
-        from sdsl.plots import plot_calibration
+        from sdsl.plots.calibration import plot_calibration
 
         return plot_calibration(self, ax=ax)
 
@@ -142,10 +143,7 @@ class CalibrationResult:
 
     def to_json(self, path: str | os.PathLike | None = None, include_points: bool | None = None) -> str:
         """Serialise (and write atomically to ``path`` if given); returns the JSON text."""
-        text = json.dumps(self.to_dict(include_points), indent=2, allow_nan=True) + "\n"
-        if path is not None:
-            atomic_write_text(path, text)
-        return text
+        return Result.to_json(self, path, include_points=include_points)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "calibration") -> "CalibrationResult":

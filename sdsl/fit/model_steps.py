@@ -6,10 +6,11 @@ same name (``format: "sdsl-model-steps"``, ``models``: each model's ``ModelSpec.
 ``hardware``, ``dtype``, clock and provenance). Models the sidecar does not describe are looked up
 in sdsl's catalog. ``profiles/make_cpu_forwards.py`` writes one for the reference decoder on CPU.
 
-Each row is priced by :func:`sdsl.core.latency.step_time` (DESIGN.md §3.3: the per-kernel roofline plus
+Each row is priced by :func:`sdsl.core.latency.step_time` (docs/model.md §3.3: the per-kernel roofline plus
 ``t_kernel``, ``t_layer`` and the per-forward ``t_step``); :func:`sdsl.fit.calibration.fit_latency`
 fits them jointly with operator and decoder-layer rows (``steps=``, ``sdsl calibrate --steps``).
-:func:`leave_one_model_out` refits without each model's forwards in turn and predicts them.
+:func:`sdsl.experiments.forward_holdout.forwards_leave_one_model_out` refits without each model's forwards
+in turn and predicts them.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from sdsl.errors import ProfileError, UnknownNameError
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["FORMAT", "read_model_steps", "leave_one_model_out"]
+__all__ = ["FORMAT", "read_model_steps", "step_sources"]
 
 FORMAT = "sdsl-model-steps"
 _REQUIRED = ("model", "batch", "q", "context", "time_s")
@@ -80,35 +81,6 @@ def read_model_steps(path: str | os.PathLike) -> tuple[list[tuple["pd.DataFrame"
                 raise ProfileError(f"{csv}: model {name!r} is neither in the sidecar {side.name} nor in the catalog.") from None
         out.append((rows.reset_index(drop=True), spec))
     return out, meta
-
-
-def leave_one_model_out(data: "pd.DataFrame", hardware, steps, *, layers=(), **fit_kwargs) -> "pd.DataFrame":
-    """Held-out whole-forward MAPE per model: fit without that model's forward rows, predict them.
-
-    ``data``, ``layers`` and ``fit_kwargs`` go to :func:`sdsl.fit.calibration.fit_latency` unchanged
-    (operator and decoder-layer rows stay in every fit); ``steps`` are ``(rows, ModelSpec)`` pairs.
-    Returns columns model, n, heldout_mape, in_sample_mape (the fit with every model).
-    """
-    import pandas as pd
-
-    from sdsl.fit.calibration import fit_latency, predict_step_times
-
-    steps = list(steps)
-    if len(steps) < 2:
-        raise ProfileError("Leave-one-model-out needs forward rows of at least two models.")
-    dtype = fit_kwargs.pop("dtype", None)
-    full = fit_latency(data, hardware, dtype=dtype, layers=layers, steps=steps, keep_points=False, **fit_kwargs)
-    dtype = full.dtype
-    rows = []
-    for i, (st, spec) in enumerate(steps):
-        fit = fit_latency(data, hardware, dtype=dtype, layers=layers, steps=steps[:i] + steps[i + 1:],
-                          keep_points=False, **fit_kwargs)
-        meas = st["time_s"].to_numpy(dtype=float)
-        held = predict_step_times(st, spec, hardware, fit.params, dtype)
-        ins = predict_step_times(st, spec, hardware, full.params, dtype)
-        rows.append({"model": spec.name, "n": len(st), "heldout_mape": float(np.mean(np.abs(held / meas - 1))),
-                     "in_sample_mape": float(np.mean(np.abs(ins / meas - 1)))})
-    return pd.DataFrame(rows)
 
 
 def step_sources(paths: Iterable[str | os.PathLike]) -> list[str]:

@@ -44,7 +44,7 @@ __all__ = [
 
 FORMAT = "sdsl-profile"
 FORMAT_VERSION = 1
-#: Vidur's names for the four GEMMs of a decoder layer (DESIGN §4).
+#: Vidur's names for the four GEMMs of a decoder layer (docs/model.md §4).
 GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 _INT_COLUMNS = ("tp", "num_tokens", "in_features", "out_features", "batch", "q", "context", "repeats")
 _FLOAT_COLUMNS = ("time_s", "time_min_s", "time_std_s")

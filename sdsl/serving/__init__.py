@@ -1,6 +1,6 @@
 """Serving: TurboSpec's goodput-adaptive speculation and a discrete-event serving simulator.
 
-DESIGN.md §3.4. Modules: :mod:`.step_model` (batch step time), :mod:`.linear_model` (TurboSpec's
+docs/model.md §3.4. Modules: :mod:`.step_model` (batch step time), :mod:`.linear_model` (TurboSpec's
 linear step-time form), :mod:`.estimators` (online α), :mod:`.controller` (choice of k),
 :mod:`.workload` (Poisson / trace arrivals), :mod:`.policies`, :mod:`.system`, :mod:`.simulator`,
 :mod:`.metrics`, :mod:`.k_table` (batch-size → k table for serving engines).

@@ -1,4 +1,4 @@
-"""Goodput-maximising choice of the speculation length k (TurboSpec, DESIGN §3.4).
+"""Goodput-maximising choice of the speculation length k (TurboSpec, docs/model.md §3.4).
 
 For a batch of n running requests, m of which have proposals (prompt-lookup drafting finds none
 for some requests; a draft model always proposes), with acceptance estimates α_r, the expected
@@ -114,7 +114,7 @@ class GoodputController:
         n = alpha.size
         if n == 0:
             return 0
-        t = self.step_model.decode_time_all_k(self.step_model._check_n(n), float(context))[: self.max_k + 1]
+        t = self.step_model.decode_time_all_k(self.step_model.check_batch(n), float(context))[: self.max_k + 1]
         if has_proposal is None:
             g = tau_unchecked(alpha[:, None], self._ksf[None, :]).sum(axis=0)
         else:

@@ -1,4 +1,4 @@
-"""Online estimates of the acceptance rate α from observed accept counts (TurboSpec, DESIGN §3.4).
+"""Online estimates of the acceptance rate α from observed accept counts (TurboSpec, docs/model.md §3.4).
 
 One speculation step of a request with k > 0 proposals accepts ``a`` of them (0 <= a <= k). Under
 the i.i.d. model that step observed ``a`` successes and, when a < k, one failure: ``trials = a +

@@ -1,4 +1,4 @@
-"""Batch-size → speculation-length tables and speedup-vs-batch sweeps (TurboSpec, DESIGN §3.4).
+"""Batch-size → speculation-length tables and speedup-vs-batch sweeps (TurboSpec, docs/model.md §3.4).
 
 A serving engine with dynamic speculation (e.g. a vLLM config that maps batch-size ranges to a
 speculation length) needs one k per batch size. :func:`serving_k_table` evaluates the goodput
@@ -27,13 +27,13 @@ def _throughput(step_model: BatchStepModel, alpha: np.ndarray, context: float, m
     from sdsl.core.acceptance import tau
 
     ks = np.arange(max_k + 1)
-    i0, w = step_model._ctx_weights(context)
+    i0, w = step_model.context_weights(context)
     T = step_model.decode[:, : max_k + 1, i0] * (1 - w) + step_model.decode[:, : max_k + 1, i0 + 1] * w
     b = np.arange(1, step_model.max_batch + 1, dtype=float)
     return b[None, :, None] * tau(alpha[:, None, None], ks[None, None, :]) / T[None, :, :]
 
 
-def best_k_by_batch(step_model: BatchStepModel, alpha, context: float = 1024.0, max_k: int | None = None) -> np.ndarray:
+def best_k_by_batch(step_model: BatchStepModel, alpha, *, context: float = 1024.0, max_k: int | None = None) -> np.ndarray:
     """Goodput-optimal uniform k for every batch size 1..max_batch (rows: each α given); TurboSpec's
     argmax_k G(k)/T(k) (Liu et al., arXiv 2406.14066, Eq. 2)."""
     max_k = step_model.max_k if max_k is None else int(max_k)
@@ -44,21 +44,24 @@ def best_k_by_batch(step_model: BatchStepModel, alpha, context: float = 1024.0, 
     return np.argmax(_throughput(step_model, _check_alpha(alpha), context, max_k), axis=2)
 
 
-def serving_k_table(target, draft, hardware, alpha: float = 0.7, tp: int = 1, *, draft_tp: int = 1,
-                    context: float = 1024.0, max_batch: int = 256, max_k: int = 7, dtype: str = "bf16",
-                    params=None, draft_params=None, step_model: BatchStepModel | None = None) -> list[dict]:
+def serving_k_table(target, draft, deployment, *, alpha: float = 0.7, max_batch: int = 256, max_k: int = 7,
+                    draft_params=None, step_model: BatchStepModel | None = None) -> list[dict]:
     """``[{"batch_min", "batch_max", "k"}, …]``: the goodput-optimal k for each batch-size range.
 
     Ranges cover 1..max_batch without gaps; k = 0 means "do not speculate at this batch size".
-    ``context`` is the mean tokens per sequence in the KV cache the table is tuned for.
+    The deployment's ``context`` is the mean tokens per sequence in the KV cache the table is tuned for.
     """
+    from sdsl.core.deployment import Deployment
+
     a = _check_alpha(alpha)
     if a.size != 1:
         raise InvalidInputError("serving_k_table takes one acceptance rate.")
-    sm = step_model or BatchStepModel.from_catalog(target, draft, hardware, tp=tp, draft_tp=draft_tp, dtype=dtype,
-                                                   params=params, draft_params=draft_params, max_batch=max_batch,
-                                                   max_k=max_k, max_context=max(int(context) * 2, 64))
-    ks = best_k_by_batch(sm, a, context, max_k)[0][:max_batch]
+    dep = Deployment.of(deployment)
+    context = float(dep.context)
+    sm = step_model or BatchStepModel.from_catalog(target, draft, dep, draft_params=draft_params,
+                                                   max_batch=max_batch, max_k=max_k,
+                                                   max_context=max(int(context) * 2, 64))
+    ks = best_k_by_batch(sm, a, context=context, max_k=max_k)[0][:max_batch]
     table, start = [], 0
     for i in range(1, ks.size + 1):
         if i == ks.size or ks[i] != ks[start]:
@@ -67,7 +70,7 @@ def serving_k_table(target, draft, hardware, alpha: float = 0.7, tp: int = 1, *,
     return table
 
 
-def speedup_vs_batch(step_model: BatchStepModel, alphas, batches, ks=(1, 3, 5, 7), context: float = 1024.0,
+def speedup_vs_batch(step_model: BatchStepModel, alphas, batches, *, ks=(1, 3, 5, 7), context: float = 1024.0,
                      max_k: int | None = None):
     """DataFrame: tokens/s and speedup over k = 0 of each fixed k and of the goodput-optimal k.
 

@@ -1,4 +1,4 @@
-"""TurboSpec's linear step-time model, fitted by least squares (DESIGN §3.4).
+"""TurboSpec's linear step-time model, fitted by least squares (docs/model.md §3.4).
 
 Liu et al. (arXiv 2406.14066, §4.2) model the target's step time from vLLM logs as
 
@@ -18,13 +18,14 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from sdsl._result import Result
 from sdsl.errors import InvalidInputError
 
 __all__ = ["LinearStepModel", "LinearFit", "TURBOSPEC_PUBLISHED", "linear_features", "fit_linear_step_model",
            "r_squared"]
 
 _SOURCE = ("Liu et al., 'Optimizing Speculative Decoding for Serving Large Language Models Using Goodput' "
-           "(TurboSpec), arXiv 2406.14066, fitted on H100 vLLM logs; coefficients in ms as quoted in DESIGN.md §3.4")
+           "(TurboSpec), arXiv 2406.14066, fitted on H100 vLLM logs; coefficients in ms as quoted in docs/model.md §3.4")
 
 
 @dataclass(frozen=True)
@@ -79,8 +80,12 @@ def r_squared(y, y_hat) -> float:
 
 
 @dataclass(frozen=True)
-class LinearFit:
-    """A fitted :class:`LinearStepModel` with train and held-out R² and relative errors."""
+class LinearFit(Result):
+    """A fitted :class:`LinearStepModel` with train and held-out R² and relative errors.
+
+    Result protocol: ``report()``, ``to_dict()``, ``to_json(path=None)``, ``plot(ax=None)`` (the
+    fitted step time against batch size at a few contexts).
+    """
 
     model: LinearStepModel
     r2_train: float
@@ -99,8 +104,11 @@ class LinearFit:
         return {"model": self.model.to_dict(), "r2_train": self.r2_train, "r2_test": self.r2_test,
                 "mape_test": self.mape_test, "n_train": self.n_train, "n_test": self.n_test}
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True)
+    def plot(self, ax=None):
+        """The fitted step time against batch size, one line per context (:mod:`sdsl.plots.results`)."""
+        from sdsl.plots.results import plot_linear_step_model
+
+        return plot_linear_step_model(self.model.to_dict(), ax=ax)
 
 
 def fit_linear_step_model(batch, q, context, time_s, test_fraction: float = 0.25, seed: int = 0,

@@ -8,10 +8,11 @@ percentiles p50/p90/p99, and the mean speculation length k (averaged over reques
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from sdsl._result import Result, plain
 
 __all__ = ["SimResult", "SUMMARY_KEYS"]
 
@@ -19,8 +20,12 @@ SUMMARY_KEYS = ("qps", "policy", "mean_latency_s", "p99_latency_s", "ttft_s", "t
 
 
 @dataclass(frozen=True)
-class SimResult:
-    """Outcome of :func:`~sdsl.serving.simulator.simulate`: per-request arrays and a summary."""
+class SimResult(Result):
+    """Outcome of :func:`~sdsl.serving.simulator.simulate`: per-request arrays and a summary.
+
+    Result protocol: ``report()`` (one line), ``to_dict()`` (the summary and the simulator's
+    stats), ``to_json(path=None)``, ``plot(ax=None)`` (CDFs of request latency and TTFT).
+    """
 
     policy: str
     qps: float
@@ -93,5 +98,11 @@ class SimResult:
                 f"TTFT {s['ttft_s'] * 1e3:.1f} ms, TPOT {s['tpot_s'] * 1e3:.2f} ms, {s['tokens_per_s']:.0f} tok/s, "
                 f"mean k {s['mean_k']:.2f}, mean batch {s['mean_batch']:.1f}")
 
-    def to_json(self) -> str:
-        return json.dumps({**self.summary(), "stats": self.stats}, sort_keys=True)
+    def to_dict(self) -> dict:
+        return plain({**self.summary(), "stats": self.stats})
+
+    def plot(self, ax=None):
+        """Empirical CDFs of end-to-end latency and time to first token (:mod:`sdsl.plots.results`)."""
+        from sdsl.plots.results import plot_latency_cdf
+
+        return plot_latency_cdf(self.latency_s, self.ttft_s, ax=ax, title=f"{self.policy} @ {self.qps:g} QPS")

@@ -120,7 +120,7 @@ def simulate(workload: Workload, system: ServingSystem, policy: Policy | str, co
     s_k = np.zeros(0)  # per-slot Σk and step counts, written to the request arrays at finish
     s_steps = np.zeros(0, np.int64)
     s_em = np.zeros(0, np.int64)  # tokens emitted by decode steps, per slot
-    inv_dctx = 1.0 / sm._dctx
+    inv_dctx = 1.0 / sm.context_step
     last_cell = len(sm.ctx_grid) - 2
     k_r = np.zeros(0)
     reserved = 0

@@ -1,7 +1,7 @@
 """Step time of a serving batch with speculation: draft steps + one verification forward.
 
 A decode step of a continuous batch of n running requests with k proposals each costs
-(TurboSpec, Liu et al., arXiv 2406.14066, §3; DESIGN §3.4):
+(TurboSpec, Liu et al., arXiv 2406.14066, §3; docs/model.md §3.4):
 
     T(n, k, L̄) = k · T_draft(n, q=1, L̄) + T_target(n, q=k+1, L̄) · (1 + o·[k>0])
 
@@ -39,25 +39,21 @@ __all__ = [
 StepFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
-def roofline_step_fn(model, hardware, tp: int = 1, dtype: str = "bf16", params=None) -> StepFn:
-    """``step_fn(batch, q, context)`` → seconds from :func:`sdsl.core.latency.step_time` (DESIGN §3.3).
-
-    ``params=None`` uses the latency parameters shipped for the hardware (calibrated when
-    ``sdsl/data/latency/<hardware>.json`` exists; :func:`sdsl.core.latency.default_params`).
-    """
+def roofline_step_fn(model, deployment) -> StepFn:
+    """``step_fn(batch, q, context)`` → seconds from :func:`sdsl.core.latency.step_time` (docs/model.md §3.3)
+    of ``model`` on ``deployment`` (a :class:`~sdsl.core.deployment.Deployment` or a hardware
+    name/file/Hardware; its ``tp``, ``dtype`` and latency ``params`` price the model)."""
     from sdsl.core.architecture import get_model
-    from sdsl.core.hardware import get_hardware
-    from sdsl.core.latency import default_params, step_time
+    from sdsl.core.deployment import Deployment
+    from sdsl.core.latency import step_time
 
     spec = get_model(model)
-    hw = get_hardware(hardware)
-    params = params if params is not None else default_params(hw)
+    dep = Deployment.of(deployment)
 
     def fn(batch, q, context):
-        return np.asarray(step_time(spec, hw, batch=batch, q=q, context=context, dtype=dtype, tp=tp,
-                                    params=params).total_s, dtype=float)
+        return np.asarray(step_time(spec, dep, batch=batch, q=q, context=context).total_s, dtype=float)
 
-    fn.__doc__ = f"Roofline step time of {spec.name} on {hw.name} (tp={tp}, {dtype})."
+    fn.__doc__ = f"Roofline step time of {spec.name} on {dep.hardware.name} (tp={dep.tp}, {dep.dtype})."
     return fn
 
 
@@ -115,19 +111,20 @@ class MemoryBudget:
                 "kv_budget_tokens": self.kv_budget_tokens}
 
 
-def memory_budget(target, hardware, draft=None, tp: int = 1, draft_tp: int = 1, dtype: str = "bf16",
-                  mem_fraction: float = 0.9) -> MemoryBudget:
-    """KV budget on ``tp`` GPUs: ``mem_fraction`` of their memory minus the weights of both models.
+def memory_budget(target, deployment, *, draft=None, mem_fraction: float = 0.9) -> MemoryBudget:
+    """KV budget on the deployment's GPUs (max of ``tp`` and, with a draft, ``draft_tp``):
+    ``mem_fraction`` of their memory minus the weights of both models (in the deployment's dtype).
 
     The draft (if any) costs its weights once and its KV cache per token, so it takes batch slots.
     """
     from sdsl.core.architecture import get_model
-    from sdsl.core.hardware import get_hardware
+    from sdsl.core.deployment import Deployment
 
+    dep = Deployment.of(deployment)
+    hw, dtype, tp = dep.hardware, dep.dtype, dep.tp
     t = get_model(target)
-    hw = get_hardware(hardware)
     d = get_model(draft) if draft is not None else None
-    n_gpus = max(int(tp), int(draft_tp) if d is not None else 1)
+    n_gpus = max(tp, dep.draft_tp if d is not None else 1)
     budget = MemoryBudget(
         capacity_bytes=float(hw.mem_capacity) * n_gpus,
         target_weight_bytes=float(t.weight_bytes(dtype)),
@@ -187,43 +184,53 @@ class BatchStepModel:
                               else np.zeros_like(self.prefill_target))
 
     @classmethod
-    def from_catalog(cls, target, draft, hardware, tp: int = 1, draft_tp: int = 1, dtype: str = "bf16", params=None,
-                     draft_params=None, **kwargs) -> "BatchStepModel":
-        """Roofline step times (sdsl.core.latency) of a target and an optional draft on catalog hardware."""
+    def from_catalog(cls, target, draft, deployment, *, draft_params=None, **kwargs) -> "BatchStepModel":
+        """Roofline step times (sdsl.core.latency) of a target and an optional draft on ``deployment``
+        (the draft on its ``draft_tp`` GPUs, priced with ``draft_params`` when given)."""
         from sdsl.core.architecture import get_model
+        from sdsl.core.deployment import Deployment
 
-        t_fn = roofline_step_fn(target, hardware, tp=tp, dtype=dtype, params=params)
-        d_fn = roofline_step_fn(draft, hardware, tp=draft_tp, dtype=dtype, params=draft_params) if draft else None
+        dep = Deployment.of(deployment)
+        t_fn = roofline_step_fn(target, dep)
+        d_fn = roofline_step_fn(draft, dep.for_draft(draft_params)) if draft else None
         kwargs.setdefault("max_context", get_model(target).max_context)
         name = f"{get_model(target).name}" + (f" + {get_model(draft).name}" if draft else "")
         return cls(t_fn, d_fn, name=name, **kwargs)
 
-    def _check_n(self, n: int) -> int:
+    @property
+    def context_step(self) -> float:
+        """Spacing (tokens) of the context grid the tables are evaluated on."""
+        return self._dctx
+
+    def check_batch(self, n: int) -> int:
+        """``n`` as an int; a batch size outside 1..max_batch raises InvalidInputError."""
         n = int(n)
         if not 1 <= n <= self.max_batch:
             raise InvalidInputError(f"Batch size {n} is outside the tabulated range 1..{self.max_batch}.")
         return n
 
-    def _ctx_weights(self, context):
+    def context_weights(self, context):
+        """Grid cell ``i0`` and weight ``w`` of linear interpolation at ``context`` (tokens):
+        value = table[..., i0]·(1 − w) + table[..., i0 + 1]·w (beyond the grid: extrapolation)."""
         x = np.asarray(context, dtype=float) / self._dctx
         i0 = np.minimum(x.astype(np.int64), len(self.ctx_grid) - 2)
         return i0, x - i0
 
     def decode_time(self, n: int, k, context) -> np.ndarray:
         """Seconds of one decode step of ``n`` requests with ``k`` proposals each (broadcast over k, context)."""
-        n = self._check_n(n)
+        n = self.check_batch(n)
         k = np.asarray(k)
         if np.any(k < 0) or np.any(k > self.max_k):
             raise InvalidInputError(f"k must lie in 0..{self.max_k}.")
         if np.any(np.asarray(context) < 0):
             raise InvalidInputError("context must be >= 0 tokens.")
-        i0, w = self._ctx_weights(context)
+        i0, w = self.context_weights(context)
         row = self.decode[n - 1]
         return row[k, i0] * (1.0 - w) + row[k, i0 + 1] * w
 
     # -- unchecked fast paths for the simulator's inner loop (n, k, context already valid) --------
     def decode_time_all_k(self, n: int, context: float) -> np.ndarray:
-        """T(n, k, L̄) for k = 0..max_k at one mean context (TurboSpec §3, DESIGN §3.4; unchecked)."""
+        """T(n, k, L̄) for k = 0..max_k at one mean context (TurboSpec §3, docs/model.md §3.4; unchecked)."""
         x = context / self._dctx
         i0 = min(int(x), len(self.ctx_grid) - 2)
         w = x - i0
@@ -237,7 +244,7 @@ class BatchStepModel:
         Σ(k_r + 1) tokens, priced at the batch's mean q (interpolated between integer q).
         """
         k_r = np.asarray(k_r, dtype=np.int64)
-        n = self._check_n(k_r.size)
+        n = self.check_batch(k_r.size)
         kmax = int(k_r.max())
         if kmax > 0 and not self.has_draft:
             raise InvalidInputError("Speculation (k > 0) needs a draft model.")
@@ -269,7 +276,7 @@ class BatchStepModel:
 
     def prefill_time(self, n_seqs: int, total_tokens: int, with_draft: bool) -> float:
         """Seconds of one prefill step of ``n_seqs`` prompts totalling ``total_tokens`` (draft too if loaded)."""
-        n = min(self._check_n(n_seqs), self.max_batch)
+        n = min(self.check_batch(n_seqs), self.max_batch)
         p = max(total_tokens / n, 1.0)
         j = int(np.clip(np.searchsorted(self._p_grid, p) - 1, 0, len(self._p_grid) - 2))
         w = (p - self._p_grid[j]) / (self._p_grid[j + 1] - self._p_grid[j])  # linear in p, log-spaced grid

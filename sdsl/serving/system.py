@@ -34,19 +34,19 @@ class ServingSystem:
         return b.kv_budget_tokens
 
     @classmethod
-    def from_catalog(cls, target, draft, hardware, tp: int = 1, draft_tp: int = 1, dtype: str = "bf16",
-                     params=None, draft_params=None, mem_fraction: float = 0.9, max_batch: int = 256,
-                     max_k: int = 7, max_context: int | None = None, max_prompt: int | None = None,
-                     spec_overhead_frac: float = 0.0) -> "ServingSystem":
-        """Roofline step times and memory budgets of catalog models on catalog hardware."""
+    def from_catalog(cls, target, draft, deployment, *, draft_params=None, mem_fraction: float = 0.9,
+                     max_batch: int = 256, max_k: int = 7, max_context: int | None = None,
+                     max_prompt: int | None = None, spec_overhead_frac: float = 0.0) -> "ServingSystem":
+        """Roofline step times and memory budgets of catalog models on ``deployment`` (a
+        :class:`~sdsl.core.deployment.Deployment` or a hardware name/file/Hardware)."""
         from sdsl.core.architecture import get_model
-        from sdsl.core.hardware import get_hardware
+        from sdsl.core.deployment import Deployment
 
         t = get_model(target)
+        dep = Deployment.of(deployment)
         kwargs = dict(max_batch=max_batch, max_k=max_k, max_context=max_context or t.max_context,
                       max_prompt=max_prompt, spec_overhead_frac=spec_overhead_frac)
-        model = BatchStepModel.from_catalog(t, draft, hardware, tp=tp, draft_tp=draft_tp, dtype=dtype,
-                                            params=params, draft_params=draft_params, **kwargs)
-        spec = memory_budget(t, hardware, draft, tp, draft_tp, dtype, mem_fraction) if draft else None
-        plain = memory_budget(t, hardware, None, tp, draft_tp, dtype, mem_fraction)
-        return cls(model, spec, plain, name=f"{model.name} on {get_hardware(hardware).name} (tp={tp})")
+        model = BatchStepModel.from_catalog(t, draft, dep, draft_params=draft_params, **kwargs)
+        spec = memory_budget(t, dep, draft=draft, mem_fraction=mem_fraction) if draft else None
+        plain = memory_budget(t, dep, mem_fraction=mem_fraction)
+        return cls(model, spec, plain, name=f"{model.name} on {dep.hardware.name} (tp={dep.tp})")

@@ -27,6 +27,7 @@ from functools import partial
 import numpy as np
 import torch
 
+from sdsl._result import Result
 from sdsl.errors import InvalidInputError
 from sdsl.torch.model import Transformer
 from sdsl.torch.proposers import Draft, DraftModel, PromptLookup, StepOutcome
@@ -104,8 +105,12 @@ def forced_acceptance(per_position, tree: TokenTree, p: torch.Tensor, gen: torch
 
 
 @dataclass
-class DecodeResult:
-    """Tokens and measurements of one :func:`generate` run."""
+class DecodeResult(Result):
+    """Tokens and measurements of one :func:`generate` run.
+
+    Result protocol: ``report()``, ``to_dict()`` (measurements, not the tokens),
+    ``to_json(path=None)``, ``plot(ax=None)`` (the acceptance histogram).
+    """
 
     tokens: list[list[int]]          # new tokens per sequence (exactly max_new_tokens each)
     gamma: int                       # drafted depth (a chain's length; a tree's depth)
@@ -254,6 +259,18 @@ def _tree_of(proposer, gamma: int, tree) -> TokenTree | None:
         return None
     tree = TokenTree.parse(tree) if isinstance(tree, str) else tree
     return tree if tree is not None else TokenTree.chain(gamma)
+
+    def report(self) -> str:
+        """One line: γ, batch, steps, τ, α and tokens/s."""
+        alpha = f"{self.alpha:.3f}" if self.gamma else "-"
+        return (f"gamma {self.gamma}, batch {self.batch}: {self.steps} target steps, tau {self.tau:.3f}, "
+                f"alpha {alpha}, {self.tokens_per_s:.1f} tokens/s ({self.new_tokens} tokens in {self.decode_s:.3f} s)")
+
+    def plot(self, ax=None):
+        """Bars of how many sequence-steps accepted 0..γ drafts (:mod:`sdsl.plots.results`)."""
+        from sdsl.plots.results import plot_acceptance_histogram
+
+        return plot_acceptance_histogram(self.accept_counts, ax=ax, title=self.report().split(":")[0])
 
 
 @torch.no_grad()

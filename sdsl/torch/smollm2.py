@@ -32,6 +32,7 @@ def smollm2_rows(path, cache, hw, params, gammas=(2, 4, 6), n_prompts: int = 2, 
     import torch
 
     from sdsl.core.architecture import get_model
+    from sdsl.core.deployment import Deployment
     from sdsl.core.throughput import predict
 
     p = Path(path)
@@ -65,7 +66,8 @@ def smollm2_rows(path, cache, hw, params, gammas=(2, 4, 6), n_prompts: int = 2, 
     rows = []
     for g in gammas:
         m = cache.get(f"{tag}|pl|g{g}", lambda: run(g))
-        pred = predict(spec, None, g, min(m["alpha"], 1 - 1e-9), hw, batch=1, context=ctx, dtype="fp32", params=params)
+        pred = predict(spec, None, Deployment(hw, dtype="fp32", context=ctx, params=params), gamma=g,
+                       alpha=min(m["alpha"], 1 - 1e-9), batch=1)
         s = m["tokens_per_s"] / base["tokens_per_s"]
         rows.append({"target": "smollm2-135m", "draft": "prompt-lookup", "batch": 1, "gamma": g, "alpha": m["alpha"],
                      "tau": m["tau"], "tokens_per_s": m["tokens_per_s"], "plain_tokens_per_s": base["tokens_per_s"],

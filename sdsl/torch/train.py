@@ -36,7 +36,7 @@ from sdsl._io import atomic_write_bytes
 from sdsl.torch.checkpoint import CHECKPOINT_DIR, save_checkpoint
 from sdsl.torch.model import Shape, Transformer, count_params
 
-__all__ = ["encode", "decode", "corpus_files", "load_corpus", "family_shape", "family", "TrainConfig",
+__all__ = ["encode", "decode", "corpus_files", "load_corpus", "family_shape", "family", "TrainConfig", "training_batch",
            "train_model", "train_family", "heldout_perplexity"]
 
 VOCAB = 256
@@ -128,7 +128,9 @@ class TrainConfig:
     seed: int = 1234
 
 
-def _batch(data: np.ndarray, cfg: TrainConfig, step: int, seed: int) -> torch.Tensor:
+def training_batch(data: np.ndarray, cfg: TrainConfig, step: int, seed: int) -> torch.Tensor:
+    """The token windows of training step ``step``: ``cfg.batch`` random windows of ``cfg.seq_len + 1``
+    tokens, seeded by (seed, step) so a resumed run sees the same batches."""
     rng = np.random.default_rng([seed, step])
     starts = rng.integers(0, len(data) - cfg.seq_len - 1, size=cfg.batch)
     idx = starts[:, None] + np.arange(cfg.seq_len + 1)
@@ -182,7 +184,7 @@ def train_model(name: str, shape: Shape, corpus: dict, cfg: TrainConfig, out_dir
     for step in range(start, cfg.steps):
         for g in opt.param_groups:
             g["lr"] = _lr(cfg, step, peak)
-        x = _batch(corpus["train"], cfg, step, seed)
+        x = training_batch(corpus["train"], cfg, step, seed)
         loss = F.cross_entropy(model(x[:, :-1]).reshape(-1, VOCAB), x[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()

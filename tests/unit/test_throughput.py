@@ -31,7 +31,7 @@ def test_tokens_per_flop_is_speedup_over_2m():
 
 def test_hardware_prediction_consistency():
     t, d, hw = get_model("llama-2-7b"), get_model("llama-160m"), get_hardware("h100-sxm")
-    p = predict(t, d, np.arange(0, 9)[:, None], 0.7, hw, np.array([1, 8, 64])[None, :])
+    p = predict(t, d, hw, gamma=np.arange(0, 9)[:, None], alpha=0.7, batch=np.array([1, 8, 64])[None, :])
     assert p.speedup.shape == (9, 3)
     np.testing.assert_allclose(p.speedup[0], 1.0)  # γ = 0 is plain decoding
     np.testing.assert_allclose(p.tokens_per_s, np.array([1, 8, 64]) * p.tau / p.t_step_s)
@@ -45,16 +45,16 @@ def test_hardware_prediction_consistency():
 def test_prediction_rejects_bad_input():
     t, d, hw = get_model("llama-2-7b"), get_model("llama-160m"), get_hardware("h100-sxm")
     with pytest.raises(InvalidInputError):
-        predict(t, d, 2.5, 0.7, hw)
+        predict(t, d, hw, gamma=2.5, alpha=0.7)
     with pytest.raises(InvalidInputError):
-        predict(t, d, 2, 0.7, hw, batch=0)
+        predict(t, d, hw, gamma=2, alpha=0.7, batch=0)
     with pytest.raises(InvalidInputError):
-        predict(t, d, 2, 1.5, hw)
+        predict(t, d, hw, gamma=2, alpha=1.5)
 
 
 def test_prediction_report_and_json():
     import json
 
-    p = predict("llama-2-7b", "llama-160m", [1, 3], 0.7, "h100-sxm", batch=[[1], [8]])
+    p = predict("llama-2-7b", "llama-160m", "h100-sxm", gamma=[1, 3], alpha=0.7, batch=[[1], [8]])
     assert len(p.report().splitlines()) == 1 + 4
     assert json.loads(p.to_json())["speedup"] == p.to_dict()["speedup"]

@@ -12,11 +12,8 @@ from __future__ import annotations
 
 __all__ = ["HARNESS_VERSION", "Grid", "quick_grid", "default_grid", "run_profile"]
 
-HARNESS_VERSION = "1"
-
-
 def __getattr__(name):  # lazy: importing sdsl.torch.harness does not import torch
-    if name in ("Grid", "quick_grid", "default_grid", "run_profile"):
+    if name in ("HARNESS_VERSION", "Grid", "quick_grid", "default_grid", "run_profile"):
         from sdsl.torch.harness import run
 
         return getattr(run, name)

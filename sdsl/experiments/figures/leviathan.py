@@ -6,7 +6,7 @@ from sdsl.plots._common import _figure
 
 __all__ = ["LEVIATHAN_TABLE1", "LEVIATHAN_T5", "fig_leviathan_table1", "fig_leviathan_speedup_vs_gamma"]
 
-# Leviathan et al. (ICML 2023) Table 1 (c = ĉ = 0): (α, γ, speed, ops) — DESIGN.md §3.1.
+# Leviathan et al. (ICML 2023) Table 1 (c = ĉ = 0): (α, γ, speed, ops) — docs/model.md §3.1.
 LEVIATHAN_TABLE1 = ((0.6, 2, 1.96, 1.53), (0.7, 3, 2.53, 1.58), (0.8, 2, 2.44, 1.23),
                     (0.8, 5, 3.69, 1.63), (0.9, 2, 2.71, 1.11), (0.9, 10, 6.86, 1.60))
 # Leviathan et al. §4, T5-XXL (11B) target with T5-small draft on En→De, argmax sampling: α = 0.75,

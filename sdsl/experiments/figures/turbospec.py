@@ -22,14 +22,17 @@ def fig_turbospec_step_latency(quick: bool = False):
 
     from sdsl.core.latency import memory_per_gpu, step_time_s
 
+    from sdsl.core.deployment import Deployment
+
     target, draft, hw, params = _turbospec_setup()
+    dep = Deployment(hw, context=512, params=params)
     b = np.unique(np.round(np.logspace(0, 8, 17 if quick else 65, base=2)))
     fig, ((ax,),) = _figure(figsize=(6.4, 4.3))
-    t_d = step_time_s(draft, hw, b, 1, 512, params=params)
+    t_d = step_time_s(draft, dep, batch=b, q=1)
     for k in range(6):
-        t = k * t_d + step_time_s(target, hw, b, k + 1, 512, params=params)
+        t = k * t_d + step_time_s(target, dep, batch=b, q=k + 1)
         ax.plot(b, t * 1e3, "o-", ms=2.5, label=f"k = {k}" + (" (no speculation)" if k == 0 else ""))
-    over = memory_per_gpu(target, b, 512) + memory_per_gpu(draft, b, 512) > hw.mem_capacity
+    over = memory_per_gpu(target, dep, batch=b) + memory_per_gpu(draft, dep, batch=b) > hw.mem_capacity
     if np.any(over):
         ax.axvspan(b[over].min(), b.max(), color="grey", alpha=0.15, label="KV cache exceeds 80 GB")
     ax.set_xscale("log", base=2)
@@ -47,6 +50,7 @@ def fig_turbospec_speedup_vs_batch(quick: bool = False):
     goodput-optimal k vs batch size for α = 0.5, 0.7, 0.9 (Llama-2-7B + Llama-160M, H100-SXM)."""
     import numpy as np
 
+    from sdsl.core.deployment import Deployment
     from sdsl.core.throughput import predict
 
     target, draft, hw, params = _turbospec_setup()
@@ -54,8 +58,8 @@ def fig_turbospec_speedup_vs_batch(quick: bool = False):
     k = np.arange(0, 9)
     fig, ((ax, ax2),) = _figure(1, 2, figsize=(11.0, 4.0))
     alphas = np.array([0.5, 0.7, 0.9])
-    s_all = predict(target, draft, k[None, :, None], alphas[:, None, None], hw, b[None, None, :], 512,
-                    params=params).speedup  # (alpha, k, batch)
+    s_all = predict(target, draft, Deployment(hw, context=512, params=params), gamma=k[None, :, None],
+                    alpha=alphas[:, None, None], batch=b[None, None, :]).speedup  # (alpha, k, batch)
     s = s_all[0]
     for i in range(1, 6):
         ax.plot(b, s[i], label=f"k = {i}")
@@ -75,10 +79,11 @@ def fig_turbospec_linear_fit(quick: bool = False):
     + c_b·n + c_0 fitted to those points and the paper's published coefficients."""
     import numpy as np
 
+    from sdsl.core.deployment import Deployment
     from sdsl.serving.linear_model import TURBOSPEC_PUBLISHED, fit_linear_step_model
     from sdsl.serving.step_model import roofline_step_fn
 
-    step = roofline_step_fn("llama-3.1-70b", "h100-sxm", tp=4)
+    step = roofline_step_fn("llama-3.1-70b", Deployment("h100-sxm", tp=4))
     b = np.unique(np.round(np.logspace(0, 8, 9 if quick else 33, base=2)))
     contexts = (256, 1024, 4096)
     fig, ((ax, ax2),) = _figure(1, 2, figsize=(11.0, 4.2))

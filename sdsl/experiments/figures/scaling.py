@@ -126,6 +126,7 @@ def fig_hardware_draft_size(quick: bool = False):
     the H100 roofline at batch 1, 8, 32 (best integer γ) next to SDSL's FLOP model S*(α, N/M)."""
     import numpy as np
 
+    from sdsl.core.deployment import Deployment
     from sdsl.core.families import draft_size_sweep, llama_family
     from sdsl.core.hardware import get_hardware
     from sdsl.core.latency import default_params
@@ -138,8 +139,8 @@ def fig_hardware_draft_size(quick: bool = False):
         from sdsl.core.architecture import get_model
 
         spec = get_model(target)
-        sweep = draft_size_sweep(spec, hw, llama_family(spec.vocab_size, d_models), batch=(1, 8, 32), tp=tp,
-                                 params=params)
+        sweep = draft_size_sweep(spec, Deployment(hw, tp=tp, params=params),
+                                 drafts=llama_family(spec.vocab_size, d_models), batch=(1, 8, 32))
         first = sweep[sweep["batch"] == 1]
         ax.plot(first["draft_params"], first["flop_speedup"], color="k", lw=1.6, label="FLOP model S*(α, c = N/M)")
         i = first["flop_speedup"].idxmax()

@@ -1,0 +1,240 @@
+"""Acceptance as a per-position vector: one value type, :class:`Acceptance`, that sdsl takes everywhere.
+
+Notation. Draft position i = 1..k is accepted with *conditional* probability p_i = P(i accepted | 1..i−1
+accepted); the *marginal* rate m_i = P(i accepted) = Π_{j≤i} p_j (acceptance stops at the first
+rejection). Expected tokens emitted per target forward pass, bonus token included, generalise
+Leviathan et al. (ICML 2023) Eq. (1) to position-dependent acceptance:
+
+    τ(k) = 1 + Σ_{i=1..k} m_i = 1 + Σ_{i=1..k} Π_{j≤i} p_j,
+
+which is the chain case of the SpecInfer (Miao et al., ASPLOS 2024) / Sequoia (Chen et al., 2024)
+token-tree formula τ = 1 + Σ_nodes P(path to node accepted) (:mod:`sdsl.core.trees`). The i.i.d. α of
+Leviathan et al. is the special case p_i = α, priced with their closed form (1 − α^{k+1})/(1 − α).
+
+Engines' conventions (what each prints; see README "Acceptance conventions"):
+- vLLM v1 "Per-position acceptance rate" = marginal m_i (accepted at position i / drafts,
+  vllm/v1/spec_decode/metrics.py); "Mean acceptance length" = 1 + Σ m_i (bonus included since vLLM
+  PR #17908, May 2025; before it the same line printed Σ m_i, bonus excluded).
+- SGLang "accept len" = (accepted drafts + 1 per request) / verify passes: bonus included.
+- Spec-Bench "#Mean Accepted Tokens", EAGLE papers' τ, llama.cpp "mean acceptance length": bonus included.
+- gpt-fast "Mean Accepted" and per-step accepted-draft counts: bonus excluded (τ − 1).
+
+When only a mean accepted length is known, :meth:`Acceptance.from_accepted_length` fits the decay form
+of :mod:`sdsl.core.acceptance_decay` (conditional p_i = min(1, a·r^{i−1}); r from published
+per-position rates, VALIDATION.md "Acceptance decay form").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from sdsl.core.acceptance import alpha_from_tau, check_alpha, tau as tau_iid
+from sdsl.core.acceptance_decay import DEFAULT_DECAY, decay_conditional, solve_decay
+from sdsl.errors import InvalidInputError
+
+__all__ = ["Acceptance", "conditional_from_marginal", "marginal_from_conditional", "accepted_length_with_bonus",
+           "check_marginal"]
+
+
+def marginal_from_conditional(p) -> np.ndarray:
+    """Marginal rates m_i = Π_{j≤i} p_j over the last axis (what vLLM logs per position)."""
+    return np.cumprod(check_alpha(p, name="conditional acceptance"), axis=-1)
+
+
+def check_marginal(m) -> np.ndarray:
+    """Return ``m`` as a float array, raising InvalidInputError unless it lies in [0, 1] and is
+    non-increasing along the last axis (a marginal rate cannot grow with position)."""
+    m = check_alpha(m, name="marginal acceptance")
+    if m.ndim == 0:
+        raise InvalidInputError("A marginal acceptance vector needs one rate per draft position.")
+    if np.any(np.diff(m, axis=-1) > 1e-9):
+        raise InvalidInputError(f"Marginal (per-position) acceptance must be non-increasing; got {np.round(m, 4).tolist()}.")
+    return m
+
+
+def conditional_from_marginal(m) -> np.ndarray:
+    """Conditional rates p_i = m_i / m_{i−1} (m_0 = 1) from marginal rates; 0 once m reaches 0."""
+    m = check_marginal(m)
+    prev = np.concatenate([np.ones(m.shape[:-1] + (1,)), m[..., :-1]], axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(prev > 0, m / np.where(prev > 0, prev, 1.0), 0.0)
+    return np.clip(p, 0.0, 1.0)  # m_i <= m_{i-1} up to the 1e-9 check tolerance: rounding only
+
+
+def accepted_length_with_bonus(value, *, bonus_included: bool = True) -> np.ndarray:
+    """Mean accepted length with the bonus token (τ) from an engine's number: unchanged when the engine
+    counts the bonus token (vLLM ≥ PR #17908, SGLang, Spec-Bench), + 1 when it does not (gpt-fast)."""
+    v = np.asarray(value, dtype=float)
+    lo = 1.0 if bonus_included else 0.0
+    if np.any(~np.isfinite(v)) or np.any(v < lo):
+        raise InvalidInputError(f"Mean accepted length must be at least {lo:g}; got {float(np.min(v)):g}.")
+    return v if bonus_included else v + 1.0
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """Per-position conditional acceptance p_1..p_K, optionally extended past K by a geometric tail.
+
+    ``positions`` are the conditional rates as measured or fitted; ``tail_ratio`` (None, or r ≥ 0)
+    extends the vector past K by p_{i+1} = min(1, p_i·r): the i.i.d. model is ``((α,), 1.0)``, the decay
+    form ``((a,), r)``. A measured vector (``tail_ratio=None``) prices k ≤ K only.
+    """
+
+    positions: tuple
+    tail_ratio: float | None = None
+    source: str = "given"
+
+    def __post_init__(self):
+        p = check_alpha(np.atleast_1d(np.asarray(self.positions, dtype=float)), name="acceptance")
+        if p.ndim != 1 or p.size == 0:
+            raise InvalidInputError("An acceptance vector needs at least one draft position.")
+        if self.tail_ratio is not None and not (math.isfinite(self.tail_ratio) and self.tail_ratio >= 0):
+            raise InvalidInputError(f"tail_ratio must be a finite non-negative number; got {self.tail_ratio}.")
+        object.__setattr__(self, "positions", tuple(float(x) for x in p))
+
+    # constructors ---------------------------------------------------------------------------------
+    @classmethod
+    def from_iid(cls, alpha: float) -> Acceptance:
+        """The i.i.d. model of Leviathan et al. (2023) §3.1: p_i = α for every position."""
+        return cls((float(check_alpha(alpha)),), 1.0, "iid")
+
+    @classmethod
+    def from_conditional(cls, p, *, source: str = "conditional") -> Acceptance:
+        """A measured conditional vector p_1..p_K (EAGLE's "n-α", sdsl's own histograms)."""
+        return cls(tuple(np.atleast_1d(check_alpha(p, name="conditional acceptance")).tolist()), None, source)
+
+    @classmethod
+    def from_marginal(cls, m, *, source: str = "marginal") -> Acceptance:
+        """A measured marginal vector m_1..m_K (vLLM's "Per-position acceptance rate")."""
+        return cls(tuple(conditional_from_marginal(np.atleast_1d(m)).tolist()), None, source)
+
+    @classmethod
+    def from_histogram(cls, counts, *, source: str = "histogram") -> Acceptance:
+        """From an accept-count histogram (counts[i] = steps with exactly i drafts accepted, gpt-fast)."""
+        from sdsl.core.acceptance import positional_acceptance
+
+        p = positional_acceptance(counts)
+        return cls(tuple(np.nan_to_num(p, nan=0.0).tolist()), None, source)
+
+    @classmethod
+    def from_accepted_length(cls, mean, k: int, *, bonus_included: bool = True, decay: float | None = None,
+                             source: str = "accepted-length") -> Acceptance:
+        """Fit the decay form p_i = min(1, a·r^{i−1}) to a mean accepted length measured at k drafts
+        (:func:`sdsl.core.acceptance_decay.solve_decay`; r defaults to the published-data fit)."""
+        if int(k) != k or k < 1:
+            raise InvalidInputError(f"k (draft tokens per step) must be a positive integer; got {k}.")
+        t = float(accepted_length_with_bonus(mean, bonus_included=bonus_included))
+        a, r = solve_decay(t, int(k), DEFAULT_DECAY if decay is None else decay)
+        return cls((float(a),), float(r), source)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Acceptance:
+        """Inverse of :meth:`to_dict` (also accepts {"conditional": [...]} or {"marginal": [...]})."""
+        if "positions" in d:
+            return cls(tuple(d["positions"]), d.get("tail_ratio"), d.get("source", "file"))
+        if "conditional" in d:
+            return cls.from_conditional(d["conditional"], source=d.get("source", "file"))
+        if "marginal" in d:
+            return cls.from_marginal(d["marginal"], source=d.get("source", "file"))
+        raise InvalidInputError("An acceptance file needs 'positions', 'conditional' or 'marginal'.")
+
+    # views ----------------------------------------------------------------------------------------
+    @property
+    def k(self) -> int:
+        """Positions given (the engine's k for a measured vector; 1 for i.i.d. and decay forms)."""
+        return len(self.positions)
+
+    @property
+    def max_k(self) -> float:
+        """Largest k this acceptance prices (infinite with a tail)."""
+        return math.inf if self.tail_ratio is not None else len(self.positions)
+
+    @property
+    def is_iid(self) -> bool:
+        return self.tail_ratio == 1.0 and len(self.positions) == 1
+
+    def conditional_at(self, k: int) -> np.ndarray:
+        """p_1..p_k, extending a parametric tail past the given positions."""
+        k = self._check_k(k)
+        p = np.asarray(self.positions, dtype=float)
+        if k <= p.size:
+            return p[:k]
+        return np.concatenate([p, decay_conditional(p[-1], self.tail_ratio, k - p.size + 1)[1:]])
+
+    def marginal_at(self, k: int) -> np.ndarray:
+        """m_1..m_k = cumulative products of :meth:`conditional_at`."""
+        return np.cumprod(self.conditional_at(k))
+
+    @property
+    def conditional(self) -> np.ndarray:
+        return self.conditional_at(self.k)
+
+    @property
+    def marginal(self) -> np.ndarray:
+        return self.marginal_at(self.k)
+
+    def _check_k(self, k) -> int:
+        if int(k) != k or k < 0:
+            raise InvalidInputError(f"k (draft tokens per step) must be a non-negative integer; got {k}.")
+        if k > self.max_k:
+            raise InvalidInputError(f"This acceptance vector covers {self.k} draft positions; k = {int(k)} is beyond it.")
+        return int(k)
+
+    def tau(self, k=None) -> np.ndarray:
+        """Expected tokens per target pass, bonus included: 1 + Σ_{i≤k} m_i (Leviathan et al. 2023
+        Eq. (1) generalised; the i.i.d. case uses the closed form exactly). Broadcasts over integer k."""
+        k_arr = np.asarray(self.k if k is None else k)
+        if self.is_iid:
+            return tau_iid(self.positions[0], k_arr)
+        flat = np.atleast_1d(k_arr).ravel()
+        kmax = self._check_k(int(flat.max())) if flat.size else 0
+        for v in np.unique(flat):
+            self._check_k(v)
+        cum = np.concatenate([[0.0], np.cumsum(self.marginal_at(kmax))])
+        out = 1.0 + cum[k_arr.astype(int)]
+        return out[()] if out.ndim == 0 else out
+
+    def accepted_length(self, k=None, *, bonus_included: bool = True) -> np.ndarray:
+        """Mean accepted length as an engine prints it: τ(k), or τ(k) − 1 without the bonus token."""
+        t = self.tau(k)
+        return t if bonus_included else t - 1.0
+
+    def iid_alpha(self, k=None) -> np.ndarray:
+        """The i.i.d. α with the same τ at k (Leviathan Eq. (1) inverted): prices this acceptance through
+        formulas written for α. Exact for τ at that k, not for other k."""
+        k_arr = np.asarray(self.k if k is None else k)
+        if self.is_iid:
+            out = np.full(k_arr.shape, self.positions[0])
+            return out[()] if out.ndim == 0 else out
+        t = self.tau(k_arr)
+        safe_k = np.maximum(k_arr, 1)
+        out = np.where(k_arr >= 1, alpha_from_tau(np.where(k_arr >= 1, t, 1.0), safe_k), self.positions[0])
+        return out[()] if np.ndim(out) == 0 else out
+
+    # result protocol ------------------------------------------------------------------------------
+    def to_dict(self, k: int | None = None) -> dict:
+        """Plain values for JSON: the stored form plus conditional/marginal/τ at k (default: K)."""
+        k = self.k if k is None else self._check_k(k)
+        return {"positions": list(self.positions), "tail_ratio": self.tail_ratio, "source": self.source, "k": k,
+                "conditional": self.conditional_at(k).tolist(), "marginal": self.marginal_at(k).tolist(),
+                "tau": float(self.tau(k))}
+
+    def to_json(self, path=None, *, k: int | None = None) -> str:
+        """JSON text of :meth:`to_dict`; written atomically to ``path`` when given."""
+        text = json.dumps(self.to_dict(k), indent=2)
+        if path is not None:
+            from sdsl._io import atomic_write_text
+
+            atomic_write_text(path, text + "\n")
+        return text
+
+    def report(self, k: int | None = None) -> str:
+        """Two lines: conditional and marginal rates by position, and τ."""
+        d = self.to_dict(k)
+        fmt = lambda xs: ", ".join(f"{x:.3f}" for x in xs)  # noqa: E731
+        return (f"acceptance ({d['source']}), k = {d['k']}: tau = {d['tau']:.3f}\n"
+                f"  conditional p_i: {fmt(d['conditional'])}\n  marginal m_i:    {fmt(d['marginal'])}")

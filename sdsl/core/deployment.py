@@ -1,0 +1,85 @@
+"""Where and how models run: one frozen value for hardware, parallelism, precision, context and
+latency parameters, passed whole to :func:`~sdsl.core.throughput.predict`,
+:func:`~sdsl.core.latency.step_time`, :func:`~sdsl.core.search.evaluate_grid`, the serving
+simulator and the CLI (the roofline step time of docs/model.md §3.3 reads all of them).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from numbers import Integral, Real
+from pathlib import Path
+
+from sdsl.core.architecture import dtype_bytes
+from sdsl.core.hardware import Hardware, get_hardware
+from sdsl.core.latency_params import LatencyParams, default_params
+from sdsl.errors import InvalidInputError
+
+__all__ = ["Deployment"]
+
+
+def _check_degree(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+        raise InvalidInputError(f"{name} (tensor-parallel degree) must be a positive integer; got {value!r}.")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Hardware and serving settings shared by every pricing call.
+
+    hardware: a catalog name, a TOML/JSON hardware file or a :class:`~sdsl.core.hardware.Hardware`
+    (resolved to a Hardware). tp / draft_tp: tensor-parallel degrees of the target and the draft.
+    dtype: weight and activation precision (fp32, bf16, fp16, fp8). context: tokens already in each
+    sequence's KV cache (the mean, for mixed lengths). params: roofline latency parameters;
+    ``None`` uses :func:`~sdsl.core.latency.default_params` of the hardware.
+    """
+
+    hardware: Hardware
+    tp: int = 1
+    draft_tp: int = 1
+    dtype: str = "bf16"
+    context: float = 1024
+    params: LatencyParams | None = None
+
+    def __init__(self, hardware, *, tp: int = 1, draft_tp: int = 1, dtype: str = "bf16", context=1024,
+                 params: LatencyParams | None = None) -> None:
+        hw = get_hardware(hardware) if isinstance(hardware, (str, Path, Hardware)) else None
+        if hw is None:
+            raise InvalidInputError(f"hardware must be a catalog name, a .toml/.json file or a Hardware; got {hardware!r}.")
+        dtype_bytes(dtype)  # raises InvalidInputError on an unknown dtype
+        if isinstance(context, bool) or not isinstance(context, Real) or not (math.isfinite(context) and context >= 0):
+            raise InvalidInputError(f"context must be a finite non-negative number of tokens; got {context!r}.")
+        if params is not None and not isinstance(params, LatencyParams):
+            raise InvalidInputError(f"params must be LatencyParams or None; got {type(params).__name__}.")
+        set_ = object.__setattr__
+        set_(self, "hardware", hw)
+        set_(self, "tp", _check_degree("tp", tp))
+        set_(self, "draft_tp", _check_degree("draft_tp", draft_tp))
+        set_(self, "dtype", str(dtype).lower())
+        set_(self, "context", int(context) if float(context).is_integer() else float(context))
+        set_(self, "params", params if params is not None else default_params(hw))
+
+    @classmethod
+    def of(cls, value) -> "Deployment":
+        """``value`` itself when it is a Deployment, else ``Deployment(value)`` (defaults for the rest)."""
+        return value if isinstance(value, Deployment) else cls(value)
+
+    def replace(self, **changes) -> "Deployment":
+        """A copy with ``changes`` applied (validated like the constructor). A new ``hardware``
+        without new ``params`` gets that hardware's default parameters when these were the old
+        hardware's defaults (explicitly given parameters are kept)."""
+        if "hardware" in changes and "params" not in changes and self.params == default_params(self.hardware):
+            changes["params"] = None
+        return replace(self, **changes)
+
+    def for_draft(self, params: LatencyParams | None = None) -> "Deployment":
+        """The deployment the draft runs on: tensor parallel over ``draft_tp`` GPUs, with ``params``
+        when given (a separate draft calibration), else the same latency parameters."""
+        return replace(self, tp=self.draft_tp, params=params or self.params)
+
+    def to_dict(self) -> dict:
+        """JSON-ready: the hardware by name, the latency parameters as a dict."""
+        return {"hardware": self.hardware.name, "tp": self.tp, "draft_tp": self.draft_tp, "dtype": self.dtype,
+                "context": self.context, "params": self.params.to_dict()}

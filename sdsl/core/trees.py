@@ -1,0 +1,228 @@
+"""Token trees: shape, expected accepted length, verify/draft work, and SGLang (steps, topk, tokens) triples.
+
+A tree holds n draft tokens below the root (the last verified token). Node i has a parent (−1 = the
+root) and a *rank*: its position among its siblings in the draft's ranking (0 = the draft's top
+candidate). Acceptance is per depth and per rank: P[d, r] = probability that the rank-r child at depth
+d + 1 is the one accepted, given its parent was (siblings are mutually exclusive, Σ_r P[d, r] ≤ 1;
+Sequoia, Chen et al. 2024, §3, measures P by rank; SpecInfer, Miao et al. ASPLOS 2024, verifies all
+candidates in one pass). The expected tokens per target pass, bonus included, is
+
+    τ = 1 + Σ_{nodes v} Π_{u on the path root→v} P[depth(u) − 1, rank(u)]        (SpecInfer/Sequoia)
+
+A chain (every rank 0) with P[d, 0] = p_{d+1} is Leviathan et al. (2023) Eq. (1) generalised per
+position (:meth:`sdsl.core.acceptance_vector.Acceptance.tau`), exactly.
+
+Work: verification feeds n + 1 tokens per sequence (the root and every node) through the target with a
+tree attention mask (each token attends to the context and its ancestors only; dense kernels compute the
+full (n + 1)² block, :attr:`TokenTree.mask_density` is the useful fraction; pricing it on the roofline is
+:mod:`sdsl.core.proposers`' job). Drafting runs one draft pass per depth; pass d feeds the nodes at depth
+d − 1 that have children (SGLang/EAGLE-2 feed topk beams per pass).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sdsl.core.acceptance import check_alpha
+from sdsl.errors import InvalidInputError
+
+__all__ = ["TokenTree", "check_rank_acceptance", "rank_acceptance", "sglang_pool", "tree_tau", "DEFAULT_RANK_RATIO"]
+
+# Assumed, not fitted (the development set has no per-rank rates): each lower-ranked sibling is accepted
+# with half the chance an independent retry would have. See :func:`rank_acceptance`.
+DEFAULT_RANK_RATIO = 0.5
+
+
+def check_rank_acceptance(P, depth: int) -> np.ndarray:
+    """P as a (depth, ranks) float array: a (ranks,) vector is Sequoia's depth-independent form, a
+    (d, ranks) matrix is per depth (the last row repeats below d). Raises InvalidInputError outside [0, 1]
+    or when a depth's ranks sum above 1 (only one sibling can be accepted)."""
+    P = np.atleast_1d(check_alpha(P, name="tree acceptance"))
+    if P.ndim == 1:
+        P = P[None, :]
+    if P.ndim != 2 or P.shape[1] == 0:
+        raise InvalidInputError("Tree acceptance must be a per-rank vector or a (depth, rank) matrix.")
+    if np.any(P.sum(axis=1) > 1.0 + 1e-9):
+        raise InvalidInputError(f"The ranks of one depth are mutually exclusive, so their acceptance must sum to at "
+                                f"most 1; got {float(P.sum(axis=1).max()):.3f}.")
+    rows = np.minimum(np.arange(max(int(depth), 1)), P.shape[0] - 1)
+    return P[rows]
+
+
+def rank_acceptance(conditional, width: int, rank_ratio: float = DEFAULT_RANK_RATIO) -> np.ndarray:
+    """(depth, width) per-rank acceptance from a chain's conditional rates p_d (the top candidate's):
+    P[d, r] = p_d · ((1 − p_d) · s)^r. s = 1: every sibling is an independent retry (SpecInfer's
+    multi-candidate sampling with a perfectly calibrated draft); s = 0: only the top candidate counts."""
+    p = np.atleast_1d(check_alpha(conditional, name="conditional acceptance"))[:, None]
+    s = float(check_alpha(rank_ratio, name="rank_ratio"))
+    if int(width) < 1:
+        raise InvalidInputError(f"Tree width (top-k) must be at least 1; got {width}.")
+    return p * ((1.0 - p) * s) ** np.arange(int(width))
+
+
+@dataclass(frozen=True)
+class TokenTree:
+    """A token tree as a parent array (−1 = child of the root); nodes listed parents-first.
+    Sibling rank = order of appearance among the children of one parent."""
+
+    parents: tuple
+
+    def __post_init__(self):
+        par = np.asarray(self.parents, dtype=int).ravel()
+        if np.any(par < -1) or np.any(par >= np.arange(par.size)):
+            raise InvalidInputError("A token tree's parent array must list each node after its parent (parents[i] < i, "
+                                    "-1 for the root's children).")
+        object.__setattr__(self, "parents", tuple(int(x) for x in par))
+
+    @classmethod
+    def chain(cls, k: int) -> TokenTree:
+        """k draft tokens in a line (a chain: γ = k)."""
+        if int(k) != k or k < 0:
+            raise InvalidInputError(f"A chain needs a non-negative whole number of tokens; got {k}.")
+        return cls(tuple(range(-1, int(k) - 1)))
+
+    @classmethod
+    def from_branching(cls, branching) -> TokenTree:
+        """Full tree with branching[d] children under every node at depth d (Medusa-style per-depth widths)."""
+        b = [int(x) for x in np.atleast_1d(branching)]
+        if any(x < 1 for x in b):
+            raise InvalidInputError(f"Every depth needs at least one child per node; got branching {b}.")
+        parents, level = [], [-1]
+        for width in b:
+            nxt = []
+            for p in level:
+                nxt.extend(range(len(parents), len(parents) + width))
+                parents.extend([p] * width)
+            level = nxt
+        return cls(tuple(parents))
+
+    @classmethod
+    def sglang(cls, steps: int, topk: int, num_draft_tokens: int, P) -> TokenTree:
+        """The tree SGLang's EAGLE worker verifies for (--speculative-num-steps, --speculative-eagle-topk,
+        --speculative-num-draft-tokens), with path acceptance standing in for the draft's scores
+        (EAGLE-2, Li et al. 2024: draft confidence tracks acceptance): :func:`sglang_pool`."""
+        prob, parent, _ = sglang_pool(steps, topk, P)
+        keep = _top_nodes(prob, num_draft_tokens - 1)
+        index = {old: new for new, old in enumerate(keep)}
+        return cls(tuple(index.get(int(parent[i]), -1) for i in keep))
+
+    @property
+    def size(self) -> int:
+        return len(self.parents)
+
+    @property
+    def depths(self) -> np.ndarray:
+        """Depth of each node (1 = child of the root)."""
+        d = np.zeros(self.size, dtype=int)
+        for i, p in enumerate(self.parents):
+            d[i] = 1 if p < 0 else d[p] + 1
+        return d
+
+    @property
+    def ranks(self) -> np.ndarray:
+        seen: dict[int, int] = {}
+        out = np.zeros(self.size, dtype=int)
+        for i, p in enumerate(self.parents):
+            out[i] = seen.get(p, 0)
+            seen[p] = out[i] + 1
+        return out
+
+    @property
+    def depth(self) -> int:
+        return int(self.depths.max()) if self.size else 0
+
+    @property
+    def width(self) -> int:
+        """Most children under one node (the top-k a drafter must produce)."""
+        return int(self.ranks.max()) + 1 if self.size else 0
+
+    @property
+    def verify_tokens(self) -> int:
+        """Tokens per sequence in the verification pass: the root plus every node."""
+        return self.size + 1
+
+    @property
+    def mask_density(self) -> float:
+        """Unmasked fraction of the (n + 1)² tree-attention block: each token sees itself and its ancestors
+        (a chain is causal: (n + 2) / (2(n + 1)))."""
+        return float((self.depths.sum() + self.size + 1) / self.verify_tokens ** 2)
+
+    @property
+    def draft_tokens_per_pass(self) -> np.ndarray:
+        """Tokens fed to the drafter in each of its `depth` passes: pass d feeds the nodes at depth d − 1
+        that have children (pass 1 feeds the root)."""
+        if not self.size:
+            return np.zeros(0, dtype=int)
+        d = np.concatenate([[0], self.depths])
+        has_child = np.zeros(self.size + 1, dtype=bool)
+        has_child[np.asarray(self.parents) + 1] = True
+        return np.bincount(d[has_child], minlength=self.depth)[: self.depth]
+
+    def path_probabilities(self, P) -> np.ndarray:
+        """P(path root→node accepted) for every node; broadcasts over leading axes of a stack of P."""
+        P = np.asarray(P, dtype=float)
+        mats = check_rank_acceptance(P, self.depth) if P.ndim <= 2 else P
+        if self.size and self.width > mats.shape[-1]:
+            raise InvalidInputError(f"The tree has {self.width} siblings under one node but acceptance is given for "
+                                    f"{mats.shape[-1]} ranks.")
+        d, r = self.depths - 1, self.ranks
+        edge = mats[..., np.minimum(d, mats.shape[-2] - 1), r]
+        prob = np.zeros(edge.shape)
+        for i, p in enumerate(self.parents):  # parents first: one pass, n <= a few hundred
+            prob[..., i] = edge[..., i] * (prob[..., p] if p >= 0 else 1.0)
+        return prob
+
+    def tau(self, P) -> np.ndarray:
+        """Expected tokens per target pass, bonus included: 1 + Σ_nodes P(path accepted) (SpecInfer/Sequoia).
+        Summed in node order, so a chain matches :meth:`Acceptance.tau` bit for bit."""
+        prob = self.path_probabilities(P)
+        if not self.size:
+            return 1.0 + prob.sum(axis=-1)
+        return 1.0 + np.cumsum(prob, axis=-1)[..., -1]
+
+    def to_dict(self) -> dict:
+        return {"parents": list(self.parents), "size": self.size, "depth": self.depth, "width": self.width,
+                "verify_tokens": self.verify_tokens, "mask_density": self.mask_density,
+                "draft_tokens_per_pass": self.draft_tokens_per_pass.tolist()}
+
+
+def tree_tau(tree: TokenTree, P) -> np.ndarray:
+    """:meth:`TokenTree.tau` as a function."""
+    return tree.tau(P)
+
+
+def _top_nodes(prob: np.ndarray, n: int) -> list[int]:
+    """Indices of the n most probable pool nodes, parents-first (a child never beats its parent: ties go
+    to the earlier, shallower node)."""
+    if int(n) != n or n < 0:
+        raise InvalidInputError(f"num_draft_tokens must be at least 1 (it counts the root); got {n + 1}.")
+    if n > prob.size:
+        raise InvalidInputError(f"SGLang's tree holds at most {prob.size + 1} tokens for these steps and topk; got {n + 1}.")
+    order = np.argsort(-prob, kind="stable")[: int(n)]
+    return sorted(int(i) for i in order)
+
+
+def sglang_pool(steps: int, topk: int, P):
+    """Every candidate SGLang's EAGLE drafter scores for (steps, topk): pass 1 takes the root's top-k
+    children; each later pass expands the top-k nodes of the previous depth (by path score) into top-k
+    children each. Returns (path probability, parent index or −1, depth) per candidate, parents first.
+    The verified tree is the num_draft_tokens − 1 most probable candidates."""
+    steps, topk = int(steps), int(topk)
+    if steps < 1 or topk < 1:
+        raise InvalidInputError(f"SGLang trees need steps >= 1 and topk >= 1; got steps={steps}, topk={topk}.")
+    mats = check_rank_acceptance(P, steps)
+    if topk > mats.shape[1]:
+        raise InvalidInputError(f"topk {topk} needs acceptance for {topk} ranks; got {mats.shape[1]}.")
+    prob, parent, depth = [mats[0, :topk]], [np.full(topk, -1)], [np.ones(topk, dtype=int)]
+    beam, offset = np.arange(topk), 0
+    for d in range(1, steps):
+        beam_prob = prob[-1][beam - offset]
+        child = (beam_prob[:, None] * mats[d, :topk][None, :]).ravel()
+        offset = sum(x.size for x in prob)
+        prob.append(child)
+        parent.append(np.repeat(beam, topk))
+        depth.append(np.full(child.size, d + 1))
+        beam = offset + np.argsort(-child, kind="stable")[:topk]
+    return np.concatenate(prob), np.concatenate(parent), np.concatenate(depth)
