@@ -100,19 +100,18 @@ def head_tree_validation(target: str = HEAD_DEFAULTS["target"], drafts=HEAD_DEFA
 def _price_chains(rows: list[dict], target_meta: dict, draft_metas: dict, context: int) -> list[dict]:
     """Chain rows get sdsl's predicted speedup from their measured α (no decoder overhead term)."""
     from sdsl.core.acceptance import alpha_from_accept_histogram
-    from sdsl.core.hardware import get_hardware
+    from sdsl.core.deployment import Deployment
     from sdsl.core.throughput import predict
     from sdsl.torch.synthetic import head_spec_for
 
-    params, hw = cpu_params(), get_hardware("cpu")
+    deployment = Deployment("cpu", dtype="fp32", context=context, params=cpu_params())
     target = family_spec(target_meta["spec"])
     specs = {"head": head_spec_for(target)} | {d: family_spec(m["spec"]) for d, m in draft_metas.items()}
     out = []
     for r in rows:
         if r["kind"] == "chain":
             alpha = min(float(alpha_from_accept_histogram(np.asarray(r["accept_counts"]))), 1 - 1e-9)
-            pr = predict(target, specs[r["proposer"]], len(r["accept_counts"]) - 1, alpha, hw, batch=1, context=context,
-                         dtype="fp32", params=params)
+            pr = predict(target, specs[r["proposer"]], deployment, gamma=len(r["accept_counts"]) - 1, alpha=alpha)
             r = r | {"alpha": alpha, "pred_speedup": float(pr.speedup), "speedup_error": float(pr.speedup) / r["speedup"] - 1}
         out.append(r)
     return out

@@ -84,13 +84,13 @@ class RowCache:
 
 def _price(row: dict, specs: dict, settings: dict, params) -> float:
     """sdsl's predicted speedup of one row (module docstring), from its α, k, batch and measured overheads."""
-    from sdsl.core.hardware import get_hardware
+    from sdsl.core.deployment import Deployment
     from sdsl.core.throughput import predict
 
-    context = settings["prompt_len"] + settings["max_new"] // 2
-    pr = predict(specs["target"], specs[row["proposer"]], row["gamma"], min(row["alpha"], 1 - 1e-9),
-                 get_hardware(settings["hardware"]), batch=row["batch"], context=context, dtype=settings["dtype"],
-                 params=params, overhead_s=row["overhead_s"])
+    deployment = Deployment(settings["hardware"], dtype=settings["dtype"],
+                            context=settings["prompt_len"] + settings["max_new"] // 2, params=params)
+    pr = predict(specs["target"], specs[row["proposer"]], deployment, gamma=row["gamma"],
+                 alpha=min(row["alpha"], 1 - 1e-9), batch=row["batch"], overhead_s=row["overhead_s"])
     return float(pr.tau / pr.t_step_s * (pr.t_plain_s + row["overhead_plain_s"]))
 
 
