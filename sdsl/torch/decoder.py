@@ -31,32 +31,11 @@ from sdsl._result import Result
 from sdsl.errors import InvalidInputError
 from sdsl.torch.model import Transformer
 from sdsl.torch.proposers import Draft, DraftModel, PromptLookup, StepOutcome
+from sdsl.torch.sampling import logits_to_probs, sample
 from sdsl.torch.tree import TokenTree, commit_path, tree_mask, verify_tree
 
 __all__ = ["logits_to_probs", "sample", "verify", "forced_acceptance", "DraftModel", "PromptLookup", "DecodeResult",
            "speculative_step", "generate"]
-
-
-def logits_to_probs(logits: torch.Tensor, temperature: float = 0.0, top_p: float = 1.0) -> torch.Tensor:
-    """Next-token distribution after temperature and nucleus (top-p; Holtzman et al. 2020, §3.1) filtering;
-    temperature 0 = one-hot argmax."""
-    logits = logits.float()
-    if temperature <= 0:
-        return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
-    probs = torch.softmax(logits / temperature, dim=-1)
-    if top_p < 1.0:
-        sorted_probs, order = probs.sort(dim=-1, descending=True)
-        keep = (sorted_probs.cumsum(-1) - sorted_probs) < top_p  # smallest prefix with mass >= top_p
-        probs = torch.zeros_like(probs).scatter_(-1, order, sorted_probs * keep)
-        probs = probs / probs.sum(-1, keepdim=True)
-    return probs
-
-
-def sample(probs: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
-    """One draw per row by inverting the CDF (exact; a few kernels instead of torch.multinomial's many)."""
-    cdf = probs.cumsum(-1)
-    u = torch.rand(probs.shape[:-1] + (1,), generator=gen) * cdf[..., -1:]
-    return torch.searchsorted(cdf, u, right=True)[..., 0].clamp_max(probs.shape[-1] - 1)
 
 
 def verify(p: torch.Tensor, q: torch.Tensor | None, drafts: torch.Tensor, greedy: bool,
@@ -153,6 +132,19 @@ class DecodeResult(Result):
                 "per_position": self.per_position.tolist(), "tokens_per_s": self.tokens_per_s,
                 "decode_s": self.decode_s, "prefill_s": self.prefill_s, "draft_s": self.draft_s,
                 "target_s": self.target_s, "new_tokens": self.new_tokens, "tree": self.tree, "nodes": self.nodes}
+
+    def report(self) -> str:
+        """One line: γ (the tree, if any), batch, steps, τ, α and tokens/s."""
+        alpha = f"{self.alpha:.3f}" if self.gamma else "-"
+        shape = f" ({self.tree})" if self.tree and not self.tree.startswith("chain") else ""
+        return (f"gamma {self.gamma}{shape}, batch {self.batch}: {self.steps} target steps, tau {self.tau:.3f}, "
+                f"alpha {alpha}, {self.tokens_per_s:.1f} tokens/s ({self.new_tokens} tokens in {self.decode_s:.3f} s)")
+
+    def plot(self, ax=None):
+        """Bars of how many sequence-steps accepted 0..γ drafts (:mod:`sdsl.plots.results`)."""
+        from sdsl.plots.results import plot_acceptance_histogram
+
+        return plot_acceptance_histogram(self.accept_counts, ax=ax, title=self.report().split(":")[0])
 
 
 @dataclass
@@ -259,18 +251,6 @@ def _tree_of(proposer, gamma: int, tree) -> TokenTree | None:
         return None
     tree = TokenTree.parse(tree) if isinstance(tree, str) else tree
     return tree if tree is not None else TokenTree.chain(gamma)
-
-    def report(self) -> str:
-        """One line: γ, batch, steps, τ, α and tokens/s."""
-        alpha = f"{self.alpha:.3f}" if self.gamma else "-"
-        return (f"gamma {self.gamma}, batch {self.batch}: {self.steps} target steps, tau {self.tau:.3f}, "
-                f"alpha {alpha}, {self.tokens_per_s:.1f} tokens/s ({self.new_tokens} tokens in {self.decode_s:.3f} s)")
-
-    def plot(self, ax=None):
-        """Bars of how many sequence-steps accepted 0..γ drafts (:mod:`sdsl.plots.results`)."""
-        from sdsl.plots.results import plot_acceptance_histogram
-
-        return plot_acceptance_histogram(self.accept_counts, ax=ax, title=self.report().split(":")[0])
 
 
 @torch.no_grad()

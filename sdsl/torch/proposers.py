@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from sdsl.errors import InvalidInputError
+from sdsl.torch.sampling import logits_to_probs
 from sdsl.torch.tree import TokenTree, commit_path, sample_without_replacement, tree_mask
 
 __all__ = ["Draft", "StepOutcome", "grow_tree", "DraftModel", "PromptLookup"]
@@ -48,8 +49,6 @@ class StepOutcome:
 def _distribution(logits: torch.Tensor, sampling) -> torch.Tensor:
     """Greedy trees rank children by the draft's logits (greedy verification never reads q); sampling
     draws from the draft's filtered distribution."""
-    from sdsl.torch.decoder import logits_to_probs
-
     if sampling.greedy:
         return logits.float()
     return logits_to_probs(logits, sampling.temperature, sampling.top_p)

@@ -25,6 +25,7 @@ from functools import cached_property
 import torch
 
 from sdsl.errors import InvalidInputError
+from sdsl.torch.sampling import sample
 
 __all__ = ["TokenTree", "tree_mask", "commit_path", "verify_tree", "sample_without_replacement"]
 
@@ -199,8 +200,6 @@ def verify_tree(tree: TokenTree, target_probs: torch.Tensor, draft_probs: torch.
     accepted = (path[:, 1:] > 0).long().cumprod(1).sum(1)
     if greedy:
         return path, accepted, target_probs[rows, current].argmax(-1)
-    from sdsl.torch.decoder import sample
-
     return path, accepted, sample(residual, gen)
 
 
