@@ -56,13 +56,16 @@ def calibrate(profiles, hardware, output, smoothness, fit_layers, steps, holdout
 
     result = calibrate_profiles(profiles, hardware=hardware, smoothness=_smoothness(smoothness), fit_layers=fit_layers,
                                 steps=steps)
-    held = _holdout(profiles, steps, result, fit_layers, _smoothness(smoothness)) if holdout else None
+    held = _holdout(profiles, steps, result, fit_layers, _smoothness(smoothness), hardware) if holdout else None
     if allreduce_file:
         from dataclasses import replace
 
         from sdsl.experiments.latency_validation import fit_allreduce
 
-        params, stats = fit_allreduce(allreduce_file, hardware=result.hardware, base=result.params)
+        from sdsl.core.architecture import dtype_bytes
+
+        params, stats = fit_allreduce(allreduce_file, hardware=hardware or result.hardware, base=result.params,
+                                      dtype_bytes=dtype_bytes(result.dtype))
         result = replace(result, params=params.replace(
             source=result.params.source + f"; all-reduce fitted to {allreduce_file} (MAPE {100 * stats['mape']:.1f}%)"))
     if output:
@@ -94,7 +97,7 @@ def calibrate(profiles, hardware, output, smoothness, fit_layers, steps, holdout
             click.echo(f"wrote {output}")
 
 
-def _holdout(profiles, steps, result, fit_layers, smoothness):
+def _holdout(profiles, steps, result, fit_layers, smoothness, hardware=None):
     """Leave-one-model-out table of the forward rows (same data and options as the fit)."""
     import pandas as pd
 
@@ -113,5 +116,5 @@ def _holdout(profiles, steps, result, fit_layers, smoothness):
         if fit_layers and len(prof.layers):
             layers.append((prof.layers, ModelSpec.from_dict(prof.meta["model"])))
     pairs = [pair for s in steps for pair in read_model_steps(s)[0]]
-    return forwards_leave_one_model_out(pd.concat(frames, ignore_index=True), get_hardware(result.hardware), pairs,
+    return forwards_leave_one_model_out(pd.concat(frames, ignore_index=True), get_hardware(hardware or result.hardware), pairs,
                                layers=layers, dtype=result.dtype, smoothness=smoothness)

@@ -10,18 +10,23 @@ from sdsl.cli._common import echo_json, format_table, json_option
 @click.command()
 @json_option
 def hardware(as_json):
-    """List the hardware catalog: dense bf16/fp8 TFLOP/s, bandwidth, memory, source."""
+    """List the hardware catalog: architecture, memory, dense bf16/fp8 TFLOP/s, bandwidth, SMs/CUs, L2,
+    GPU-to-GPU link per direction, and every entry's sources."""
     from sdsl.core.hardware import list_hardware
 
     rows = [h.to_human() for h in list_hardware()]
     if as_json:
         echo_json(rows)
         return
-    keys = ["name", "kind", "bf16_tflops", "fp8_tflops", "mem_bandwidth_gbs", "mem_gb", "interconnect_gbs"]
+    keys = ["name", "kind", "architecture", "memory_type", "bf16_tflops", "fp8_tflops", "mem_bandwidth_gbs", "mem_gb",
+            "sm_count", "l2_mb", "interconnect_gbs"]
     table_rows = [{k: ("-" if r.get(k) is None else (f"{r[k]:g}" if isinstance(r[k], float) else r[k])) for k in keys}
                   for r in rows]
     click.echo(format_table(table_rows, [(k, k, "") for k in keys]))
-    click.echo("\nSources: " + "; ".join(f"{r['name']}: {r['source']}" for r in rows))
+    click.echo("\nDense figures (datasheet 'with sparsity' / 2); interconnect_gbs per direction; '-' = not published.")
+    click.echo("Sources:")
+    for r in rows:
+        click.echo(f"  {r['name']}: {r['source']}")
 
 
 @click.command()

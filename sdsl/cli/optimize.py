@@ -6,6 +6,7 @@ import click
 
 from sdsl.cli._common import (acceptance_options, calibration_option, echo_json, format_table, json_option, parse_int_list,
                       resolve_latency_params)
+from sdsl.cli._speculation import pass_overhead_option, proposer_option
 
 
 @click.command()
@@ -27,16 +28,24 @@ from sdsl.cli._common import (acceptance_options, calibration_option, echo_json,
               help="Also print a batch-size -> k table for the best draft (TurboSpec goodput; for a serving "
                    "engine's dynamic speculation config).")
 @click.option("--max-batch", default=256, show_default=True, type=int, help="Largest batch size in the --serving table.")
+@proposer_option
+@click.option("--trees", is_flag=True, help="Also rank SGLang token trees (steps 1-8 x topk 1,2,4,8 x <= 64 tokens) per proposer.")
+@pass_overhead_option
+@click.option("--export", type=str, default=None,
+              help="Print the pick's configuration for an engine: vllm | sglang | trtllm (ranks proposers).")
 @calibration_option
 @click.option("--csv", "as_csv", is_flag=True, help="Print every evaluated configuration as CSV.")
 @json_option
 def optimize(target, hardware, batch, context, tp, draft_tp, acceptance, gamma_max, dtype, drafts, any_tokenizer,
-             pretrain_tokens, top, serving, max_batch, calibration, as_csv, as_json):
+             pretrain_tokens, top, serving, max_batch, proposers, trees, pass_overhead_us, export, calibration, as_csv,
+             as_json):
     """Rank draft models and speculation lengths by predicted tokens/s.
 
     Every (draft, gamma, batch) is priced on the calibrated roofline of the hardware; alpha is
     the given --alpha or SDSL's acceptance plane. Also prints SDSL's continuous FLOP-optimal draft
-    size N* for the target.
+    size N* for the target. With --proposer (repeatable; 'all' = every head kind) or --export, ranks
+    proposers and k together, reports the batch at which speculation stops paying and the best k by
+    batch, and prints the engine's configuration for the pick.
     """
     from sdsl.core.architecture import get_model
     from sdsl.core.deployment import Deployment
@@ -53,6 +62,14 @@ def optimize(target, hardware, batch, context, tp, draft_tp, acceptance, gamma_m
         raise InvalidInputError("--gamma-max must be >= 0.")
     if top <= 0:
         raise InvalidInputError("--top must be positive.")
+    if proposers or export or trees:
+        from sdsl.cli._optimize_proposers import rank_and_report
+
+        return rank_and_report(target=target, hardware=hardware, proposers=proposers, drafts=drafts,
+                               acc=acceptance.resolve(), calibration=calibration, tp=tp, draft_tp=draft_tp, dtype=dtype,
+                               context=context, gamma_max=gamma_max, batches=batches, max_batch=max_batch,
+                               pretrain_tokens=pretrain_tokens, top=top, export=export, trees=trees,
+                               pass_overhead_s=1e-6 * pass_overhead_us, as_json=as_json)
     alpha = acceptance.resolve()  # an Acceptance (priced per γ) or None (SDSL's plane)
     if alpha is not None and gamma_max > alpha.max_k:
         gamma_max = int(alpha.max_k)  # a measured vector prices only the positions it covers

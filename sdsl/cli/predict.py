@@ -1,65 +1,112 @@
-"""`sdsl predict`: step-time breakdown, τ, tokens/s and speedup of one configuration."""
+"""`sdsl predict`: step-time breakdown, τ, tokens/s, TPOT and speedup of one configuration."""
 
 from __future__ import annotations
 
 import click
 
 from sdsl.cli._common import acceptance_options, calibration_option, echo_json, json_option, resolve_latency_params
+from sdsl.cli._speculation import pass_overhead_option, proposer_option, tree_option
 
 
 @click.command()
 @click.option("--target", required=True, help="Target model (catalog name or config.json).")
-@click.option("--draft", required=True, help="Draft model (catalog name or config.json).")
-@click.option("--gamma", required=True, type=int, help="Draft tokens proposed per step.")
+@click.option("--draft", default=None, help="Draft model (catalog name or config.json); same as --proposer draft:<model>.")
+@proposer_option
+@click.option("--gamma", type=int, default=None,
+              help="Draft tokens per step (a chain); with --tree, the k an --accepted-length was measured at.")
+@tree_option
 @click.option("--hardware", default="h100-sxm", show_default=True, help="Hardware (catalog name or TOML/JSON file).")
 @acceptance_options
 @click.option("--batch", default=1, show_default=True, type=int, help="Sequences decoded together.")
 @click.option("--context", default=1024, show_default=True, type=int, help="Tokens in each sequence's KV cache.")
-@click.option("--tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of the target.")
-@click.option("--draft-tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of the draft.")
+@click.option("--tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of the target (and its heads).")
+@click.option("--draft-tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of a draft model.")
 @click.option("--dtype", default="bf16", show_default=True, type=click.Choice(["bf16", "fp16", "fp8", "fp32"]))
+@pass_overhead_option
 @calibration_option
 @json_option
-def predict(target, draft, gamma, hardware, acceptance, batch, context, tp, draft_tp, dtype, calibration, as_json):
-    """Predict one speculative-decoding configuration: draft and verify step times, tau, tokens/s
-    and speedup over plain decoding of the target."""
+def predict(target, draft, proposers, gamma, tree, hardware, acceptance, batch, context, tp, draft_tp, dtype,
+            pass_overhead_us, calibration, as_json):
+    """Predict one speculative-decoding configuration: draft and verify step times, tau, tokens/s,
+    time per output token and speedup over plain decoding of the target. A chain (--gamma) or an
+    SGLang-style tree (--tree STEPS,TOPK,TOKENS) of any proposer (--proposer or --draft)."""
     from sdsl.core.architecture import get_model
     from sdsl.core.deployment import Deployment
-    from sdsl.errors import InvalidInputError
     from sdsl.core.hardware import get_hardware
-    from sdsl.core.scaling import acceptance_from_sizes
-    from sdsl.core.throughput import predict as predict_sd
+    from sdsl.core.proposers import make_proposer
+    from sdsl.core.speculation import parse_tree, price_speculation
+    from sdsl.errors import InvalidInputError
 
-    if gamma < 0:
+    if gamma is None and tree is None:
+        raise InvalidInputError("Give --gamma (a chain) or --tree STEPS,TOPK,TOKENS.")
+    if gamma is not None and gamma < 0:
         raise InvalidInputError("--gamma must be >= 0.")
     if batch <= 0:
         raise InvalidInputError("--batch must be a positive integer.")
     if context < 0:
         raise InvalidInputError("--context must be >= 0.")
-    t, d, hw = get_model(target), get_model(draft), get_hardware(hardware)
-    acc = acceptance.resolve(k=gamma)
-    if acc is None:
-        alpha = float(acceptance_from_sizes(d.total_params, t.total_params))
-        source = "sdsl-plane"
-    else:  # the i.i.d. α with this acceptance's τ at γ prices it exactly (Leviathan Eq. (1) inverted)
-        alpha, source = float(acc.iid_alpha(gamma)), ("given" if acc.is_iid else acc.source)
+    if len(proposers) + bool(draft) != 1:
+        raise InvalidInputError("Give one proposer: --draft <model> or --proposer draft:<model>|eagle|eagle3|medusa|mtp|ngram.")
+    shape = parse_tree(tree) if tree else None
+    proposer = make_proposer(proposers[0] if proposers else f"draft:{draft}")
+    t, hw = get_model(target), get_hardware(hardware)
+    tau_value, source, acc = _tau(acceptance, gamma, shape, proposer, t)
     params = resolve_latency_params(calibration, hw)
-    deployment = Deployment(hw, tp=tp, draft_tp=draft_tp, dtype=dtype, context=context, params=params)
-    p = predict_sd(t, d, deployment, gamma=gamma, alpha=alpha, batch=batch)
-    out = {"target": t.name, "draft": d.name, "hardware": hw.name, "gamma": gamma, "alpha": alpha,
-           "alpha_source": source, "batch": batch, "context": context, "tp": tp, "dtype": dtype, **p.to_dict(),
-           "latency_params": params.to_dict(), **({"acceptance": acc.to_dict(gamma)} if acc is not None else {})}
+    dep = Deployment(hw, tp=tp, draft_tp=draft_tp, dtype=dtype, context=context, params=params)
+    p = price_speculation(t, proposer, dep, tau_value=tau_value, gamma=None if shape else gamma, tree=shape, batch=batch,
+                          pass_overhead_s=1e-6 * pass_overhead_us)
+    chain = {} if shape is not None or acc is None else {"alpha": float(acc.iid_alpha(gamma)) if gamma else None,
+                                                         "alpha_source": "given" if acc.is_iid and source != "sdsl-plane" else source}
+    out = {"target": t.name, "draft": getattr(getattr(proposer, "model", None), "name", None), **chain,
+           "proposer": proposer.name, "proposer_source": proposer.source, "hardware": hw.name,
+           "gamma": None if shape else gamma, "tree": None if shape is None else [shape.steps, shape.topk, shape.tokens],
+           "acceptance_source": source, "batch": batch, "context": context, "tp": tp, "dtype": dtype,
+           **{key: (v.item() if hasattr(v, "item") else v) for key, v in p.items()}, "latency_params": params.to_dict(),
+           **({"acceptance": acc.to_dict(gamma if shape is None else None)} if acc is not None else {})}
     if as_json:
         echo_json(out)
         return
+    _echo(out, hw.name)
+
+
+def _tau(acceptance, gamma, shape, proposer, target):
+    """(τ, where it came from, the Acceptance or None) for a chain or a tree."""
+    from sdsl.core.proposers import DraftModel
+    from sdsl.core.scaling import acceptance_from_sizes
+    from sdsl.errors import InvalidInputError
+
+    if shape is not None and acceptance.given == "--accepted-length" and acceptance.accepted_at is None and gamma is None:
+        return float(acceptance.accepted_length), "accepted-length of this tree (measured)", None
+    k = gamma if shape is None else (gamma if gamma is not None else acceptance.accepted_at)
+    acc = acceptance.resolve(k=k)
+    if acc is None and isinstance(proposer, DraftModel):
+        from sdsl.core.acceptance_vector import Acceptance
+
+        acc = Acceptance.from_iid(float(acceptance_from_sizes(proposer.model.total_params, target.total_params)))
+        acc = Acceptance(acc.positions, acc.tail_ratio, "sdsl-plane")
+    if acc is None:
+        raise InvalidInputError(f"{proposer.name} needs a measured acceptance: --alpha, --accepted-length, "
+                                "--acceptance or --acceptance-file.")
+    if shape is None:
+        return float(acc.tau(gamma)), acc.source, acc
+    if shape.is_chain:
+        return float(acc.tau(shape.steps)), acc.source, acc
+    from sdsl.core.trees import TokenTree, rank_acceptance
+
+    P = rank_acceptance(acc.conditional_at(shape.steps), shape.topk)
+    return float(TokenTree.sglang(shape.steps, shape.topk, shape.tokens, P).tau(P)), f"{acc.source} (tree model)", acc
+
+
+def _echo(out: dict, hw_name: str) -> None:
     ms = lambda s: f"{1e3 * s:8.3f} ms"  # noqa: E731
-    click.echo(f"{t.name} + draft {d.name}, gamma {gamma}, alpha {alpha:.3f} ({source}), batch {batch}, "
-               f"context {context}, tp {tp}, {dtype} on {hw.name}")
-    click.echo(f"  draft step (q=1)      {ms(out['t_draft_s'])}   x {gamma}")
-    click.echo(f"  verify step (q={gamma + 1:<2})   {ms(out['t_verify_s'])}   ({out['bound']}-bound)")
-    click.echo(f"  overhead              {ms(out['t_overhead_s'])}")
+    shape = f"gamma {out['gamma']}" if out["tree"] is None else "tree " + ",".join(map(str, out["tree"]))
+    click.echo(f"{out['target']} + {out['proposer']}, {shape}, tau {out['tau']:.3f} ({out['acceptance_source']}), "
+               f"batch {out['batch']}, context {out['context']}, tp {out['tp']}, {out['dtype']} on {hw_name}")
+    click.echo(f"  draft pass (q=1)      {ms(out['t_draft_s'])}")
+    click.echo(f"  drafting, all passes  {ms(out['t_propose_s'])}")
+    click.echo(f"  verify ({int(out['verify_tokens'])} tokens)    {ms(out['t_verify_s'])}   ({out['bound']}-bound)")
     click.echo(f"  SD step               {ms(out['t_step_s'])}")
     click.echo(f"  plain step (q=1)      {ms(out['t_plain_s'])}")
-    click.echo(f"  tau (tokens/step)     {out['tau']:8.3f}")
+    click.echo(f"  TPOT                  {ms(out['tpot_s'])}")
     click.echo(f"  tokens/s              {out['tokens_per_s']:8.1f}   (plain {out['plain_tokens_per_s']:.1f})")
     click.echo(f"  speedup               {out['speedup']:8.3f}x  (cost ratio c = {out['cost_ratio']:.4f})")

@@ -19,7 +19,8 @@ def _ints(value: str | None, name: str) -> tuple[int, ...] | None:
 @click.option("--hardware", default=None, help="Catalog entry of this device (datasheet peaks for calibration); guessed if omitted.")
 @click.option("--quick", is_flag=True, help="A seconds-long grid (smoke tests).")
 @click.option("--num-tokens", default=None, help="Comma-separated num_tokens for the per-operator GEMMs.")
-@click.option("--tp", default=None, help="Comma-separated tensor-parallel degrees (shapes of one worker's shard).")
+@click.option("--tp", default=None, help="Comma-separated tensor-parallel degrees (shapes of one worker's shard); "
+              "under torchrun one degree N = the number of processes: time the shards and the TP-N collectives.")
 @click.option("--batch", default=None, help="Comma-separated batch sizes for decoder-layer steps.")
 @click.option("--q", "q", default=None, help="Comma-separated new tokens per sequence (1..8) for layer steps.")
 @click.option("--context", default=None, help="Comma-separated KV-cache lengths for layer steps.")
@@ -54,14 +55,45 @@ def profile(device, model_name, dtype, output, hardware, quick, num_tokens, tp, 
     if min_time is not None and not min_time >= 0:
         raise InvalidInputError("--min-time must be a non-negative number of seconds.")
     spec = get_model(model_name)
+    degrees = _ints(tp, "tp") or (1,)
+    bad = [t for t in degrees if spec.n_head % t]
+    if bad:
+        raise InvalidInputError(f"--tp {bad[0]}: {spec.name} has {spec.n_head} attention heads, not divisible by {bad[0]}.")
     grid = quick_grid() if quick else default_grid(device)
     changes = {k: v for k, v in {
         "num_tokens": _ints(num_tokens, "num-tokens"), "tp": _ints(tp, "tp"), "batch": _ints(batch, "batch"),
         "q": _ints(q, "q"), "context": _ints(context, "context"), "repeats": repeats, "warmup": warmup,
         "min_time_s": min_time}.items() if v is not None}
     grid = replace(grid, ops=ops, layers=layers, **changes)
+    if _world_size() > 1:
+        _run_distributed(spec, output, device, dtype, grid, hardware, degrees, progress, threads)
+        return
     path = run_profile(spec, output, device=device, dtype=dtype, grid=grid, hardware=hardware,
                        resume=not fresh, progress=progress, limit=limit, threads=threads)
     prof = read_profile(path)
     state = "complete" if prof.meta.get("complete") else "partial (rerun to resume)"
     click.echo(f"{path}: {len(prof.data)} rows ({len(prof.ops)} operator, {len(prof.layers)} layer), {state}.")
+
+
+def _world_size() -> int:
+    import os
+
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 1
+
+
+def _run_distributed(spec, output, device, dtype, grid, hardware, degrees, progress, threads) -> None:
+    """Under torchrun: one TP degree = WORLD_SIZE; rank 0 reports what it wrote."""
+    from sdsl.errors import InvalidInputError
+    from sdsl.torch.harness.distributed import collective_paths, run_tp_profile
+
+    if len(degrees) != 1 or degrees[0] != _world_size():
+        raise InvalidInputError(f"Under torchrun give one --tp equal to the number of processes ({_world_size()}), "
+                                f"got {','.join(map(str, degrees))}.")
+    path = run_tp_profile(spec, output, device=device, dtype=dtype, tp=degrees[0], grid=grid, hardware=hardware,
+                          progress=progress, threads=threads)
+    if path is not None:
+        extra = ", ".join(str(p) for p in collective_paths(output).values())
+        click.echo(f"{path}: TP-{degrees[0]} operator rows; collectives in {extra}.")

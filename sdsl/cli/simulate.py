@@ -42,7 +42,12 @@ def _parse_qps(text: str) -> list[float]:
 @click.option("--max-k", default=7, show_default=True, type=int, help="Largest k the adaptive policies consider.")
 @click.option("--mem-fraction", default=0.9, show_default=True, type=float, help="Fraction of GPU memory usable.")
 @click.option("--estimator", default="ema", show_default=True, type=click.Choice(["ema", "window"]),
-              help="Online acceptance estimate: TurboSpec's EMA (0.85/0.15, prior 0.7) or a 16-step window.")
+              help="Online acceptance estimate: TurboSpec's EMA (0.85/0.15) or a 16-step window.")
+@click.option("--alpha-prior", default=0.7, show_default=True, type=float,
+              help="Where each request's acceptance estimate starts (TurboSpec: 0.7).")
+@click.option("--pricing", default="online", show_default=True, type=click.Choice(["online", "table"]),
+              help="How the adaptive controller prices steps: TurboSpec's linear model fitted online to the "
+              "step times it observes, or the simulator's exact step table (an oracle).")
 @click.option("--spec-overhead", default=0.0, show_default=True, type=float,
               help="Speculation overhead as a fraction of the verification step (TurboSpec measures ~0.05).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Random seed (runs are deterministic).")
@@ -50,8 +55,8 @@ def _parse_qps(text: str) -> list[float]:
 @calibration_option
 @json_option
 def simulate(target, draft, hardware, tp, draft_tp, qps, policies, trace, data_dir, n_requests, prompt_tokens,
-             output_tokens, alpha, alpha_concentration, max_batch, max_k, mem_fraction, estimator, spec_overhead, seed,
-             dtype, calibration, as_json):
+             output_tokens, alpha, alpha_concentration, max_batch, max_k, mem_fraction, estimator, alpha_prior, pricing,
+             spec_overhead, seed, dtype, calibration, as_json):
     """Simulate a continuously batched server under each QPS and speculation policy.
 
     Requests arrive (Poisson, or a replayed Azure trace time-scaled to the QPS), are admitted while
@@ -61,40 +66,19 @@ def simulate(target, draft, hardware, tp, draft_tp, qps, policies, trace, data_d
     """
     from sdsl.core.architecture import get_model
     from sdsl.core.deployment import Deployment
-    from sdsl.errors import InvalidInputError
     from sdsl.core.hardware import get_hardware
-    from sdsl.serving import (AcceptanceDist, ServingSystem, SimConfig, parse_policies, poisson_workload,
-                           simulate as run_sim, trace_workload)
+    from sdsl.serving import AcceptanceDist, ServingSystem, SimConfig, parse_policies, simulate as run_sim
 
     rates = _parse_qps(qps)
     pols = parse_policies(policies)
-    if n_requests < 2:
-        raise InvalidInputError("--requests must be at least 2.")
-    if prompt_tokens < 1 or output_tokens < 1:
-        raise InvalidInputError("--prompt-tokens and --output-tokens must be >= 1.")
-    if not 0.0 < alpha < 1.0:
-        raise InvalidInputError(f"--alpha must lie in (0, 1); got {alpha}.")
-    if not 0.0 < mem_fraction <= 1.0:
-        raise InvalidInputError(f"--mem-fraction must lie in (0, 1]; got {mem_fraction}.")
-    if not 0.0 <= spec_overhead < 10.0:
-        raise InvalidInputError(f"--spec-overhead must lie in [0, 10); got {spec_overhead}.")
-    if max_batch < 1 or max_k < 0 or tp < 1 or draft_tp < 1:
-        raise InvalidInputError("--max-batch, --tp and --draft-tp must be >= 1 and --max-k >= 0.")
+    _check_options(n_requests=n_requests, prompt_tokens=prompt_tokens, output_tokens=output_tokens, alpha=alpha,
+                   alpha_prior=alpha_prior, mem_fraction=mem_fraction, spec_overhead=spec_overhead,
+                   max_batch=max_batch, max_k=max_k, tp=tp, draft_tp=draft_tp)
     k_needed = max([max_k] + [p.k for p in pols])
     target_spec = get_model(target)
     hw = get_hardware(hardware)
-    dist = AcceptanceDist(alpha, alpha_concentration)
-    max_ctx = target_spec.max_context
-
-    workloads = {}
-    for r in rates:
-        if trace:
-            workloads[r] = trace_workload(trace, r, n_requests, dist, seed=seed, max_context=max_ctx, data_dir=data_dir)
-        else:
-            if prompt_tokens + output_tokens > max_ctx:
-                raise InvalidInputError(f"--prompt-tokens + --output-tokens exceed {target_spec.name}'s "
-                                        f"{max_ctx}-token context.")
-            workloads[r] = poisson_workload(n_requests, r, prompt_tokens, output_tokens, dist, seed=seed)
+    workloads = _workloads(rates, trace, data_dir, n_requests, prompt_tokens, output_tokens,
+                           AcceptanceDist(alpha, alpha_concentration), seed, target_spec)
     longest = max(int((w.prompt_tokens + w.output_tokens).max()) for w in workloads.values())
     longest_prompt = max(int(w.prompt_tokens.max()) for w in workloads.values())
 
@@ -107,12 +91,11 @@ def simulate(target, draft, hardware, tp, draft_tp, qps, policies, trace, data_d
     system = ServingSystem.from_catalog(target_spec, draft, deployment, mem_fraction=mem_fraction, max_batch=max_batch,
                                         max_k=k_needed, max_context=longest + k_needed + 2, max_prompt=longest_prompt,
                                         spec_overhead_frac=spec_overhead)
-    config = SimConfig(max_batch=max_batch, max_k=max_k, estimator=estimator)
+    config = SimConfig(max_batch=max_batch, max_k=max_k, estimator=estimator, prior=alpha_prior, pricing=pricing)
     results = []
     for r in rates:
         for p in pols:
-            res = run_sim(workloads[r], system, p, config, seed=seed, qps=r)
-            s = res.summary()
+            s = run_sim(workloads[r], system, p, config, seed=seed, qps=r).summary()
             results.append({key: s[key] for key in ("qps", "policy", "mean_latency_s", "p99_latency_s", "ttft_s",
                                                      "tpot_s", "tokens_per_s", "mean_k")})
     if as_json:
@@ -121,6 +104,46 @@ def simulate(target, draft, hardware, tp, draft_tp, qps, policies, trace, data_d
     src = f"trace {trace}" if trace else f"Poisson, {prompt_tokens}+{output_tokens} tokens"
     click.echo(f"{system.name}; {src}; {n_requests} requests; alpha ~ Beta(mean {alpha:g}, "
                f"concentration {alpha_concentration:g}); seed {seed}")
+    _echo_tables(rates, results)
+
+
+def _check_options(*, n_requests, prompt_tokens, output_tokens, alpha, alpha_prior, mem_fraction, spec_overhead,
+                   max_batch, max_k, tp, draft_tp) -> None:
+    """One InvalidInputError sentence for the first option out of range."""
+    from sdsl.errors import InvalidInputError
+
+    if n_requests < 2:
+        raise InvalidInputError("--requests must be at least 2.")
+    if prompt_tokens < 1 or output_tokens < 1:
+        raise InvalidInputError("--prompt-tokens and --output-tokens must be >= 1.")
+    if not 0.0 < alpha < 1.0:
+        raise InvalidInputError(f"--alpha must lie in (0, 1); got {alpha}.")
+    if not 0.0 < alpha_prior < 1.0:
+        raise InvalidInputError(f"--alpha-prior must lie in (0, 1); got {alpha_prior}.")
+    if not 0.0 < mem_fraction <= 1.0:
+        raise InvalidInputError(f"--mem-fraction must lie in (0, 1]; got {mem_fraction}.")
+    if not 0.0 <= spec_overhead < 10.0:
+        raise InvalidInputError(f"--spec-overhead must lie in [0, 10); got {spec_overhead}.")
+    if max_batch < 1 or max_k < 0 or tp < 1 or draft_tp < 1:
+        raise InvalidInputError("--max-batch, --tp and --draft-tp must be >= 1 and --max-k >= 0.")
+
+
+def _workloads(rates, trace, data_dir, n_requests, prompt_tokens, output_tokens, dist, seed, target_spec) -> dict:
+    """One workload per QPS: the trace time-scaled to it, or Poisson arrivals with fixed lengths."""
+    from sdsl.errors import InvalidInputError
+    from sdsl.serving import poisson_workload, trace_workload
+
+    max_ctx = target_spec.max_context
+    if not trace and prompt_tokens + output_tokens > max_ctx:
+        raise InvalidInputError(f"--prompt-tokens + --output-tokens exceed {target_spec.name}'s "
+                                f"{max_ctx}-token context.")
+    if trace:
+        return {r: trace_workload(trace, r, n_requests, dist, seed=seed, max_context=max_ctx, data_dir=data_dir)
+                for r in rates}
+    return {r: poisson_workload(n_requests, r, prompt_tokens, output_tokens, dist, seed=seed) for r in rates}
+
+
+def _echo_tables(rates, results) -> None:
     cols = [("policy", "policy", ""), ("mean_latency_s", "mean lat (s)", ".3f"), ("p99_latency_s", "p99 lat (s)", ".3f"),
             ("ttft_ms", "TTFT (ms)", ".1f"), ("tpot_ms", "TPOT (ms)", ".2f"), ("tokens_per_s", "tok/s", ".0f"),
             ("mean_k", "mean k", ".2f")]

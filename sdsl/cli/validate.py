@@ -24,7 +24,11 @@ def _default_vidur() -> str:
               help="Vidur profiling folder with <gpu>/<org>/<model>/mlp.csv (default: the copy shipped in sdsl/data/vidur).")
 @click.option("--figure", default=None, help="Also save the held-out predicted-vs-measured figure here.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
-def latency(data, figure, as_json):
+@click.option("--transfer", is_flag=True, help="Leave one GPU out instead: price each GPU from the OTHER GPUs' "
+              "calibrations through its datasheet (cross-GPU efficiency model).")
+@click.option("--hardware", "hardware_map", multiple=True, metavar="FOLDER=NAME_OR_FILE",
+              help="Hardware of a GPU folder the catalog does not name (repeatable).")
+def latency(data, figure, as_json, transfer, hardware_map):
     """Leave-one-model-out MAPE of the calibrated operator-time model on Vidur's H100 and A100 data.
 
     For each GPU, fit on all models but one and predict the held-out one's GEMM times (all
@@ -33,8 +37,13 @@ def latency(data, figure, as_json):
     """
     from sdsl.experiments.latency_validation import validate_latency
     from sdsl.cli._common import echo_json
+    from sdsl.cli.transfer import parse_hardware_map, run_transfer
 
-    out = validate_latency(data or _default_vidur(), figure=figure)
+    mapping = parse_hardware_map(hardware_map)
+    if transfer:
+        run_transfer(data or _default_vidur(), mapping, figure=figure, as_json=as_json)
+        return
+    out = validate_latency(data or _default_vidur(), figure=figure, hardware=mapping)
     if as_json:
         echo_json(out)
         return
@@ -64,3 +73,44 @@ def latency(data, figure, as_json):
 from sdsl.cli.validate_decoder import decoder as _decoder  # noqa: E402  (issue 4: torch reference decoder; imports torch lazily)
 
 validate.add_command(_decoder)
+
+
+@validate.command("published")
+@click.option("--figure", default=None, help="Also save the predicted-vs-measured and k-sweep figure here (.png).")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+def published(figure, as_json):
+    """Price every published row sdsl can price (sdsl/data/published) with the shipped calibration and
+    the measured accepted length; per-row and median errors, the rows it cannot price and why, a
+    leave-one-source-out engine-overhead variant, and vLLM's EAGLE k-sweep."""
+    from sdsl.cli._common import echo_json
+    from sdsl.experiments.published_validation import validate_published
+
+    out = validate_published()
+    if figure:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from sdsl.plots import save_figure
+        from sdsl.plots.published import published_figure
+
+        save_figure(published_figure(out), figure)
+    if as_json:
+        echo_json(out)
+        return
+    for r in out["rows"]:
+        shape = r["tree"] and "tree " + ",".join(map(str, r["tree"])) or (f"k {r['gamma']}" if r["proposer"] else "plain")
+        click.echo(f"{r['group']:<19} {r['file'][:4]}#{r['row']:<3} {r['target']:<16} {r['hardware']:<10} tp{r['tp']} "
+                   f"{(r['proposer'] or '-'):<16} {shape:<14} measured {r['measured']:8.2f}  predicted "
+                   f"{r['predicted']:8.2f}  error {100 * r['error']:+6.1f}%")
+    for u in out["unpriced"]:
+        click.echo(f"not priced: {u['file']}#{u['row']}: {u['reason']}")
+    for name, s in out["summary"].items():
+        if s["n"]:
+            click.echo(f"{name}: n={s['n']} median |error| {100 * s['median_abs_error']:.1f}%, mean "
+                       f"{100 * s['mean_abs_error']:.1f}%, worst {100 * s['worst_error']:+.1f}%, "
+                       f"median signed {100 * s['median_signed_error']:+.1f}%")
+    ks = out["k_sweep"]
+    click.echo(f"vLLM EAGLE k-sweep: measured best k {ks['measured_best_k']}; sdsl best k {ks['shipped']['best_k']} "
+               f"(shipped), {ks['loso_overhead']['best_k']} (with overhead fitted without the sweep's source)")
+    if figure:
+        click.echo(f"wrote {figure}")

@@ -26,7 +26,6 @@ per-position rates, VALIDATION.md "Acceptance decay form").
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 
@@ -34,6 +33,7 @@ import numpy as np
 
 from sdsl.core.acceptance import alpha_from_tau, check_alpha, tau as tau_iid
 from sdsl.core.acceptance_decay import DEFAULT_DECAY, decay_conditional, solve_decay
+from sdsl._result import Result
 from sdsl.errors import InvalidInputError
 
 __all__ = ["Acceptance", "conditional_from_marginal", "marginal_from_conditional", "accepted_length_with_bonus",
@@ -76,7 +76,7 @@ def accepted_length_with_bonus(value, *, bonus_included: bool = True) -> np.ndar
 
 
 @dataclass(frozen=True)
-class Acceptance:
+class Acceptance(Result):
     """Per-position conditional acceptance p_1..p_K, optionally extended past K by a geometric tail.
 
     ``positions`` are the conditional rates as measured or fitted; ``tail_ratio`` (None, or r ≥ 0)
@@ -223,18 +223,16 @@ class Acceptance:
                 "conditional": self.conditional_at(k).tolist(), "marginal": self.marginal_at(k).tolist(),
                 "tau": float(self.tau(k))}
 
-    def to_json(self, path=None, *, k: int | None = None) -> str:
-        """JSON text of :meth:`to_dict`; written atomically to ``path`` when given."""
-        text = json.dumps(self.to_dict(k), indent=2)
-        if path is not None:
-            from sdsl._io import atomic_write_text
-
-            atomic_write_text(path, text + "\n")
-        return text
-
     def report(self, k: int | None = None) -> str:
         """Two lines: conditional and marginal rates by position, and τ."""
         d = self.to_dict(k)
         fmt = lambda xs: ", ".join(f"{x:.3f}" for x in xs)  # noqa: E731
         return (f"acceptance ({d['source']}), k = {d['k']}: tau = {d['tau']:.3f}\n"
                 f"  conditional p_i: {fmt(d['conditional'])}\n  marginal m_i:    {fmt(d['marginal'])}")
+
+    def plot(self, ax=None, k: int | None = None):
+        """Conditional and marginal rates by position up to k (default: K)."""
+        from sdsl.plots.results import plot_acceptance_by_position
+
+        d = self.to_dict(k)
+        return plot_acceptance_by_position(d["conditional"], d["marginal"], ax, f"{d['source']}: tau = {d['tau']:.2f}")

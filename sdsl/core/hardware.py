@@ -22,14 +22,20 @@ from typing import Any, Mapping
 from sdsl._io import load_mapping, load_toml
 from sdsl.errors import ConfigError, InvalidInputError, UnknownNameError
 
-__all__ = ["Hardware", "get_hardware", "list_hardware", "load_hardware_file"]
+__all__ = ["ARCHITECTURES", "Hardware", "get_hardware", "list_hardware", "load_hardware_file"]
 
 _TERA = 1e12
 _GIGA = 1e9
 _KINDS = ("gpu", "cpu")
 # keys of an entry in a hardware file (human units) -> accepted
 _REQUIRED = ("bf16_tflops", "mem_bandwidth_gbs", "mem_gb")
-_OPTIONAL = ("name", "aliases", "kind", "fp8_tflops", "interconnect_gbs", "source")
+_OPTIONAL = ("name", "aliases", "kind", "fp8_tflops", "interconnect_gbs", "source", "bf16_sparse_tflops",
+             "fp8_sparse_tflops", "interconnect", "architecture", "memory_type", "sm_count", "l2_mb")
+_POSITIVE = ("bf16_tflops", "mem_bandwidth_gbs", "mem_gb", "fp8_tflops", "interconnect_gbs", "bf16_sparse_tflops",
+             "fp8_sparse_tflops", "sm_count", "l2_mb")
+_TEXT = ("name", "kind", "source", "interconnect", "architecture", "memory_type")
+#: architecture generations in release order (what the cross-GPU efficiency model reads as "generation")
+ARCHITECTURES = ("volta", "ampere", "ada", "hopper", "blackwell", "cdna2", "cdna3", "gaudi3", "zen4")
 
 
 @dataclass(frozen=True)
@@ -42,10 +48,18 @@ class Hardware:
         peak_flops_fp8: dense fp8 tensor peak, FLOP/s, or ``None`` when there are no fp8 tensor cores.
         mem_bandwidth: peak device-memory bandwidth, bytes/s.
         mem_capacity: device memory, bytes.
-        interconnect_bandwidth: NVLink-class GPU-to-GPU bandwidth per GPU, bytes/s, or ``None``.
-        kind: ``"gpu"`` or ``"cpu"``.
+        interconnect_bandwidth: GPU-to-GPU bandwidth per GPU and PER DIRECTION, bytes/s (NVLink4 on
+            H100-SXM: 450e9; PCIe cards: their PCIe x16 link), or ``None``.
+        kind: ``"gpu"`` (any accelerator with its own memory) or ``"cpu"``.
         source: where the numbers come from (datasheet URL).
         aliases: other lower-case names that find this entry.
+        architecture: generation (``"hopper"``, ``"ampere"``, ...; see :data:`ARCHITECTURES`) or ``None``.
+        memory_type: ``"HBM3"``, ``"GDDR6"``, ... or ``None``.
+        sm_count: SMs (NVIDIA) or compute units (AMD), or ``None`` where unpublished.
+        l2_cache: shared last-level on-chip cache, bytes, or ``None``.
+        peak_flops_sparse, peak_flops_fp8_sparse: the datasheets' 2:4-sparse figures (FLOP/s) where
+            printed; never used for pricing, kept so that dense = sparse / 2 can be checked.
+        interconnect: the GPU-to-GPU link in words.
     """
 
     name: str
@@ -57,18 +71,29 @@ class Hardware:
     kind: str
     source: str
     aliases: tuple[str, ...] = field(default=())
+    architecture: str | None = None
+    memory_type: str | None = None
+    sm_count: int | None = None
+    l2_cache: float | None = None
+    peak_flops_sparse: float | None = None
+    peak_flops_fp8_sparse: float | None = None
+    interconnect: str | None = None
 
     def __post_init__(self) -> None:
         for attr in ("peak_flops", "mem_bandwidth", "mem_capacity"):
             value = getattr(self, attr)
             if not _positive(value):
                 raise InvalidInputError(f"Hardware {self.name!r}: {attr} must be a positive number, got {value!r}.")
-        for attr in ("peak_flops_fp8", "interconnect_bandwidth"):
+        for attr in ("peak_flops_fp8", "interconnect_bandwidth", "sm_count", "l2_cache", "peak_flops_sparse",
+                     "peak_flops_fp8_sparse"):
             value = getattr(self, attr)
             if value is not None and not _positive(value):
                 raise InvalidInputError(f"Hardware {self.name!r}: {attr} must be positive or absent, got {value!r}.")
         if self.kind not in _KINDS:
             raise InvalidInputError(f"Hardware {self.name!r}: kind must be one of {_KINDS}, got {self.kind!r}.")
+        if self.architecture is not None and self.architecture not in ARCHITECTURES:
+            raise InvalidInputError(f"Hardware {self.name!r}: architecture must be one of {', '.join(ARCHITECTURES)}, "
+                                    f"got {self.architecture!r}.")
         object.__setattr__(self, "aliases", tuple(str(a).lower() for a in self.aliases))
 
     @property
@@ -112,6 +137,14 @@ class Hardware:
             d["fp8_tflops"] = self.peak_flops_fp8 / _TERA
         if self.interconnect_bandwidth is not None:
             d["interconnect_gbs"] = self.interconnect_bandwidth / _GIGA
+        for key, value, unit in (("bf16_sparse_tflops", self.peak_flops_sparse, _TERA),
+                                 ("fp8_sparse_tflops", self.peak_flops_fp8_sparse, _TERA),
+                                 ("l2_mb", self.l2_cache, 1e6), ("sm_count", self.sm_count, 1)):
+            if value is not None:
+                d[key] = value / unit if unit != 1 else value
+        for key in ("architecture", "memory_type", "interconnect"):
+            if getattr(self, key) is not None:
+                d[key] = getattr(self, key)
         if self.aliases:
             d["aliases"] = list(self.aliases)
         return d
@@ -134,25 +167,37 @@ def _from_entry(key: str, entry: Mapping[str, Any], origin: str) -> Hardware:
             f"Hardware entry {key!r} in {origin} has unknown key(s) {', '.join(unknown)}; "
             f"allowed: {', '.join(_REQUIRED + _OPTIONAL)}."
         )
-    for k in ("bf16_tflops", "mem_bandwidth_gbs", "mem_gb", "fp8_tflops", "interconnect_gbs"):
+    for k in _POSITIVE:
         if k in entry and not _positive(entry[k]):
             raise ConfigError(f"Hardware entry {key!r} in {origin}: {k} must be a positive number, got {entry[k]!r}.")
+    for k in _TEXT:
+        if k in entry and not isinstance(entry[k], str):
+            raise ConfigError(f"Hardware entry {key!r} in {origin}: {k} must be a string, got {entry[k]!r}.")
     aliases = entry.get("aliases", [])
     if isinstance(aliases, str) or not all(isinstance(a, str) for a in aliases):
         raise ConfigError(f"Hardware entry {key!r} in {origin}: aliases must be a list of strings.")
-    fp8 = entry.get("fp8_tflops")
-    ic = entry.get("interconnect_gbs")
+
+    def scaled(k, unit):
+        return None if entry.get(k) is None else float(entry[k]) * unit
+
     try:
         return Hardware(
             name=str(entry.get("name", key)),
             peak_flops=float(entry["bf16_tflops"]) * _TERA,
-            peak_flops_fp8=None if fp8 is None else float(fp8) * _TERA,
+            peak_flops_fp8=scaled("fp8_tflops", _TERA),
             mem_bandwidth=float(entry["mem_bandwidth_gbs"]) * _GIGA,
             mem_capacity=float(entry["mem_gb"]) * _GIGA,
-            interconnect_bandwidth=None if ic is None else float(ic) * _GIGA,
+            interconnect_bandwidth=scaled("interconnect_gbs", _GIGA),
             kind=str(entry.get("kind", "gpu")).lower(),
             source=str(entry.get("source", origin)),
             aliases=tuple(aliases),
+            architecture=None if entry.get("architecture") is None else entry["architecture"].lower(),
+            memory_type=entry.get("memory_type"),
+            sm_count=None if entry.get("sm_count") is None else int(entry["sm_count"]),
+            l2_cache=scaled("l2_mb", 1e6),
+            peak_flops_sparse=scaled("bf16_sparse_tflops", _TERA),
+            peak_flops_fp8_sparse=scaled("fp8_sparse_tflops", _TERA),
+            interconnect=entry.get("interconnect"),
         )
     except InvalidInputError as exc:
         raise ConfigError(f"{exc} (in {origin})") from None
@@ -172,8 +217,10 @@ def load_hardware_file(path: str | Path) -> list[Hardware]:
 
     The file holds either one entry at the top level (``name = "my-gpu"``, ``bf16_tflops = ...``)
     or several tables keyed by short name. Required keys: ``bf16_tflops``, ``mem_bandwidth_gbs``,
-    ``mem_gb``; optional: ``name``, ``aliases``, ``kind``, ``fp8_tflops``, ``interconnect_gbs``,
-    ``source``. A missing or malformed file raises :class:`~sdsl.errors.ConfigError`.
+    ``mem_gb``; optional: ``name``, ``aliases``, ``kind``, ``fp8_tflops``, ``interconnect_gbs`` (per
+    direction), ``interconnect``, ``architecture``, ``memory_type``, ``sm_count``, ``l2_mb``,
+    ``bf16_sparse_tflops``, ``fp8_sparse_tflops``, ``source`` (the catalog file's header explains
+    each). A missing or malformed file, or one lacking a required key, raises :class:`~sdsl.errors.ConfigError`.
     """
     path = Path(path)
     return _parse_mapping(load_mapping(path), str(path))

@@ -87,14 +87,29 @@ def _packaged_params(name: str) -> LatencyParams | None:
 def default_params(hardware) -> LatencyParams:
     """Latency parameters shipped for ``hardware``: its own calibration when sdsl ships one
     (sdsl/data/latency/<name>.json, fitted by ``sdsl calibrate`` to real measurements — H100-SXM and
-    A100-80GB from Vidur's operator timings, CPU from this project's harness); for another GPU, the
-    H100-SXM fit transferred (its ``source`` says so); otherwise :data:`DEFAULT_PARAMS`."""
-    name = getattr(hardware, "name", str(hardware)).lower()
-    own = _packaged_params(name)
+    A100-80GB from Vidur's operator timings); for another accelerator, the cross-GPU efficiency
+    model's prediction from its datasheet (:func:`sdsl.core.efficiency.transfer_params`; its ``source``
+    names the calibrated GPUs it leans on); otherwise :data:`DEFAULT_PARAMS`."""
+    from sdsl.core.hardware import get_hardware
+
+    if not hasattr(hardware, "kind"):  # a catalog name, alias or file, as everywhere else
+        hardware = get_hardware(hardware)
+    own = _packaged_params(hardware.name.lower())
     if own is not None:
         return own
-    if getattr(hardware, "kind", "gpu") == "gpu":
-        h100 = _packaged_params("h100-sxm")
-        if h100 is not None:
-            return h100.replace(source=f"H100-SXM calibration transferred to {name} (not measured on it): {h100.source}")
+    if hardware.kind == "gpu":
+        from sdsl.core.efficiency import transfer_params
+
+        measured = {k: (get_hardware(k), _packaged_params(k)) for k in _packaged_names()}
+        measured = {k: v for k, v in measured.items() if v[0].kind == "gpu"}
+        if measured:
+            return transfer_params(hardware, measured)
     return DEFAULT_PARAMS
+
+
+@lru_cache(maxsize=1)
+def _packaged_names() -> tuple[str, ...]:
+    from importlib import resources
+
+    folder = resources.files("sdsl") / "data" / "latency"
+    return tuple(sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json")))

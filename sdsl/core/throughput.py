@@ -73,6 +73,8 @@ class SDPrediction(Result):
     speedup: np.ndarray
     cost_ratio: np.ndarray  # c = t_draft / t_plain
     bound: np.ndarray  # what dominates the verification step
+    tpot_s: np.ndarray  # time per output token of one sequence: t_step / τ
+    t_propose_s: np.ndarray  # all drafting of one step (γ·t_draft for a draft-model chain)
     batch: np.ndarray = 1  # the batch sizes priced (as given, broadcastable to the other fields)
 
     def to_dict(self) -> dict:
@@ -108,46 +110,29 @@ def plain_tokens_per_s(target, deployment, *, batch=1) -> np.ndarray:
 
 def predict(target, draft, deployment, *, gamma, alpha, batch=1, draft_params: LatencyParams | None = None,
             overhead_s=0.0) -> SDPrediction:
-    """Hardware-aware SD throughput (docs/model.md §3.3), broadcasting over gamma, alpha and batch.
+    """Hardware-aware SD throughput of a draft-model chain (docs/model.md §3.3), broadcasting over gamma,
+    alpha and batch: the special case of :func:`sdsl.core.speculation.price_speculation` with a
+    :class:`~sdsl.core.proposers.DraftModel` and i.i.d. α (Leviathan et al. 2023, Eq. 1).
 
     ``deployment`` is a :class:`~sdsl.core.deployment.Deployment` or anything ``Deployment.of``
     accepts (a hardware name, file or Hardware): its hardware, tp (target), draft_tp, dtype, context
     and latency params price both models. ``draft`` is a ModelSpec, a
-    :class:`~sdsl.core.latency.ModelShapes` stack, or None for a model-free proposer (prompt lookup)
-    whose cost is ``overhead_s``. ``draft_params`` (default: the deployment's params) prices the
-    draft alone. ``overhead_s`` is any extra time per SD step (sampling, rejection, scheduling).
-    γ = 0 is plain decoding (speedup 1 when overhead is 0).
+    :class:`~sdsl.core.latency.ModelShapes` stack, a :class:`~sdsl.core.proposers.Proposer`, or None for a
+    model-free proposer (prompt lookup) whose cost is ``overhead_s``. ``draft_params`` (default: the
+    deployment's params) prices the draft alone. ``overhead_s`` is any extra time per SD step (sampling,
+    rejection, scheduling). γ = 0 is plain decoding (speedup 1 when overhead is 0).
     """
-    dep = Deployment.of(deployment)
+    from sdsl.core.proposers import DraftModel, NGramLookup, Proposer
+    from sdsl.core.speculation import price_speculation
+
     g = check_gamma(gamma)
-    if np.any(g != np.round(g)):
-        raise InvalidInputError("gamma must be a whole number of draft tokens.")
-    a = check_alpha(alpha)
-    t_plain = step_time(target, dep, batch=batch, q=1).total_s
-    verify = step_time(target, dep, batch=batch, q=g + 1)
     if draft is None:
-        t_draft = np.zeros_like(t_plain)
+        proposer = NGramLookup()
+    elif isinstance(draft, Proposer):
+        proposer = draft
     else:
-        t_draft = step_time(draft, dep.for_draft(draft_params), batch=batch, q=1).total_s
-    overhead = np.asarray(overhead_s, dtype=float)
-    if np.any(overhead < 0):
-        raise InvalidInputError("overhead_s must be non-negative.")
-    t_step = g * t_draft + verify.total_s + overhead
-    expected = tau(a, g)
-    b = np.asarray(batch, dtype=float)
-    tps = b * expected / t_step
-    plain = b / t_plain
-    return SDPrediction(
-        tau=expected,
-        t_draft_s=t_draft,
-        t_verify_s=verify.total_s,
-        t_overhead_s=overhead + 0.0 * t_step,
-        t_step_s=t_step,
-        t_plain_s=t_plain,
-        tokens_per_s=tps,
-        plain_tokens_per_s=plain,
-        speedup=tps / plain,
-        cost_ratio=t_draft / t_plain,
-        bound=verify.bound,
-        batch=np.asarray(batch),
-    )
+        proposer = DraftModel(draft, params=draft_params)
+    out = price_speculation(target, proposer, deployment, tau_value=tau(check_alpha(alpha), g), gamma=g,
+                            batch=batch, overhead_s=overhead_s)
+    return SDPrediction(**{f.name: out[f.name] for f in fields(SDPrediction) if f.name != "batch"},
+                        batch=np.asarray(batch))

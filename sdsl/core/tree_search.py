@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sdsl._result import Result
 from sdsl.core.trees import TokenTree, check_rank_acceptance, sglang_pool
 from sdsl.errors import InvalidInputError
 
@@ -21,7 +22,7 @@ __all__ = ["BestTree", "best_tree", "sglang_grid", "SGLangGrid"]
 
 
 @dataclass(frozen=True)
-class BestTree:
+class BestTree(Result):
     """Sequoia's optimum: the tree at ``max_nodes`` and τ of the best tree of every size 0..max_nodes."""
 
     tree: TokenTree
@@ -33,15 +34,11 @@ class BestTree:
         return {"tau": self.tau, "max_depth": self.max_depth, "tau_by_size": self.tau_by_size.tolist(),
                 "tree": self.tree.to_dict()}
 
-    def to_json(self, path=None) -> str:
-        import json
+    def plot(self, ax=None):
+        """τ of the best tree at every size up to this one."""
+        from sdsl.plots.results import plot_tau_by_tree_size
 
-        text = json.dumps(self.to_dict(), indent=2)
-        if path is not None:
-            from sdsl._io import atomic_write_text
-
-            atomic_write_text(path, text + "\n")
-        return text
+        return plot_tau_by_tree_size(self.tau_by_size, ax, f"best tree up to {self.tree.size} tokens, depth ≤ {self.max_depth}")
 
     def report(self) -> str:
         t = self.tree

@@ -14,11 +14,12 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
 from sdsl.fit.calibration import DECODE_MAX_TOKENS, fit_latency
+from sdsl.fit.transfer import VIDUR_FOLDERS
 from sdsl.errors import ProfileError
 from sdsl.core.latency import LatencyParams, allreduce_time
 from sdsl.serving.linear_model import TURBOSPEC_PUBLISHED
@@ -29,8 +30,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["VIDUR_HARDWARE", "TURBOSPEC_LINES", "leave_one_model_out", "fit_allreduce",
            "turbospec_comparison", "validate_latency"]
 
-#: Vidur folder -> sdsl hardware catalog entry (Vidur's H100 numbers reach 2.9 TB/s: SXM, not PCIe).
-VIDUR_HARDWARE = {"h100": "h100-sxm", "a100": "a100-80gb"}
+#: Vidur folder -> sdsl hardware catalog entry (kept once, in sdsl.fit.transfer).
+VIDUR_HARDWARE = VIDUR_FOLDERS
 
 #: Catalog model -> (tensor-parallel degree, TurboSpec's fitted step-time line on H100; docs/model.md §3.4).
 TURBOSPEC_LINES = {
@@ -42,21 +43,26 @@ def _ape(pred, meas):
     return np.abs(np.asarray(pred) / np.asarray(meas) - 1.0)
 
 
-def leave_one_model_out(data: "pd.DataFrame", hardware: str | None = None,
+def leave_one_model_out(data: "pd.DataFrame", hardware=None,
                         smoothness: str | float = "auto") -> tuple["pd.DataFrame", "pd.DataFrame", dict]:
     """Leave-one-model-out over the models of each GPU in ``data`` (Vidur long format).
 
     Returns ``(table, points, fits)``: ``table`` one row per (hardware, held-out model, op) plus an
     ``op == "all"`` row per model, columns overall_mape, decode_mape, n; ``points`` every held-out
-    prediction; ``fits`` {hardware: {held-out model: CalibrationResult}}.
+    prediction; ``fits`` {hardware: {held-out model: CalibrationResult}}. ``hardware``: one catalog
+    name/file for every GPU folder, or a {folder: name/file} mapping (:func:`sdsl.fit.transfer.resolve_gpu_folders`).
     """
     import pandas as pd
 
     from sdsl.core.hardware import get_hardware
+    from sdsl.fit.transfer import resolve_gpu_folders
 
+    folders = sorted(data["hardware"].unique())
+    resolved = (resolve_gpu_folders(folders, hardware) if hardware is None or isinstance(hardware, Mapping)
+                else {f: get_hardware(hardware) for f in folders})
     tables, points, fits = [], [], {}
     for hw_key, d in data.groupby("hardware", sort=True):
-        hw = get_hardware(hardware or VIDUR_HARDWARE.get(hw_key, hw_key))
+        hw = resolved[hw_key]
         models = sorted(d["model"].unique())
         if len(models) < 2:
             raise ProfileError(f"Leave-one-model-out on {hw_key} needs at least two models, found {models}.")
@@ -106,7 +112,11 @@ def fit_allreduce(path: str | os.PathLike, hardware: str = "h100-sxm", dtype_byt
     if not ok.any():
         raise ProfileError(f"{path}: no usable all-reduce rows" + (f" for {workers} GPUs." if workers else "."))
     size, n_gpu, t = size[ok], n_gpu[ok], t[ok]
-    ic = get_hardware(hardware).interconnect_bandwidth
+    hw = get_hardware(hardware)
+    ic = hw.interconnect_bandwidth
+    if not ic:
+        raise ProfileError(f"{hw.name} has no interconnect_gbs to fit an all-reduce against; give --hardware a "
+                           "catalog entry or file that has one.")
     message = size * dtype_bytes
 
     def resid(x):
@@ -145,25 +155,28 @@ def turbospec_comparison(params: LatencyParams, *, hardware: str = "h100-sxm", c
     return pd.concat(rows, ignore_index=True)
 
 
-def validate_latency(vidur_root: str | os.PathLike, figure: str | os.PathLike | None = None) -> dict[str, Any]:
+def validate_latency(vidur_root: str | os.PathLike, figure: str | os.PathLike | None = None,
+                     hardware=None) -> dict[str, Any]:
     """Everything ``sdsl validate latency`` reports, as a JSON-ready dict.
 
     Top level: one key per GPU (``h100``, ``a100``) with ``overall_mape`` and ``decode_mape``
     (medians over held-out models, fractions), ``per_model`` and ``per_op`` details and the
-    parameters fitted on all that GPU's models; plus ``turbospec`` (H100 comparison).
+    parameters fitted on all that GPU's models; plus ``turbospec`` (H100 comparison). ``hardware``:
+    optional {folder: catalog name or file} (:func:`sdsl.fit.transfer.resolve_gpu_folders`).
     """
-    from sdsl.core.hardware import get_hardware
     from sdsl.fit.profiles import read_vidur
+    from sdsl.fit.transfer import resolve_gpu_folders
 
     root = Path(vidur_root)
     data = read_vidur(root)
-    table, points, _ = leave_one_model_out(data)
+    resolved = resolve_gpu_folders(sorted(data["hardware"].unique()), hardware)
+    table, points, _ = leave_one_model_out(data, hardware=resolved)
     out: dict[str, Any] = {}
     full_fits = {}
     for hw_key, t in table.groupby("hardware", sort=True):
         allrows = t[t["op"] == "all"]
         ops = t[t["op"] != "all"]
-        res = fit_latency(data[data["hardware"] == hw_key], get_hardware(VIDUR_HARDWARE.get(hw_key, hw_key)),
+        res = fit_latency(data[data["hardware"] == hw_key], resolved[hw_key],
                           dtype="fp16", keep_points=False, sources=(f"vidur/{hw_key}",))
         full_fits[hw_key] = res
         out[hw_key] = {

@@ -5,6 +5,13 @@ prints them all. Deployments (H100-SXM, roofline step times with the shipped lat
 
 - ``7b``: Llama-2-7B target + Llama-160M draft, TP1;
 - ``70b``: Llama-3.1-70B target (TP4) + Llama-3.2-1B draft (TP1).
+
+Adaptive policies run TurboSpec's controller as it runs in a server: α̂ estimated online from an
+EMA that starts at a prior, and steps priced by a linear model fitted online to the step times it
+observes (:class:`~sdsl.serving.online_model.OnlineStepModel`). The headline experiment
+(:func:`latency_vs_qps`) starts α̂ at ``HEADLINE_PRIOR`` = 0.5, away from the workload's mean
+α = 0.7 on purpose; :func:`controller_cost` measures what the online fit and the wrong prior cost
+against an oracle controller that knows every request's α and the exact step table.
 """
 
 from __future__ import annotations
@@ -17,14 +24,23 @@ from sdsl.serving.simulator import SimConfig, simulate
 from sdsl.serving.system import ServingSystem
 from sdsl.serving.workload import AcceptanceDist, Workload, poisson_workload, trace_path, trace_workload
 
-__all__ = ["DEPLOYMENTS", "deployment", "trace_available", "analytic_speedup", "closed_loop_speedup", "latency_vs_qps",
-           "alpha_shift", "linear_vs_roofline", "gap_to_best_fixed", "main"]
+__all__ = ["DEPLOYMENTS", "HEADLINE_PRIOR", "CONTROLLERS", "deployment", "trace_available", "analytic_speedup",
+           "closed_loop_speedup", "latency_vs_qps", "controller_cost", "step_fit_error", "alpha_shift",
+           "linear_vs_roofline", "gap_to_best_fixed", "main"]
 
 DEPLOYMENTS = {
     "7b": dict(target="llama-2-7b", draft="llama-160m", deployment=Deployment("h100-sxm", tp=1)),
     "70b": dict(target="llama-3.1-70b", draft="llama-3.2-1b", deployment=Deployment("h100-sxm", tp=4)),
 }
 FIXED = ("k=1", "k=3", "k=5", "k=7")
+HEADLINE_PRIOR = 0.5  # the EMA's starting α̂ in the headline runs; the workload's mean α is 0.7
+# controller variants of the adaptive policy: α source, step pricing, and (where given) the α̂ prior
+# ("workload": the workload's mean α, the prior a controller that knew its workload would use)
+CONTROLLERS = {"oracle": dict(alpha_source="oracle", pricing="table"),
+               "estimated α from the right prior, exact table": dict(alpha_source="estimate", pricing="table",
+                                                                     prior="workload"),
+               "estimated α, exact table": dict(alpha_source="estimate", pricing="table"),
+               "TurboSpec (estimated α, online fit)": dict(alpha_source="estimate", pricing="online")}
 _CACHE: dict = {}
 
 
@@ -94,17 +110,69 @@ def trace_available(trace: str = "conv", data_dir=None) -> bool:
 
 
 def latency_vs_qps(name: str = "7b", qps=(1, 2, 4, 6, 8, 10, 12), policies=("none",) + FIXED + ("adaptive", "per-request"),
-                   trace: str = "conv", n_requests: int = 2000, alpha: float = 0.7, seed: int = 0, data_dir=None):
-    """Mean/p50/p99 latency, TTFT, TPOT, tokens/s and mean k per (QPS, policy) on a replayed trace."""
+                   trace: str = "conv", n_requests: int = 2000, alpha: float = 0.7, seed: int = 0, data_dir=None,
+                   prior: float = HEADLINE_PRIOR):
+    """Mean/p50/p99 latency, TTFT, TPOT, tokens/s and mean k per (QPS, policy) on a replayed trace.
+
+    Adaptive policies start α̂ at ``prior`` and fit their step-time model online.
+    """
+    import pandas as pd
+
+    system = deployment(name)
+    config = SimConfig(prior=prior)
+    rows = []
+    for r in qps:
+        w = _workload(trace, r, n_requests, AcceptanceDist(alpha), seed, data_dir)
+        for p in policies:
+            rows.append({"deployment": name, **simulate(w, system, p, config, seed=seed, qps=r).summary()})
+    return pd.DataFrame(rows)
+
+
+def step_fit_error(system, coef) -> float:
+    """Mean |relative error| of fitted step-time coefficients against the exact table (uniform k,
+    batch 1–64, k 0–max_k, context 256–3072): how far the online fit ended from the truth."""
+    from sdsl.serving.online_model import step_features
+
+    sm = system.step_model
+    errors = []
+    for n in (1, 2, 4, 8, 16, 32, 64):
+        for context in (256.0, 1024.0, 3072.0):
+            exact = sm.decode_time_all_k(n, context)
+            x = np.vstack([step_features(n * context, n, float(k * n), k) for k in range(sm.max_k + 1)])
+            errors.append(np.abs(x @ np.asarray(coef) / exact - 1.0))
+    return float(np.mean(errors))
+
+
+def controller_cost(name: str = "7b", qps=(1, 2, 4, 6, 8, 10, 12), trace: str = "conv", n_requests: int = 2000,
+                    alpha: float = 0.7, prior: float = HEADLINE_PRIOR, policy: str = "adaptive", seed: int = 0,
+                    data_dir=None):
+    """Latency of the adaptive policy under each controller of :data:`CONTROLLERS`, per QPS.
+
+    Columns: deployment, qps, controller, mean_latency_s, p99_latency_s, mean_k, cost_mean and
+    cost_p99 (relative to the oracle: true α, exact step table), fit_error (of the online fit at the
+    end of the run, :func:`step_fit_error`; NaN for table pricing).
+    """
     import pandas as pd
 
     system = deployment(name)
     rows = []
     for r in qps:
         w = _workload(trace, r, n_requests, AcceptanceDist(alpha), seed, data_dir)
-        for p in policies:
-            rows.append({"deployment": name, **simulate(w, system, p, seed=seed, qps=r).summary()})
-    return pd.DataFrame(rows)
+        for label, kw in CONTROLLERS.items():
+            cfg = {"prior": prior, **kw}
+            cfg["prior"] = alpha if cfg["prior"] == "workload" else cfg["prior"]
+            res = simulate(w, system, policy, SimConfig(**cfg), seed=seed, qps=r)
+            s = res.summary()
+            coef = res.stats.get("step_model_coef")
+            rows.append({"deployment": name, "qps": r, "controller": label, "mean_latency_s": s["mean_latency_s"],
+                         "p99_latency_s": s["p99_latency_s"], "mean_k": s["mean_k"],
+                         "fit_error": step_fit_error(system, coef) if coef else float("nan")})
+    df = pd.DataFrame(rows)
+    oracle = df[df.controller == "oracle"].set_index("qps")
+    for col in ("mean", "p99"):
+        ref = oracle[f"{col}_latency_s"].loc[df.qps].to_numpy()
+        df[f"cost_{col}"] = df[f"{col}_latency_s"].to_numpy() / ref - 1.0
+    return df
 
 
 def alpha_shift(name: str = "7b", qps: float = 4.0, before: float = 0.8, after: float = 0.4, shift_fraction: float = 0.5,
@@ -186,13 +254,15 @@ def main() -> None:  # pragma: no cover - the reproducing command of VALIDATION.
     print(lq.pivot_table(index="qps", columns="policy", values="p99_latency_s").round(3))
     print("mean k:")
     print(lq.pivot_table(index="qps", columns="policy", values="mean_k").round(2))
-    import pandas as pd
-
-    seeds = pd.concat([lq.assign(seed=0)] + [latency_vs_qps(seed=s).assign(seed=s) for s in (1, 2)])
     for col in ("mean_latency_s", "p99_latency_s"):
-        gaps = pd.DataFrame({pol: gap_to_best_fixed(seeds, col, pol) for pol in ("adaptive", "per-request")})
-        print(f"\n{col}: % above the best fixed k, per QPS and seed of the acceptance draws:")
-        print(gaps.unstack("seed").round(2))
+        gaps = pd.DataFrame({pol: gap_to_best_fixed(lq, col, pol) for pol in ("adaptive", "per-request")})
+        print(f"\n{col}: % above the best fixed k:")
+        print(gaps.round(2))
+    cc = controller_cost()
+    print(f"\nWhat the controller's online fit and prior (alpha0 = {HEADLINE_PRIOR}) cost against the oracle:")
+    for col in ("mean_latency_s", "cost_mean", "cost_p99", "mean_k", "fit_error"):
+        print(col)
+        print(cc.pivot_table(index="qps", columns="controller", values=col, sort=False).round(4))
     print("\nTurboSpec linear step-time form vs the roofline (held-out 25% of 4000 rows):")
     print(linear_vs_roofline().to_string(float_format=lambda v: f"{v:.4g}"))
     l70 = latency_vs_qps("70b", qps=(1, 2, 4, 6, 8, 10, 12, 16), alpha=0.6)

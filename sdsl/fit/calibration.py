@@ -247,6 +247,12 @@ def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None
         step_points=len(step_meas), steps_fitted=bool(steps))
 
 
+def _hardware_ref(value) -> str:
+    """A sidecar's hardware: catalog names compare case-insensitively, file paths stay as written."""
+    text = str(value)
+    return text if ("/" in text or "\\" in text or text.lower().endswith((".toml", ".json"))) else text.lower()
+
+
 def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None = None,
                        smoothness: str | float = "auto", fit_layers: bool = False,
                        steps: Iterable[str | os.PathLike] = ()) -> CalibrationResult:
@@ -278,7 +284,7 @@ def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None 
             if len(prof.layers):
                 layer_sets.append((prof.layers, prof.meta["model"]))
             if prof.meta["device"].get("hardware"):
-                hw_names.add(str(prof.meta["device"]["hardware"]).lower())
+                hw_names.add(_hardware_ref(prof.meta["device"]["hardware"]))
         frames.append(df)
         names.append(f"vidur/{p.name}" if p.is_dir() else
                      f"{p.parent.parent.name}/{p.parent.name}" if p.name == "mlp.csv" else p.name)
@@ -295,7 +301,7 @@ def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None 
             if meta.get("dtype"):
                 dtypes.add(meta["dtype"])
             if meta.get("hardware"):
-                hw_names.add(str(meta["hardware"]).lower())
+                hw_names.add(_hardware_ref(meta["hardware"]))
         names += step_sources(steps)
     if len(dtypes) > 1:
         raise ProfileError(f"Profiles mix dtypes {sorted(dtypes)}; calibrate one dtype at a time.")
@@ -317,4 +323,14 @@ def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None 
         pred = np.concatenate([predict_layer_times(ly, spec, hw, res.params, dtype) for ly, spec in pairs])
         meas = np.concatenate([ly["time_s"].to_numpy(dtype=float) for ly, _ in pairs])
         res = replace(res, layer_mape=_mape(pred, meas), layer_points=len(meas))
+    return _keep_file_reference(res, hardware)
+
+
+def _keep_file_reference(res: CalibrationResult, hardware) -> CalibrationResult:
+    """A fit against a hardware *file* records the file, so that later steps (all-reduce fit, hold-out) find it."""
+    from dataclasses import replace
+
+    text = str(hardware)
+    if "/" in text or "\\" in text or text.lower().endswith((".toml", ".json")):
+        return replace(res, hardware=text)
     return res

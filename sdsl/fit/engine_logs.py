@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sdsl._result import Result
 from sdsl.core.acceptance_vector import Acceptance
 from sdsl.errors import ConfigError, InvalidInputError
 
@@ -40,8 +41,8 @@ _LLAMACPP = re.compile(r"mean acceptance length =\s*" + _NUM + r", acceptance ra
 
 
 @dataclass(frozen=True)
-class LogAcceptance:
-    """The acceptance read from one engine log. Result protocol: report(), to_dict(), to_json()."""
+class LogAcceptance(Result):
+    """The acceptance read from one engine log (result protocol: report, to_dict, to_json, plot)."""
 
     engine: str
     convention: str  # how the log's mean length counts the bonus token
@@ -54,15 +55,9 @@ class LogAcceptance:
         return {"engine": self.engine, "convention": self.convention, "lines": self.lines, "k": self.k,
                 "mean_accepted_length": self.mean_accepted_length, **self.acceptance.to_dict(self.k)}
 
-    def to_json(self, path=None) -> str:
-        import json
-
-        text = json.dumps(self.to_dict(), indent=2)
-        if path is not None:
-            from sdsl._io import atomic_write_text
-
-            atomic_write_text(path, text + "\n")
-        return text
+    def plot(self, ax=None):
+        """The logged acceptance by position."""
+        return self.acceptance.plot(ax, k=self.k)
 
     def report(self) -> str:
         return (f"{self.engine} log: {self.lines} metrics line(s), k = {self.k}, mean accepted length "

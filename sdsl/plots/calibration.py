@@ -18,8 +18,8 @@ def plot_calibration(result, ax=None):
     return _pred_vs_meas(ax, result.points, title)
 
 
-def latency_validation_figure(held_out):
-    """One predicted-vs-measured panel per GPU of leave-one-model-out predictions."""
+def latency_validation_figure(held_out, label: str = "leave-one-model-out"):
+    """One predicted-vs-measured panel per GPU of held-out predictions (``label`` says how they were held out)."""
     import numpy as np
 
     hws = sorted(held_out["hardware"].unique())
@@ -28,15 +28,15 @@ def latency_validation_figure(held_out):
         pts = held_out[held_out["hardware"] == hw]
         ape = np.abs(pts["predicted_s"] / pts["measured_s"] - 1)
         dec = pts["num_tokens"] <= 64
-        _pred_vs_meas(ax, pts, f"{hw.upper()} leave-one-model-out, pooled MAPE {100 * ape.mean():.1f}% "
+        _pred_vs_meas(ax, pts, f"{hw.upper()} {label}, pooled MAPE {100 * ape.mean():.1f}% "
                                f"(decode {100 * ape[dec].mean():.1f}%)")
     return fig, axes[0]
 
 
-def plot_latency_validation(held_out, path=None):
-    """Leave-one-model-out predictions (``held_out``: DataFrame with hardware, model, op,
-    measured_s, predicted_s) as one predicted-vs-measured panel per GPU; saves to ``path`` if given."""
-    fig, axes = latency_validation_figure(held_out)
+def plot_latency_validation(held_out, path=None, label: str = "leave-one-model-out"):
+    """Held-out predictions (``held_out``: DataFrame with hardware, model, op, measured_s,
+    predicted_s) as one predicted-vs-measured panel per GPU; saves to ``path`` if given."""
+    fig, axes = latency_validation_figure(held_out, label)
     if path is not None:
         save_figure(fig, path, dpi=150, bbox_inches="tight")
     return axes

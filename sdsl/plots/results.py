@@ -9,7 +9,8 @@ from __future__ import annotations
 from sdsl.plots._common import _axes, _finish
 
 __all__ = ["plot_speedup_by_batch", "plot_step_breakdown", "plot_best_by_batch", "plot_draft_law",
-           "plot_latency_cdf", "plot_linear_step_model", "plot_acceptance_histogram"]
+           "plot_latency_cdf", "plot_linear_step_model", "plot_acceptance_histogram",
+           "plot_acceptance_by_position", "plot_tau_by_tree_size"]
 
 
 def plot_speedup_by_batch(batch, speedup, ax=None, title: str = ""):
@@ -113,4 +114,27 @@ def plot_acceptance_histogram(accept_counts, ax=None, title: str = ""):
     c = np.asarray(accept_counts, dtype=float)
     ax.bar(np.arange(c.size), c, color="C0")
     _finish(ax, "drafted tokens accepted", "sequence-steps", title or "acceptance histogram", legend=None)
+    return ax
+
+
+def plot_acceptance_by_position(conditional, marginal, ax=None, title: str = ""):
+    """Per-position acceptance: conditional p_i (bars) and marginal m_i = p_1···p_i (line), i = 1..k."""
+    import numpy as np
+
+    ax = _axes(ax)
+    i = np.arange(1, len(conditional) + 1)
+    ax.bar(i, conditional, color="C0", alpha=0.6, label="conditional p_i")
+    ax.plot(i, marginal, "o-", color="C1", label="marginal m_i")
+    ax.set_ylim(0, 1.02)
+    _finish(ax, "draft position i", "acceptance rate", title or "acceptance by position")
+    return ax
+
+
+def plot_tau_by_tree_size(tau_by_size, ax=None, title: str = ""):
+    """Expected tokens per step τ of the best tree with at most n draft tokens, n = 0, 1, ..."""
+    import numpy as np
+
+    ax = _axes(ax)
+    ax.plot(np.arange(len(tau_by_size)), tau_by_size, "o-", ms=3, color="C0")
+    _finish(ax, "draft tokens in the tree", "τ (tokens per target pass)", title or "best tree by size", legend=None)
     return ax

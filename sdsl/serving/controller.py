@@ -7,8 +7,9 @@ Leviathan et al. Eq. 1 for τ):
 
     G(k) = Σ_{r proposes} τ(α_r, k) + (n − m),    τ(α, k) = (1 − α^{k+1}) / (1 − α)
 
-and the goodput is GP(k) = G(k) / T(k) with T(k) the step time (draft + verification + overhead,
-:class:`~sdsl.serving.step_model.BatchStepModel`). The uniform controller returns
+and the goodput is GP(k) = G(k) / T(k) with T(k) the step time (draft + verification + overhead: the exact
+:class:`~sdsl.serving.step_model.BatchStepModel` table, or TurboSpec's linear model fitted online,
+:class:`~sdsl.serving.online_model.OnlineStepModel`). The uniform controller returns
 argmax_{k ∈ 0..K} GP(k) (evaluated for every k at once; ties go to the smaller k); k = 0 is
 plain decoding, chosen whenever speculation cannot pay for its draft and verification cost.
 
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sdsl.core.acceptance import tau, tau_unchecked
+from sdsl.core.acceptance import tau
 from sdsl.errors import InvalidInputError
 
 __all__ = ["goodput", "choose_k", "allocate_per_request", "GoodputController"]
@@ -61,52 +62,58 @@ def choose_k(alpha, step_times, has_proposal=None) -> int:
 
 def allocate_per_request(alpha, budget: int, max_k: int, rule: str = "proportional",
                          has_proposal=None) -> np.ndarray:
-    """Split ``budget`` draft tokens over requests: k_r ∝ α_r (``proportional``) or by marginal gain (``greedy``)."""
+    """Split ``budget`` draft tokens over requests: k_r ∝ α_r (``proportional``) or by marginal gain (``greedy``).
+
+    Both rules hand out units from one ranked list of candidate draft tokens (no loop over
+    requests): ``proportional`` floors the shares B·α_r/Σα, then gives the units left to the largest
+    remainders (a capped request's remainder passes to the next); ``greedy`` ranks the j-th token of
+    request r by its marginal gain α_r^j (the optimal split, τ being concave in k).
+    """
     alpha = np.asarray(alpha, dtype=float)
     prop = np.ones(alpha.shape, bool) if has_proposal is None else np.asarray(has_proposal, bool)
+    if rule not in ("proportional", "greedy"):
+        raise InvalidInputError(f"Unknown per-request allocation rule {rule!r}; use 'proportional' or 'greedy'.")
     k = np.zeros(alpha.shape, dtype=np.int64)
     budget = int(min(budget, max_k * int(prop.sum())))
     if budget <= 0 or not prop.any():
         return k
     a = np.where(prop, alpha, 0.0)
+    j = np.arange(max_k)[None, :]
     if rule == "proportional":
         share = budget * a / a.sum()
         k = np.minimum(np.floor(share).astype(np.int64), max_k)
+        score = share[:, None] - k[:, None] - j  # the j-th extra unit's remaining deficit
+        score[(~prop)[:, None] | (k[:, None] + j >= max_k)] = -np.inf
         left = budget - int(k.sum())
-        while left > 0:  # largest deficit first; capped requests pass their share on (≤ max_k rounds)
-            open_ = prop & (k < max_k)
-            deficit = np.where(open_, share - k, -np.inf)
-            order = np.argsort(-deficit, kind="stable")[: min(left, int(open_.sum()))]
-            k[order] += 1
-            left -= order.size
-        return k
-    if rule == "greedy":
-        gains = a[:, None] ** np.arange(1, max_k + 1)[None, :]  # gain of the j-th draft token of request r
-        flat = gains.ravel()
-        top = np.argpartition(-flat, budget - 1)[:budget]
-        np.add.at(k, top // max_k, 1)
-        return k
-    raise InvalidInputError(f"Unknown per-request allocation rule {rule!r}; use 'proportional' or 'greedy'.")
+    else:
+        score = np.where(prop[:, None], a[:, None] ** (j + 1), -np.inf)
+        left = budget
+    if left > 0:
+        top = np.argsort(-score.ravel(), kind="stable")[:left]
+        k += np.bincount(top // max_k, minlength=k.size)
+    return k
 
 
 @dataclass
 class GoodputController:
-    """Picks k (uniform) or k_r (per request) for a batch from a :class:`BatchStepModel`.
+    """Picks k (uniform) or k_r (per request) for a batch, pricing steps with ``pricer``.
 
+    ``pricer``: anything with ``max_k`` and ``decode_time_all_k(n, context)`` → T(n, k, L̄) for
+    k = 0..max_k: the exact :class:`~sdsl.serving.step_model.BatchStepModel` table (an oracle) or
+    the online linear fit of :class:`~sdsl.serving.online_model.OnlineStepModel` (TurboSpec's way).
     ``per_request=False``: one k for the batch, argmax GP(k). ``per_request=True``: k* as above,
     then the budget m·k* split with ``rule``.
     """
 
-    step_model: object
+    pricer: object
     max_k: int = 7
     per_request: bool = False
     rule: str = "proportional"
 
     def __post_init__(self) -> None:
-        if not 0 <= self.max_k <= self.step_model.max_k:
-            raise InvalidInputError(f"max_k must lie in 0..{self.step_model.max_k} (the step model's range).")
-        self._ks = np.arange(self.max_k + 1)
-        self._ksf = self._ks.astype(float)
+        if not 0 <= self.max_k <= self.pricer.max_k:
+            raise InvalidInputError(f"max_k must lie in 0..{self.pricer.max_k} (the step model's range).")
+        self._ksf = np.arange(self.max_k + 1, dtype=float)
 
     def uniform_k(self, alpha: np.ndarray, context: float, has_proposal=None) -> int:
         """argmax_k G(k)/T(k) for the batch (TurboSpec, Liu et al., arXiv 2406.14066, Eq. 2; vectorised over k)."""
@@ -114,9 +121,10 @@ class GoodputController:
         n = alpha.size
         if n == 0:
             return 0
-        t = self.step_model.decode_time_all_k(self.step_model.check_batch(n), float(context))[: self.max_k + 1]
-        if has_proposal is None:
-            g = tau_unchecked(alpha[:, None], self._ksf[None, :]).sum(axis=0)
+        t = self.pricer.decode_time_all_k(n, float(context))[: self.max_k + 1]
+        t = np.maximum(t, 1e-9)  # a fitted line may dip below zero far from its data; never a free step
+        if has_proposal is None:  # G(k) = Σ_r τ(α_r, k) = Σ_{j<=k} Σ_r α_r^j
+            g = np.cumsum((alpha[:, None] ** self._ksf).sum(axis=0))
         else:
             g = _expected_tokens(alpha, self._ksf, has_proposal)
         return int(np.argmax(g / t))

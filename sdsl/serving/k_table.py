@@ -27,8 +27,7 @@ def _throughput(step_model: BatchStepModel, alpha: np.ndarray, context: float, m
     from sdsl.core.acceptance import tau
 
     ks = np.arange(max_k + 1)
-    i0, w = step_model.context_weights(context)
-    T = step_model.decode[:, : max_k + 1, i0] * (1 - w) + step_model.decode[:, : max_k + 1, i0 + 1] * w
+    T = step_model.at_context(step_model.decode[:, : max_k + 1], context)
     b = np.arange(1, step_model.max_batch + 1, dtype=float)
     return b[None, :, None] * tau(alpha[:, None, None], ks[None, None, :]) / T[None, :, :]
 

@@ -39,12 +39,13 @@ class SimResult(Result):
     k_sum: np.ndarray
     steps: np.ndarray
     stats: dict = field(default_factory=dict)
+    drawn: np.ndarray | None = None  # tokens the decode steps produced before the output-length cut
 
     @classmethod
-    def from_arrays(cls, workload, policy, first_token_s, finish_s, emitted, k_sum, steps, qps, stats):
+    def from_arrays(cls, workload, policy, first_token_s, finish_s, emitted, k_sum, steps, qps, stats, drawn=None):
         return cls(policy=policy, qps=float(qps), arrival_s=workload.arrival_s, prompt_tokens=workload.prompt_tokens,
                    output_tokens=workload.output_tokens, alpha=workload.alpha, first_token_s=first_token_s,
-                   finish_s=finish_s, emitted=emitted, k_sum=k_sum, steps=steps, stats=dict(stats))
+                   finish_s=finish_s, emitted=emitted, k_sum=k_sum, steps=steps, stats=dict(stats), drawn=drawn)
 
     @property
     def latency_s(self) -> np.ndarray:

@@ -10,15 +10,17 @@ Scheduling follows vLLM v0 (the system TurboSpec is built on; Liu et al., arXiv 
   (at most ``max_prefill_tokens`` tokens, at least one prompt) that emits each first token.
 - Otherwise one decode step runs over all running requests: the draft proposes k_r tokens per
   request, the target verifies them; request r accepts a_r = min(G_r, k_r) tokens plus the bonus
-  token, G_r ~ Geometric: P(a_r >= j) = α_r^j with α_r the request's true acceptance rate. Tokens
-  beyond a request's output length are discarded, so every request ends with exactly its length.
+  token, G_r ~ Geometric: P(G_r >= j) = α_r^j with α_r the request's true acceptance rate (drawn
+  once per request and step: :class:`~sdsl.serving.batch.AcceptanceTape`). Tokens beyond a
+  request's output length are discarded, so every request ends with exactly its length.
 - The policy (:mod:`~sdsl.serving.policies`) sets k_r; adaptive policies use the online
-  estimates of :mod:`~sdsl.serving.estimators` and :class:`~sdsl.serving.controller.GoodputController`.
+  estimates of :mod:`~sdsl.serving.estimators` and :class:`~sdsl.serving.controller.GoodputController`,
+  which prices steps with TurboSpec's linear model fitted online to the step times it has seen
+  (:class:`~sdsl.serving.online_model.OnlineStepModel`; ``pricing="table"`` reads the exact table).
 
-Speed: between events (arrival admitted, request finished, controller re-decision) the batch is
-fixed, so the simulator draws the accept counts of S steps for all n requests as one (n, S) array,
-finds the first event by cumulative sums, commits the steps up to it and discards the rest (the
-draws are independent, so discarding them keeps the process exact and the run deterministic).
+Speed: between events (an admissible arrival, a request finishing, a controller decision) the
+batch is fixed, so one block reads S steps of acceptance draws for all n requests as an (n, S)
+array, finds the first event with cumulative sums, and commits the steps up to it.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from sdsl.errors import InvalidInputError
+from sdsl.serving.batch import AcceptanceTape, RunningBatch
 from sdsl.serving.controller import GoodputController
 from sdsl.serving.estimators import make_estimator
 from sdsl.serving.metrics import SimResult
+from sdsl.serving.online_model import OnlineStepModel, profile_prior
 from sdsl.serving.policies import Policy, parse_policy
 from sdsl.serving.system import ServingSystem
 from sdsl.serving.workload import Workload
@@ -43,11 +47,15 @@ class SimConfig:
     """Scheduler and controller settings.
 
     decide_every: adaptive policies re-choose k whenever the batch changes and at least every this
-    many steps (TurboSpec re-decides every step; the controller's choice only moves with the batch
-    and with α̂, and 1 reproduces the paper exactly at ~4× the simulation cost).
+    many steps (TurboSpec re-decides every step; 1 reproduces that at several times the cost).
     init_alpha: a new request's α̂ starts at the ``"prior"`` (TurboSpec's 0.7) or at the current
-    ``"global"`` batch estimate. ``"global"`` can lock the server into k = 0: one low-α request
-    drags the global estimate down, k = 0 is chosen, and k = 0 steps carry no evidence to undo it.
+    ``"global"`` batch estimate. Either can lock a saturated server into k = 0 when the starting
+    α̂ is low: k = 0 is chosen for the newcomers and k = 0 steps carry no evidence to undo it
+    (VALIDATION.md: α̂₀ = 0.5 on the 70b deployment at 16 QPS).
+    pricing: ``"online"`` (TurboSpec: a linear step-time model fitted to the observed steps over the
+    last ``fit_window`` steps, ridge-anchored at ``step_prior``, by default a least-squares fit to a
+    coarse offline profile of the deployment) or ``"table"`` (the simulator's exact step table).
+    alpha_source: ``"estimate"`` (online α̂) or ``"oracle"`` (each request's true α).
     """
 
     max_batch: int | None = None  # None: the step model's max_batch
@@ -61,217 +69,254 @@ class SimConfig:
     prior: float = 0.7
     rule: str = "proportional"
     init_alpha: str = "prior"
+    pricing: str = "online"
+    alpha_source: str = "estimate"
+    fit_window: int = 256
+    prior_weight: float = 1.0
+    step_prior: tuple | None = None  # 7 coefficients (seconds) of online_model.step_features
 
     def __post_init__(self) -> None:
         if ((self.max_batch is not None and self.max_batch < 1) or self.max_prefill_tokens < 1
-                or self.decide_every < 1 or self.max_chunk < 1):
-            raise InvalidInputError("max_batch, max_prefill_tokens, decide_every and max_chunk must be >= 1.")
+                or self.decide_every < 1 or self.max_chunk < 1 or self.fit_window < 1):
+            raise InvalidInputError("max_batch, max_prefill_tokens, decide_every, max_chunk and fit_window must be >= 1.")
         if self.max_k < 0:
             raise InvalidInputError("max_k must be >= 0.")
-        if self.init_alpha not in ("prior", "global"):
-            raise InvalidInputError("init_alpha must be 'prior' or 'global'.")
+        for name, allowed in (("init_alpha", ("prior", "global")), ("pricing", ("online", "table")),
+                              ("alpha_source", ("estimate", "oracle"))):
+            if getattr(self, name) not in allowed:
+                raise InvalidInputError(f"{name} must be one of {', '.join(allowed)}.")
 
 
 def simulate(workload: Workload, system: ServingSystem, policy: Policy | str, config: SimConfig | None = None,
              seed: int = 0, qps: float | None = None) -> SimResult:
     """Run ``workload`` through ``system`` under ``policy``; deterministic for a ``seed``."""
-    cfg = config or SimConfig()
-    pol = parse_policy(policy)
+    server = _Server(workload, system, parse_policy(policy), config or SimConfig(), seed)
+    while server.waiting_or_running():
+        if server.admit():
+            continue
+        if server.batch.size == 0:
+            server.idle_until_next_arrival()
+            continue
+        server.choose_k()
+        server.decode_block()
+    return server.result(qps if qps is not None else workload.qps)
+
+
+def _max_k(pol: Policy, cfg: SimConfig, system: ServingSystem) -> int:
+    """The largest k the run can use, checked against the step tables and the draft."""
     sm = system.step_model
-    max_batch = sm.max_batch if cfg.max_batch is None else cfg.max_batch
-    if max_batch > sm.max_batch:
-        raise InvalidInputError(f"max_batch {max_batch} exceeds the step model's table ({sm.max_batch}).")
     if pol.uses_draft and not sm.has_draft:
         raise InvalidInputError(f"Policy {pol.name} needs a draft model.")
     max_k = max(cfg.max_k, pol.k) if pol.kind == "fixed" else cfg.max_k
     if max_k > sm.max_k:
         raise InvalidInputError(f"k up to {max_k} exceeds the step model's table (max_k={sm.max_k}).")
-    if np.any(~np.isfinite(workload.alpha)) or np.any((workload.alpha <= 0) | (workload.alpha >= 1)):
+    return max_k
+
+
+def _check_workload(workload: Workload) -> None:
+    a = np.asarray(workload.alpha, float)
+    if np.any(~np.isfinite(a)) or np.any((a <= 0) | (a >= 1)):
         raise InvalidInputError("Every request needs a true acceptance rate in (0, 1); use Workload.with_alpha.")
 
-    N = len(workload)
-    arr = np.asarray(workload.arrival_s, float)
-    prompt = np.asarray(workload.prompt_tokens, np.int64)
-    out = np.asarray(workload.output_tokens, np.int64)
-    log_alpha = np.log(np.asarray(workload.alpha, float))
-    use_draft = pol.uses_draft
-    lookahead = (max_k + 1) if use_draft else 1
-    reserve = prompt + out + lookahead
-    budget = system.kv_budget_tokens(use_draft)
-    if reserve.max() > budget:
-        raise InvalidInputError(f"A request needs {int(reserve.max())} KV tokens but the budget is {budget}.")
 
-    rng = np.random.default_rng(seed)
-    est = make_estimator(cfg.estimator, beta=cfg.ema_beta, window=cfg.window, prior=cfg.prior)
-    ctrl = GoodputController(sm, max_k, per_request=pol.kind == "per-request", rule=cfg.rule) if pol.adaptive else None
-    fixed_k = pol.k if pol.kind == "fixed" else 0
+class _Server:
+    """The simulated server: clock, FCFS queue, KV reservations, running batch, controller, tallies."""
 
-    first_tok = np.full(N, np.nan)
-    finish = np.full(N, np.nan)
-    emitted = np.zeros(N, np.int64)
-    k_sum = np.zeros(N)
-    steps = np.zeros(N, np.int64)
+    def __init__(self, workload: Workload, system: ServingSystem, pol: Policy, cfg: SimConfig, seed: int) -> None:
+        _check_workload(workload)
+        sm = self.sm = system.step_model
+        self.max_batch = sm.max_batch if cfg.max_batch is None else cfg.max_batch
+        if self.max_batch > sm.max_batch:
+            raise InvalidInputError(f"max_batch {self.max_batch} exceeds the step model's table ({sm.max_batch}).")
+        self.pol, self.cfg, self.seed, self.workload = pol, cfg, seed, workload
+        self.max_k = _max_k(pol, cfg, system)
+        self.arrival = np.asarray(workload.arrival_s, float)
+        self.prompt = np.asarray(workload.prompt_tokens, np.int64)
+        self.output = np.asarray(workload.output_tokens, np.int64)
+        self.reserve = self.prompt + self.output + ((self.max_k + 1) if pol.uses_draft else 1)
+        self.budget = system.kv_budget_tokens(pol.uses_draft)
+        if self.reserve.max() > self.budget:
+            raise InvalidInputError(f"A request needs {int(self.reserve.max())} KV tokens but the budget is {self.budget}.")
+        self.tape = AcceptanceTape(workload.alpha, self.output, self.max_k, np.random.default_rng(seed),
+                                   pad=cfg.max_chunk + 1)
+        self.batch = RunningBatch()
+        self._init_controller()
+        n = len(workload)
+        self.first_token, self.finish = np.full(n, np.nan), np.full(n, np.nan)
+        self.k_steps, self.steps = np.zeros(n), np.zeros(n, np.int64)
+        self.drawn = np.zeros(n, np.int64)
+        self.t, self.next_id, self.done, self.reserved = 0.0, 0, 0, 0
+        self.row = None  # step time on the context grid for the batch's current k_r
+        self.since_decision, self.redecide = 0, True
+        self.stats = dict(decode_steps=0, prefill_steps=0, batch_steps=0, peak_reserved_tokens=0,
+                          peak_used_tokens=0, prefill_time_s=0.0, decode_time_s=0.0, idle_time_s=0.0)
+        self._steps_1 = np.arange(1, cfg.max_chunk + 1)
 
-    ids = np.zeros(0, np.int64)
-    ctx = np.zeros(0)
-    rem = np.zeros(0, np.int64)
-    inv_la = np.zeros(0)
-    steps_1 = np.arange(1.0, cfg.max_chunk + 1.0)
-    s_k = np.zeros(0)  # per-slot Σk and step counts, written to the request arrays at finish
-    s_steps = np.zeros(0, np.int64)
-    s_em = np.zeros(0, np.int64)  # tokens emitted by decode steps, per slot
-    inv_dctx = 1.0 / sm.context_step
-    last_cell = len(sm.ctx_grid) - 2
-    k_r = np.zeros(0)
-    reserved = 0
-    peak_reserved = peak_used = 0
-    nxt = 0
-    n_done = 0
-    t = 0.0
-    since_decision = 0
-    redecide = True
-    row, row_n = None, 0
-    prefill_s = decode_s = idle_s = 0.0
-    n_decode_steps = n_prefill_steps = 0
-    batch_steps = 0  # Σ over decode steps of the batch size
+    def _init_controller(self) -> None:
+        cfg, pol = self.cfg, self.pol
+        self.est = make_estimator(cfg.estimator, beta=cfg.ema_beta, window=cfg.window, prior=cfg.prior)
+        self.online = None
+        self.ctrl = None
+        if not pol.adaptive:
+            return
+        pricer = self.sm
+        if cfg.pricing == "online":
+            prior = profile_prior(self.sm) if cfg.step_prior is None else np.asarray(cfg.step_prior, float)
+            pricer = self.online = OnlineStepModel(prior, self.max_k, window=cfg.fit_window,
+                                                   prior_weight=cfg.prior_weight)
+        self.ctrl = GoodputController(pricer, self.max_k, per_request=pol.kind == "per-request", rule=cfg.rule)
 
-    while n_done < N:
-        n = ids.size
-        # ---- admission + prefill -------------------------------------------------------------
-        if nxt < N and arr[nxt] <= t and n < max_batch and reserved + reserve[nxt] <= budget:
-            j, tok = nxt, 0
-            while (j < N and arr[j] <= t and n + (j - nxt) < max_batch and reserved + reserve[j] <= budget
-                   and (j == nxt or tok + prompt[j] <= cfg.max_prefill_tokens)):
-                reserved += int(reserve[j])
-                tok += int(prompt[j])
-                j += 1
-            new = np.arange(nxt, j)
-            nxt = j
-            peak_reserved = max(peak_reserved, reserved)
-            dt = sm.prefill_time(new.size, tok, use_draft)
-            t += dt
-            prefill_s += dt
-            n_prefill_steps += 1
-            first_tok[new] = t
-            emitted[new] = 1
-            done = out[new] == 1
-            if done.any():
-                finish[new[done]] = t
-                reserved -= int(reserve[new[done]].sum())
-                n_done += int(done.sum())
-            keep = new[~done]
-            ids = np.concatenate([ids, keep])
-            ctx = np.concatenate([ctx, prompt[keep].astype(float)])
-            rem = np.concatenate([rem, out[keep] - 1])
-            inv_la = np.concatenate([inv_la, 1.0 / log_alpha[keep]])
-            s_k = np.concatenate([s_k, np.zeros(keep.size)])
-            s_steps = np.concatenate([s_steps, np.zeros(keep.size, np.int64)])
-            s_em = np.concatenate([s_em, np.zeros(keep.size, np.int64)])
-            est.add(keep.size, cfg.prior if cfg.init_alpha == "prior" else None)
-            redecide = True
-            continue
-        if n == 0:  # idle until the next arrival
-            idle_s += max(0.0, float(arr[nxt]) - t)
-            t = max(t, arr[nxt])
-            continue
+    def waiting_or_running(self) -> bool:
+        return self.done < self.arrival.size
 
-        # ---- speculation lengths ------------------------------------------------------------
-        ctx_sum = float(ctx.sum())
-        if ctrl is None:
-            if k_r.size != n:
-                k_r = np.full(n, float(fixed_k))
-                row = None
-        elif redecide or since_decision >= cfg.decide_every:
-            k_r = ctrl.choose(est.alpha, ctx_sum / n).astype(float)
-            since_decision = 0
-            redecide = False
-            row = None
-        if row is None or row_n != n:
-            row, row_n = sm.decode_row(k_r), n
-        k_max = int(k_r.max())
+    def idle_until_next_arrival(self) -> None:
+        t_next = float(self.arrival[self.next_id])
+        self.stats["idle_time_s"] += max(0.0, t_next - self.t)
+        self.t = max(self.t, t_next)
 
-        # ---- how many steps to draw: the first finish is at step <= min(rem) ------------------
-        S = min(cfg.max_chunk, int(rem.min()))
-        if ctrl is not None:
-            S = min(S, cfg.decide_every - since_decision)
-        admit_next = nxt < N and n < max_batch and reserved + reserve[nxt] <= budget
-        if admit_next:
-            x = ctx_sum / n * inv_dctx
-            i0 = min(int(x), last_cell)
-            t_now = float(row[i0] + (row[i0 + 1] - row[i0]) * (x - i0))
-            S = min(S, int((arr[nxt] - t) / t_now) + 1)
-        S = max(S, 1)
+    def _admissible(self) -> int:
+        """How many queued requests the next prefill admits (FCFS: slots, KV budget, prefill tokens)."""
+        lo = self.next_id
+        slots = self.max_batch - self.batch.size
+        if lo >= self.arrival.size or slots <= 0 or self.arrival[lo] > self.t:
+            return 0
+        hi = min(int(np.searchsorted(self.arrival, self.t, side="right")), lo + slots)
+        kv = np.cumsum(self.reserve[lo:hi]) + self.reserved
+        tok = np.cumsum(self.prompt[lo:hi])
+        fits = (kv <= self.budget) & ((tok <= self.cfg.max_prefill_tokens) | (np.arange(hi - lo) == 0))
+        return int(fits.argmin()) if not fits.all() else hi - lo
 
-        # ---- draw S steps of accept counts, find the first event -------------------------------
-        if k_max > 0:
-            u = rng.random((n, S))
-            np.subtract(1.0, u, out=u)
-            np.log(u, out=u)
-            u *= inv_la[:, None]
-            np.floor(u, out=u)
-            acc = np.minimum(u, k_r[:, None], out=u)
-            cum = acc.cumsum(axis=1)
-            cum += steps_1[:S]
+    def admit(self) -> bool:
+        """Run one prefill step over the admissible queued requests; False when none is admissible."""
+        count = self._admissible()
+        if count == 0:
+            return False
+        new = np.arange(self.next_id, self.next_id + count)
+        self.next_id += count
+        self.reserved += int(self.reserve[new].sum())
+        st = self.stats
+        st["peak_reserved_tokens"] = max(st["peak_reserved_tokens"], self.reserved)
+        dt = self.sm.prefill_time(count, int(self.prompt[new].sum()), self.pol.uses_draft)
+        self.t += dt
+        st["prefill_time_s"] += dt
+        st["prefill_steps"] += 1
+        self.first_token[new] = self.t
+        one = self.output[new] == 1
+        if one.any():
+            self._finish(new[one], np.zeros(int(one.sum())), np.zeros(int(one.sum()), np.int64),
+                         np.zeros(int(one.sum()), np.int64))
+        keep = new[~one]
+        self.batch.admit(keep, self.prompt[keep], self.output[keep] - 1, self.tape.start[keep])
+        if self.ctrl is not None:
+            self.est.add(keep.size, self.cfg.prior if self.cfg.init_alpha == "prior" else None)
+        self.redecide = True
+        return True
+
+    def _finish(self, ids: np.ndarray, k_steps, steps, drawn) -> None:
+        self.finish[ids] = self.t
+        self.k_steps[ids], self.steps[ids], self.drawn[ids] = k_steps, steps, drawn
+        self.reserved -= int(self.reserve[ids].sum())
+        self.done += ids.size
+
+    def choose_k(self) -> None:
+        """Set the batch's k_r: the fixed k, or the controller's choice when a decision is due."""
+        b = self.batch
+        if self.ctrl is None:
+            if self.row is None or self.redecide:
+                b.k[:] = self.pol.k
+                self.row, self.redecide = self.sm.decode_row(b.k), False
+            return
+        if not (self.redecide or self.since_decision >= self.cfg.decide_every):
+            return
+        alpha = self.workload.alpha[b.ids] if self.cfg.alpha_source == "oracle" else self.est.alpha
+        if self.online is not None:
+            self.online.refit_if_due()
+        b.k[:] = self.ctrl.choose(alpha, float(b.context.sum()) / b.size)
+        uniform = not self.ctrl.per_request
+        self.row = self.sm.decode[b.size - 1, int(b.k[0])] if uniform else self.sm.decode_row(b.k)
+        self.since_decision, self.redecide = 0, False
+
+    def _horizon(self, n: int, kv_tokens: float) -> tuple[int, float | None]:
+        """Steps to read ahead, and the offset of the next arrival that could be admitted (None if none)."""
+        b = self.batch
+        steps = min(self.cfg.max_chunk, int(b.remaining.min()))
+        if self.ctrl is not None:
+            steps = min(steps, self.cfg.decide_every - self.since_decision)
+        nxt = self.next_id
+        if nxt < self.arrival.size and n < self.max_batch and self.reserved + self.reserve[nxt] <= self.budget:
+            wait = float(self.arrival[nxt]) - self.t
+            step_now = float(self.sm.at_context(self.row, kv_tokens / n))
+            return max(1, min(steps, int(wait / step_now) + 1)), wait
+        return max(1, steps), None
+
+    def decode_block(self) -> None:
+        """Decode up to the first event: a request finishes, an arrival becomes admissible, or a decision."""
+        b, n = self.batch, self.batch.size
+        kv0 = float(b.context.sum())
+        steps, wait = self._horizon(n, kv0)
+        k_max = int(b.k.max())
+        accepted = np.minimum(self.tape.window(b.position, steps), b.k[:, None]) if k_max > 0 else None
+        if accepted is None:
+            tokens = np.broadcast_to(self._steps_1[:steps], (n, steps))
         else:
-            acc = None
-            cum = np.broadcast_to(steps_1[:S], (n, S))
-        hit = (cum >= rem[:, None]).any(axis=0)
-        s_fin = int(hit.argmax()) if hit[-1] else S - 1  # hit is monotone in s
-        col = cum.sum(axis=0)
-        ctx_mean = np.empty(S)
-        ctx_mean[0] = ctx_sum
-        ctx_mean[1:] = ctx_sum + col[:-1]
-        ctx_mean *= 1.0 / n
-        t_steps = sm.interp_row(row, ctx_mean)
-        t_cum = t_steps.cumsum()
-        s_end = s_fin
-        if admit_next:
-            s_end = min(s_end, int(np.searchsorted(t_cum, arr[nxt] - t)))  # first step ending at/after it
-        s_end = min(s_end, S - 1)
-        m = s_end + 1
+            tokens = accepted.cumsum(axis=1)
+            tokens += self._steps_1[:steps]
+        hit = (tokens >= b.remaining[:, None]).any(axis=0)
+        last = int(hit.argmax()) if hit[-1] else steps - 1  # hit is monotone in the step
+        kv = np.empty(steps)
+        kv[0] = kv0
+        kv[1:] = kv0 + tokens[:, :-1].sum(axis=0)
+        times = self.sm.at_context(self.row, kv * (1.0 / n))
+        elapsed = times.cumsum()
+        if wait is not None:
+            last = min(last, int(np.searchsorted(elapsed, wait)))  # the step ending at/after the arrival
+        m = last + 1
+        self._commit(m, tokens[:, last], elapsed[last], accepted, k_max, kv[:m], times[:m])
 
-        # ---- commit m steps -------------------------------------------------------------------
-        t += float(t_cum[s_end])
-        decode_s += float(t_cum[s_end])
-        got = np.minimum(cum[:, s_end], rem).astype(np.int64)
-        got_sum = int(got.sum())
-        peak_used = max(peak_used, int(ctx_sum) + got_sum + n * (k_max + 1))
-        rem -= got
-        ctx += got
-        s_em += got
-        if k_max > 0:
-            s_k += k_r * m
-        s_steps += m
-        n_decode_steps += m
-        batch_steps += n * m
-        since_decision += m
-        if use_draft and acc is not None:
-            a_m = acc[:, :m]
-            trials = a_m + (a_m < k_r[:, None])
-            uniform_k = k_max == int(k_r.min())
-            if not uniform_k:
-                trials *= (k_r > 0)[:, None]
-            est.update(a_m, trials, all_informative=uniform_k)
-        fin = rem <= 0
-        if fin.any():
-            done_ids = ids[fin]
-            finish[done_ids] = t
-            k_sum[done_ids] = s_k[fin]
-            emitted[done_ids] += s_em[fin]
-            steps[done_ids] = s_steps[fin]
-            reserved -= int(reserve[done_ids].sum())
-            n_done += done_ids.size
-            live = ~fin
-            ids, ctx, rem, inv_la, k_r = ids[live], ctx[live], rem[live], inv_la[live], k_r[live]
-            s_k, s_steps, s_em = s_k[live], s_steps[live], s_em[live]
-            est.keep(live)
-            redecide = True
+    def _commit(self, m: int, tokens, seconds: float, accepted, k_max: int, kv, times) -> None:
+        b, st = self.batch, self.stats
+        n = b.size
+        self.t += seconds
+        st["decode_time_s"] += seconds
+        st["peak_used_tokens"] = max(st["peak_used_tokens"], int(kv[0]) + int(np.minimum(tokens, b.remaining).sum())
+                                     + n * (k_max + 1))
+        st["decode_steps"] += m
+        st["batch_steps"] += n * m
+        self.since_decision += m
+        b.advance(m, tokens)
+        if accepted is not None:
+            self._observe(accepted[:, :m], k_max, kv, times)
+        retired = b.retire()
+        if retired is not None:
+            keep, out = retired
+            self._finish(out["ids"], out["k_steps"], out["steps"], out["drawn"])
+            if self.ctrl is not None:
+                self.est.keep(keep)
+            self.redecide = True
 
-    return SimResult.from_arrays(
-        workload=workload, policy=pol.name, first_token_s=first_tok, finish_s=finish, emitted=emitted,
-        k_sum=k_sum, steps=steps, qps=qps if qps is not None else workload.qps,
-        stats={"decode_steps": n_decode_steps, "prefill_steps": n_prefill_steps,
-               "mean_batch": batch_steps / max(n_decode_steps, 1), "kv_budget_tokens": budget,
-               "peak_reserved_tokens": peak_reserved, "peak_used_tokens": peak_used, "prefill_time_s": prefill_s,
-               "decode_time_s": decode_s, "idle_time_s": idle_s, "seed": seed},
-    )
+    def _observe(self, accepted, k_max: int, kv, times) -> None:
+        """Feed the acceptance estimator and the online step-time fit with the committed steps."""
+        if self.ctrl is None:
+            return
+        k_r = self.batch.k
+        uniform = k_max == int(k_r.min())
+        trials = accepted + (accepted < k_r[:, None])
+        if not uniform:
+            trials *= (k_r > 0)[:, None]
+        self.est.update(accepted, trials, all_informative=uniform)
+        if self.online is not None:
+            self.online.observe(kv, k_r.size, float(k_r.sum()), k_max, times)
+
+    def result(self, qps: float) -> SimResult:
+        st = self.stats
+        stats = {"decode_steps": st["decode_steps"], "prefill_steps": st["prefill_steps"],
+                 "mean_batch": st["batch_steps"] / max(st["decode_steps"], 1), "kv_budget_tokens": self.budget,
+                 "peak_reserved_tokens": st["peak_reserved_tokens"], "peak_used_tokens": st["peak_used_tokens"],
+                 "prefill_time_s": st["prefill_time_s"], "decode_time_s": st["decode_time_s"],
+                 "idle_time_s": st["idle_time_s"], "seed": self.seed}
+        if self.online is not None:
+            stats["step_model_coef"] = [float(c) for c in self.online.coef]
+        return SimResult.from_arrays(
+            workload=self.workload, policy=self.pol.name, first_token_s=self.first_token, finish_s=self.finish,
+            emitted=self.output.copy(), k_sum=self.k_steps, steps=self.steps, qps=qps, stats=stats,
+            drawn=self.drawn)

@@ -162,7 +162,8 @@ class BatchStepModel:
         n = np.arange(1, self.max_batch + 1, dtype=float)
         q = np.arange(1, self.max_k + 2, dtype=float)
         self.ctx_grid = np.linspace(0.0, float(self.max_context), int(context_points))
-        self._dctx = self.ctx_grid[1] - self.ctx_grid[0]
+        self._inv_dctx = 1.0 / (self.ctx_grid[1] - self.ctx_grid[0])
+        self._last_cell = len(self.ctx_grid) - 2
         # target[n-1, q-1, c]; draft[n-1, c] (q = 1)
         self.target = np.asarray(target_fn(n[:, None, None], q[None, :, None], self.ctx_grid[None, None, :]), float)
         self.target = np.broadcast_to(self.target, (len(n), len(q), len(self.ctx_grid))).copy()
@@ -197,24 +198,29 @@ class BatchStepModel:
         name = f"{get_model(target).name}" + (f" + {get_model(draft).name}" if draft else "")
         return cls(t_fn, d_fn, name=name, **kwargs)
 
-    @property
-    def context_step(self) -> float:
-        """Spacing (tokens) of the context grid the tables are evaluated on."""
-        return self._dctx
-
     def check_batch(self, n: int) -> int:
-        """``n`` as an int; a batch size outside 1..max_batch raises InvalidInputError."""
+        """``n`` as an int, or an InvalidInputError when it lies outside the tabulated batch sizes."""
         n = int(n)
         if not 1 <= n <= self.max_batch:
             raise InvalidInputError(f"Batch size {n} is outside the tabulated range 1..{self.max_batch}.")
         return n
 
-    def context_weights(self, context):
-        """Grid cell ``i0`` and weight ``w`` of linear interpolation at ``context`` (tokens):
-        value = table[..., i0]·(1 − w) + table[..., i0 + 1]·w (beyond the grid: extrapolation)."""
-        x = np.asarray(context, dtype=float) / self._dctx
-        i0 = np.minimum(x.astype(np.int64), len(self.ctx_grid) - 2)
-        return i0, x - i0
+    def at_context(self, table: np.ndarray, context) -> np.ndarray:
+        """Linear interpolation of ``table``'s last axis (the context grid) at ``context`` (unchecked).
+
+        The one context interpolation of the serving code: a scalar context gives ``table[..., c]``
+        interpolated; an array of contexts with a 1-d table gives one value per context. Contexts
+        beyond the grid extrapolate along its last cell.
+        """
+        if isinstance(context, float) or np.ndim(context) == 0:  # one context: two table columns
+            x = float(context) * self._inv_dctx
+            i = min(int(x), self._last_cell)
+            lo = table[..., i]
+            return lo + (table[..., i + 1] - lo) * (x - i)
+        x = np.asarray(context, dtype=float) * self._inv_dctx
+        i0 = np.minimum(x.astype(np.int64), self._last_cell)
+        lo = table[..., i0]
+        return lo + (table[..., i0 + 1] - lo) * (x - i0)
 
     def decode_time(self, n: int, k, context) -> np.ndarray:
         """Seconds of one decode step of ``n`` requests with ``k`` proposals each (broadcast over k, context)."""
@@ -224,18 +230,13 @@ class BatchStepModel:
             raise InvalidInputError(f"k must lie in 0..{self.max_k}.")
         if np.any(np.asarray(context) < 0):
             raise InvalidInputError("context must be >= 0 tokens.")
-        i0, w = self.context_weights(context)
-        row = self.decode[n - 1]
-        return row[k, i0] * (1.0 - w) + row[k, i0 + 1] * w
+        k, context = np.broadcast_arrays(k, np.asarray(context, dtype=float))
+        every_k = self.at_context(self.decode[n - 1], context)  # (max_k + 1, *context.shape)
+        return np.take_along_axis(every_k, k[None].astype(np.int64), axis=0)[0]
 
-    # -- unchecked fast paths for the simulator's inner loop (n, k, context already valid) --------
     def decode_time_all_k(self, n: int, context: float) -> np.ndarray:
-        """T(n, k, L̄) for k = 0..max_k at one mean context (TurboSpec §3, docs/model.md §3.4; unchecked)."""
-        x = context / self._dctx
-        i0 = min(int(x), len(self.ctx_grid) - 2)
-        w = x - i0
-        col = self.decode[n - 1]
-        return col[:, i0] * (1.0 - w) + col[:, i0 + 1] * w
+        """T(n, k, L̄) for k = 0..max_k at one mean context (TurboSpec §3, docs/model.md §3.4; ``n`` unchecked)."""
+        return self.at_context(self.decode[n - 1], context)
 
     def decode_row(self, k_r) -> np.ndarray:
         """Step time on the context grid for per-request lengths ``k_r`` (uniform k: a table row).
@@ -261,22 +262,15 @@ class BatchStepModel:
             row = row + self.draft[n_j - 1].sum(axis=0)
         return row
 
-    def interp_row(self, row: np.ndarray, context) -> np.ndarray:
-        """Linear interpolation of a context-grid row at ``context`` (array; unchecked)."""
-        x = np.asarray(context, dtype=float) * (1.0 / self._dctx)
-        i0 = np.minimum(x.astype(np.int64), len(self.ctx_grid) - 2)
-        lo = row[i0]
-        return lo + (row[i0 + 1] - lo) * (x - i0)
-
     def decode_time_mixed(self, k_r, context) -> np.ndarray:
         """Seconds of one decode step where request r proposes ``k_r`` tokens (see :meth:`decode_row`)."""
         if np.any(np.asarray(k_r) < 0) or np.any(np.asarray(k_r) > self.max_k):
             raise InvalidInputError(f"k must lie in 0..{self.max_k}.")
-        return self.interp_row(self.decode_row(k_r), context)
+        return self.at_context(self.decode_row(k_r), context)
 
     def prefill_time(self, n_seqs: int, total_tokens: int, with_draft: bool) -> float:
         """Seconds of one prefill step of ``n_seqs`` prompts totalling ``total_tokens`` (draft too if loaded)."""
-        n = min(self.check_batch(n_seqs), self.max_batch)
+        n = self.check_batch(n_seqs)
         p = max(total_tokens / n, 1.0)
         j = int(np.clip(np.searchsorted(self._p_grid, p) - 1, 0, len(self._p_grid) - 2))
         w = (p - self._p_grid[j]) / (self._p_grid[j + 1] - self._p_grid[j])  # linear in p, log-spaced grid

@@ -35,12 +35,21 @@ def workload(n=300, qps=8.0, seed=0, **kw) -> Workload:
 POLICIES = ["none", "k=1", "k=3", "k=5", "k=7", "adaptive", "per-request"]
 
 
+def _check_stops_on_time(res, w, k_max: int) -> None:
+    """Each request ran exactly the decode steps its output needed: the tokens its steps produced
+    reach output − 1 (one came from prefill) and only its last step overshoots, by at most k."""
+    need = w.output_tokens - 1
+    assert np.all(res.drawn >= need)
+    assert np.all(res.drawn - need <= k_max)
+    assert np.all((res.steps == 0) == (need == 0))
+
+
 @pytest.mark.parametrize("policy", POLICIES)
-def test_conservation_and_memory_budget(policy):
+def test_requests_stop_on_time_within_the_memory_budget(policy):
     w = workload()
     budget = 40_000  # tight: forces queueing on memory
     res = simulate(w, system(budget), policy, SimConfig(max_batch=48), seed=1)
-    assert np.array_equal(res.emitted, w.output_tokens)  # every request ends with exactly its length
+    _check_stops_on_time(res, w, 7)
     assert np.all(np.isfinite(res.finish_s))
     assert np.all(res.first_token_s >= w.arrival_s) and np.all(res.finish_s >= res.first_token_s)
     assert res.stats["peak_reserved_tokens"] <= budget and res.stats["peak_used_tokens"] <= budget
@@ -51,10 +60,33 @@ def test_conservation_and_memory_budget(policy):
         assert s["mean_k"] == pytest.approx(int(policy[2:]))
 
 
+@pytest.mark.parametrize("alpha,k", [(0.5, 1), (0.7, 3), (0.85, 5), (0.6, 7)])
+def test_tokens_per_step_match_tau(alpha, k):
+    """Tokens per decode step, counted before the output-length cut, average τ(α, k) = (1 − α^{k+1})/(1 − α)
+    (Leviathan et al. Eq. 1) within 4 standard errors, and vary between requests as independent steps do."""
+    from sdsl.core.acceptance import tau
+
+    n = 200
+    w = Workload(np.linspace(0.0, 20.0, n), np.full(n, 64), np.full(n, 600), np.full(n, alpha))
+    res = simulate(w, system(), f"k={k}", seed=11)
+    steps = res.steps.astype(float)
+    # tokens per step T = min(G, k) + 1 with P(G >= j) = α^j: E[T] = τ, E[T²] = 1 + Σ_{j=1..k} (2j + 1) α^j
+    mean = float(tau(alpha, k))
+    second = 1.0 + sum((2 * j + 1) * alpha**j for j in range(1, k + 1))
+    var = second - mean**2
+    pooled = res.drawn.sum() / steps.sum()
+    assert abs(pooled - mean) < 4 * np.sqrt(var / steps.sum())
+    # the cut at the output length is a small share of the tokens drawn, so it cannot do the work
+    assert (res.drawn.sum() - (w.output_tokens - 1).sum()) / res.drawn.sum() < 0.02
+    # per-request means: their spread is that of `steps` independent draws (reused draws would inflate it)
+    z2 = (res.drawn / steps - mean) ** 2 / (var / steps)
+    assert 0.7 < z2.mean() < 1.4
+
+
 def test_batch_limit_and_single_token_outputs():
     w = Workload(np.zeros(20), np.full(20, 100), np.array([1] * 10 + [50] * 10), np.full(20, 0.6))
     res = simulate(w, system(max_batch=64), "adaptive", SimConfig(max_batch=4), seed=0)
-    assert np.array_equal(res.emitted, w.output_tokens)
+    _check_stops_on_time(res, w, 7)
     assert res.stats["mean_batch"] <= 4
     assert np.all(res.finish_s[:10] == res.first_token_s[:10])
 
@@ -64,15 +96,51 @@ def test_estimators_and_decision_cadence_run_in_the_simulator(estimator):
     w = workload(150)
     for every in (1, 8):
         res = simulate(w, system(), "per-request", SimConfig(estimator=estimator, decide_every=every), seed=2)
-        assert np.array_equal(res.emitted, w.output_tokens)
+        _check_stops_on_time(res, w, 7)
 
 
-def test_deterministic_for_a_seed_and_seed_matters():
+def _same(a, b) -> bool:
+    return (np.array_equal(a.finish_s, b.finish_s) and np.array_equal(a.first_token_s, b.first_token_s)
+            and np.array_equal(a.steps, b.steps) and np.array_equal(a.k_sum, b.k_sum))
+
+
+@pytest.mark.parametrize("policy", ["k=3", "adaptive", "per-request"])
+def test_deterministic_for_a_seed_and_seed_matters(policy):
     w = workload(200)
-    a = simulate(w, system(), "adaptive", seed=7).summary()
-    b = simulate(w, system(), "adaptive", seed=7).summary()
-    c = simulate(w, system(), "adaptive", seed=8).summary()
-    assert a == b and a != c
+    a = simulate(w, system(), policy, seed=7)
+    assert _same(a, simulate(w, system(), policy, seed=7))
+    assert a.summary() == simulate(w, system(), policy, seed=7).summary()
+    assert not _same(a, simulate(w, system(), policy, seed=8))
+
+
+@pytest.mark.parametrize("policy", ["k=3", "adaptive"])
+def test_block_length_does_not_change_the_run(policy):
+    """Acceptance draws belong to (request, step), so reading 1, 5 or 512 steps per block gives the same run."""
+    w = workload(120, qps=6.0)
+    runs = [simulate(w, system(), policy, SimConfig(max_chunk=c), seed=3) for c in (1, 5, 512)]
+    for r in runs[1:]:
+        np.testing.assert_array_equal(r.steps, runs[0].steps)
+        np.testing.assert_array_equal(r.k_sum, runs[0].k_sum)
+        np.testing.assert_allclose(r.finish_s, runs[0].finish_s, rtol=1e-12)
+
+
+def test_online_fit_learns_the_step_times_from_a_wrong_prior():
+    """Start the controller's step-time model at half the true cost: after a run it prices steps
+    within a few percent of the exact table, and the policy ends where the table-priced one does."""
+    from sdsl.serving.online_model import profile_prior
+
+    sys_ = system()
+    w = workload(300, qps=4.0, alpha=AcceptanceDist(0.75))
+    prior = tuple(0.5 * profile_prior(sys_.step_model))
+    res = simulate(w, sys_, "adaptive", SimConfig(step_prior=prior), seed=4)
+    coef = np.asarray(res.stats["step_model_coef"])
+    n = int(round(res.stats["mean_batch"]))
+    exact = sys_.step_model.decode_time_all_k(n, 800.0)
+    from sdsl.serving.online_model import step_features
+    fitted = np.vstack([step_features(n * 800.0, n, float(k * n), k) for k in range(8)]) @ coef
+    assert np.max(np.abs(fitted / exact - 1.0)) < 0.05
+    table = simulate(w, sys_, "adaptive", SimConfig(pricing="table"), seed=4).summary()
+    assert res.summary()["mean_latency_s"] == pytest.approx(table["mean_latency_s"], rel=0.02)
 
 
 def test_speculation_helps_at_low_load_and_adaptive_is_close_to_best_fixed():
@@ -141,7 +209,7 @@ def test_conv_trace_replay():
     assert len(w) == 400 and w.qps == pytest.approx(3.0)
     assert np.all(w.prompt_tokens + w.output_tokens <= 4096)
     res = simulate(w, system(), "adaptive", seed=0)
-    assert np.array_equal(res.emitted, w.output_tokens)
+    _check_stops_on_time(res, w, 7)
 
 
 def test_serving_k_table_covers_batches():
@@ -168,7 +236,8 @@ def test_cli_simulate_json_keys():
 
 def test_cli_simulate_table():
     r = CliRunner().invoke(cli, ["simulate", "--qps", "2", "--policy", "none,adaptive", "--requests", "40",
-                                 "--output-tokens", "32", "--estimator", "window", "--spec-overhead", "0.05"])
+                                 "--output-tokens", "32", "--estimator", "window", "--spec-overhead", "0.05",
+                                 "--alpha-prior", "0.4", "--pricing", "table"])
     assert r.exit_code == 0, r.output
     assert "QPS 2" in r.output and "adaptive" in r.output and "mean lat" in r.output
 
@@ -177,6 +246,7 @@ def test_cli_simulate_table():
     ["--qps", "0"], ["--qps", "a,b"], ["--policy", "k=x"], ["--alpha", "1.5"], ["--requests", "1"],
     ["--target", "no-such-model"], ["--trace", "/no/such/trace.csv"], ["--tp", "0"],
     ["--prompt-tokens", "4000", "--output-tokens", "4000"], ["--spec-overhead", "-1"], ["--estimator", "nope"],
+    ["--alpha-prior", "0"], ["--pricing", "exact"],
     ["--target", "llama-3.1-70b"],
 ])
 def test_cli_simulate_bad_input_exits_2(args):
@@ -186,7 +256,7 @@ def test_cli_simulate_bad_input_exits_2(args):
     assert "Traceback" not in r.output
 
 
-def test_conservation_property_random_configurations():
+def test_invariants_on_random_configurations():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
@@ -201,7 +271,7 @@ def test_conservation_property_random_configurations():
         cfg = SimConfig(max_batch=max_batch, decide_every=every, max_chunk=chunk, estimator=estimator,
                         max_prefill_tokens=int(rng.integers(1, 9000)))
         res = simulate(w, system(budget), policy, cfg, seed=seed)
-        assert np.array_equal(res.emitted, w.output_tokens)
+        _check_stops_on_time(res, w, 7)
         assert np.all(res.finish_s >= res.first_token_s) and np.all(res.first_token_s > w.arrival_s)
         assert res.stats["peak_reserved_tokens"] <= budget and res.stats["peak_used_tokens"] <= budget
         assert res.stats["mean_batch"] <= max_batch + 1e-9

@@ -64,7 +64,7 @@ def test_tensor_parallel():
     assert float(t4.memory_s) == pytest.approx(float(t1.memory_s) / 4, rel=0.05)
     assert float(t4.allreduce_s) > 0 and float(t1.allreduce_s) == 0
     with pytest.raises(InvalidInputError):
-        step_time(m, Deployment("l40s", tp=2))  # no interconnect in catalog
+        step_time(m, Deployment("a10g", tp=2))  # no interconnect in catalog
     with pytest.raises(InvalidInputError):
         step_time(m, Deployment(H100, tp=3))  # 64 heads not divisible by 3
 
@@ -94,7 +94,8 @@ def test_packaged_calibrations():
     h100 = default_params(H100)
     assert "H100" in h100.source and "vidur" in h100.source.lower()
     h200 = default_params(get_hardware("h200"))
-    assert "transferred" in h200.source and h200.eta_memory == h100.eta_memory
+    # H200 is uncalibrated: the cross-GPU model leans on the H100 (same architecture and compute)
+    assert "cross-GPU efficiency model" in h200.source and h200.eta_memory == pytest.approx(h100.eta_memory, rel=0.01)
     assert "A100" in default_params(get_hardware("a100-80gb")).source
     assert default_params(get_hardware("cpu")) == DEFAULT_PARAMS
 

@@ -63,7 +63,29 @@ def _calibration():
     return fit_latency(ops.assign(dtype="bf16"), hw, dtype="bf16")
 
 
-RESULTS = [_prediction, _step_time, _grid, _draft_law, _sim_result, _linear_fit, _calibration]
+def _acceptance():
+    from sdsl.core.acceptance_vector import Acceptance
+
+    return Acceptance.from_conditional([0.9, 0.8, 0.7])
+
+
+def _best_tree():
+    from sdsl.core.tree_search import best_tree
+    from sdsl.core.trees import rank_acceptance
+
+    return best_tree(rank_acceptance([0.8, 0.7, 0.6], width=3), max_nodes=12, max_depth=3)
+
+
+def _engine_log():
+    from sdsl.fit.engine_logs import parse_acceptance_log
+
+    return parse_acceptance_log("SpecDecoding metrics: Mean acceptance length: 2.50, Accepted throughput: 1 tokens/s, "
+                            "Drafted throughput: 1 tokens/s, Accepted: 150 tokens, Drafted: 300 tokens, "
+                            "Per-position acceptance rate: 0.700, 0.500, 0.300, Avg Draft acceptance rate: 50.0%")
+
+
+RESULTS = [_prediction, _step_time, _grid, _draft_law, _sim_result, _linear_fit, _calibration, _acceptance,
+           _best_tree, _engine_log]
 
 
 @pytest.mark.parametrize("make", RESULTS, ids=lambda f: f.__name__.strip("_"))

@@ -207,3 +207,122 @@ def test_mixed_batch_time_is_linear_model_exact():
     assert t == pytest.approx(float(expect))
     with pytest.raises(InvalidInputError):
         mixed_batch_time(TARGET.step_fn, ctx, k=1)
+
+
+def _allocate_by_rounds(alpha, budget, max_k):
+    """The proportional rule one unit per round (largest deficit first), as a reference."""
+    share = budget * alpha / alpha.sum()
+    k = np.minimum(np.floor(share).astype(np.int64), max_k)
+    left = budget - int(k.sum())
+    while left > 0:
+        open_ = k < max_k
+        deficit = np.where(open_, share - k, -np.inf)
+        order = np.argsort(-deficit, kind="stable")[: min(left, int(open_.sum()))]
+        k[order] += 1
+        left -= order.size
+    return k
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 40), max_k=st.integers(1, 7))
+def test_proportional_allocation_equals_the_round_by_round_rule(seed, n, max_k):
+    rng = np.random.default_rng(seed)
+    alpha = rng.uniform(0.05, 0.95, n)
+    budget = int(rng.integers(1, n * max_k + 1))
+    k = allocate_per_request(alpha, budget, max_k, "proportional")
+    ref = _allocate_by_rounds(alpha, budget, max_k)
+    assert k.sum() == ref.sum() == budget
+    # equal up to ties between equal deficits: the sorted allocations and the shares they follow agree
+    assert np.all(np.abs(k - budget * alpha / alpha.sum()) < 1.0 + 1e-9) or np.array_equal(np.sort(k), np.sort(ref))
+
+
+def test_at_context_is_linear_interpolation_on_the_grid():
+    sm = small_model(context_points=9)
+    row = sm.decode[4, 3]
+    ctx = np.array([0.0, 100.0, 511.9, 2048.0, 4095.0, 4096.0])
+    np.testing.assert_allclose(sm.at_context(row, ctx), np.interp(ctx, sm.ctx_grid, row), rtol=1e-12)
+    np.testing.assert_allclose(sm.at_context(sm.decode[4], 777.0), [np.interp(777.0, sm.ctx_grid, r) for r in sm.decode[4]])
+    np.testing.assert_allclose(sm.decode_time(5, [0, 3], [777.0, 100.0]),
+                               [np.interp(777.0, sm.ctx_grid, sm.decode[4, 0]), np.interp(100.0, sm.ctx_grid, row)])
+
+
+def _linear_rows(rng, m, ks=range(8)):
+    """Random uniform-k steps: their feature rows and the (N_kv, n, k) that made them."""
+    from sdsl.serving.online_model import step_features
+
+    rows, raw = [], []
+    for _ in range(m):
+        n, k, L = int(rng.integers(1, 64)), int(rng.choice(list(ks))), float(rng.uniform(64, 4000))
+        rows.append(step_features(n * L, n, float(k * n), k)[0])
+        raw.append((n * L, n, k))
+    return np.array(rows), raw
+
+
+def _observe_each(model, raw, times):
+    for (kv, n, k), t in zip(raw, times):
+        model.observe(np.array([kv]), n, float(k * n), k, np.array([t]))
+
+
+def test_online_model_starts_at_its_prior_and_learns_exact_coefficients():
+    from sdsl.serving.online_model import OnlineStepModel, prior_coefficients
+
+    truth = prior_coefficients(TARGET, DRAFT)
+    model = OnlineStepModel(truth * 2.0, max_k=7, window=400, prior_weight=1e-6)
+    np.testing.assert_allclose(model.decode_time_all_k(4, 1000.0),
+                               2.0 * np.array([k * DRAFT.step_fn(4, 1, 1000.0) + TARGET.step_fn(4, k + 1, 1000.0)
+                                               for k in range(8)]), rtol=1e-9)
+    x, raw = _linear_rows(np.random.default_rng(0), 300)
+    _observe_each(model, raw, x @ truth)
+    model.refit_if_due()
+    for n, L in [(1, 100.0), (17, 2500.0)]:
+        expect = [k * DRAFT.step_fn(n, 1, L) + TARGET.step_fn(n, k + 1, L) for k in range(8)]
+        np.testing.assert_allclose(model.decode_time_all_k(n, L), expect, rtol=1e-4)
+
+
+def test_online_model_keeps_the_prior_where_the_window_says_nothing():
+    """Only k = 0 steps observed: the draft's coefficients stay at the prior, the target's are learnt."""
+    from sdsl.serving.online_model import OnlineStepModel, prior_coefficients
+
+    truth = prior_coefficients(TARGET, DRAFT)
+    prior = truth * np.array([1.5, 1.5, 1.5, 1.5, 3.0, 3.0, 3.0])
+    model = OnlineStepModel(prior, max_k=7, window=256)
+    x, raw = _linear_rows(np.random.default_rng(1), 256, ks=[0])
+    _observe_each(model, raw, x @ truth)
+    coef = model.refit()
+    np.testing.assert_allclose(coef[4:], prior[4:], rtol=1e-6)
+    assert abs(x @ coef / (x @ truth) - 1.0).max() < 0.02
+    with pytest.raises(InvalidInputError):
+        OnlineStepModel(np.ones(3), max_k=7)
+
+
+def test_controller_with_an_online_pricer_matches_the_table_when_the_fit_is_exact():
+    from sdsl.serving.online_model import OnlineStepModel, prior_coefficients
+
+    sm = small_model()
+    pricer = OnlineStepModel(prior_coefficients(TARGET, DRAFT), max_k=7)
+    table, online = GoodputController(sm, 7), GoodputController(pricer, 7)
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        alpha = rng.uniform(0.1, 0.95, int(rng.integers(1, 64)))
+        ctx = float(rng.uniform(64, 4000))
+        assert online.uniform_k(alpha, ctx) == table.uniform_k(alpha, ctx)
+
+
+def test_online_model_window_keeps_the_last_steps():
+    """Blocks of steps wrap around the window; the fit equals a fit on the last ``window`` steps alone."""
+    from sdsl.serving.online_model import OnlineStepModel, prior_coefficients
+
+    truth = prior_coefficients(TARGET, DRAFT)
+    rng = np.random.default_rng(2)
+    times = None
+    wrapped, direct = OnlineStepModel(truth, max_k=7, window=50), OnlineStepModel(truth, max_k=7, window=50)
+    blocks = []
+    for _ in range(40):  # 40 blocks of 1..12 steps of one batch composition each
+        n, k, m = int(rng.integers(1, 64)), int(rng.integers(0, 8)), int(rng.integers(1, 13))
+        kv = rng.uniform(64, 4000, m) * n
+        times = kv * 1e-7 * (1.0 + 0.1 * rng.standard_normal(m)) + 1e-3 * (1 + k)  # not linear: the fit depends on rows
+        wrapped.observe(kv, n, float(k * n), k, times)
+        blocks += [(kv[i], n, k, times[i]) for i in range(m)]
+    for kv, n, k, t in blocks[-50:]:
+        direct.observe(np.array([kv]), n, float(k * n), k, np.array([t]))
+    np.testing.assert_allclose(wrapped.refit(), direct.refit(), rtol=1e-9)

@@ -76,13 +76,20 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+#: (catalog key, substring of torch.cuda.get_device_name().lower()), most specific first ("h200" before "h20",
+#: "a100" before "a10", "l40s" before "l40" before "l4"); ROCm reports AMD names through the same call.
+_DEVICE_NAMES = (("h200", "h200"), ("h20", "h20"), ("h100-nvl", "h100 nvl"), ("h100-pcie", "h100 pcie"),
+                 ("h100-sxm", "h100"), ("b200", "b200"), ("a100-40gb", "a100-sxm4-40gb"), ("a100-80gb", "a100"),
+                 ("a10g", "a10g"), ("a10", "a10"), ("a40", "a40"), ("l40s", "l40s"), ("l40", "l40"), ("l4", "l4"),
+                 ("rtx-6000-ada", "rtx 6000 ada"), ("rtx-4090", "4090"), ("rtx-3090", "3090"),
+                 ("mi325x", "mi325x"), ("mi300x", "mi300x"), ("mi250x", "mi250x"), ("gaudi3", "gaudi3"))
+
+
 def _guess_hardware(device: torch.device) -> str:
     if device.type != "cuda":
         return "cpu"
     name = torch.cuda.get_device_name(device).lower()
-    for key, pat in (("h200", "h200"), ("h100-pcie", "h100 pcie"), ("h100-sxm", "h100"),
-                     ("a100-40gb", "a100-sxm4-40gb"), ("a100-80gb", "a100"), ("l40s", "l40s"),
-                     ("a10g", "a10g"), ("rtx-4090", "4090")):
+    for key, pat in _DEVICE_NAMES:
         if pat in name:
             return key
     return ""
@@ -102,7 +109,8 @@ def device_metadata(device: torch.device, dtype: str, hardware: str | None = Non
     hw_name = hardware if hardware is not None else _guess_hardware(device)
     if hw_name:
         hw = get_hardware(hw_name)
-        info.update(hardware=hw.key, peak_flops=hw.peak_flops_for(dtype), mem_bandwidth=hw.mem_bandwidth,
+        is_file = Path(str(hw_name)).suffix.lower() in (".toml", ".json") or "/" in str(hw_name)
+        info.update(hardware=str(Path(hw_name).resolve()) if is_file else hw.key, peak_flops=hw.peak_flops_for(dtype), mem_bandwidth=hw.mem_bandwidth,
                     hardware_source=hw.source)
     return info
 

@@ -1,0 +1,18 @@
+"""Options shared by `sdsl predict` and `sdsl optimize` for proposers and token trees (acceptance options
+are the shared ones in :mod:`sdsl.cli._common`)."""
+
+from __future__ import annotations
+
+import click
+
+__all__ = ["proposer_option", "tree_option", "pass_overhead_option"]
+
+proposer_option = click.option(
+    "--proposer", "proposers", multiple=True,
+    help="draft:<model> | eagle | eagle3 | medusa | mtp | ngram (optimize: repeat to compare, 'all' = every head kind).")
+tree_option = click.option("--tree", default=None, help="Token tree STEPS,TOPK,TOKENS (SGLang's num-steps, eagle-topk, "
+                                                        "num-draft-tokens), e.g. 8,8,64.")
+pass_overhead_option = click.option(
+    "--pass-overhead-us", type=float, default=0.0, show_default=True,
+    help="Engine host time per forward pass (us), added to verify, each drafting pass and the plain step; "
+         "0 = the operator-level roofline (an upper bound for engines; VALIDATION.md fits 325-580 us).")

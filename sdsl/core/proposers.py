@@ -1,0 +1,305 @@
+"""Proposers: what drafts the tokens a speculative step verifies, each priced on the target's roofline.
+
+Every proposer's cost is one or more forward passes priced by :mod:`sdsl.core.latency` (the same
+kernels, calibrated efficiencies, launch overheads and tensor-parallel all-reduces as the target);
+nothing here is a second roofline. Sizes come from the target's :class:`ModelSpec`, with the numbers
+each method ships as overridable defaults:
+
+- :class:`DraftModel` — a separate small LM (Leviathan et al., ICML 2023): one forward per drafted token.
+- :class:`EagleHead` — EAGLE-1 (Li et al., "EAGLE", ICML 2024, arXiv 2401.15077, §4.1 and
+  SafeAILab/EAGLE ``model/cnets.py``): an FC layer 2d → d over [target feature; token embedding], one
+  decoder layer at the target's width, and the target's LM head; one pass per draft depth.
+- :class:`Eagle3Head` — EAGLE-3 (Li et al., arXiv 2503.01840, §3): FC 3d → d fusing low, middle and
+  high target features, one decoder layer whose QKV projection reads [embedding; fused feature] (2d),
+  and an LM head over a reduced draft vocabulary (``draft_vocab_size`` = 32000 in the released heads).
+- :class:`MedusaHeads` — Medusa-1 (Cai et al., ICML 2024, arXiv 2401.10774, §2.1.1, Eq. 1): head k is
+  softmax(W2ᵏ·(SiLU(W1ᵏ·h) + h)), W1 ∈ R^{d×d}, W2 ∈ R^{d×V}; all heads run once per step on the last
+  hidden state, so drafting costs one pass however deep the tree.
+- :class:`MTPLayers` — DeepSeek-V3 multi-token prediction (DeepSeek-AI, arXiv 2412.19437, §2.2, Eqs.
+  21–23): module k projects [RMSNorm(h); RMSNorm(Emb(t))] with M_k ∈ R^{d×2d} and runs one
+  Transformer block sharing the target's embedding and output head (V3 ships one module,
+  ``num_nextn_predict_layers = 1``); engines reuse it for deeper drafts, one pass per depth.
+- :class:`NGramLookup` — prompt lookup / n-gram matching (Saxena 2023, "Prompt Lookup Decoding";
+  vLLM ``method="ngram"``): no GPU work, a settable CPU time per step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from sdsl.core.architecture import ModelSpec, dtype_bytes, get_model
+from sdsl.core.latency import ModelShapes, gemm_flops_bytes, op_time, step_time
+from sdsl.errors import InvalidInputError, UnknownNameError
+
+__all__ = ["Proposer", "DraftModel", "EagleHead", "Eagle3Head", "MedusaHeads", "MTPLayers", "NGramLookup",
+           "PROPOSER_KINDS", "make_proposer", "forward_time", "forward_step"]
+
+
+def forward_step(model, deployment, *, batch, q, context, draft=False, params=None):
+    """One forward pass of ``model`` (ModelSpec or ModelShapes) priced by :func:`sdsl.core.latency.step_time`:
+    on the deployment itself (target, heads) or, with ``draft``, on :meth:`Deployment.for_draft` (draft_tp
+    GPUs, ``params`` when given). The single place speculation calls the roofline; returns the StepTime."""
+    dep = deployment.for_draft(params) if draft else deployment
+    return step_time(model, dep, batch=batch, q=q, context=context)
+
+
+def forward_time(model, deployment, *, batch, q, context, draft=False, params=None) -> np.ndarray:
+    """Total seconds of :func:`forward_step`."""
+    return forward_step(model, deployment, batch=batch, q=q, context=context, draft=draft, params=params).total_s
+
+
+def _gemm_time(tokens, n_in, n_out, deployment) -> np.ndarray:
+    """One GEMM kernel on the roofline (:func:`sdsl.core.latency.op_time`)."""
+    hw, params = deployment.hardware, deployment.params
+    flops, nbytes = gemm_flops_bytes(tokens, n_in, n_out, dtype_bytes(deployment.dtype))
+    return op_time(flops, nbytes, hw.peak_flops_for(deployment.dtype), hw.mem_bandwidth, params)
+
+
+SELECT_KERNELS = 2  # per drafting depth: softmax over the draft vocabulary, top-k (SGLang draft_forward)
+VERIFY_KERNELS = 2  # per step: tree build, greedy tree verification (SGLang eagle_utils)
+
+
+def _read_time(nbytes, deployment) -> np.ndarray:
+    """One memory-bound kernel reading ``nbytes`` (:func:`sdsl.core.latency.op_time` with no FLOPs)."""
+    hw = deployment.hardware
+    return op_time(0.0, nbytes, hw.peak_flops_for(deployment.dtype), hw.mem_bandwidth, deployment.params)
+
+
+class Proposer:
+    """Base class. ``step_time`` prices one drafting pass over ``q`` tokens per sequence;
+    ``draft_time`` the drafting of a chain (topk = 1) or an SGLang-style tree (steps × topk)."""
+
+    kind = "proposer"
+    max_depth: int | None = None  # deepest draft it can propose (Medusa: its number of heads)
+    source = ""
+
+    def step_time(self, target: ModelSpec, deployment, *, batch, q=1, context) -> np.ndarray:
+        raise NotImplementedError
+
+    def draft_time(self, target: ModelSpec, deployment, *, batch, steps, topk=1, context) -> np.ndarray:
+        """Autoregressive drafting (EAGLE-2 / SGLang tree expansion): the first depth drafts from one
+        token per sequence, each further depth from the ``topk`` frontier tokens. ``steps`` broadcasts."""
+        s = np.asarray(steps, dtype=float)
+        first = self.step_time(target, deployment, batch=batch, q=1, context=context)
+        later = first if np.all(np.asarray(topk) == 1) else self.step_time(
+            target, deployment, batch=batch, q=topk, context=context)
+        return np.where(s > 0, first + np.maximum(s - 1.0, 0.0) * later, 0.0)
+
+    def passes(self, steps) -> np.ndarray:
+        """Separate drafting forwards per step (each pays an engine's per-pass host overhead): one per depth."""
+        return np.asarray(steps, dtype=float)
+
+    def worker_time(self, target, deployment, *, batch, steps, topk, tau, verify_tokens, context) -> np.ndarray:
+        """Work an engine's speculative worker does per step beyond drafting and the target's forward
+        (none for the base proposer; see :meth:`EagleHead.worker_time`)."""
+        return 0.0 * np.asarray(steps, dtype=float)
+
+    def worker_passes(self) -> float:
+        """Separate forwards :meth:`worker_time` launches per step (each pays ``pass_overhead_s``)."""
+        return 0.0
+
+    @property
+    def name(self) -> str:
+        return self.kind
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "name": self.name, "source": self.source}
+
+
+@dataclass(frozen=True, eq=False)
+class DraftModel(Proposer):
+    """A separate draft LM: a catalog name, ModelSpec or a stack of shapes (vectorised search);
+    ``params`` prices it with other latency parameters than the target's."""
+
+    model: object = None
+    params: object = None
+    kind = "draft"
+    source = "Leviathan, Kalman & Matias, ICML 2023, Alg. 1 (one draft forward per drafted token)"
+
+    def __post_init__(self):
+        if isinstance(self.model, str):
+            object.__setattr__(self, "model", get_model(self.model))
+
+    @property
+    def name(self) -> str:
+        return f"draft:{self.model.name}" if isinstance(self.model, ModelSpec) else "draft"
+
+    def step_time(self, target, deployment, *, batch, q=1, context):
+        return forward_time(self.model, deployment, batch=batch, q=q, context=context, draft=True, params=self.params)
+
+
+def _head_spec(target: ModelSpec, layers: int, vocab: int, suffix: str) -> ModelSpec:
+    """A ``layers``-layer decoder at the target's width and head layout with an LM head over ``vocab``."""
+    if int(layers) < 1 or int(vocab) < 1:
+        raise InvalidInputError(f"A {suffix} head needs at least one layer and a positive vocabulary.")
+    return ModelSpec(name=f"{target.name}-{suffix}", family=target.family, n_layer=int(layers), d_model=target.d_model,
+                     n_head=target.n_head, n_kv_head=target.n_kv_head, d_ff=target.d_ff, vocab_size=int(vocab),
+                     gated_mlp=target.gated_mlp, head_dim=target.head_dim, norm=target.norm,
+                     max_context=target.max_context)
+
+
+@dataclass(frozen=True, eq=False)
+class EagleHead(Proposer):
+    """EAGLE-1: FC 2d → d + ``layers`` decoder layers + the target's LM head (``vocab`` None = target's);
+    :meth:`worker_time` adds the engine's per-step draft-extend, selection and verification work."""
+
+    layers: int = 1
+    vocab: int | None = None
+    draft_extend: bool = True  # the head's pass over the accepted tokens (worker_time)
+    select_kernels: int = SELECT_KERNELS
+    verify_kernels: int = VERIFY_KERNELS
+    kind = "eagle"
+    fused_features = 2  # FC input is [feature; embedding]
+    qkv_input_factor = 1
+    source = "Li et al., EAGLE (ICML 2024, arXiv 2401.15077) §4.1; SafeAILab/EAGLE model/cnets.py (fc 2d->d, 1 layer)"
+
+    def shapes(self, target: ModelSpec, tp: int) -> ModelShapes:
+        spec = _head_spec(target, self.layers, self.vocab or target.vocab_size, self.kind)
+        s = ModelShapes.of(spec, tp)
+        if self.qkv_input_factor == 1:
+            return s
+        gemm_in = dict(s.gemm_in, attn_pre_proj=s.gemm_in["attn_pre_proj"] * self.qkv_input_factor)
+        return replace(s, gemm_in=gemm_in)
+
+    def step_time(self, target, deployment, *, batch, q=1, context):
+        tokens = np.asarray(batch, dtype=float) * np.asarray(q, dtype=float)
+        fc = _gemm_time(tokens, self.fused_features * target.d_model, target.d_model / deployment.tp, deployment)
+        body = forward_time(self.shapes(target, deployment.tp), deployment, batch=batch, q=q, context=context)
+        return fc + body
+
+    def worker_time(self, target, deployment, *, batch, steps, topk, tau, verify_tokens, context):
+        """EAGLE engine terms per step (docs/model.md §3.5), each priced by the calibrated roofline:
+
+        - draft extend: after verification the head runs once more over the τ accepted tokens to refresh its
+          hidden states (SGLang ``EAGLEWorker.forward_draft_extend_after_decode``; SafeAILab/EAGLE
+          ``topK_genrate`` over the accepted tokens' features; vLLM ``EagleProposer.propose`` runs its first
+          pass over the verified tokens) — one :meth:`step_time` at q = τ;
+        - per drafting depth, softmax and top-k over the draft vocabulary (SGLang ``draft_forward``:
+          ``fast_topk`` + ``select_top_k_tokens``): :data:`SELECT_KERNELS` kernels reading the
+          b·topk × V_draft fp32 logits;
+        - verification bookkeeping: building the tree and its mask, then accepting along it (SGLang
+          ``build_tree_kernel_efficient``, ``verify_tree_greedy``): :data:`VERIFY_KERNELS` kernels, one reading
+          the target's fp32 logits of the n − 1 draft tokens beyond plain decoding's one.
+
+        ``draft_extend``, ``select_kernels`` and ``verify_kernels`` switch the terms (for ablations).
+        """
+        b, s = np.asarray(batch, dtype=float), np.asarray(steps, dtype=float)
+        vocab = -(-(self.vocab or target.vocab_size) // deployment.tp)
+        extend = self.step_time(target, deployment, batch=b, q=np.asarray(tau, dtype=float),
+                                context=context) if self.draft_extend else 0.0
+        select = s * self.select_kernels * _read_time(b * np.asarray(topk, dtype=float) * vocab * 4.0, deployment)
+        full_vocab = -(-target.vocab_size // deployment.tp)
+        extra_rows = b * np.maximum(np.asarray(verify_tokens, dtype=float) - 1.0, 0.0)
+        verify = (_read_time(extra_rows * full_vocab * 4.0, deployment)
+                  + (self.verify_kernels - 1) * deployment.params.t_kernel) if self.verify_kernels > 0 else 0.0
+        return extend + select + verify + 0.0 * s
+
+    def worker_passes(self) -> float:
+        return 1.0 if self.draft_extend else 0.0  # the draft-extend forward
+
+
+@dataclass(frozen=True, eq=False)
+class Eagle3Head(EagleHead):
+    """EAGLE-3: FC 3d → d over three feature levels, one layer with a 2d-wide QKV input, LM head over
+    ``vocab`` draft tokens (32000 by default, the released heads' ``draft_vocab_size``)."""
+
+    vocab: int | None = 32000
+    kind = "eagle3"
+    fused_features = 3
+    qkv_input_factor = 2
+    source = ("Li et al., EAGLE-3 (arXiv 2503.01840) §3; SafeAILab/EAGLE eagle/model/cnets.py "
+              "(fc 3d->d, q/k/v over 2d, draft_vocab_size 32000)")
+
+
+@dataclass(frozen=True, eq=False)
+class MTPLayers(EagleHead):
+    """DeepSeek-V3 MTP: M_k (2d → d) + ``layers`` Transformer block(s) per module (V3: 1), shared embedding
+    and LM head. Each draft depth runs one module (V3 ships one, ``num_nextn_predict_layers = 1``; engines
+    reuse it for deeper drafts), so the cost per depth is EAGLE-1's shape at the target's own layer."""
+
+    kind = "mtp"
+    source = "DeepSeek-AI, DeepSeek-V3 Technical Report (arXiv 2412.19437) §2.2, Eqs. 21-23; num_nextn_predict_layers=1"
+
+
+@dataclass(frozen=True, eq=False)
+class MedusaHeads(Proposer):
+    """Medusa-1: ``heads`` residual blocks (d × d) and LM heads (d × V), all run once per step."""
+
+    heads: int = 5
+    vocab: int | None = None
+    kind = "medusa"
+    source = ("Cai et al., Medusa (ICML 2024, arXiv 2401.10774) §2.1.1 Eq. 1; "
+              "FasterDecoding/Medusa defaults: medusa_num_heads 5, medusa_num_layers 1")
+
+    def __post_init__(self):
+        if int(self.heads) < 1:
+            raise InvalidInputError("Medusa needs at least one head.")
+
+    @property
+    def max_depth(self) -> int:
+        return int(self.heads)
+
+    def step_time(self, target, deployment, *, batch, q=1, context):
+        tokens = np.asarray(batch, dtype=float)
+        d, v = target.d_model, -(-(self.vocab or target.vocab_size) // deployment.tp)
+        return self.heads * (_gemm_time(tokens, d, d, deployment) + _gemm_time(tokens, d, v, deployment))
+
+    def draft_time(self, target, deployment, *, batch, steps, topk=1, context):
+        s = np.asarray(steps, dtype=float)
+        return np.where(s > 0, self.step_time(target, deployment, batch=batch, context=context), 0.0)
+
+    def passes(self, steps) -> np.ndarray:
+        return 0.0 * np.asarray(steps, dtype=float)  # the heads run inside the target's forward
+
+
+@dataclass(frozen=True, eq=False)
+class NGramLookup(Proposer):
+    """Prompt lookup: no GPU work; ``cpu_s`` seconds of host time per speculative step (default 0,
+    an assumption: set it from a measurement of your engine)."""
+
+    cpu_s: float = 0.0
+    kind = "ngram"
+    source = "Saxena (2023) Prompt Lookup Decoding; vLLM speculative_config method 'ngram'"
+
+    def __post_init__(self):
+        if not (np.isfinite(self.cpu_s) and self.cpu_s >= 0):
+            raise InvalidInputError("The n-gram proposer's CPU time per step must be a non-negative number of seconds.")
+
+    def step_time(self, target, deployment, *, batch, q=1, context):
+        return np.zeros(np.shape(np.asarray(batch, dtype=float)))
+
+    def draft_time(self, target, deployment, *, batch, steps, topk=1, context):
+        s = np.asarray(steps, dtype=float) + 0.0 * np.asarray(batch, dtype=float)
+        return np.where(s > 0, self.cpu_s, 0.0)
+
+    def passes(self, steps) -> np.ndarray:
+        return 0.0 * np.asarray(steps, dtype=float)  # no GPU forward
+
+
+PROPOSER_KINDS = {"draft": DraftModel, "eagle": EagleHead, "eagle3": Eagle3Head, "medusa": MedusaHeads,
+                  "mtp": MTPLayers, "ngram": NGramLookup}
+
+
+def make_proposer(text, **overrides) -> Proposer:
+    """``"eagle3"``, ``"medusa"``, ``"draft:llama-3.2-1b"`` ... → a Proposer (a Proposer passes through).
+    ``overrides`` set a kind's numbers (layers, vocab, heads, cpu_s; draft_extend, select_kernels,
+    verify_kernels for EAGLE-style heads)."""
+    if isinstance(text, Proposer):
+        return text
+    kind, _, arg = str(text).strip().partition(":")
+    kind = kind.lower()
+    if kind not in PROPOSER_KINDS:
+        raise UnknownNameError(f"Unknown proposer {text!r}; expected one of draft:<model>, "
+                               f"{', '.join(k for k in PROPOSER_KINDS if k != 'draft')}.")
+    if kind == "draft":
+        if not arg:
+            raise InvalidInputError("A draft-model proposer needs a model: draft:<catalog name or config.json>.")
+        return DraftModel(get_model(arg))
+    if arg:
+        raise InvalidInputError(f"Proposer {kind!r} takes no argument; got {text!r}.")
+    try:
+        return PROPOSER_KINDS[kind](**overrides)
+    except TypeError:
+        raise InvalidInputError(f"Proposer {kind!r} does not take {', '.join(sorted(overrides))}.") from None

@@ -1,0 +1,122 @@
+"""Cross-GPU efficiency model (sdsl.core.efficiency) and its leave-one-GPU-out validation (sdsl.fit.transfer)."""
+
+import json
+import math
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sdsl._paths import data_path
+from sdsl.core.efficiency import feature_distance, transfer_params, transfer_weights
+from sdsl.core.hardware import get_hardware
+from sdsl.core.latency import LatencyParams, default_params
+
+H100, A100 = get_hardware("h100-sxm"), get_hardware("a100-80gb")
+
+
+def test_one_calibrated_gpu_is_copied():
+    p = LatencyParams(eta_compute=0.6, eta_memory=0.9, t_kernel=3e-6, smoothness=2.0)
+    got = transfer_params(get_hardware("l4"), {"h100": (H100, p)})
+    for f in ("eta_compute", "eta_memory", "t_kernel", "smoothness", "eta_interconnect"):
+        assert getattr(got, f) == pytest.approx(getattr(p, f), rel=1e-9)
+    assert "not measured" in got.source and "L4" in got.source
+
+
+def test_distance_is_zero_to_itself_and_symmetric():
+    assert feature_distance(H100, H100) == 0.0
+    assert feature_distance(H100, A100) == pytest.approx(feature_distance(A100, H100))
+
+
+@pytest.mark.parametrize("name, nearer", [("a40", "a100"), ("a10", "a100"), ("rtx-3090", "a100"),
+                                          ("h200", "h100"), ("h100-pcie", "h100"), ("b200", "h100")])
+def test_nearest_architecture_gets_most_weight(name, nearer):
+    w = transfer_weights(get_hardware(name), {"h100": (H100, None), "a100": (A100, None)})
+    assert sum(w.values()) == pytest.approx(1.0)
+    assert w[nearer] > 0.5
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(0.05, 1.0), st.floats(0.05, 1.0), st.floats(0.0, 1e-4), st.floats(1.0, 64.0))
+def test_transferred_parameters_stay_between_the_calibrated_ones(eta_c, eta_m, t_k, p):
+    a = LatencyParams(eta_compute=eta_c, eta_memory=eta_m, t_kernel=t_k, smoothness=p)
+    b = LatencyParams(eta_compute=0.5, eta_memory=0.7, t_kernel=5e-6, smoothness=math.inf)
+    got = transfer_params(get_hardware("a40"), {"h100": (H100, a), "a100": (A100, b)})
+    for f in ("eta_compute", "eta_memory", "t_kernel"):
+        lo, hi = sorted((getattr(a, f), getattr(b, f)))
+        assert lo - 1e-12 <= getattr(got, f) <= hi + 1e-12
+    assert got.smoothness >= p - 1e-9
+
+
+def test_default_params_say_where_they_come_from():
+    assert "fitted" in default_params(H100).source
+    a40 = default_params(get_hardware("a40"))
+    assert "cross-GPU efficiency model" in a40.source and "not measured on it" in a40.source
+    # an Ampere card leans on the A100 calibration, not the H100 one
+    assert abs(a40.eta_memory - default_params(A100).eta_memory) < abs(a40.eta_memory - default_params(H100).eta_memory)
+    assert default_params(get_hardware("cpu")).source.startswith("uncalibrated")
+    # VALIDATION.md: the efficiencies the two calibrations differ in most, and the restated all-reduce efficiency
+    assert default_params(H100).eta_memory == pytest.approx(0.995, abs=5e-4)
+    assert default_params(A100).eta_memory == pytest.approx(0.833, abs=5e-4)
+    assert default_params(H100).eta_interconnect == pytest.approx(0.884, abs=5e-4)
+
+
+# --- leave-one-GPU-out on Vidur's H100 and A100 (README / VALIDATION.md numbers) -----------------------------
+
+@pytest.fixture(scope="module")
+def transfer_report():
+    from sdsl.cli import cli
+
+    r = CliRunner().invoke(cli, ["validate", "latency", "--transfer", "--json", "--data", str(data_path("vidur"))])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+@pytest.mark.parametrize("gpu, overall, decode, bias", [("a100", 0.06701, 0.10566, -0.03374),
+                                                       ("h100", 0.10072, 0.12610, 0.04010)])
+def test_transfer_errors_as_published(transfer_report, gpu, overall, decode, bias):
+    r = transfer_report[gpu]
+    assert r["transfer_overall_mape"] == pytest.approx(overall, rel=1e-3)
+    assert r["transfer_decode_mape"] == pytest.approx(decode, rel=1e-3)
+    assert r["transfer_bias"] == pytest.approx(bias, rel=1e-3)
+    # held out means held out: the GPU's own calibration carries no weight in its prediction
+    assert r["hardware"] not in r["weights"] and sum(r["weights"].values()) == pytest.approx(1.0)
+    # the goals: overall <= 12% is met; decode <= 8% is not (VALIDATION.md says so)
+    assert r["transfer_overall_mape"] <= 0.12 and r["transfer_decode_mape"] > 0.08
+
+
+@pytest.mark.parametrize("gpu, worst, worst_mape, max_ape, own, own_decode", [
+    ("a100", "microsoft/phi-2", 0.07416, 0.4641, 0.06085, 0.05910),
+    ("h100", "meta-llama/Llama-2-70b-hf", 0.10712, 0.7310, 0.09078, 0.07966)])
+def test_transfer_worst_cases_as_published(transfer_report, gpu, worst, worst_mape, max_ape, own, own_decode):
+    r = transfer_report[gpu]
+    assert r["worst_model"] == worst and r["worst_model_mape"] == pytest.approx(worst_mape, rel=1e-3)
+    assert r["transfer_max_ape"] == pytest.approx(max_ape, rel=1e-3)
+    assert r["own_fit_mape"] == pytest.approx(own, rel=1e-3)
+    assert r["own_fit_decode_mape"] == pytest.approx(own_decode, rel=1e-3)
+
+
+def test_resolve_names_every_unknown_folder(tmp_path):
+    from sdsl.errors import UnknownNameError
+    from sdsl.fit.transfer import resolve_gpu_folders
+
+    got = resolve_gpu_folders(["h100", "a10", "rtx4090"])
+    assert [h.key for h in got.values()] == ["h100-sxm", "a10", "rtx-4090"]
+    with pytest.raises(UnknownNameError, match="foo, bar"):
+        resolve_gpu_folders(["foo", "h100", "bar"])
+    hw = tmp_path / "mine.toml"
+    hw.write_text('name = "mine"\nbf16_tflops = 100\nmem_bandwidth_gbs = 900\nmem_gb = 24\n')
+    assert resolve_gpu_folders(["foo"], {"foo": str(hw)})["foo"].name == "mine"
+
+
+
+def test_default_params_accepts_names_aliases_and_files(tmp_path):
+    assert default_params("h100") == default_params(H100)  # an alias finds the shipped calibration
+    assert default_params("cpu").source.startswith("uncalibrated")
+    f = tmp_path / "mine.toml"
+    f.write_text('name = "mine"\nbf16_tflops = 125\nmem_bandwidth_gbs = 600\nmem_gb = 24\narchitecture = "ampere"\n'
+                 'memory_type = "GDDR6"\n')
+    mine = default_params(str(f))
+    assert "for mine, not measured on it" in mine.source
+    assert "kernel weights A100-80GB" in mine.source  # heaviest first: an Ampere GDDR card leans on the A100

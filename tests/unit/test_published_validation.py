@@ -1,0 +1,181 @@
+"""Every number VALIDATION.md states about the published development set, recomputed."""
+
+from __future__ import annotations
+
+import pytest
+
+from sdsl.experiments.published_validation import validate_published
+
+R = 1e-3
+
+
+@pytest.fixture(scope="module")
+def result():
+    return validate_published()
+
+
+def test_row_accounting(result):
+    assert len(result["rows"]) == 38 and len(result["unpriced"]) == 14  # of 20 + 32 rows
+    reasons = " ".join(u["reason"] for u in result["unpriced"])
+    assert "RTX 3090" in reasons and "Hydra" in reasons and "Lookahead" in reasons and "no accepted length" in reasons
+
+
+def test_summaries(result):
+    s = result["summary"]
+    assert s["engine_decode"]["n"] == 18
+    assert s["engine_decode"]["median_abs_error"] == pytest.approx(0.027872, rel=R)
+    assert s["engine_decode"]["mean_abs_error"] == pytest.approx(0.060506, rel=R)
+    assert s["engine_decode"]["worst_error"] == pytest.approx(0.320589, rel=R)
+    assert s["engine_decode"]["median_signed_error"] == pytest.approx(-0.012179, rel=R)
+    assert s["engine_speculative"]["n"] == 5
+    assert s["engine_speculative"]["median_abs_error"] == pytest.approx(0.333294, rel=R)
+    assert s["engine_speculative"]["mean_abs_error"] == pytest.approx(0.328571, rel=R)
+    assert s["engine_speculative"]["worst_error"] == pytest.approx(0.349587, rel=R)
+    assert s["engine_speculative"]["median_signed_error"] == pytest.approx(0.333294, rel=R)
+    assert s["engine_speculative_stated_gpu"]["median_abs_error"] == pytest.approx(0.333294, rel=R)
+    assert s["spec_bench"]["n"] == 14
+    assert s["spec_bench"]["median_abs_error"] == pytest.approx(0.166646, rel=R)
+    assert s["spec_bench"]["mean_abs_error"] == pytest.approx(0.160280, rel=R)
+    assert s["spec_bench"]["worst_error"] == pytest.approx(0.356939, rel=R)
+    assert s["eager"]["worst_error"] == pytest.approx(2.99500, rel=R)
+
+
+def test_leave_one_source_out_overhead(result):
+    loso = result["loso_overhead"]
+    assert loso["engine_decode"]["median_abs_error"] == pytest.approx(0.069305, rel=R)
+    assert loso["engine_speculative"]["median_abs_error"] == pytest.approx(0.134641, rel=R)
+    assert loso["engine_speculative"]["worst_error"] == pytest.approx(0.165847, rel=R)
+    fitted = sorted({round(r["overhead_s"] * 1e6) for r in loso["rows"]})
+    assert fitted == [255, 270, 330, 335, 340, 440]  # µs, one per held-out source
+
+
+def test_leave_one_source_out_host_step(result):
+    host = result["loso_host_step"]["engine_speculative"]
+    assert host["n"] == 5
+    assert host["median_abs_error"] == pytest.approx(0.048928, rel=R)
+    assert host["mean_abs_error"] == pytest.approx(0.046453, rel=R)
+    assert host["worst_error"] == pytest.approx(-0.076563, rel=R)
+    assert host["median_signed_error"] == pytest.approx(0.033993, rel=R)
+    fitted = {r["source"]: round(r["overhead_s"] * 1e6) for r in result["loso_host_step"]["rows"]}
+    assert fitted == {"github-pr:vllm-project/vllm#16035": 3505, "github-pr:sgl-project/sglang#4247": 2895}
+    errs = {r["row"]: r["error"] for r in result["loso_host_step"]["rows"]}
+    for i, err in {24: -0.0766, 25: -0.0197, 26: 0.0489, 27: 0.0340, 28: 0.0531}.items():
+        assert errs[i] == pytest.approx(err, abs=1e-3)
+
+
+def test_k_sweep(result):
+    ks = result["k_sweep"]
+    assert ks["measured_best_k"] == 2
+    assert ks["shipped"]["best_k"] == 3 and ks["loso_overhead"]["best_k"] == 2 and ks["host_step"]["best_k"] == 3
+    assert ks["decay"]["a"] == pytest.approx(0.58763, rel=R) and ks["decay"]["r"] == pytest.approx(0.87566, rel=R)
+    assert ks["shipped"]["relative_to_k2"][4] == pytest.approx(0.964945, rel=R)
+    assert ks["shipped"]["relative_to_k2"][7] == pytest.approx(0.824322, rel=R)
+    assert ks["loso_overhead"]["relative_to_k2"][7] == pytest.approx(0.754472, rel=R)
+    assert ks["host_step"]["relative_to_k2"][4] == pytest.approx(0.999724, rel=R)
+    assert ks["host_step"]["relative_to_k2"][7] == pytest.approx(0.889668, rel=R)
+    assert ks["shipped"]["errors"][2] == pytest.approx(0.148697, rel=R)
+    assert ks["shipped"]["errors"][7] == pytest.approx(0.123937, rel=R)
+    assert ks["loso_overhead"]["errors"][2] == pytest.approx(-0.011286, rel=R)
+    assert ks["loso_overhead"]["errors"][7] == pytest.approx(-0.114571, rel=R)
+    assert ks["host_step"]["errors"][2] == pytest.approx(-0.175669, rel=R)
+    assert ks["host_step"]["errors"][7] == pytest.approx(-0.129499, rel=R)
+    assert ks["host_step_s"] == pytest.approx(3.21e-3, rel=R)
+    tps = ks["shipped"]["tokens_per_s"]
+    assert tps[2] == pytest.approx(232.0818, rel=R) and tps[1] == pytest.approx(231.6806, rel=R)  # k = 3 vs 2
+    m = ks["measured_relative_to_k2"]
+    assert m[4] == pytest.approx(0.98170, rel=R) and m[7] == pytest.approx(0.84248, rel=R)
+
+
+def test_engine_speculative_rows(result):
+    rows = {r["row"]: r for r in result["rows"] if r["group"] == "engine_speculative"}
+    expected = {24: (231.681, 0.320), 25: (223.559, 0.350), 26: (504.745, 0.333), 27: (486.561, 0.345), 28: (297.856, 0.295)}
+    for i, (pred, err) in expected.items():
+        assert rows[i]["predicted"] == pytest.approx(pred, rel=R)
+        assert rows[i]["error"] == pytest.approx(err, abs=1e-3)
+    loso = {r["row"]: r["error"] for r in result["loso_overhead"]["rows"] if r["group"] == "engine_speculative"}
+    for i, err in {24: 0.166, 25: 0.149, 26: 0.076, 27: 0.135, 28: 0.077}.items():
+        assert loso[i] == pytest.approx(err, abs=1e-3)
+
+
+def test_spec_bench_by_method(result):
+    errs = {(r["target"], r["proposer"], r["tree"] and r["tree"][2]): r["error"] for r in result["rows"]
+            if r["group"] == "spec_bench"}
+    assert errs[("llama-2-7b", "medusa", 64)] == pytest.approx(0.005, abs=1e-3)
+    assert errs[("llama-2-7b", "draft:llama-68m", None)] == pytest.approx(0.357, abs=1e-3)
+    assert errs[("llama-2-13b", "eagle3", 61)] == pytest.approx(0.157, abs=1e-3)
+    eagle1 = sorted(r["error"] for r in result["rows"] if r["group"] == "spec_bench" and r["tree"] == [5, 4, 26])
+    assert eagle1 == pytest.approx([0.126, 0.214, 0.268], abs=1e-3)
+    eagle2 = [r["error"] for r in result["rows"] if r["group"] == "spec_bench" and r["tree"] == [5, 10, 61]]
+    assert min(eagle2) == pytest.approx(0.112, abs=1e-3) and max(eagle2) == pytest.approx(0.206, abs=1e-3)
+    medusa = [r["error"] for r in result["rows"] if r["group"] == "spec_bench" and r["proposer"] == "medusa"]
+    assert medusa == pytest.approx([0.005, 0.002, 0.017], abs=1e-3)
+    pld = [r["error"] for r in result["rows"] if r["group"] == "spec_bench" and r["proposer"] == "ngram"]
+    assert pld == pytest.approx([0.028], abs=1e-3)
+    sps = [r["error"] for r in result["rows"] if r["group"] == "spec_bench" and r["proposer"].startswith("draft")]
+    assert min(sps) == pytest.approx(0.239, abs=1e-3) and max(sps) == pytest.approx(0.357, abs=1e-3)
+
+
+def test_decode_rows_named_in_validation_md(result):
+    rows = {r["row"]: r for r in result["rows"] if r["file"] == "decode"}
+    assert rows[11]["error"] == pytest.approx(0.321, abs=1e-3)  # gpt-fast Llama-3.1-70B TP2
+    assert rows[17]["error"] == pytest.approx(0.165, abs=1e-3)  # vLLM single stream
+    assert rows[16]["predicted"] == pytest.approx(154.96, rel=R)
+    assert result["k_sweep"]["overhead_s"] == pytest.approx(330e-6, rel=R)
+    assert 1 - result["k_sweep"]["loso_overhead"]["relative_to_k2"][7] == pytest.approx(0.246, abs=1e-3)
+    spec_bench = [r["error"] for r in result["rows"] if r["group"] == "spec_bench"]
+    assert min(spec_bench) > -1e-3
+
+
+def test_term_ablation(result):
+    """VALIDATION.md's per-term table: each EAGLE worker term added in turn (the first step is the old model)."""
+    steps = result["terms"]
+    expected = [(0.406182, 0.443596, 0.209886), (0.347420, 0.357748, 0.171523), (0.335860, 0.351248, 0.167523),
+                (0.333294, 0.349587, 0.166646)]
+    assert len(steps) == len(expected)
+    for step, (median, worst, spec_bench) in zip(steps, expected):
+        e = step["engine_speculative"]
+        assert e["n"] == 5 and e["median_abs_error"] == pytest.approx(median, rel=R)
+        assert e["worst_error"] == pytest.approx(worst, rel=R) and e["median_signed_error"] == pytest.approx(median, rel=R)
+        assert step["spec_bench"]["median_abs_error"] == pytest.approx(spec_bench, rel=R)
+
+
+def test_term_sizes_on_sglang_eagle3_row():
+    """The SGLang EAGLE-3 8-step row (τ 5.39, tree 8,8,64, Llama-3.1-8B, H100): size of each term in ms."""
+    from sdsl.core.architecture import get_model
+    from sdsl.core.deployment import Deployment
+    from sdsl.core.proposers import make_proposer
+    from sdsl.core.speculation import price_speculation
+
+    dep, target = Deployment("h100-sxm", context=512), get_model("llama-3.1-8b")
+
+    def worker(**terms):
+        out = price_speculation(target, make_proposer("eagle3", **terms), dep, tau_value=5.39, tree="8,8,64")
+        return 1e3 * float(out["t_worker_s"]), 1e3 * float(out["t_step_s"])
+
+    extend, _ = worker(select_kernels=0, verify_kernels=0)
+    select = worker(verify_kernels=0)[0] - extend
+    verify, step = worker()
+    verify -= extend + select
+    assert (extend, select, verify) == pytest.approx((0.3399, 0.0914, 0.0205), abs=1e-4)
+    assert step == pytest.approx(10.679, abs=1e-3) and worker(draft_extend=False, select_kernels=0,
+                                                               verify_kernels=0)[1] == pytest.approx(10.227, abs=1e-3)
+    assert 1e3 * 5.39 / 378.57 == pytest.approx(14.238, abs=1e-3)  # measured step
+
+
+def test_residual_host_time_numbers(result):
+    """VALIDATION.md: the stated-GPU summary, the calibrated step times against the measured ones (the ≈3 ms
+    residual), and vLLM's exposed plain-decode host time."""
+    s = result["summary"]["engine_speculative_stated_gpu"]
+    assert s["mean_abs_error"] == pytest.approx(0.324359, rel=R) and s["worst_error"] == pytest.approx(0.345206, rel=R)
+    rows = {r["row"]: r for r in result["rows"] if r["group"] == "engine_speculative"}
+    steps = {24: (8.158, 10.770), 25: (9.304, 12.557), 26: (10.679, 14.238), 27: (9.619, 12.939), 28: (12.624, 16.342)}
+    for i, (pred, meas) in steps.items():
+        assert 1e3 * rows[i]["t_step_s"] == pytest.approx(pred, abs=1e-3)
+        assert 1e3 * rows[i]["accepted_length"] / rows[i]["measured"] == pytest.approx(meas, abs=1e-3)
+    residual = [1e3 * (r["accepted_length"] / r["measured"] - r["t_step_s"]) for r in rows.values()]
+    assert min(residual) == pytest.approx(2.612, abs=1e-3) and max(residual) == pytest.approx(3.719, abs=1e-3)
+    vllm_plain = next(r for r in result["rows"] if r["file"] == "decode" and r["row"] == 17)
+    assert 1e3 * (1 / vllm_plain["measured"] - 1 / vllm_plain["predicted"]) == pytest.approx(1.066, abs=1e-3)
+    ks = result["k_sweep"]
+    assert 1 - ks["shipped"]["relative_to_k2"][7] == pytest.approx(0.176, abs=1e-3)
+    assert 1 - ks["host_step"]["relative_to_k2"][7] == pytest.approx(0.110, abs=1e-3)
