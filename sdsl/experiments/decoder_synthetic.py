@@ -8,12 +8,14 @@ and verify work at that acceptance. Proposers: a separate draft shaped like ``sm
 target's vocabulary) and an EAGLE-shaped head (fc + one decoder layer at the target's width, the
 target's LM head). For every proposer × k × batch × α the measured speedup over plain decoding (process
 CPU time, one torch thread, fastest of ``repeats``) is compared with sdsl's prediction:
-:func:`sdsl.core.throughput.predict` on the ``cpu`` hardware with the shipped CPU calibration
+:func:`sdsl.core.speculation.price_speculation` with the proposer's cost model from
+:mod:`sdsl.core.proposers` (a draft model; EAGLE-1's head with its draft-extend pass and selection
+kernels), on the ``cpu`` hardware with the shipped CPU calibration
 (``profiles/cpu.calib.json``, fitted to the byte-level family and llama-68m only: the synthetic shapes
 are held out of it), with the decoder's own per-step overhead T_overhead measured with zero-cost
 stand-ins (:func:`sdsl.torch.synthetic.loop_overhead`, once per proposer × k × batch, at α = 0.7):
 
-    predicted speedup = τ(α, k) · (T_t(b, 1) + o₀) / (k·T_d(b, 1) + T_t(b, k+1) + o)       (DESIGN §3.3)
+    predicted speedup = τ(α, k) · (T_t(b, 1) + o₀) / (T_propose(b, k) + T_t(b, k+1) + o)    (docs/model.md §3.3)
 
 Rows are cached in a JSON file keyed by configuration (resumable); :func:`summarise_synthetic` and
 :func:`reprice` recompute the summary from the measured rows alone (what the test suite checks).
@@ -83,15 +85,20 @@ class RowCache:
 
 
 def _price(row: dict, specs: dict, settings: dict, params) -> float:
-    """sdsl's predicted speedup of one row (module docstring), from its α, k, batch and measured overheads."""
+    """sdsl's predicted speedup of one row (module docstring): :func:`sdsl.core.speculation.price_speculation`
+    with the proposer's cost model (:mod:`sdsl.core.proposers`: a draft model, or EAGLE-1's head with its
+    draft-extend pass and selection kernels), τ from the row's α, and the measured overheads."""
     from sdsl.core.deployment import Deployment
-    from sdsl.core.throughput import predict
+    from sdsl.core.proposers import DraftModel, EagleHead
+    from sdsl.core.speculation import price_speculation
 
     deployment = Deployment(settings["hardware"], dtype=settings["dtype"],
                             context=settings["prompt_len"] + settings["max_new"] // 2, params=params)
-    pr = predict(specs["target"], specs[row["proposer"]], deployment, gamma=row["gamma"],
-                 alpha=min(row["alpha"], 1 - 1e-9), batch=row["batch"], overhead_s=row["overhead_s"])
-    return float(pr.tau / pr.t_step_s * (pr.t_plain_s + row["overhead_plain_s"]))
+    alpha, gamma = min(row["alpha"], 1 - 1e-9), row["gamma"]
+    proposer = EagleHead() if row["proposer"] == "head" else DraftModel(specs["draft"])
+    pr = price_speculation(specs["target"], proposer, deployment, tau_value=(1 - alpha ** (gamma + 1)) / (1 - alpha),
+                           gamma=gamma, batch=row["batch"], overhead_s=row["overhead_s"])
+    return float(np.asarray(pr["tau"]) / np.asarray(pr["t_step_s"]) * (np.asarray(pr["t_plain_s"]) + row["overhead_plain_s"]))
 
 
 def _specs(target_name, draft_name) -> dict:
