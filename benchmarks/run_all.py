@@ -13,8 +13,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-BENCHES = {"bench_core.py": "core.json", "bench_simulator.py": "simulator.json", "bench_trees.py": "trees.json",
-           "bench_proposers.py": "proposers.json",
+BENCHES = {"bench_core.py": "core.json", "bench_figures.py": "figures.json", "bench_simulator.py": "simulator.json",
+           "bench_trees.py": "trees.json", "bench_proposers.py": "proposers.json",
            "bench_reference_smollm2.py": "reference_smollm2.json"}
 
 

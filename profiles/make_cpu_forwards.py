@@ -8,7 +8,7 @@ Every checkpoint in sdsl/data/checkpoints (the reference decoder, sdsl/torch/mod
 ``sdsl.core.latency.step_time(spec, Deployment("cpu", dtype="fp32"), batch=batch, q=q, context=context)`` prices — for
 batch 1 and 8, q = 1…9 (a γ = 8 verification is q = 9) and context 32/96/256. Timed exactly as
 ``sdsl validate decoder`` times its step microbenchmarks (:func:`sdsl.experiments.decoder_validation.step_times`:
-process CPU time, the fastest of 15 runs after 2 warm-ups), so the calibration sees the clock the
+process CPU time, the median of 15 runs after 2 warm-ups), so the calibration sees the clock the
 validation's measured speedups use.
 
 Writes profiles/model-forwards-cpu.csv (columns model, batch, q, context, repeats, time_s; seconds)
@@ -35,6 +35,19 @@ OUT = HERE / "model-forwards-cpu"
 BATCH, Q, CONTEXT, REPEATS = (1, 8), tuple(range(1, 10)), (32, 96, 256), 15
 
 
+def _cpu_name() -> str:
+    """The CPU model this ran on (from /proc/cpuinfo; the machine's VM type can change between sessions)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "unknown"
+
+
 def main() -> int:
     torch.set_num_threads(1)
     rows = ["model,batch,q,context,repeats,time_s"]
@@ -46,12 +59,12 @@ def main() -> int:
         specs[spec.name] = spec.to_dict()
         for b in BATCH:
             for L in CONTEXT:
-                for q, t in step_times(model, b, Q, L, repeats=REPEATS, clock="cpu").items():
+                for q, t in step_times(model, b, Q, L, repeats=REPEATS, clock="cpu", stat="median").items():
                     rows.append(f"{spec.name},{b},{q},{L},{REPEATS},{t:.9g}")
             print(f"{spec.name}: batch {b} done", flush=True)
     atomic_write_text(OUT.with_suffix(".csv"), "\n".join(rows) + "\n")
     meta = {"format": "sdsl-model-steps", "format_version": 1, "hardware": "cpu", "dtype": "fp32",
-            "threads": 1, "clock": "process CPU time (time.process_time), fastest of 15 runs after 2 warm-ups",
+            "threads": 1, "cpu": _cpu_name(), "clock": "process CPU time (time.process_time), median of 15 runs after 2 warm-ups",
             "torch_version": torch.__version__, "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "source": "profiles/make_cpu_forwards.py: one cached forward of the reference decoder "
                       "(sdsl/torch/model.py) per row", "models": specs}

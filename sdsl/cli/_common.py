@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 
 import click
 
-__all__ = ["json_option", "calibration_option", "resolve_latency_params", "echo_json", "format_table", "parse_int_list",
+__all__ = ["json_option", "calibration_option", "deployment_options", "resolve_latency_params", "echo_json", "format_table", "parse_int_list",
            "acceptance_options", "AcceptanceChoice", "parse_float_list"]
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
@@ -26,6 +27,41 @@ def resolve_latency_params(calibration, hardware):
 
         return load_latency_params(calibration)
     return default_params(hardware)
+
+
+DTYPES = ["bf16", "fp16", "fp8", "fp32"]
+
+
+def deployment_options(*, context: bool = True, tp_help: str = "Tensor-parallel degree of the target."):
+    """Add --hardware, [--context], --tp, --draft-tp, --dtype and --calibration to a command and hand it
+    ONE ``deployment`` argument (a :class:`sdsl.core.deployment.Deployment`) built from them."""
+    options = [
+        click.option("--hardware", default="h100-sxm", show_default=True, help="Hardware (catalog name or TOML/JSON file)."),
+        *([click.option("--context", default=1024, show_default=True, type=int,
+                        help="Tokens in each sequence's KV cache.")] if context else []),
+        click.option("--tp", default=1, show_default=True, type=int, help=tp_help),
+        click.option("--draft-tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of a draft model."),
+        click.option("--dtype", default="bf16", show_default=True, type=click.Choice(DTYPES)),
+        calibration_option,
+    ]
+
+    def decorate(command):
+        @functools.wraps(command)
+        def wrapper(*args, hardware, tp, draft_tp, dtype, calibration, **kwargs):
+            from sdsl.core.deployment import Deployment
+            from sdsl.core.hardware import get_hardware
+
+            extra = {"context": kwargs.pop("context")} if context else {}
+            hw = get_hardware(hardware)
+            deployment = Deployment(hw, tp=tp, draft_tp=draft_tp, dtype=dtype,
+                                    params=resolve_latency_params(calibration, hw), **extra)
+            return command(*args, deployment=deployment, **kwargs)
+
+        for option in reversed(options):
+            wrapper = option(wrapper)
+        return wrapper
+
+    return decorate
 
 
 def _clean(x):

@@ -49,16 +49,13 @@ def _pick(ranking, dense, batch):
     return int(i), int(ranking.gammas[int(g) + (1 if ranking.gammas[0] == 0 else 0)])
 
 
-def rank_and_report(*, target, hardware, proposers, drafts, acc, calibration, tp, draft_tp, dtype, context, gamma_max,
+def rank_and_report(*, target, deployment, proposers, drafts, acc, gamma_max,
                     batches, max_batch, pretrain_tokens, top, export, trees=False, pass_overhead_s=0.0, as_json):
     """Rank, print the table (or JSON), the break-even batch, the best k by batch and the engine config."""
     import numpy as np
 
-    from sdsl.cli._common import resolve_latency_params
     from sdsl.core.architecture import get_model
-    from sdsl.core.deployment import Deployment
     from sdsl.core.export import ENGINES, export_config
-    from sdsl.core.hardware import get_hardware
     from sdsl.core.ranking import k_table, rank_proposers, rank_trees
     from sdsl.errors import InvalidInputError
 
@@ -66,9 +63,7 @@ def rank_and_report(*, target, hardware, proposers, drafts, acc, calibration, tp
         raise InvalidInputError(f"Unknown engine {export!r}; expected one of {', '.join(ENGINES)}.")
     if max_batch < 1:
         raise InvalidInputError("--max-batch must be a positive integer.")
-    target, hw = get_model(target), get_hardware(hardware)
-    dep = Deployment(hw, tp=tp, draft_tp=draft_tp, dtype=dtype, context=context,
-                     params=resolve_latency_params(calibration, hw))
+    target, hw, dep = get_model(target), deployment.hardware, deployment
     props = _proposers(proposers, drafts)
     dense = np.unique(np.concatenate([np.arange(1, max_batch + 1), batches]))
     gmax = gamma_max if acc is None or not np.isfinite(acc.max_k) else min(gamma_max, int(acc.max_k))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from sdsl.cli._common import acceptance_options, calibration_option, echo_json, json_option, resolve_latency_params
+from sdsl.cli._common import acceptance_options, deployment_options, echo_json, json_option
 from sdsl.cli._speculation import pass_overhead_option, proposer_option, tree_option
 
 
@@ -15,24 +15,16 @@ from sdsl.cli._speculation import pass_overhead_option, proposer_option, tree_op
 @click.option("--gamma", type=int, default=None,
               help="Draft tokens per step (a chain); with --tree, the k an --accepted-length was measured at.")
 @tree_option
-@click.option("--hardware", default="h100-sxm", show_default=True, help="Hardware (catalog name or TOML/JSON file).")
+@deployment_options(tp_help="Tensor-parallel degree of the target (and its heads).")
 @acceptance_options
 @click.option("--batch", default=1, show_default=True, type=int, help="Sequences decoded together.")
-@click.option("--context", default=1024, show_default=True, type=int, help="Tokens in each sequence's KV cache.")
-@click.option("--tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of the target (and its heads).")
-@click.option("--draft-tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of a draft model.")
-@click.option("--dtype", default="bf16", show_default=True, type=click.Choice(["bf16", "fp16", "fp8", "fp32"]))
 @pass_overhead_option
-@calibration_option
 @json_option
-def predict(target, draft, proposers, gamma, tree, hardware, acceptance, batch, context, tp, draft_tp, dtype,
-            pass_overhead_us, calibration, as_json):
+def predict(target, draft, proposers, gamma, tree, deployment, acceptance, batch, pass_overhead_us, as_json):
     """Predict one speculative-decoding configuration: draft and verify step times, tau, tokens/s,
     time per output token and speedup over plain decoding of the target. A chain (--gamma) or an
     SGLang-style tree (--tree STEPS,TOPK,TOKENS) of any proposer (--proposer or --draft)."""
     from sdsl.core.architecture import get_model
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.hardware import get_hardware
     from sdsl.core.proposers import make_proposer
     from sdsl.core.speculation import parse_tree, price_speculation
     from sdsl.errors import InvalidInputError
@@ -43,16 +35,13 @@ def predict(target, draft, proposers, gamma, tree, hardware, acceptance, batch, 
         raise InvalidInputError("--gamma must be >= 0.")
     if batch <= 0:
         raise InvalidInputError("--batch must be a positive integer.")
-    if context < 0:
-        raise InvalidInputError("--context must be >= 0.")
     if len(proposers) + bool(draft) != 1:
         raise InvalidInputError("Give one proposer: --draft <model> or --proposer draft:<model>|eagle|eagle3|medusa|mtp|ngram.")
     shape = parse_tree(tree) if tree else None
     proposer = make_proposer(proposers[0] if proposers else f"draft:{draft}")
-    t, hw = get_model(target), get_hardware(hardware)
+    t, dep = get_model(target), deployment
+    hw, params, context, tp, dtype = dep.hardware, dep.params, dep.context, dep.tp, dep.dtype
     tau_value, source, acc = _tau(acceptance, gamma, shape, proposer, t)
-    params = resolve_latency_params(calibration, hw)
-    dep = Deployment(hw, tp=tp, draft_tp=draft_tp, dtype=dtype, context=context, params=params)
     p = price_speculation(t, proposer, dep, tau_value=tau_value, gamma=None if shape else gamma, tree=shape, batch=batch,
                           pass_overhead_s=1e-6 * pass_overhead_us)
     chain = {} if shape is not None or acc is None else {"alpha": float(acc.iid_alpha(gamma)) if gamma else None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from sdsl.cli._common import calibration_option, echo_json, format_table, json_option
+from sdsl.cli._common import deployment_options, echo_json, format_table, json_option
 
 
 def _parse_qps(text: str) -> list[float]:
@@ -22,9 +22,7 @@ def _parse_qps(text: str) -> list[float]:
 @click.command()
 @click.option("--target", default="llama-2-7b", show_default=True, help="Target model (catalog name or config.json).")
 @click.option("--draft", default="llama-160m", show_default=True, help="Draft model (catalog name or config.json).")
-@click.option("--hardware", default="h100-sxm", show_default=True, help="Hardware (catalog name or TOML/JSON file).")
-@click.option("--tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of the target.")
-@click.option("--draft-tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of the draft.")
+@deployment_options(context=False)
 @click.option("--qps", default="1,2,4,8,16", show_default=True, help="Request rates (requests/s), comma-separated.")
 @click.option("--policy", "policies", default="none,k=3,adaptive", show_default=True,
               help="Policies, comma-separated: none, k=N, adaptive, per-request.")
@@ -51,12 +49,10 @@ def _parse_qps(text: str) -> list[float]:
 @click.option("--spec-overhead", default=0.0, show_default=True, type=float,
               help="Speculation overhead as a fraction of the verification step (TurboSpec measures ~0.05).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Random seed (runs are deterministic).")
-@click.option("--dtype", default="bf16", show_default=True, type=click.Choice(["bf16", "fp16", "fp8", "fp32"]))
-@calibration_option
 @json_option
-def simulate(target, draft, hardware, tp, draft_tp, qps, policies, trace, data_dir, n_requests, prompt_tokens,
+def simulate(target, draft, deployment, qps, policies, trace, data_dir, n_requests, prompt_tokens,
              output_tokens, alpha, alpha_concentration, max_batch, max_k, mem_fraction, estimator, alpha_prior, pricing,
-             spec_overhead, seed, dtype, calibration, as_json):
+             spec_overhead, seed, as_json):
     """Simulate a continuously batched server under each QPS and speculation policy.
 
     Requests arrive (Poisson, or a replayed Azure trace time-scaled to the QPS), are admitted while
@@ -65,29 +61,19 @@ def simulate(target, draft, hardware, tp, draft_tp, qps, policies, trace, data_d
     tokens/s and mean k per QPS and policy.
     """
     from sdsl.core.architecture import get_model
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.hardware import get_hardware
     from sdsl.serving import AcceptanceDist, ServingSystem, SimConfig, parse_policies, simulate as run_sim
 
     rates = _parse_qps(qps)
     pols = parse_policies(policies)
     _check_options(n_requests=n_requests, prompt_tokens=prompt_tokens, output_tokens=output_tokens, alpha=alpha,
                    alpha_prior=alpha_prior, mem_fraction=mem_fraction, spec_overhead=spec_overhead,
-                   max_batch=max_batch, max_k=max_k, tp=tp, draft_tp=draft_tp)
+                   max_batch=max_batch, max_k=max_k)
     k_needed = max([max_k] + [p.k for p in pols])
     target_spec = get_model(target)
-    hw = get_hardware(hardware)
     workloads = _workloads(rates, trace, data_dir, n_requests, prompt_tokens, output_tokens,
                            AcceptanceDist(alpha, alpha_concentration), seed, target_spec)
     longest = max(int((w.prompt_tokens + w.output_tokens).max()) for w in workloads.values())
     longest_prompt = max(int(w.prompt_tokens.max()) for w in workloads.values())
-
-    params = None
-    if calibration:
-        from sdsl.cli._common import resolve_latency_params
-
-        params = resolve_latency_params(calibration, hw)
-    deployment = Deployment(hw, tp=tp, draft_tp=draft_tp, dtype=dtype, params=params)
     system = ServingSystem.from_catalog(target_spec, draft, deployment, mem_fraction=mem_fraction, max_batch=max_batch,
                                         max_k=k_needed, max_context=longest + k_needed + 2, max_prompt=longest_prompt,
                                         spec_overhead_frac=spec_overhead)
@@ -108,7 +94,7 @@ def simulate(target, draft, hardware, tp, draft_tp, qps, policies, trace, data_d
 
 
 def _check_options(*, n_requests, prompt_tokens, output_tokens, alpha, alpha_prior, mem_fraction, spec_overhead,
-                   max_batch, max_k, tp, draft_tp) -> None:
+                   max_batch, max_k) -> None:
     """One InvalidInputError sentence for the first option out of range."""
     from sdsl.errors import InvalidInputError
 
@@ -124,8 +110,8 @@ def _check_options(*, n_requests, prompt_tokens, output_tokens, alpha, alpha_pri
         raise InvalidInputError(f"--mem-fraction must lie in (0, 1]; got {mem_fraction}.")
     if not 0.0 <= spec_overhead < 10.0:
         raise InvalidInputError(f"--spec-overhead must lie in [0, 10); got {spec_overhead}.")
-    if max_batch < 1 or max_k < 0 or tp < 1 or draft_tp < 1:
-        raise InvalidInputError("--max-batch, --tp and --draft-tp must be >= 1 and --max-k >= 0.")
+    if max_batch < 1 or max_k < 0:
+        raise InvalidInputError("--max-batch must be >= 1 and --max-k >= 0.")
 
 
 def _workloads(rates, trace, data_dir, n_requests, prompt_tokens, output_tokens, dist, seed, target_spec) -> dict:

@@ -15,26 +15,28 @@ from sdsl.cli._common import parse_int_list
 @click.option("--batches", default="1,8", show_default=True, help="Batch sizes.")
 @click.option("--prompts", "n_prompts", default=16, show_default=True, help="Held-out prompts (decoded in chunks of the batch size).")
 @click.option("--max-new", default=64, show_default=True, help="New tokens per prompt.")
-@click.option("--repeats", default=2, show_default=True, help="Timed repeats per run (the fastest counts; plain decoding gets twice as many).")
+@click.option("--repeats", default=2, show_default=True, help="Timed repeats per run, plain and speculative alike (the fastest counts).")
 @click.option("--temperature", default=1.0, show_default=True, help="Sampling temperature (0 = greedy).")
 @click.option("--seed", default=0, show_default=True)
-@click.option("--cache", "cache_path", default=".cache/validate_decoder_n16.json", show_default=True,
+@click.option("--cache", "cache_path", default=".cache/validate_decoder.json", show_default=True,
               help="Row cache (resumable; delete it to re-measure). Use '' for none.")
 @click.option("--smollm2", "smollm2", default=None, help="Also measure SmolLM2-135M (GGUF path or directory) with prompt lookup.")
 @click.option("--no-plane", is_flag=True, help="Skip the acceptance-plane fit over all family pairs.")
-@click.option("--holdout-pairs", is_flag=True,
-              help="Also refit the CPU calibration without each (target, proposer)'s forward rows and re-price its rows.")
+@click.option("--in-sample", is_flag=True,
+              help="Price with the committed profiles/cpu.calib.json (fitted on the validated models too) instead of "
+                   "a calibration refitted per (target, proposer) without any row of its models (the default).")
 @click.option("--heads", is_flag=True, help="Also measure the trained draft head and token trees (byte-d288, batch 1).")
 @click.option("--synthetic", is_flag=True, help="Also run the forced-acceptance sweep at real shapes (qwen2.5-0.5b target).")
 @click.option("--family/--no-family", default=True, show_default=True, help="Measure the family's draft-model grid.")
 @click.option("--out", default=None, help="Also write the full JSON result here.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 def decoder(targets, drafts, gammas, batches, n_prompts, max_new, repeats, temperature, seed, cache_path, smollm2, no_plane,
-            holdout_pairs, heads, synthetic, family, out, as_json):
+            in_sample, heads, synthetic, family, out, as_json):
     """Measure α, τ, tokens/s and speedup of the torch reference decoder on the committed byte-level
     family (every draft × target × γ × batch) and compare with sdsl's predicted speedup from the
-    measured α and the CPU latency model. Summary keys: median_speedup_error, best_speedup,
-    best_config, optimizer_regret."""
+    measured α and the CPU latency model, refitted per pair without its models' rows. Summary keys:
+    median_speedup_error, median_signed_error, share_over_predicted, worst_speedup_error, models
+    (the same per model variant), best_speedup, best_config, optimizer_regret."""
     import json
 
     from sdsl._io import atomic_write_text
@@ -63,7 +65,7 @@ def decoder(targets, drafts, gammas, batches, n_prompts, max_new, repeats, tempe
     res = {} if not family else validate_decoder(targets=targets.split(","), drafts=[d for d in drafts.split(",") if d],
                            gammas=gamma_list, batches=batch_list, n_prompts=n_prompts, max_new=max_new, repeats=repeats,
                            temperature=temperature, seed=seed, cache_path=cache_path or None, plane=not no_plane,
-                           smollm2=smollm2, progress=not as_json, holdout_pairs=holdout_pairs)
+                           smollm2=smollm2, progress=not as_json, in_sample=in_sample)
     res = extend_report(res, heads=heads, synthetic=synthetic, progress=not as_json)
     text = json.dumps(res, indent=2, sort_keys=True, default=float)
     if out:
@@ -74,22 +76,23 @@ def decoder(targets, drafts, gammas, batches, n_prompts, max_new, repeats, tempe
     for line in extension_lines(res):
         click.echo(line)
     if family:
-        _print_family(res)
+        _print_report(res)
 
 
-def _print_family(res: dict) -> None:
-    """The family grid's table and summary lines."""
+def _print_report(res: dict) -> None:
+    """The human-readable table and summary lines."""
     click.echo(f"{'target':10s} {'draft':14s} {'b':>2s} {'γ':>2s} {'alpha':>6s} {'tau':>5s} {'tok/s':>8s} "
                f"{'speedup':>7s} {'pred':>6s} {'err':>6s} {'pred_st':>7s} {'err_st':>6s}")
     for r in res["rows"]:
         click.echo(f"{r['target']:10s} {r['draft']:14s} {r['batch']:2d} {r['gamma']:2d} {r['alpha']:6.3f} {r['tau']:5.2f} "
                    f"{r['tokens_per_s']:8.1f} {r['speedup']:7.2f} {r['pred_speedup']:6.2f} {100 * r['speedup_error']:5.0f}% "
                    f"{r['pred_speedup_steps']:7.2f} {100 * r['speedup_error_steps']:5.0f}%")
-    click.echo(f"median |speedup error|: {100 * res['median_speedup_error']:.1f}% (sdsl CPU model), "
-               f"{100 * res['median_speedup_error_steps']:.1f}% (measured step times)")
-    if "holdout_pairs" in res:
-        click.echo(f"median |speedup error| with the calibration refitted without each pair's forwards "
-                   f"({res['holdout_pairs']['fits']} fits): {100 * res['holdout_pairs']['median_speedup_error']:.1f}%")
+    click.echo(f"median |speedup error| {100 * res['median_speedup_error']:.1f}%, median signed "
+               f"{100 * res['median_signed_error']:+.1f}%, {100 * res['share_over_predicted']:.0f}% of rows over-predicted, "
+               f"worst {100 * res['worst_speedup_error']:.1f}% ({res['settings']['latency_params']})")
+    for name, st in res["models"].items():
+        click.echo(f"  {name:10s} median |error| {100 * st['median_abs']:5.1f}%  signed {100 * st['median_signed']:+5.1f}%  "
+                   f"over-predicted {100 * st['share_over']:3.0f}%  worst {100 * st['worst_abs']:5.1f}%")
     b = res["best_config"]
     click.echo(f"best measured speedup {res['best_speedup']:.2f}x: draft {b['draft']} γ={b['gamma']} batch {b['batch']} "
                f"-> target {b['target']}; sdsl's pick {res['sdsl_pick']['draft']} γ={res['sdsl_pick']['gamma']} "

@@ -15,6 +15,8 @@ LEVIATHAN_TABLE1 = [(0.6, 2, 1.96, 1.53), (0.7, 3, 2.53, 1.58), (0.8, 2, 2.44, 1
 
 @pytest.mark.parametrize("alpha,gamma,speed,ops", LEVIATHAN_TABLE1)
 def test_leviathan_table1(alpha, gamma, speed, ops):
+    # README.md "How accurate is it" ("all 12 numbers to the printed digits"), VALIDATION.md "Analytic core"
+    # Table 1 row, paper_figures/README.md leviathan_table1.png
     assert round(float(speedup(alpha, gamma, 0.0)), 2) == speed
     assert round(float(work_factor(alpha, gamma, 0.0)), 2) == ops
 
@@ -40,6 +42,22 @@ def test_hardware_prediction_consistency():
     # speculation pays at batch 1 for alpha 0.7 and pays less at batch 64
     assert p.speedup[:, 0].max() > 1.5
     assert p.speedup[:, 2].max() < p.speedup[:, 0].max()
+
+
+def test_prediction_composes_step_times_by_hand():
+    # docs/model.md §3.3 (module docstring of sdsl.core.throughput): tokens/s = b·τ(α, γ) / (γ·T_draft(b, 1) +
+    # T_target(b, γ + 1) + overhead), speedup = that over b / T_target(b, 1); recomputed from step_time_s and
+    # Leviathan's τ written out, so a wrong composition (q, bonus token, draft count) fails here
+    from sdsl.core.latency import step_time_s
+
+    t, d, hw = get_model("llama-3.1-8b"), get_model("llama-3.2-1b"), get_hardware("a100-80gb")
+    gamma, alpha, batch, over = np.array([1, 3, 6]), 0.75, 16, 2e-4
+    p = predict(t, d, hw, gamma=gamma, alpha=alpha, batch=batch, overhead_s=over)
+    tau = (1 - alpha ** (gamma + 1)) / (1 - alpha)
+    t_step = gamma * step_time_s(d, hw, batch=batch, q=1) + np.array(
+        [step_time_s(t, hw, batch=batch, q=g + 1) for g in gamma]) + over
+    np.testing.assert_allclose(p.tokens_per_s, batch * tau / t_step, rtol=1e-12)
+    np.testing.assert_allclose(p.speedup, tau * step_time_s(t, hw, batch=batch, q=1) / t_step, rtol=1e-12)
 
 
 def test_prediction_rejects_bad_input():

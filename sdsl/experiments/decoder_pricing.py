@@ -1,0 +1,171 @@
+"""Leak-free pricing of ``sdsl validate decoder`` rows: held-out CPU fits and the speculative-step terms.
+
+**Held out.** Each (target, proposer) pair is priced with a CPU calibration refitted
+(:func:`sdsl.fit.calibration.fit_latency`, the fit behind ``profiles/cpu.calib.json``) without any row
+of either model: its operator and decoder-layer profiles (``profiles/cpu-*.csv`` whose model has the
+same name or the same layer width ``d_model``) and its whole-forward rows (``profiles/model-*-cpu.csv``).
+
+**Terms.** A speculative step is priced as docs/model.md §3.3 (``sdsl.core.throughput.predict``):
+γ·T_draft(b, 1) + T_target(b, γ + 1) + T_overhead, with τ(α, γ) tokens per sequence. Three terms are
+switched on one by one so each can be judged on its own (:data:`MODELS`):
+
+* ``overhead`` — the decoder's own per-step work outside model forwards (sampling, verification,
+  accept/rollback bookkeeping, prompt lookup), T_overhead, measured with zero-cost stand-in models
+  (``loop_overhead``); plain decoding gets its own;
+* ``resync`` — the reference decoder re-feeds the last two tokens to the draft at the start of each
+  step (its cache may hold a rejected draft), so the first draft forward is over q = 2 tokens;
+* ``finish`` — only the first ``max_new`` tokens of a sequence count and a batch steps until its
+  slowest sequence is done: τ becomes :func:`sdsl.core.finish.effective_tau`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["MODELS", "priced_speedup", "heldout_inputs", "heldout_params", "pair_models", "pair_params", "price_rows",
+           "error_stats"]
+
+# model variant -> terms it prices (the first is the model before issue 11; the last the full one)
+MODELS = {"base": ("overhead",), "finish": ("overhead", "finish"), "full": ("overhead", "finish", "resync")}
+PROFILES = Path(__file__).resolve().parents[2] / "profiles"
+
+
+def priced_speedup(target, draft, gamma, alpha, batch, ctx, params, hw, *, overhead=0.0, overhead_plain=0.0,
+                   max_new: int | None = None, terms=MODELS["full"]) -> float:
+    """Predicted speedup over plain decoding of the same target, with the listed ``terms`` (module docstring)."""
+    from sdsl.core.deployment import Deployment
+    from sdsl.core.finish import effective_tau
+    from sdsl.core.latency import step_time_s
+    from sdsl.core.throughput import predict
+
+    ovh, ovh0 = (overhead, overhead_plain) if "overhead" in terms else (0.0, 0.0)
+    dep = Deployment(hw, dtype="fp32", context=ctx, params=params)
+    pr = predict(target, draft, dep, gamma=gamma, alpha=alpha, batch=batch, overhead_s=ovh)
+    t_step = float(pr.t_step_s)
+    if "resync" in terms and draft is not None:
+        t_step += float(step_time_s(draft, dep, batch=batch, q=2) - pr.t_draft_s)
+    tokens = float(effective_tau(alpha, gamma, max_new, batch)) if "finish" in terms and max_new else float(pr.tau)
+    return tokens / t_step * (float(pr.t_plain_s) + ovh0)
+
+
+def pair_models(target: str, draft: str) -> tuple[str, ...]:
+    """The checkpoints a (target, proposer) row depends on (prompt lookup has no model)."""
+    return (target,) if draft == "prompt-lookup" else (target, draft)
+
+
+def heldout_inputs(profiles=None, forwards=None):
+    """(operator rows, [(layer rows, ModelSpec)], [(forward rows, ModelSpec)]) of every CPU profile."""
+    import pandas as pd
+
+    from sdsl.core.architecture import ModelSpec
+    from sdsl.fit.model_steps import read_model_steps
+    from sdsl.fit.profiles import read_profile
+
+    profiles = sorted(PROFILES.glob("cpu-*.csv")) if profiles is None else list(profiles)
+    forwards = [PROFILES / "model-forwards-cpu.csv"] if forwards is None else list(forwards)
+    ops, layers = [], []
+    for p in profiles:
+        prof = read_profile(p)
+        spec = ModelSpec.from_dict(prof.meta["model"])
+        ops.append(prof.ops.assign(dtype=prof.meta["dtype"], model=spec.name, d_model=spec.d_model))
+        if len(prof.layers):
+            layers.append((prof.layers, spec))
+    steps = [s for f in forwards for s in read_model_steps(f)[0]]
+    return pd.concat(ops, ignore_index=True), layers, steps
+
+
+def heldout_params(held, spec: dict, inputs):
+    """(LatencyParams, what was dropped) fitted without any row of the checkpoints in ``held``."""
+    from sdsl.core.hardware import get_hardware
+    from sdsl.fit.calibration import fit_latency
+
+    ops, layers, steps = inputs
+    names = set(held)
+    widths = {spec[m].d_model for m in held}
+    hit = lambda sp: sp.name in names or sp.d_model in widths  # noqa: E731  (same model or same layer shape)
+    keep_ops = ops[~(ops["model"].isin(names) | ops["d_model"].isin(widths))].drop(columns=["model", "d_model"])
+    keep_layers = [(r, sp) for r, sp in layers if not hit(sp)]
+    keep_steps = [(r, sp) for r, sp in steps if sp.name not in names]
+    fit = fit_latency(keep_ops, get_hardware("cpu"), dtype="fp32", layers=keep_layers, steps=keep_steps,
+                      keep_points=False)
+    dropped = {"operator_rows": int(len(ops) - len(keep_ops)),
+               "layer_rows": int(sum(len(r) for r, _ in layers) - sum(len(r) for r, _ in keep_layers)),
+               "forward_rows": int(sum(len(r) for r, _ in steps) - sum(len(r) for r, _ in keep_steps)),
+               "profiles_kept": sorted({sp.name for _, sp in keep_layers})}
+    return fit.params, dropped
+
+
+def error_stats(pred, meas) -> dict:
+    """Median |error|, median and mean signed error, pooled (mean) |error|, worst case, share over-predicted."""
+    e = np.asarray(pred, dtype=float) / np.asarray(meas, dtype=float) - 1
+    return {"median_abs": float(np.median(np.abs(e))), "median_signed": float(np.median(e)),
+            "mean_signed": float(e.mean()), "pooled_abs": float(np.abs(e).mean()), "worst_abs": float(np.abs(e).max()),
+            "share_over": float((e > 0).mean()), "n": int(e.size)}
+
+
+def _inputs_digest(profiles=None, forwards=None) -> str:
+    """A short hash of the fit's input files, so a cached held-out fit is redone when a profile changes."""
+    import hashlib
+
+    files = sorted(PROFILES.glob("cpu-*.csv")) if profiles is None else list(profiles)
+    files += [PROFILES / "model-forwards-cpu.csv"] if forwards is None else list(forwards)
+    h = hashlib.sha1()
+    for f in files:
+        h.update(Path(f).read_bytes())
+    return h.hexdigest()[:12]
+
+
+def pair_params(pairs, spec, cache) -> dict:
+    """{(target, proposer): (LatencyParams, fit record)}, each fitted once and kept in the row cache."""
+    from dataclasses import asdict
+
+    from sdsl.core.latency import LatencyParams
+
+    digest, inputs, out = _inputs_digest(), None, {}
+    for t, d in pairs:
+        held = pair_models(t, d)
+
+        def fit():
+            nonlocal inputs
+            inputs = inputs or heldout_inputs()
+            params, dropped = heldout_params(held, spec, inputs)
+            return {"params": asdict(params), "dropped": dropped}
+
+        rec = cache.get(f"fit|{'+'.join(sorted(held))}|{digest}", fit)
+        out[(t, d)] = (LatencyParams(**rec["params"]),
+                       {"target": t, "draft": d, "held_out": list(held)} | rec["dropped"] | {"params": rec["params"]})
+    return out
+
+
+def price_rows(rows: list[dict], spec: dict, ctx: int, max_new: int, fits: dict, in_sample_params,
+               in_sample: bool = False) -> None:
+    """Add each model variant's prediction and error to every row, each pair priced with ``fits[(target, proposer)][0]``
+    (:func:`pair_params`).
+
+    ``pred_speedup_<model>`` (leak-free, one fit per pair) for every :data:`MODELS` entry,
+    ``pred_speedup`` = the full model (leak-free unless ``in_sample``), ``pred_speedup_in_sample`` with
+    the committed calibration, ``pred_speedup_pooled_alpha`` at the α pooled over γ (the optimizer's view)
+    and ``pred_steps`` (E[steps to finish every chunk], :func:`sdsl.core.finish.steps_to_finish`) beside
+    the measured ``steps``.
+    """
+    from sdsl.core.finish import steps_to_finish
+    from sdsl.core.hardware import get_hardware
+
+    hw = get_hardware("cpu")
+    for r in rows:
+        t, d, g, b = r["target"], r["draft"], r["gamma"], r["batch"]
+        tgt, drf = spec[t], None if d == "prompt-lookup" else spec[d]
+        common = dict(overhead=r["overhead_s"], overhead_plain=r["overhead_plain_s"], max_new=max_new)
+        alpha = min(r["alpha"], 1 - 1e-9)
+        held = fits[(t, d)][0]
+        for name, terms in MODELS.items():
+            r[f"pred_speedup_{name}"] = priced_speedup(tgt, drf, g, alpha, b, ctx, held, hw, terms=terms, **common)
+            r[f"speedup_error_{name}"] = r[f"pred_speedup_{name}"] / r["speedup"] - 1
+        r["pred_speedup_in_sample"] = priced_speedup(tgt, drf, g, alpha, b, ctx, in_sample_params, hw, **common)
+        r["pred_speedup"] = r["pred_speedup_in_sample"] if in_sample else r["pred_speedup_full"]
+        r["speedup_error"] = r["pred_speedup"] / r["speedup"] - 1
+        price = in_sample_params if in_sample else held
+        r["pred_speedup_pooled_alpha"] = priced_speedup(tgt, drf, g, r["alpha_pooled"], b, ctx, price, hw, **common)
+        r["pred_steps"] = float(sum(steps_to_finish(alpha, g, max_new, n) for n in r["chunk_sizes"]))
