@@ -62,6 +62,17 @@ def test_committed_head_tree_summary_recomputes(committed):
     assert committed["heads"]["head_best"]["tau"] == pytest.approx(2.9213, rel=1e-3)
     for key in ("head_best_speedup", "tree_best_speedup", "chain_best_speedup"):
         assert again[key] == pytest.approx(committed[key], rel=1e-9)
+    from sdsl.experiments.decoder_heads import _price_chains
+    from sdsl.torch.checkpoint import load_checkpoint
+
+    drafts = sorted({r["proposer"] for r in committed["heads"]["rows"] if r["proposer"] != "head"})
+    settings = committed["heads"]["settings"]
+    priced = _price_chains([{k: v for k, v in r.items() if k not in ("pred_speedup", "speedup_error", "alpha")}
+                            for r in committed["heads"]["rows"]], load_checkpoint("byte-d288")[1],
+                           {d: load_checkpoint(d)[1] for d in drafts}, settings["prompt_len"] + settings["max_new"] // 2)
+    for a, b in zip(priced, committed["heads"]["rows"]):  # VALIDATION.md's "predicted" column (chains)
+        if b["kind"] == "chain":
+            assert a["pred_speedup"] == pytest.approx(b["pred_speedup"], rel=1e-3)
     for r in committed["heads"]["rows"]:
         assert r["speedup"] == pytest.approx(r["tokens_per_s"] / committed["heads"]["plain"]["tokens_per_s"])
         c = np.asarray(r["accept_counts"])
