@@ -4,7 +4,7 @@ Run: .venv/bin/python benchmarks/bench_simulator.py   (prints JSON; results reco
 Workload: the first 10,000 requests of the Azure conversation trace (sdsl/data/traces), time-scaled
 to each QPS, Llama-2-7B + Llama-160M on H100-SXM (roofline step times), α ~ Beta(mean 0.7, κ = 20),
 simulator defaults (adaptive policies: online α̂ from the 0.7 prior, online step-time fit).
-Goal (issue 12): every policy at >= 10,000 simulated requests per second on one core.
+Goal (issue 12): every policy at >= 10,000 simulated requests per CPU-second (one core).
 Single-threaded numpy (OMP/OPENBLAS threads = 1). CPU time (process time) is reported beside wall
 time because the development machine's two cores are shared with other jobs; the load average at
 the start of each run is recorded.

@@ -39,54 +39,56 @@ class AcceptanceTape:
         return self.draws[position[:, None] + np.arange(steps)]
 
 
+_FIELDS = ("ids", "context", "remaining", "position", "steps", "k", "k_steps", "drawn")
+_ROW = {name: i for i, name in enumerate(_FIELDS)}
+
+
+def _field(name: str) -> property:
+    i = _ROW[name]
+    return property(lambda self: self._rows[i], doc=f"The running requests' {name} (a view: writes go through).")
+
+
 class RunningBatch:
-    """Running requests as one object: ids, context, remaining tokens, tape position, k_r, tallies."""
+    """Running requests as one object: ids, context, remaining tokens, tape position, k_r, tallies.
+
+    All fields are integers and live in one (fields × requests) int64 array, so admitting, advancing
+    and retiring requests touch every field at once.
+    """
+
+    ids, context, remaining, position = _field("ids"), _field("context"), _field("remaining"), _field("position")
+    steps, k, drawn = _field("steps"), _field("k"), _field("drawn")  # drawn: tokens produced before the output cut
+    k_steps = _field("k_steps")  # Σ over steps of k_r
 
     def __init__(self) -> None:
-        self.ids = np.zeros(0, np.int64)
-        self.context = np.zeros(0)
-        self.remaining = np.zeros(0, np.int64)
-        self.position = np.zeros(0, np.int64)
-        self.k = np.zeros(0, np.int64)
-        self.k_steps = np.zeros(0, np.int64)  # Σ over steps of k_r
-        self.steps = np.zeros(0, np.int64)
-        self.drawn = np.zeros(0, np.int64)  # tokens the steps produced before the output-length cut
+        self._rows = np.zeros((len(_FIELDS), 0), np.int64)
 
     @property
     def size(self) -> int:
-        return self.ids.size
+        return self._rows.shape[1]
 
     def admit(self, ids: np.ndarray, prompt: np.ndarray, remaining: np.ndarray, position: np.ndarray) -> None:
         """Add requests whose prefill has run (one token emitted; ``remaining`` still to decode)."""
-        m = ids.size
-        zeros = np.zeros(m, np.int64)
-        self.ids = np.concatenate([self.ids, ids])
-        self.context = np.concatenate([self.context, prompt + 1.0])
-        self.remaining = np.concatenate([self.remaining, remaining])
-        self.position = np.concatenate([self.position, position])
-        self.k = np.concatenate([self.k, zeros])
-        self.k_steps = np.concatenate([self.k_steps, zeros])
-        self.steps = np.concatenate([self.steps, zeros])
-        self.drawn = np.concatenate([self.drawn, zeros])
+        new = np.zeros((len(_FIELDS), ids.size), np.int64)
+        new[0], new[1], new[2], new[3] = ids, prompt, remaining, position
+        new[1] += 1
+        self._rows = np.concatenate([self._rows, new], axis=1)
 
-    def advance(self, steps: int, tokens: np.ndarray) -> None:
-        """Commit ``steps`` decode steps that produced ``tokens`` per request (cut at the output length)."""
-        kept = np.minimum(tokens, self.remaining)
-        self.remaining -= kept
-        self.context += kept
-        self.position += steps
-        self.steps += steps
-        self.k_steps += self.k * steps
-        self.drawn += tokens
+    def advance(self, steps: int, tokens: np.ndarray, kept: np.ndarray) -> None:
+        """Commit ``steps`` decode steps that produced ``tokens`` per request, ``kept`` = min(tokens, remaining)
+        of them before the output-length cut."""
+        r = self._rows
+        r[2] -= kept
+        r[1] += kept
+        r[3:5] += steps  # position and steps
+        r[6] += r[5] * steps
+        r[7] += tokens
 
     def retire(self) -> tuple[np.ndarray, dict] | None:
         """Remove finished requests; returns the keep-mask and their ids and tallies, or None."""
-        done = self.remaining <= 0
+        done = self._rows[2] <= 0
         if not done.any():
             return None
-        out = {"ids": self.ids[done], "k_steps": self.k_steps[done], "steps": self.steps[done],
-               "drawn": self.drawn[done]}
+        out = self._rows[:, done]
         keep = ~done
-        for name in ("ids", "context", "remaining", "position", "k", "k_steps", "steps", "drawn"):
-            setattr(self, name, getattr(self, name)[keep])
-        return keep, out
+        self._rows = self._rows[:, keep]
+        return keep, {name: out[_ROW[name]] for name in ("ids", "k_steps", "steps", "drawn")}

@@ -124,10 +124,10 @@ class GoodputController:
         t = self.pricer.decode_time_all_k(n, float(context))[: self.max_k + 1]
         t = np.maximum(t, 1e-9)  # a fitted line may dip below zero far from its data; never a free step
         if has_proposal is None:  # G(k) = Σ_r τ(α_r, k) = Σ_{j<=k} Σ_r α_r^j
-            g = np.cumsum((alpha[:, None] ** self._ksf).sum(axis=0))
+            g = (alpha[:, None] ** self._ksf).sum(axis=0).cumsum()
         else:
             g = _expected_tokens(alpha, self._ksf, has_proposal)
-        return int(np.argmax(g / t))
+        return int((g / t).argmax())
 
     def choose(self, alpha: np.ndarray, context: float, has_proposal=None) -> np.ndarray:
         """Per-request k_r (an int array); uniform unless ``per_request``."""

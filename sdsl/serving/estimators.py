@@ -100,8 +100,8 @@ class EMAEstimator:
             self.trials *= decay
             self.trials += new_trials
             g_decay = decay
-            self.global_acc = self.global_acc * g_decay + float(new_acc.sum())
-            self.global_trials = self.global_trials * g_decay + float(new_trials.sum())
+            self.global_acc = self.global_acc * g_decay + float(np.add.reduce(new_acc))
+            self.global_trials = self.global_trials * g_decay + float(np.add.reduce(new_trials))
             return
         informative = trials.sum(axis=1) > 0
         decay = np.where(informative, self.beta ** steps, 1.0)

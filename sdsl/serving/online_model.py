@@ -95,6 +95,7 @@ class OnlineStepModel:
         self._seen = 0
         self._since_fit = 0
         self._ks = np.arange(self.max_k + 1, dtype=float)
+        self._coef_src, self._coef_list = None, []
 
     def observe(self, kv_tokens: np.ndarray, n: int, k_sum: float, k_max: int, times_s: np.ndarray) -> None:
         """Record observed steps of one batch composition (N_kv per step, n, Σk_r, k_max) and their seconds."""
@@ -136,7 +137,9 @@ class OnlineStepModel:
 
     def decode_time_all_k(self, n: int, context: float) -> np.ndarray:
         """Predicted T(n, k, L̄) for uniform k = 0..max_k (seconds)."""
-        c = self.coef
+        if self._coef_src is not self.coef:  # Python floats: the same IEEE products, without numpy scalars
+            self._coef_src, self._coef_list = self.coef, self.coef.tolist()
+        c = self._coef_list
         kv = n * context
         base = c[0] * kv + c[1] * n + c[2] * n + c[3]
         per_k = c[1] * n + c[4] * kv + c[5] * n + c[6]

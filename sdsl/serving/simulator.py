@@ -41,6 +41,9 @@ from sdsl.serving.workload import Workload
 
 __all__ = ["SimConfig", "simulate"]
 
+# ndarray.sum/any/max/min without their Python wrappers
+_sum, _any, _max, _min = np.add.reduce, np.logical_or.reduce, np.maximum.reduce, np.minimum.reduce
+
 
 @dataclass(frozen=True)
 class SimConfig:
@@ -97,7 +100,6 @@ def simulate(workload: Workload, system: ServingSystem, policy: Policy | str, co
         if server.batch.size == 0:
             server.idle_until_next_arrival()
             continue
-        server.choose_k()
         server.decode_block()
     return server.result(qps if qps is not None else workload.qps)
 
@@ -148,9 +150,14 @@ class _Server:
         self.t, self.next_id, self.done, self.reserved = 0.0, 0, 0, 0
         self.row = None  # step time on the context grid for the batch's current k_r
         self.since_decision, self.redecide = 0, True
+        self.k_max, self.k_uniform = 0, True  # max k_r of the batch and whether all k_r are equal, set with the row
+        self._decode_slope = sm.decode[..., 1:] - sm.decode[..., :-1]  # uniform-k rows' slopes, once
+        # Python copies for the scalar lookups of the event loop (numpy scalar indexing costs more)
+        self._arrival, self._reserve, self._prompt = self.arrival.tolist(), self.reserve.tolist(), self.prompt.tolist()
         self.stats = dict(decode_steps=0, prefill_steps=0, batch_steps=0, peak_reserved_tokens=0,
                           peak_used_tokens=0, prefill_time_s=0.0, decode_time_s=0.0, idle_time_s=0.0)
         self._steps_1 = np.arange(1, cfg.max_chunk + 1)
+        self._plain_tokens = np.broadcast_to(self._steps_1, (self.max_batch, cfg.max_chunk))  # k = 0: j tokens by step j
 
     def _init_controller(self) -> None:
         cfg, pol = self.cfg, self.pol
@@ -176,10 +183,12 @@ class _Server:
 
     def _admissible(self) -> int:
         """How many queued requests the next prefill admits (FCFS: slots, KV budget, prefill tokens)."""
-        lo = self.next_id
+        lo, arrival = self.next_id, self._arrival
         slots = self.max_batch - self.batch.size
-        if lo >= self.arrival.size or slots <= 0 or self.arrival[lo] > self.t:
+        if lo >= len(arrival) or slots <= 0 or arrival[lo] > self.t:
             return 0
+        if slots == 1 or lo + 1 == len(arrival) or arrival[lo + 1] > self.t:  # one candidate
+            return int(self.reserved + self._reserve[lo] <= self.budget)
         hi = min(int(np.searchsorted(self.arrival, self.t, side="right")), lo + slots)
         kv = np.cumsum(self.reserve[lo:hi]) + self.reserved
         tok = np.cumsum(self.prompt[lo:hi])
@@ -191,22 +200,26 @@ class _Server:
         count = self._admissible()
         if count == 0:
             return False
-        new = np.arange(self.next_id, self.next_id + count)
-        self.next_id += count
-        self.reserved += int(self.reserve[new].sum())
+        lo = self.next_id
+        hi = self.next_id = lo + count
+        new = np.arange(lo, hi)
+        self.reserved += sum(self._reserve[lo:hi])
         st = self.stats
         st["peak_reserved_tokens"] = max(st["peak_reserved_tokens"], self.reserved)
-        dt = self.sm.prefill_time(count, int(self.prompt[new].sum()), self.pol.uses_draft)
+        dt = self.sm.prefill_time(count, sum(self._prompt[lo:hi]), self.pol.uses_draft)
         self.t += dt
         st["prefill_time_s"] += dt
         st["prefill_steps"] += 1
-        self.first_token[new] = self.t
-        one = self.output[new] == 1
+        self.first_token[lo:hi] = self.t
+        one = self.output[lo:hi] == 1
         if one.any():
             self._finish(new[one], np.zeros(int(one.sum())), np.zeros(int(one.sum()), np.int64),
                          np.zeros(int(one.sum()), np.int64))
-        keep = new[~one]
-        self.batch.admit(keep, self.prompt[keep], self.output[keep] - 1, self.tape.start[keep])
+            keep = new[~one]
+            self.batch.admit(keep, self.prompt[keep], self.output[keep] - 1, self.tape.start[keep])
+        else:
+            keep = new
+            self.batch.admit(keep, self.prompt[lo:hi], self.output[lo:hi] - 1, self.tape.start[lo:hi])
         if self.ctrl is not None:
             self.est.add(keep.size, self.cfg.prior if self.cfg.init_alpha == "prior" else None)
         self.redecide = True
@@ -218,23 +231,38 @@ class _Server:
         self.reserved -= int(self.reserve[ids].sum())
         self.done += ids.size
 
-    def choose_k(self) -> None:
+    def choose_k(self, kv_tokens: float) -> None:
         """Set the batch's k_r: the fixed k, or the controller's choice when a decision is due."""
         b = self.batch
         if self.ctrl is None:
             if self.row is None or self.redecide:
                 b.k[:] = self.pol.k
-                self.row, self.redecide = self.sm.decode_row(b.k), False
+                self._set_uniform_row(self.pol.k)
+                self.redecide = False
             return
         if not (self.redecide or self.since_decision >= self.cfg.decide_every):
             return
         alpha = self.workload.alpha[b.ids] if self.cfg.alpha_source == "oracle" else self.est.alpha
         if self.online is not None:
             self.online.refit_if_due()
-        b.k[:] = self.ctrl.choose(alpha, float(b.context.sum()) / b.size)
-        uniform = not self.ctrl.per_request
-        self.row = self.sm.decode[b.size - 1, int(b.k[0])] if uniform else self.sm.decode_row(b.k)
+        ctrl = self.ctrl
+        if not ctrl.per_request:
+            b.k[:] = k = ctrl.uniform_k(alpha, kv_tokens / b.size)
+            self._set_uniform_row(k)
+        else:
+            b.k[:] = ctrl.choose(alpha, kv_tokens / b.size)
+            k_max = int(_max(b.k))
+            if k_max == int(_min(b.k)):
+                self._set_uniform_row(k_max)
+            else:
+                self.row, self.k_max, self.k_uniform = self.sm.decode_row(b.k), k_max, False
+                self._slope = self.row[1:] - self.row[:-1]  # BatchStepModel.at_context's table[i+1] - table[i]
         self.since_decision, self.redecide = 0, False
+
+    def _set_uniform_row(self, k: int) -> None:
+        """The step-time row on the context grid for k proposals per request, with its precomputed slopes."""
+        n = self.batch.size
+        self.row, self._slope, self.k_max, self.k_uniform = self.sm.decode[n - 1, k], self._decode_slope[n - 1, k], k, True
 
     def _horizon(self, n: int, kv_tokens: float) -> tuple[int, float | None]:
         """Steps to read ahead, and the offset of the next arrival that could be admitted (None if none)."""
@@ -243,8 +271,8 @@ class _Server:
         if self.ctrl is not None:
             steps = min(steps, self.cfg.decide_every - self.since_decision)
         nxt = self.next_id
-        if nxt < self.arrival.size and n < self.max_batch and self.reserved + self.reserve[nxt] <= self.budget:
-            wait = float(self.arrival[nxt]) - self.t
+        if nxt < len(self._arrival) and n < self.max_batch and self.reserved + self._reserve[nxt] <= self.budget:
+            wait = self._arrival[nxt] - self.t
             step_now = float(self.sm.at_context(self.row, kv_tokens / n))
             return max(1, min(steps, int(wait / step_now) + 1)), wait
         return max(1, steps), None
@@ -252,43 +280,56 @@ class _Server:
     def decode_block(self) -> None:
         """Decode up to the first event: a request finishes, an arrival becomes admissible, or a decision."""
         b, n = self.batch, self.batch.size
-        kv0 = float(b.context.sum())
+        kv0 = float(_sum(b.context))
+        self.choose_k(kv0)
+        k_max = self.k_max
         steps, wait = self._horizon(n, kv0)
-        k_max = int(b.k.max())
-        accepted = np.minimum(self.tape.window(b.position, steps), b.k[:, None]) if k_max > 0 else None
-        if accepted is None:
-            tokens = np.broadcast_to(self._steps_1[:steps], (n, steps))
-        else:
+        steps_1 = self._steps_1[:steps]
+        if k_max > 0:
+            draws = self.tape.window(b.position, steps) if n > 1 else self.tape.draws[None, b.position[0]:][:, :steps]
+            accepted = np.minimum(draws, b.k[:, None])
             tokens = accepted.cumsum(axis=1)
-            tokens += self._steps_1[:steps]
-        hit = (tokens >= b.remaining[:, None]).any(axis=0)
-        last = int(hit.argmax()) if hit[-1] else steps - 1  # hit is monotone in the step
+            tokens += steps_1
+        else:
+            accepted, tokens = None, self._plain_tokens[:n, :steps]
+        last, finished = steps - 1, False
+        if _any(tokens[:, -1] >= b.remaining):  # hit is monotone in the step
+            hit = (tokens >= b.remaining[:, None]).any(axis=0)
+            last, finished = int(hit.argmax()), True
         kv = np.empty(steps)
         kv[0] = kv0
-        kv[1:] = kv0 + tokens[:, :-1].sum(axis=0)
-        times = self.sm.at_context(self.row, kv * (1.0 / n))
+        kv[1:] = tokens[0, :-1] if n == 1 else tokens[:, :-1].sum(axis=0)  # integers: exact in any order
+        kv[1:] += kv0
+        times = self._step_times(kv * (1.0 / n))
         elapsed = times.cumsum()
         if wait is not None:
-            last = min(last, int(np.searchsorted(elapsed, wait)))  # the step ending at/after the arrival
+            arrival_step = int(np.searchsorted(elapsed, wait))  # the step ending at/after the arrival
+            if arrival_step < last:
+                last, finished = arrival_step, False
         m = last + 1
-        self._commit(m, tokens[:, last], elapsed[last], accepted, k_max, kv[:m], times[:m])
+        self._commit(m, tokens[:, last], elapsed[last], accepted, kv[:m], times[:m], finished)
 
-    def _commit(self, m: int, tokens, seconds: float, accepted, k_max: int, kv, times) -> None:
-        b, st = self.batch, self.stats
+    def _step_times(self, context: np.ndarray) -> np.ndarray:
+        """``BatchStepModel.at_context(self.row, context)`` with the row's slopes precomputed (same floats)."""
+        x = context * self.sm._inv_dctx
+        i0 = np.minimum(x.astype(np.int64), self.sm._last_cell)
+        return self.row[i0] + self._slope[i0] * (x - i0)
+
+    def _commit(self, m: int, tokens, seconds: float, accepted, kv, times, finished: bool) -> None:
+        b, st, k_max = self.batch, self.stats, self.k_max
         n = b.size
         self.t += seconds
         st["decode_time_s"] += seconds
-        st["peak_used_tokens"] = max(st["peak_used_tokens"], int(kv[0]) + int(np.minimum(tokens, b.remaining).sum())
-                                     + n * (k_max + 1))
+        kept = np.minimum(tokens, b.remaining) if finished else tokens  # unfinished: nothing is cut
+        st["peak_used_tokens"] = max(st["peak_used_tokens"], int(kv[0]) + int(_sum(kept)) + n * (k_max + 1))
         st["decode_steps"] += m
         st["batch_steps"] += n * m
         self.since_decision += m
-        b.advance(m, tokens)
+        b.advance(m, tokens, kept)
         if accepted is not None:
             self._observe(accepted[:, :m], k_max, kv, times)
-        retired = b.retire()
-        if retired is not None:
-            keep, out = retired
+        if finished:
+            keep, out = b.retire()
             self._finish(out["ids"], out["k_steps"], out["steps"], out["drawn"])
             if self.ctrl is not None:
                 self.est.keep(keep)
@@ -299,13 +340,13 @@ class _Server:
         if self.ctrl is None:
             return
         k_r = self.batch.k
-        uniform = k_max == int(k_r.min())
-        trials = accepted + (accepted < k_r[:, None])
+        uniform = self.k_uniform
+        trials = accepted + (accepted < (k_max if uniform else k_r[:, None]))
         if not uniform:
             trials *= (k_r > 0)[:, None]
         self.est.update(accepted, trials, all_informative=uniform)
         if self.online is not None:
-            self.online.observe(kv, k_r.size, float(k_r.sum()), k_max, times)
+            self.online.observe(kv, k_r.size, float(k_max * k_r.size if uniform else k_r.sum()), k_max, times)
 
     def result(self, qps: float) -> SimResult:
         st = self.stats

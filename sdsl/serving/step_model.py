@@ -20,6 +20,7 @@ costs a few array lookups per step.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Callable
 
@@ -180,6 +181,7 @@ class BatchStepModel:
             self.decode[:, 1:, :] = np.inf
         self.log_p_grid = np.linspace(0.0, np.log(self.max_prompt), int(prompt_points))
         p = self._p_grid = np.exp(self.log_p_grid)
+        self._p_list = p.tolist()  # for the scalar lookup of prefill_time (bisect_left == searchsorted)
         self.prefill_target = np.asarray(target_fn(n[:, None], p[None, :], 0.0), float)
         self.prefill_draft = (np.asarray(draft_fn(n[:, None], p[None, :], 0.0), float) if draft_fn is not None
                               else np.zeros_like(self.prefill_target))
@@ -272,9 +274,12 @@ class BatchStepModel:
         """Seconds of one prefill step of ``n_seqs`` prompts totalling ``total_tokens`` (draft too if loaded)."""
         n = self.check_batch(n_seqs)
         p = max(total_tokens / n, 1.0)
-        j = int(np.clip(np.searchsorted(self._p_grid, p) - 1, 0, len(self._p_grid) - 2))
-        w = (p - self._p_grid[j]) / (self._p_grid[j + 1] - self._p_grid[j])  # linear in p, log-spaced grid
-        t = self.prefill_target[n - 1, j] * (1 - w) + self.prefill_target[n - 1, j + 1] * w
+        grid = self._p_list
+        j = min(max(bisect_left(grid, p) - 1, 0), len(grid) - 2)
+        w = (p - grid[j]) / (grid[j + 1] - grid[j])  # linear in p, log-spaced grid
+        tgt = self.prefill_target[n - 1]
+        t = float(tgt[j]) * (1 - w) + float(tgt[j + 1]) * w
         if with_draft and self.has_draft:
-            t += self.prefill_draft[n - 1, j] * (1 - w) + self.prefill_draft[n - 1, j + 1] * w
+            dft = self.prefill_draft[n - 1]
+            t += float(dft[j]) * (1 - w) + float(dft[j + 1]) * w
         return float(t)
