@@ -33,3 +33,28 @@ def tiny_transformer():
     """Factory fixture: ``tiny_transformer(seed, vocab=256, d=32, layers=2, scale=1.0)``."""
     pytest.importorskip("torch")
     return _tiny_transformer
+
+
+@pytest.fixture(scope="session")
+def family_models():
+    """The committed byte-level family, loaded once: {name: Transformer}."""
+    pytest.importorskip("torch")
+    from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
+
+    paths = list_checkpoints(CHECKPOINT_DIR)
+    if not paths:
+        pytest.skip("no committed reference checkpoints")
+    return {p.stem: load_checkpoint(p)[0] for p in paths}
+
+
+@pytest.fixture(scope="session")
+def heldout_prompts():
+    """Four 48-byte prompts from the held-out stdlib split."""
+    import numpy as np
+    import torch
+
+    from sdsl.torch.train import load_corpus
+
+    held = load_corpus()["heldout"]
+    starts = np.linspace(0, len(held) - 100, 4).astype(int)
+    return torch.from_numpy(np.stack([held[s:s + 48] for s in starts]).astype(np.int64))

@@ -25,10 +25,13 @@ from sdsl.cli._common import parse_int_list
 @click.option("--in-sample", is_flag=True,
               help="Price with the committed profiles/cpu.calib.json (fitted on the validated models too) instead of "
                    "a calibration refitted per (target, proposer) without any row of its models (the default).")
+@click.option("--heads", is_flag=True, help="Also measure the trained draft head and token trees (byte-d288, batch 1).")
+@click.option("--synthetic", is_flag=True, help="Also run the forced-acceptance sweep at real shapes (qwen2.5-0.5b target).")
+@click.option("--family/--no-family", default=True, show_default=True, help="Measure the family's draft-model grid.")
 @click.option("--out", default=None, help="Also write the full JSON result here.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 def decoder(targets, drafts, gammas, batches, n_prompts, max_new, repeats, temperature, seed, cache_path, smollm2, no_plane,
-            in_sample, out, as_json):
+            in_sample, heads, synthetic, family, out, as_json):
     """Measure α, τ, tokens/s and speedup of the torch reference decoder on the committed byte-level
     family (every draft × target × γ × batch) and compare with sdsl's predicted speedup from the
     measured α and the CPU latency model, refitted per pair without its models' rows. Summary keys:
@@ -38,6 +41,7 @@ def decoder(targets, drafts, gammas, batches, n_prompts, max_new, repeats, tempe
 
     from sdsl._io import atomic_write_text
     from sdsl.errors import InvalidInputError
+    from sdsl.experiments.decoder_extensions import extend_report, extension_lines
     from sdsl.experiments.decoder_validation import validate_decoder
 
     gamma_list, batch_list = parse_int_list(gammas, "--gammas"), parse_int_list(batches, "--batches")
@@ -58,17 +62,21 @@ def decoder(targets, drafts, gammas, batches, n_prompts, max_new, repeats, tempe
 
         if not (Path(smollm2).is_file() or find_smollm2(smollm2)):
             raise ConfigError(f"No SmolLM2 GGUF file under {smollm2} (fetch it with `make smollm2`).")
-    res = validate_decoder(targets=targets.split(","), drafts=[d for d in drafts.split(",") if d],
+    res = {} if not family else validate_decoder(targets=targets.split(","), drafts=[d for d in drafts.split(",") if d],
                            gammas=gamma_list, batches=batch_list, n_prompts=n_prompts, max_new=max_new, repeats=repeats,
                            temperature=temperature, seed=seed, cache_path=cache_path or None, plane=not no_plane,
                            smollm2=smollm2, progress=not as_json, in_sample=in_sample)
+    res = extend_report(res, heads=heads, synthetic=synthetic, progress=not as_json)
     text = json.dumps(res, indent=2, sort_keys=True, default=float)
     if out:
         atomic_write_text(out, text + "\n")
     if as_json:
         click.echo(text)
         return
-    _print_report(res)
+    for line in extension_lines(res):
+        click.echo(line)
+    if family:
+        _print_report(res)
 
 
 def _print_report(res: dict) -> None:

@@ -1,9 +1,14 @@
 """Torch reference implementation (imports torch; never imported by ``import sdsl``).
 
-- :mod:`.model` — Llama-style decoder (RMSNorm, RoPE, GQA, SwiGLU) shaped by a ``ModelSpec``, static KV cache
-  with per-sequence lengths and rollback.
+- :mod:`.model` — Llama-style decoder (RMSNorm/LayerNorm, RoPE, GQA, SwiGLU/GELU) shaped by a ``ModelSpec``,
+  one preallocated ``KVCache`` (``update``, ``move``, per-sequence lengths and rollback).
+- :mod:`.decoder` — plain and speculative decoding: ``speculative_step`` (draft, verify, accept), greedy and
+  lossless sampling, chains and token trees, forced (synthetic) acceptance.
+- :mod:`.proposers` / :mod:`.head` — draft model, prompt lookup, EAGLE-style draft head; :mod:`.tree` — token
+  trees (mask, path commit, tree verification).
 - :mod:`.checkpoint` / :mod:`.gguf_loader` — sdsl's safetensors checkpoints, HF Llama safetensors, GGUF (SmolLM2).
-- :mod:`.decoder` — plain and speculative decoding (greedy and lossless sampling; draft model or prompt lookup).
-- :mod:`.train` — the byte-level model family trained on the CPython stdlib (``sdsl train-family``).
-- :mod:`.validation` / :mod:`.smollm2` — measured vs predicted speedups (``sdsl validate decoder``).
+- :mod:`.train` / :mod:`.head_train` — the byte-level family (``sdsl train-family``) and its draft head
+  (``sdsl train-head``), trained on the CPython stdlib.
+- :mod:`.synthetic` — random-weight models at catalog shapes and decoder-overhead stand-ins.
+- :mod:`.smollm2` — SmolLM2-135M rows of ``sdsl validate decoder``; :mod:`.harness` — ``sdsl profile``.
 """

@@ -53,9 +53,10 @@ def read_meta(path: str | Path) -> dict:
 
 
 def list_checkpoints(directory: str | Path = CHECKPOINT_DIR) -> list[Path]:
-    """All checkpoints (``*.safetensors`` with a ``.json`` sidecar) in ``directory``, sorted by size."""
+    """All model checkpoints (``*.safetensors`` with a ``.json`` sidecar holding a ``spec``; draft heads
+    are left out) in ``directory``, sorted by size."""
     d = Path(directory)
-    paths = [p for p in d.glob("*.safetensors") if p.with_suffix(".json").exists()]
+    paths = [p for p in d.glob("*.safetensors") if p.with_suffix(".json").exists() and "spec" in read_meta(p)]
     return sorted(paths, key=lambda p: (read_meta(p)["spec"].get("total_params", 0), p.name))
 
 

@@ -67,25 +67,6 @@ def test_kv_cache_per_sequence_lengths():
 # ---------------------------------------------------------------- greedy exactness
 
 
-@pytest.fixture(scope="module")
-def family_models():
-    from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
-
-    paths = list_checkpoints(CHECKPOINT_DIR)
-    if not paths:
-        pytest.skip("no committed reference checkpoints")
-    return {p.stem: load_checkpoint(p)[0] for p in paths}
-
-
-@pytest.fixture(scope="module")
-def heldout_prompts():
-    from sdsl.torch.train import load_corpus
-
-    held = load_corpus()["heldout"]
-    starts = np.linspace(0, len(held) - 100, 4).astype(int)
-    return torch.from_numpy(np.stack([held[s:s + 48] for s in starts]).astype(np.int64))
-
-
 @pytest.mark.parametrize("batch", [1, 4])
 def test_batched_plain_decoding_equals_one_by_one(batch):
     m = tiny(3)

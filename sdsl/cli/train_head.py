@@ -1,0 +1,43 @@
+"""`sdsl train-head`: train an EAGLE-style draft head on a frozen family target (torch)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+@click.command("train-head")
+@click.option("--target", default="byte-d288", show_default=True, help="Family member whose head to train.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Checkpoint directory [default: sdsl/data/checkpoints].")
+@click.option("--steps", type=int, default=None, help="Optimizer steps [default: 240].")
+@click.option("--threads", type=int, default=2, show_default=True, help="torch CPU threads.")
+@click.option("--json", "as_json", is_flag=True, help="Print the head's metadata as JSON.")
+def train_head(target, out_dir, steps, threads, as_json):
+    """Train a draft head (fc + one decoder layer at the target's width, sharing the target's embedding
+    and LM head) on the stdlib corpus; writes <target>-head.safetensors next to the family.
+
+    Resumable: an interrupted run continues from its last saved state. Deterministic: batches depend
+    only on (seed, step).
+    """
+    from dataclasses import replace
+
+    from sdsl.errors import InvalidInputError, UnknownNameError
+    from sdsl.torch.checkpoint import CHECKPOINT_DIR
+    from sdsl.torch.head_train import HeadConfig, train_head as run
+    from sdsl.torch.train import family
+
+    if steps is not None and steps < 1:
+        raise InvalidInputError("--steps must be >= 1.")
+    if threads < 1:
+        raise InvalidInputError("--threads must be >= 1.")
+    if target not in family():
+        raise UnknownNameError(f"Unknown family member {target}; known: {', '.join(family())}.")
+    cfg = HeadConfig() if steps is None else replace(HeadConfig(), steps=steps)
+    meta = run(target, out_dir or CHECKPOINT_DIR, cfg=cfg, threads=threads, progress=not as_json)
+    if as_json:
+        click.echo(json.dumps(meta, indent=2, sort_keys=True))
+    else:
+        click.echo(f"{meta['name']}: params={meta['params']:,d} held-out top-1 agreement "
+                   f"{meta['heldout_top1_agreement']:.3f} train_s={meta['train_seconds']}")

@@ -1,0 +1,50 @@
+"""What ``sdsl validate decoder --heads / --synthetic`` add to the decoder report.
+
+``--heads``: :func:`sdsl.experiments.decoder_heads.head_tree_validation` (trained draft head and token
+trees on the largest family target, batch 1); its summary keys ``head_best_speedup``,
+``tree_best_speedup`` and ``chain_best_speedup`` go to the top level, the rest under ``heads``.
+``--synthetic``: :func:`sdsl.experiments.decoder_synthetic.synthetic_sweep` (forced acceptance at real
+shapes) under ``synthetic``, with ``median_speedup_error``, ``median_signed_error`` and ``rows``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["extend_report", "extension_lines"]
+
+
+def extend_report(report: dict, *, heads: bool = False, synthetic: bool = False, cache_dir: str | None = ".cache",
+                  progress: bool = True) -> dict:
+    """``report`` with the head/tree and synthetic results added (each run cached under ``cache_dir``)."""
+    from pathlib import Path
+
+    cache = (lambda name: str(Path(cache_dir) / name)) if cache_dir else (lambda name: None)
+    if heads:
+        from sdsl.experiments.decoder_heads import head_tree_validation
+
+        out = head_tree_validation(cache_path=cache("validate_decoder_heads.json"), progress=progress)
+        for key in ("head_best_speedup", "tree_best_speedup", "chain_best_speedup"):
+            report[key] = out.pop(key)
+        report["heads"] = out
+    if synthetic:
+        from sdsl.experiments.decoder_synthetic import synthetic_sweep
+
+        report["synthetic"] = synthetic_sweep(cache_path=cache("validate_decoder_synthetic.json"), progress=progress)
+    return report
+
+
+def extension_lines(report: dict) -> list[str]:
+    """Human-readable summary lines of the added results."""
+    lines = []
+    if "heads" in report:
+        h = report["heads"]
+        lines.append(f"byte-d288, batch 1: best head {report['head_best_speedup']:.2f}x ({h['head_best']['tree']}, "
+                     f"per-position acceptance {', '.join(f'{p:.2f}' for p in h['head_best']['per_position'])}); "
+                     f"best tree {report['tree_best_speedup']:.2f}x ({h['tree_best']['proposer']} "
+                     f"{h['tree_best']['tree']}); best chain {report['chain_best_speedup']:.2f}x "
+                     f"({h['chain_best']['proposer']} {h['chain_best']['tree']})")
+    if "synthetic" in report:
+        s = report["synthetic"]
+        lines.append(f"synthetic sweep ({s['settings']['target']} target, {s['n_rows']} rows): median |speedup error| "
+                     f"{100 * s['median_speedup_error']:.1f}%, median signed {100 * s['median_signed_error']:+.1f}%, "
+                     f"mean |error| {100 * s['mean_abs_error']:.1f}%, worst {100 * s['worst_error']:+.1f}%")
+    return lines

@@ -1,0 +1,188 @@
+"""Synthetic-acceptance validation at real model shapes (``sdsl validate decoder --synthetic``).
+
+A random-weight target shaped like a catalog model (default ``qwen2.5-0.5b``) decodes with a proposer
+at a forced acceptance: every drafted position is accepted with probability α given the previous ones
+were (:func:`sdsl.torch.decoder.forced_acceptance`; the row is priced at the realised α, the MLE from its
+accept histogram, as ``sdsl validate decoder`` prices measured rows), so the decoder runs the configuration's real draft
+and verify work at that acceptance. Proposers: a separate draft shaped like ``smollm2-135m`` (with the
+target's vocabulary) and an EAGLE-shaped head (fc + one decoder layer at the target's width, the
+target's LM head). For every proposer × k × batch × α the measured speedup over plain decoding (process
+CPU time, one torch thread, fastest of ``repeats``) is compared with sdsl's prediction:
+:func:`sdsl.core.speculation.price_speculation` with the proposer's cost model from
+:mod:`sdsl.core.proposers` (a draft model; EAGLE-1's head with its draft-extend pass and selection
+kernels), on the ``cpu`` hardware with the shipped CPU calibration
+(``profiles/cpu.calib.json``, fitted to the byte-level family and llama-68m only: the synthetic shapes
+are held out of it), with the decoder's own per-step overhead T_overhead measured with zero-cost
+stand-ins (:func:`sdsl.torch.synthetic.loop_overhead`, once per proposer × k × batch, at α = 0.7):
+
+    predicted speedup = τ(α, k) · (T_t(b, 1) + o₀) / (T_propose(b, k) + T_t(b, k+1) + o)    (docs/model.md §3.3)
+
+Rows are cached in a JSON file keyed by configuration (resumable); :func:`summarise_synthetic` and
+:func:`reprice` recompute the summary from the measured rows alone (what the test suite checks).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from sdsl._io import atomic_write_text
+from sdsl.torch.decoder import generate
+from sdsl.torch.synthetic import draft_spec_for, head_spec_for, loop_overhead, random_model, synthetic_proposer
+
+__all__ = ["SYNTHETIC_DEFAULTS", "cpu_params", "family_spec", "measure", "synthetic_sweep", "reprice",
+           "summarise_synthetic"]
+
+SYNTHETIC_DEFAULTS = {"target": "qwen2.5-0.5b", "draft": "smollm2-135m", "gammas": (1, 2, 3, 4, 5, 6),
+                      "batches": (1, 4), "alphas": (0.5, 0.7, 0.9), "prompt_len": 32, "max_new": 12, "repeats": 1}
+
+
+def measure(target, proposer, tree, batch: int, prompts: torch.Tensor, max_new: int, *, acceptance=None,
+            temperature: float = 0.0, seed: int = 0, repeats: int = 2, clock: str = "cpu") -> dict:
+    """Decode ``prompts[:batch]`` ``repeats`` times; the fastest run's tokens/s, τ, per-position rates."""
+    runs = [generate(target, prompts[:batch], max_new, proposer, temperature=temperature, seed=seed, clock=clock,
+                     tree=tree, acceptance=acceptance) for _ in range(repeats)]
+    best = min(runs, key=lambda r: r.decode_s)
+    return {"tokens_per_s": best.tokens_per_s, "tau": best.tau, "steps": best.steps, "decode_s": best.decode_s,
+            "draft_s": best.draft_s, "accept_counts": best.accept_counts.tolist(),
+            "per_position": [float(v) for v in best.per_position], "tree": best.tree, "repeats": repeats}
+
+
+def cpu_params():
+    """The shipped CPU calibration (``profiles/cpu.calib.json``: byte-level family and llama-68m rows only)."""
+    from sdsl._paths import REPO_ROOT
+    from sdsl.fit.calibration import load_latency_params
+
+    return load_latency_params(REPO_ROOT / "profiles" / "cpu.calib.json")
+
+
+def family_spec(spec: dict):
+    """A core ModelSpec from a family checkpoint's spec dict."""
+    from dataclasses import fields
+
+    from sdsl.core.architecture import ModelSpec
+
+    names = {f.name for f in fields(ModelSpec)}
+    return ModelSpec(**{k: v for k, v in spec.items() if k in names})
+
+
+class RowCache:
+    """Measured rows keyed by configuration, saved atomically after each new row (resumable runs)."""
+
+    def __init__(self, path):
+        self.path = Path(path) if path else None
+        self.data = json.loads(self.path.read_text()) if self.path and self.path.exists() else {}
+
+    def get(self, key, fn):
+        if key not in self.data:
+            self.data[key] = fn()
+            if self.path:
+                atomic_write_text(self.path, json.dumps(self.data, indent=1, sort_keys=True))
+        return self.data[key]
+
+
+def _price(row: dict, specs: dict, settings: dict, params) -> float:
+    """sdsl's predicted speedup of one row (module docstring): :func:`sdsl.core.speculation.price_speculation`
+    with the proposer's cost model (:mod:`sdsl.core.proposers`: a draft model, or EAGLE-1's head with its
+    draft-extend pass and selection kernels), τ from the row's α, and the measured overheads."""
+    from sdsl.core.deployment import Deployment
+    from sdsl.core.proposers import DraftModel, EagleHead
+    from sdsl.core.speculation import price_speculation
+
+    deployment = Deployment(settings["hardware"], dtype=settings["dtype"],
+                            context=settings["prompt_len"] + settings["max_new"] // 2, params=params)
+    alpha, gamma = min(row["alpha"], 1 - 1e-9), row["gamma"]
+    proposer = EagleHead() if row["proposer"] == "head" else DraftModel(specs["draft"])
+    pr = price_speculation(specs["target"], proposer, deployment, tau_value=(1 - alpha ** (gamma + 1)) / (1 - alpha),
+                           gamma=gamma, batch=row["batch"], overhead_s=row["overhead_s"])
+    return float(np.asarray(pr["tau"]) / np.asarray(pr["t_step_s"]) * (np.asarray(pr["t_plain_s"]) + row["overhead_plain_s"]))
+
+
+def _specs(target_name, draft_name) -> dict:
+    from sdsl.core.architecture import get_model
+
+    target = get_model(target_name)
+    return {"target": target, "draft": draft_spec_for(get_model(draft_name), target), "head": head_spec_for(target)}
+
+
+def reprice(rows: list[dict], settings: dict, params=None, specs: dict | None = None) -> list[dict]:
+    """Rows with ``pred_speedup`` and ``speedup_error`` (pred/measured − 1) recomputed by sdsl's model
+    (``params`` None: the shipped CPU calibration on the CPU, the hardware's default calibration elsewhere)."""
+    if params is None and settings["hardware"] == "cpu":
+        params = cpu_params()
+    specs = specs or _specs(settings["target"], settings["draft"])
+    out = []
+    for row in rows:
+        pred = _price(row, specs, settings, params)
+        out.append(row | {"pred_speedup": pred, "speedup_error": pred / row["speedup"] - 1})
+    return out
+
+
+def summarise_synthetic(rows: list[dict]) -> dict:
+    """Median |error|, median signed error, pooled (mean |error|), worst case, per-proposer medians."""
+    err = np.array([r["speedup_error"] for r in rows])
+    by = {p: float(np.median(np.abs([r["speedup_error"] for r in rows if r["proposer"] == p])))
+          for p in sorted({r["proposer"] for r in rows})}
+    worst = max(rows, key=lambda r: abs(r["speedup_error"]))
+    return {"median_speedup_error": float(np.median(np.abs(err))), "median_signed_error": float(np.median(err)),
+            "mean_abs_error": float(np.abs(err).mean()), "worst_error": float(worst["speedup_error"]),
+            "worst_row": {k: worst[k] for k in ("proposer", "gamma", "batch", "alpha_forced")},
+            "median_error_by_proposer": by, "n_rows": len(rows), "rows": rows}
+
+
+def synthetic_sweep(target=SYNTHETIC_DEFAULTS["target"], draft=SYNTHETIC_DEFAULTS["draft"],
+                    gammas=SYNTHETIC_DEFAULTS["gammas"], batches=SYNTHETIC_DEFAULTS["batches"],
+                    alphas=SYNTHETIC_DEFAULTS["alphas"], proposers=("draft", "head"),
+                    prompt_len: int = SYNTHETIC_DEFAULTS["prompt_len"], max_new: int = SYNTHETIC_DEFAULTS["max_new"],
+                    repeats: int = SYNTHETIC_DEFAULTS["repeats"], seed: int = 0, cache_path=None, threads: int = 1,
+                    progress: bool = True, device: str = "cpu", dtype: str = "fp32", hardware: str = "cpu",
+                    deadline: float | None = None) -> dict:
+    """Measure every proposer × γ × batch × α at forced acceptance and price it; see the module docstring.
+
+    ``target``/``draft`` are catalog names or ModelSpecs. On a GPU (``device="cuda"``) the wall clock is
+    used and rows are priced on ``hardware``'s default calibration; ``deadline`` (a ``time.time()``) stops
+    measuring new rows after it (the rows so far are summarised)."""
+    import time
+
+    from tqdm.auto import tqdm
+
+    from sdsl.core.acceptance import alpha_from_accept_histogram
+    from sdsl.torch.harness.layer import TORCH_DTYPES
+
+    torch.set_num_threads(threads)
+    specs = _specs(target, draft)
+    clock = "cpu" if device == "cpu" else "wall"
+    settings = {"target": specs["target"].name, "draft": specs["draft"].name.split("@")[0], "prompt_len": prompt_len,
+                "max_new": max_new, "repeats": repeats, "seed": seed, "threads": threads, "device": device,
+                "clock": "process CPU time" if clock == "cpu" else "wall clock", "dtype": dtype, "hardware": hardware}
+    capacity = prompt_len + max_new + 2 * max(gammas) + 8
+    target_model = random_model(specs["target"], seed, capacity, TORCH_DTYPES[dtype])
+    models = {k: synthetic_proposer(k, target_model, specs.get(k), seed + 1, TORCH_DTYPES[dtype]) for k in proposers}
+    prompts = torch.randint(0, specs["target"].vocab_size, (max(batches), prompt_len),
+                            generator=torch.Generator().manual_seed(seed), device="cpu").to(device)
+    tag = f"{settings['target']}|{settings['draft']}|p{prompt_len}|m{max_new}|r{repeats}|s{seed}|{device}|{dtype}"
+    cache = RowCache(cache_path)
+    vocab = specs["target"].vocab_size
+    rows = []
+    jobs = [(b, k, g, a) for b in batches for k in proposers for g in gammas for a in alphas]
+    for b, k, g, a in tqdm(jobs, desc="synthetic sweep", disable=not progress):
+        if deadline is not None and time.time() > deadline and f"sd|{k}|b{b}|g{g}|a{a}|{tag}" not in cache.data:
+            break
+        plain = cache.get(f"plain|b{b}|{tag}", lambda: measure(target_model, None, None, b, prompts, max_new,
+                                                                repeats=2 * repeats, clock=clock))
+        over0 = cache.get(f"overhead|plain|b{b}|{tag}", lambda: loop_overhead("plain", vocab, b, None))
+        over = cache.get(f"overhead|{k}|b{b}|g{g}|{tag}", lambda: loop_overhead(k, vocab, b, f"chain{g}", [0.7] * g))
+        m = cache.get(f"sd|{k}|b{b}|g{g}|a{a}|{tag}", lambda: measure(
+            target_model, models[k], f"chain{g}", b, prompts, max_new, acceptance=[a] * g, seed=seed, repeats=repeats,
+            clock=clock))
+        rows.append({"proposer": k, "gamma": g, "batch": b, "alpha_forced": a,
+                     "alpha": float(alpha_from_accept_histogram(np.asarray(m["accept_counts"]))), "tau": m["tau"],
+                     "per_position": m["per_position"], "tokens_per_s": m["tokens_per_s"],
+                     "plain_tokens_per_s": plain["tokens_per_s"], "speedup": m["tokens_per_s"] / plain["tokens_per_s"],
+                     "overhead_s": over, "overhead_plain_s": over0})
+    out = summarise_synthetic(reprice(rows, settings, specs=specs))
+    out["settings"] = settings | {"models": {k: v.name for k, v in specs.items()}}
+    return out

@@ -1,0 +1,154 @@
+"""Train an EAGLE-style draft head (:class:`sdsl.torch.head.DraftHead`) on a frozen family target.
+
+Data: the same stdlib byte corpus as the family (:func:`sdsl.torch.train.load_corpus`): a pool of
+``pool`` windows drawn from ``seed``, whose features f_t the frozen target computes once (that forward
+is most of the cost on a CPU); each step trains on ``batch`` pool windows drawn from ``(seed, step)``,
+so a resumed run is bit-identical to an uninterrupted one. The head reads (f_t + noise, embedding of x_{t+1}) and is trained
+on EAGLE's loss (Li et al. 2024, §4.2): smooth-L1 regression of f_{t+1} plus ``class_weight`` × the
+cross-entropy of the target's LM head on its prediction against x_{t+2}; uniform feature noise
+U(−0.1, 0.1)·std as in EAGLE's data augmentation. AdamW, cosine LR; state saved atomically every
+``save_every`` steps under ``work_dir``; the result is written next to the family as
+``<target>-head.safetensors`` (fp16) with a ``.json`` sidecar (training log, held-out top-1 agreement
+with the target).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from sdsl._io import atomic_write_bytes
+from sdsl.torch.checkpoint import CHECKPOINT_DIR, load_checkpoint
+from sdsl.torch.head import DraftHead, save_head
+from sdsl.torch.train import load_corpus
+
+__all__ = ["HeadConfig", "train_head", "head_agreement"]
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    steps: int = 240
+    batch: int = 8
+    seq_len: int = 128
+    lr: float = 3e-3
+    warmup: int = 20
+    weight_decay: float = 0.0
+    class_weight: float = 0.5
+    noise: float = 0.1
+    save_every: int = 40
+    pool: int = 256
+    seed: int = 4321
+
+
+def _pool(data: np.ndarray, cfg: HeadConfig) -> torch.Tensor:
+    rng = np.random.default_rng(cfg.seed)
+    starts = rng.integers(0, len(data) - cfg.seq_len - 1, size=cfg.pool)
+    return torch.from_numpy(data[starts[:, None] + np.arange(cfg.seq_len)].astype(np.int64))
+
+
+@torch.no_grad()
+def target_features(target, tokens: torch.Tensor, chunk: int = 16) -> torch.Tensor:
+    """The frozen target's features (after the final norm) for every window, ``chunk`` windows at a time."""
+    return torch.cat([target(tokens[i:i + chunk], return_hidden=True)[1] for i in range(0, len(tokens), chunk)])
+
+
+def head_loss(head: DraftHead, target, tokens: torch.Tensor, features: torch.Tensor, cfg: HeadConfig,
+              noise_gen=None) -> tuple[torch.Tensor, dict]:
+    """EAGLE's loss on windows ``tokens`` with the target's ``features``; returns (loss, {"regression",
+    "classification", "top1"}) where top1 is the agreement with the target's own next-next token."""
+    inputs = features[:, :-2]
+    if cfg.noise and noise_gen is not None:
+        scale = cfg.noise * features.std()
+        inputs = inputs + (torch.rand(inputs.shape, generator=noise_gen) * 2 - 1) * scale
+    predicted = head(inputs, target.tok_embeddings(tokens[:, 1:-1]).detach())
+    regression = F.smooth_l1_loss(predicted, features[:, 1:-1])
+    logits = target.output(predicted).float()
+    classification = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 2:].reshape(-1))
+    with torch.no_grad():
+        top1 = (logits.argmax(-1) == target.output(features[:, 1:-1]).argmax(-1)).float().mean()
+    return regression + cfg.class_weight * classification, {
+        "regression": regression.item(), "classification": classification.item(), "top1": top1.item()}
+
+
+@torch.no_grad()
+def head_agreement(head: DraftHead, target, heldout: np.ndarray, windows: int = 8, seq_len: int = 256) -> float:
+    """Held-out top-1 agreement between the head's prediction and the target's next-next token (teacher features)."""
+    starts = np.linspace(0, len(heldout) - seq_len - 2, windows).astype(np.int64)
+    tokens = torch.from_numpy(heldout[starts[:, None] + np.arange(seq_len)].astype(np.int64))
+    _, stats = head_loss(head.eval(), target, tokens, target_features(target, tokens), HeadConfig(noise=0.0))
+    return stats["top1"]
+
+
+def train_head(target_name: str = "byte-d288", out_dir: str | Path = CHECKPOINT_DIR, work_dir: str | Path | None = None,
+               cfg: HeadConfig = HeadConfig(), threads: int = 2, progress: bool = True) -> dict:
+    """Train (or resume) the head of ``target_name``; write ``<target>-head`` in ``out_dir``; return its metadata."""
+    from tqdm.auto import tqdm
+
+    torch.set_num_threads(threads)
+    out_dir = Path(out_dir)
+    work_dir = Path(work_dir or out_dir / ".work")
+    work_dir.mkdir(parents=True, exist_ok=True)
+    target, target_meta = load_checkpoint(target_name)
+    target.requires_grad_(False)
+    corpus = load_corpus()
+    torch.manual_seed(cfg.seed)
+    head = DraftHead(target.shape)
+    opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    state_path = work_dir / f"{target_name}-head.state.pt"
+    start, log, elapsed, cpu = 0, [], 0.0, 0.0
+    if state_path.exists():
+        state = torch.load(state_path, weights_only=False)
+        head.load_state_dict(state["head"])
+        opt.load_state_dict(state["opt"])
+        start, log, elapsed, cpu = state["step"], state["log"], state["elapsed"], state["cpu"]
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    tokens = _pool(corpus["train"], cfg)
+    features = target_features(target, tokens) if start < cfg.steps else None
+    bar = tqdm(total=cfg.steps, initial=start, desc=f"{target_name} head", disable=not progress, dynamic_ncols=True)
+    head.train()
+    for step in range(start, cfg.steps):
+        for group in opt.param_groups:
+            group["lr"] = _lr(cfg, step)
+        pick = torch.from_numpy(np.random.default_rng([cfg.seed, step]).integers(0, cfg.pool, cfg.batch))
+        loss, stats = head_loss(head, target, tokens[pick], features[pick], cfg,
+                                torch.Generator().manual_seed(cfg.seed + step))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+        opt.step()
+        log.append([step + 1, round(loss.item(), 4), round(stats["top1"], 4)])
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss.item():.3f}", top1=f"{stats['top1']:.2f}")
+        if (step + 1) % cfg.save_every == 0 and step + 1 < cfg.steps:
+            buffer = io.BytesIO()
+            torch.save({"head": head.state_dict(), "opt": opt.state_dict(), "step": step + 1, "log": log,
+                        "elapsed": elapsed + time.perf_counter() - t0,
+                        "cpu": cpu + time.process_time() - cpu0}, buffer)
+            atomic_write_bytes(state_path, buffer.getvalue())
+    bar.close()
+    elapsed += time.perf_counter() - t0
+    cpu += time.process_time() - cpu0
+    meta = {"name": f"{target_name}-head", "kind": "eagle-head", "target": target_name,
+            "target_spec": target_meta["spec"], "train_config": asdict(cfg), "train_seconds": round(elapsed, 1),
+            "train_cpu_seconds": round(cpu, 1),
+            "threads": threads, "params": sum(p.numel() for p in head.parameters()),
+            "heldout_top1_agreement": round(head_agreement(head, target, corpus["heldout"]), 4),
+            "loss_log": log[::10] + ([log[-1]] if log else []), "torch": torch.__version__, "storage_dtype": "fp16",
+            "source": "sdsl train-head: EAGLE-style head (fc + one decoder layer) on the frozen target's features"}
+    save_head(head, out_dir / f"{target_name}-head.safetensors", meta)
+    state_path.unlink(missing_ok=True)
+    return meta
+
+
+def _lr(cfg: HeadConfig, step: int) -> float:
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    frac = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
