@@ -18,7 +18,7 @@ from sdsl.torch.harness.timing import synchronize, time_callable
 
 __all__ = ["Grid", "quick_grid", "default_grid", "run_profile", "device_metadata"]
 
-HARNESS_VERSION = "1"  # bump when what a profile row means changes
+HARNESS_VERSION = "2"  # bump when what a profile row means changes (2: layer steps time the reference Block; masks and RoPE tables built outside the timed region)
 
 
 @dataclass(frozen=True)
