@@ -18,7 +18,6 @@ import numpy as np
 from sdsl._result import Result
 from sdsl.core.acceptance import check_alpha, check_gamma, tau
 from sdsl.errors import InvalidInputError
-from sdsl.core.deployment import Deployment
 from sdsl.core.latency import LatencyParams, step_time
 
 __all__ = ["speedup", "work_factor", "tokens_per_flop", "SDPrediction", "predict", "plain_tokens_per_s"]

@@ -17,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from sdsl.experiments.decoder_synthetic import RowCache, cpu_params, family_spec, measure
+from sdsl.experiments.decoder_synthetic import cpu_params, family_spec, measure
+from sdsl.experiments.row_cache import RowCache
 from sdsl.torch.checkpoint import load_checkpoint
 from sdsl.torch.head import HeadProposer, load_head
 from sdsl.torch.proposers import DraftModel

@@ -23,13 +23,11 @@ Rows are cached in a JSON file keyed by configuration (resumable); :func:`summar
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from sdsl._io import atomic_write_text
+from sdsl.experiments.row_cache import RowCache
 from sdsl.torch.decoder import generate
 from sdsl.torch.synthetic import draft_spec_for, head_spec_for, loop_overhead, random_model, synthetic_proposer
 
@@ -67,21 +65,6 @@ def family_spec(spec: dict):
 
     names = {f.name for f in fields(ModelSpec)}
     return ModelSpec(**{k: v for k, v in spec.items() if k in names})
-
-
-class RowCache:
-    """Measured rows keyed by configuration, saved atomically after each new row (resumable runs)."""
-
-    def __init__(self, path):
-        self.path = Path(path) if path else None
-        self.data = json.loads(self.path.read_text()) if self.path and self.path.exists() else {}
-
-    def get(self, key, fn):
-        if key not in self.data:
-            self.data[key] = fn()
-            if self.path:
-                atomic_write_text(self.path, json.dumps(self.data, indent=1, sort_keys=True))
-        return self.data[key]
 
 
 def _price(row: dict, specs: dict, settings: dict, params) -> float:

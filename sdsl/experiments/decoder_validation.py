@@ -23,7 +23,6 @@ ppl_target, α) points, and prompt-lookup (and optionally SmolLM2) rows.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import fields
 from pathlib import Path
@@ -31,9 +30,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sdsl._io import atomic_write_text
 from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
 from sdsl.experiments.decoder_pricing import pair_params, price_rows
+from sdsl.experiments.row_cache import RowCache
 from sdsl.torch.decoder import DraftModel, PromptLookup, generate
 
 __all__ = ["model_spec", "calibrated_params", "step_times", "validate_decoder", "fit_plane", "PAPER_PLANE"]
@@ -166,19 +165,6 @@ def _run(target, proposer, gamma, batch, prompts, max_new, temperature, seed, re
     return out
 
 
-class _Cache:
-    def __init__(self, path):
-        self.path = Path(path) if path else None
-        self.data = json.loads(self.path.read_text()) if self.path and self.path.exists() else {}
-
-    def get(self, key, fn):
-        if key not in self.data:
-            self.data[key] = fn()
-            if self.path:
-                atomic_write_text(self.path, json.dumps(self.data, indent=1, sort_keys=True))
-        return self.data[key]
-
-
 def fit_plane(points: list[dict]) -> dict:
     """Least-squares α = A·ppl_draft + B·ppl_target + C over ``points`` (keys x, y, alpha)."""
     x = np.array([[p["ppl_draft"], p["ppl_target"], 1.0] for p in points])
@@ -214,7 +200,7 @@ def validate_decoder(targets=DEFAULT_TARGETS, drafts=DEFAULT_DRAFTS, gammas=rang
     prompts = _prompts(n_prompts, prompt_len)
     ctx = prompt_len + max_new // 2
     tag = f"T{temperature}-n{n_prompts}-p{prompt_len}-m{max_new}-s{seed}-r{repeats}-cpu-v2"
-    cache = _Cache(cache_path)
+    cache = RowCache(cache_path)
     spec = {name: model_spec(meta["spec"]) for name, (_, meta) in models.items()}
     ppl = {name: meta["heldout_ppl"] for name, (_, meta) in models.items()}
     jobs = [(t, d, b, g) for t in targets for b in batches for d in list(drafts) + (["prompt-lookup"] if prompt_lookup else [])

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from sdsl._io import atomic_write_text
-from sdsl.errors import ConfigError, ProfileError
+from sdsl.errors import ProfileError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
