@@ -151,7 +151,8 @@ class _Server:
         self.row = None  # step time on the context grid for the batch's current k_r
         self.since_decision, self.redecide = 0, True
         self.k_max, self.k_uniform = 0, True  # max k_r of the batch and whether all k_r are equal, set with the row
-        self._decode_slope = sm.decode[..., 1:] - sm.decode[..., :-1]  # uniform-k rows' slopes, once
+        with np.errstate(invalid="ignore"):  # without a draft the k > 0 rows are inf (never used)
+            self._decode_slope = sm.decode[..., 1:] - sm.decode[..., :-1]  # uniform-k rows' slopes, once
         # Python copies for the scalar lookups of the event loop (numpy scalar indexing costs more)
         self._arrival, self._reserve, self._prompt = self.arrival.tolist(), self.reserve.tolist(), self.prompt.tolist()
         self.stats = dict(decode_steps=0, prefill_steps=0, batch_steps=0, peak_reserved_tokens=0,
