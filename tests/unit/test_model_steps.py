@@ -136,8 +136,6 @@ def test_cli_calibrate_with_steps_and_holdout(tmp_path):
     assert load_latency_params(out).t_step > 0
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11 re-measured the CPU profiles on this machine (AMD EPYC, 2 cores shared "
-                   "by 8 sessions): the whole-forward fit is 20.6% MAPE, above the 15% goal (VALIDATION.md, decoder)")
 def test_committed_cpu_calibration_fits_whole_forwards():
     """profiles/cpu.calib.json (read by `sdsl validate decoder`) is fitted to whole forwards too."""
     res = CalibrationResult.from_json(ROOT / "profiles" / "cpu.calib.json")
