@@ -99,10 +99,10 @@ def heldout_params(held, spec: dict, inputs):
 
 def error_stats(pred, meas) -> dict:
     """Median |error|, median and mean signed error, pooled (mean) |error|, worst case, share over-predicted."""
-    e = np.asarray(pred, dtype=float) / np.asarray(meas, dtype=float) - 1
-    return {"median_abs": float(np.median(np.abs(e))), "median_signed": float(np.median(e)),
-            "mean_signed": float(e.mean()), "pooled_abs": float(np.abs(e).mean()), "worst_abs": float(np.abs(e).max()),
-            "share_over": float((e > 0).mean()), "n": int(e.size)}
+    from sdsl.experiments.error_stats import summarize_errors
+
+    s = summarize_errors(np.asarray(pred, dtype=float) / np.asarray(meas, dtype=float) - 1)
+    return {k: s[k] for k in ("median_abs", "median_signed", "mean_signed", "pooled_abs", "worst_abs", "share_over", "n")}
 
 
 def _inputs_digest(profiles=None, forwards=None) -> str:

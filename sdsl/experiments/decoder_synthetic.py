@@ -106,12 +106,14 @@ def reprice(rows: list[dict], settings: dict, params=None, specs: dict | None = 
 
 def summarise_synthetic(rows: list[dict]) -> dict:
     """Median |error|, median signed error, pooled (mean |error|), worst case, per-proposer medians."""
-    err = np.array([r["speedup_error"] for r in rows])
-    by = {p: float(np.median(np.abs([r["speedup_error"] for r in rows if r["proposer"] == p])))
+    from sdsl.experiments.error_stats import summarize_errors
+
+    s = summarize_errors(r["speedup_error"] for r in rows)
+    by = {p: summarize_errors(r["speedup_error"] for r in rows if r["proposer"] == p)["median_abs"]
           for p in sorted({r["proposer"] for r in rows})}
     worst = max(rows, key=lambda r: abs(r["speedup_error"]))
-    return {"median_speedup_error": float(np.median(np.abs(err))), "median_signed_error": float(np.median(err)),
-            "mean_abs_error": float(np.abs(err).mean()), "worst_error": float(worst["speedup_error"]),
+    return {"median_speedup_error": s["median_abs"], "median_signed_error": s["median_signed"],
+            "mean_abs_error": s["pooled_abs"], "worst_error": s["worst"],
             "worst_row": {k: worst[k] for k in ("proposer", "gamma", "batch", "alpha_forced")},
             "median_error_by_proposer": by, "n_rows": len(rows), "rows": rows}
 

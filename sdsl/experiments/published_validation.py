@@ -93,12 +93,13 @@ def price_rows() -> tuple[list[dict], list[dict]]:
 
 def summarize(errors) -> dict:
     """Median |error| beside the pooled mean |error|, the worst case and the signed median bias."""
-    e = np.asarray(list(errors), dtype=float)
-    if e.size == 0:
-        return {"n": 0}
-    worst = e[np.argmax(np.abs(e))]
-    return {"n": int(e.size), "median_abs_error": float(np.median(np.abs(e))), "mean_abs_error": float(np.mean(np.abs(e))),
-            "worst_error": float(worst), "median_signed_error": float(np.median(e))}
+    from sdsl.experiments.error_stats import summarize_errors
+
+    s = summarize_errors(errors)
+    if s["n"] == 0:
+        return s
+    return {"n": s["n"], "median_abs_error": s["median_abs"], "mean_abs_error": s["pooled_abs"],
+            "worst_error": s["worst"], "median_signed_error": s["median_signed"]}
 
 
 def _best_overhead(log_err: np.ndarray, train: np.ndarray) -> int:
