@@ -176,7 +176,7 @@ class Sampling:
 def speculative_step(target: Transformer, proposer, tree: TokenTree | None, state: DecodeState, sampling: Sampling,
                      verify_fn=verify, tree_verify_fn=verify_tree, acceptance=None) -> torch.Tensor:
     """One draft → verify → accept step; returns the accepted draft count per sequence (B,)."""
-    lengths, rows = state.lengths, torch.arange(state.tokens.shape[0])
+    lengths, rows, active = state.lengths, torch.arange(state.tokens.shape[0]), state.active
     root = state.tokens[rows, lengths - 1]
     # draft
     draft = (proposer.propose(state.tokens, lengths, tree, sampling) if tree is not None
@@ -196,7 +196,6 @@ def speculative_step(target: Transformer, proposer, tree: TokenTree | None, stat
         path, accepted, next_token = tree_verify_fn(tree, p, draft.probs, draft.tokens, sampling.greedy,
                                                     sampling.generator)
     # accept
-    active = state.active
     accepted = torch.where(active, accepted, 0)  # finished sequences idle in place (batch tail)
     depth = path.shape[1] - 1
     kept = draft.tokens.gather(1, path[:, 1:])
@@ -253,7 +252,7 @@ def _tree_of(proposer, gamma: int, tree) -> TokenTree | None:
     return tree if tree is not None else TokenTree.chain(gamma)
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def generate(target: Transformer, prompts: torch.Tensor, max_new_tokens: int, proposer=None, gamma: int = 0,
              temperature: float = 0.0, top_p: float = 1.0, seed: int | None = 0, verify_fn=verify,
              clock: str = "wall", *, tree: TokenTree | str | None = None, tree_verify_fn=verify_tree,

@@ -82,7 +82,7 @@ class HeadProposer:
         self.tree = tree
 
         def expand(nodes, tokens, depth):
-            parents = torch.tensor(tree.parents)[nodes]
+            parents = tree.level_plan(depth)[4]
             if tree.is_chain:
                 positions, mask = None, None
             else:

@@ -122,7 +122,7 @@ class KVCache:
 
     def set_lengths(self, lengths: torch.Tensor | int) -> None:
         lengths = torch.as_tensor(lengths, dtype=torch.long, device=self.lengths.device).expand(self.batch).clone()
-        if (lengths < 0).any() or (lengths > self.capacity).any():
+        if bool(((lengths < 0) | (lengths > self.capacity)).any()):
             raise InvalidInputError("KV-cache lengths out of range.")
         self.lengths = lengths
 

@@ -63,8 +63,7 @@ def grow_tree(tree: TokenTree, root: torch.Tensor, root_logits: torch.Tensor, ex
     probs = torch.zeros(batch, tree.size + 1, vocab)
     probs[:, 0] = _distribution(root_logits, sampling)
     for depth in range(1, tree.max_depth + 1):
-        nodes, parents, slot, ranks = tree.level_plan(depth)
-        width = int(ranks.max()) + 1
+        nodes, parents, slot, ranks, _, width = tree.level_plan(depth)
         parent_probs = probs[:, parents]
         if sampling.greedy:
             candidates = parent_probs.topk(width, dim=-1).indices

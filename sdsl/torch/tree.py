@@ -82,11 +82,11 @@ class TokenTree:
             depth[i] = depth[p] + 1
         return torch.tensor(depth)
 
-    @property
+    @cached_property
     def max_depth(self) -> int:
         return int(self.depths.max())
 
-    @property
+    @cached_property
     def is_chain(self) -> bool:
         return all(p == i for i, p in enumerate(self.parents[1:]))
 
@@ -112,14 +112,16 @@ class TokenTree:
         """Node indices at ``depth`` (contiguous in breadth-first order)."""
         return torch.nonzero(self.depths == depth)[:, 0]
 
-    def level_plan(self, depth: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(nodes at ``depth``, their distinct parents, each node's index among those parents, its rank)."""
+    def level_plan(self, depth: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
+        """(nodes at ``depth``, their distinct parents, each node's index among those parents, its rank, its
+        parent, the widest sibling group), built once per depth and reused every step."""
         plans = self.__dict__.setdefault("_plans", {})
         if depth not in plans:
             nodes = self.level(depth)
             parents = torch.tensor(self.parents)[nodes]
             unique, slot = torch.unique(parents, return_inverse=True)
-            plans[depth] = (nodes, unique, slot, torch.tensor(self.ranks)[nodes])
+            ranks = torch.tensor(self.ranks)[nodes]
+            plans[depth] = (nodes, unique, slot, ranks, parents, int(ranks.max()) + 1)
         return plans[depth]
 
     def describe(self) -> str:
@@ -183,6 +185,8 @@ def verify_tree(tree: TokenTree, target_probs: torch.Tensor, draft_probs: torch.
     path = torch.zeros(batch, tree.max_depth + 1, dtype=torch.long)
     residual = target_probs[:, 0].clone()
     for depth in range(1, tree.max_depth + 1):
+        if not bool(alive.any()):  # every sequence has rejected: the deeper levels change nothing
+            break
         kids = tree.children[current]  # (B, K)
         chosen = torch.full((batch,), -1, dtype=torch.long)
         if greedy:
@@ -213,10 +217,12 @@ def _sample_children(kids, residual, q, tokens, alive, gen, broken):
         x = tokens[rows, child.clamp_min(0)]
         qx, rx = q[rows, x], residual[rows, x]
         trying = alive & (chosen < 0) & (child >= 0) & (qx > 0)
+        if not bool(trying.any()):  # every sequence accepted an earlier sibling (or has none left)
+            break
         accept = trying & (torch.rand(batch, generator=gen) * qx < rx)
         chosen = torch.where(accept, child, chosen)
         reject = (trying & ~accept)[:, None]
-        if broken:
+        if broken or not bool(reject.any()):
             continue
         new_residual = (residual - q).clamp_min(0)
         mass = new_residual.sum(-1, keepdim=True)
