@@ -217,7 +217,7 @@ def validate_published() -> dict:
     """Every priceable row with its error, the unpriced rows and why, summaries per group, the engine
     speculative rows with the sourced host time per step (:mod:`sdsl.experiments.published_host`), the
     leave-one-source-out overhead variants, the vLLM EAGLE k-sweep and the goals' status."""
-    from sdsl.experiments.published_host import goal_status, row_host_s, sourced_host
+    from sdsl.experiments.published_host import goal_status, overlap_source_check, row_host_s, sourced_host
 
     specs, unpriced = _interpreted()
     rows = [_record(s) for s in specs]
@@ -242,5 +242,6 @@ def validate_published() -> dict:
            "sourced_host": sourced_host([specs[i] for i in spec_idx], _price, summarize), "terms": term_ablation(specs),
            "k_sweep": k_sweep(float(sweep_overhead), float(sweep_host), row_host_s("vllm")),
            "goals": {"engine_speculative_median_abs_error_max": 0.10, "engine_decode_median_abs_error_max": 0.05}}
+    out["overlap_source_check"] = overlap_source_check()
     out["goals_met"] = {"sourced_host": goal_status(out), "no_host": goal_status(out, "summary")}
     return out
