@@ -5,7 +5,7 @@ the speculative worker) with the GPU leaves the GPU idle for that host time once
 operator-level roofline (docs/model.md §3.3) does not see it. Plain decoding in SGLang (overlap
 scheduler since v0.4) and vLLM V1 with async scheduling hides it; speculative decoding did not until
 SGLang's spec v2 (PRs #9588, #11398, 2025-08/10) and vLLM's async scheduling for EAGLE (PR #25872,
-2025-09). docs/model.md §3.7.
+2025-09). docs/model.md §3.5.1.
 
 Each profile in ``sdsl/data/published/engine_host.csv`` is one published batch-1 measurement of the same
 engine build with and without overlap for speculative decoding: the per-step time it saved is the host

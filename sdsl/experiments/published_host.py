@@ -6,7 +6,7 @@ developers, never fitted to these rows. Its host time is charged once per specul
 (``price_speculation(..., overhead_s=...)``); plain-decode rows are not charged. The profiles come from
 builds later than the rows (2025-09/10 against 2025-03/04) and measure only what overlap hides, so they are
 lower bounds for the rows' builds; the leave-one-source-out fit (:func:`loso_host_step`) stays beside them
-as a cross-check. docs/model.md §3.7.
+as a cross-check. docs/model.md §3.5.1.
 """
 
 from __future__ import annotations

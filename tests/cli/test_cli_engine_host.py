@@ -46,3 +46,11 @@ def test_validate_published_json_carries_the_sourced_summary():
     assert {"median_abs_error", "worst_error", "median_signed_error", "share_over_predicted"} <= set(s)
     assert data["goals_met"]["sourced_host"]["engine_decode"] is True
     assert data["k_sweep"]["sourced_host"]["best_k"] == 3
+
+
+def test_help_quotes_the_catalog_values():
+    from sdsl.core.engine_host import engine_hosts
+
+    text = " ".join(run(["predict", "--help"]).output.split())
+    for name, h in engine_hosts().items():
+        assert f"{name} ({round(1e6 * h.host_step_s)} us" in text

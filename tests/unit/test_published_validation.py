@@ -241,3 +241,13 @@ def test_overlap_source_check(result):
     assert c["no_overlap"]["error"] == pytest.approx(0.102837, rel=R)
     assert c["overlap"]["error"] == pytest.approx(0.114356, rel=R)
     assert c["no_overlap"]["measured_step_s"] - c["no_overlap"]["t_step_s"] == pytest.approx(1.1297e-3, rel=1e-2)
+
+
+def test_fitted_host_is_a_multiple_of_the_sourced(result):
+    """VALIDATION.md: the leave-one-source-out fits are 2.6–3.6× the sourced overlap differences."""
+    fitted = sorted(r["overhead_s"] for r in result["loso_host_step"]["rows"])
+    sourced = result["sourced_host"]["hosts"]
+    ratios = [f / h for f in (fitted[0], fitted[-1]) for h in sourced.values()]
+    assert min(ratios) == pytest.approx(2.616, abs=5e-3) and max(ratios) == pytest.approx(3.613, abs=5e-3)
+    vllm_plain = next(r for r in result["rows"] if r["file"] == "decode" and r["row"] == 16)["predicted"]
+    assert 1 / 133 - 1 / vllm_plain == pytest.approx(1.067e-3, rel=1e-2)  # k-sweep build's plain host time
