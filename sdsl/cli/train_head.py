@@ -11,7 +11,7 @@ import click
 @click.option("--target", default="byte-d288", show_default=True, help="Family member whose head to train.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Checkpoint directory [default: sdsl/data/checkpoints].")
-@click.option("--steps", type=int, default=None, help="Optimizer steps [default: 240].")
+@click.option("--steps", type=int, default=None, help="Optimizer steps [default: 480].")
 @click.option("--threads", type=int, default=2, show_default=True, help="torch CPU threads.")
 @click.option("--json", "as_json", is_flag=True, help="Print the head's metadata as JSON.")
 def train_head(target, out_dir, steps, threads, as_json):

@@ -4,10 +4,12 @@ On the largest family target (byte-d288) at batch 1, held-out stdlib prompts, sa
 temperature as ``sdsl validate decoder``: plain decoding, chains of the family's small members as draft
 models, chains and trees of the trained EAGLE-style head (``<target>-head``, :mod:`sdsl.torch.head`), and
 trees of the best draft model. Each row records the measured speedup over plain decoding (process CPU
-time, one torch thread, fastest of ``repeats`` per prompt chunk), τ, and the accept-count histogram
-with the per-position acceptance (P(depth i accepted | depth i−1 was)). Chains are also priced by
-sdsl's model (:func:`sdsl.core.throughput.predict` from the measured α with the CPU calibration; the head
-priced as a one-layer model at the target's width). Summary keys: ``head_best_speedup``,
+time, one torch thread, fastest of ``repeats`` per prompt, each prompt also decoded plainly right after
+it so that the speedup compares runs made under the same machine conditions), τ, and the accept-count histogram
+with the per-position acceptance (P(depth i accepted | depth i−1 was)). Every row, chain or tree, is
+also priced by sdsl's cost model from its measured τ (:func:`price_row`: the proposer's passes from
+:class:`sdsl.core.trees.TokenTree`, each priced by :mod:`sdsl.core.proposers` — ``EagleHead`` for the
+head, ``DraftModel`` for the family drafts — with the shipped CPU calibration). Summary keys: ``head_best_speedup``,
 ``tree_best_speedup``, ``chain_best_speedup`` (best chain of a draft model or the head) and
 ``tree_beats_chain``.
 """
@@ -28,6 +30,7 @@ __all__ = ["HEAD_DEFAULTS", "heldout_prompts", "head_tree_validation", "summaris
 HEAD_DEFAULTS = {"target": "byte-d288", "drafts": ("byte-d64", "byte-d96", "byte-wide"), "gammas": (2, 3, 4, 5, 6),
                  "head_gammas": (1, 2, 3, 4, 5, 6), "trees": ("2x1x1x1", "2x2x1x1", "3x1x1x1x1", "2x2x2x1x1",
                                                                 "3x2x1x1x1", "4x2x1x1x1x1"),
+                 "draft_trees": ("2x1x1", "2x1x1x1", "2x2x1x1", "3x1x1x1x1"),
                  "n_prompts": 8, "prompt_len": 64, "max_new": 64, "temperature": 1.0, "repeats": 2}
 
 
@@ -40,15 +43,21 @@ def heldout_prompts(n: int, length: int) -> torch.Tensor:
     return torch.from_numpy(np.stack([held[s:s + length] for s in starts]).astype(np.int64))
 
 
-def _pooled(target, proposer, tree, prompts, settings) -> dict:
-    """One prompt at a time (batch 1): pooled tokens, seconds and accept counts over all prompts."""
-    runs = [measure(target, proposer, tree, 1, prompts[i:i + 1], settings["max_new"],
-                    temperature=settings["temperature"], seed=settings["seed"] + i, repeats=settings["repeats"])
-            for i in range(len(prompts))]
-    seconds = sum(r["decode_s"] for r in runs)
-    tokens = sum(r["tokens_per_s"] * r["decode_s"] for r in runs)
-    out = {"tokens_per_s": tokens / seconds, "decode_s": seconds, "draft_s": sum(r["draft_s"] for r in runs),
-           "steps": sum(r["steps"] for r in runs), "tree": runs[0]["tree"]}
+def _pooled(target, proposer, tree, prompts, settings, paired: bool = False) -> dict:
+    """One prompt at a time (batch 1): pooled tokens, seconds and accept counts over all prompts. ``paired``
+    also decodes each prompt plainly right after it (``plain_tokens_per_s``), so that a row's speedup is
+    measured against plain decoding under the same machine conditions (the shared machine drifts by ~7%)."""
+    runs, plains = [], []
+    for i in range(len(prompts)):
+        for proposer_i, tree_i, into in ((proposer, tree, runs),) + (((None, None, plains),) if paired else ()):
+            into.append(measure(target, proposer_i, tree_i, 1, prompts[i:i + 1], settings["max_new"],
+                                temperature=settings["temperature"], seed=settings["seed"] + i,
+                                repeats=settings["repeats"]))
+    rate = lambda rs: sum(r["tokens_per_s"] * r["decode_s"] for r in rs) / sum(r["decode_s"] for r in rs)  # noqa: E731
+    out = {"tokens_per_s": rate(runs), "decode_s": sum(r["decode_s"] for r in runs),
+           "draft_s": sum(r["draft_s"] for r in runs), "steps": sum(r["steps"] for r in runs), "tree": runs[0]["tree"]}
+    if paired:
+        out["plain_tokens_per_s"] = rate(plains)
     if tree is not None:
         counts = np.sum([r["accept_counts"] for r in runs], axis=0)
         reach = counts[::-1].cumsum()[::-1]
@@ -59,7 +68,7 @@ def _pooled(target, proposer, tree, prompts, settings) -> dict:
 
 def head_tree_validation(target: str = HEAD_DEFAULTS["target"], drafts=HEAD_DEFAULTS["drafts"],
                          gammas=HEAD_DEFAULTS["gammas"], head_gammas=HEAD_DEFAULTS["head_gammas"],
-                         trees=HEAD_DEFAULTS["trees"], n_prompts: int = HEAD_DEFAULTS["n_prompts"],
+                         trees=HEAD_DEFAULTS["trees"], draft_trees=HEAD_DEFAULTS["draft_trees"], n_prompts: int = HEAD_DEFAULTS["n_prompts"],
                          prompt_len: int = HEAD_DEFAULTS["prompt_len"], max_new: int = HEAD_DEFAULTS["max_new"],
                          temperature: float = HEAD_DEFAULTS["temperature"], repeats: int = HEAD_DEFAULTS["repeats"],
                          seed: int = 0, cache_path=None, threads: int = 1, progress: bool = True) -> dict:
@@ -72,59 +81,107 @@ def head_tree_validation(target: str = HEAD_DEFAULTS["target"], drafts=HEAD_DEFA
     proposers = {"head": HeadProposer(head, target_model)} | {d: DraftModel(load_checkpoint(d)[0], d) for d in drafts}
     settings = {"target": target, "n_prompts": n_prompts, "prompt_len": prompt_len, "max_new": max_new,
                 "temperature": temperature, "repeats": repeats, "seed": seed, "threads": threads, "batch": 1,
-                "clock": "process CPU time (1 torch thread)"}
+                "clock": "process CPU time (1 torch thread)", "paired_plain": True}
     prompts = heldout_prompts(n_prompts, prompt_len)
     tag = "|".join(f"{k}={settings[k]}" for k in ("target", "n_prompts", "prompt_len", "max_new", "temperature",
-                                                   "repeats", "seed"))
+                                                   "repeats", "seed", "paired_plain"))
     cache = RowCache(cache_path)
     plain = cache.get(f"plain|{tag}", lambda: _pooled(target_model, None, None, prompts, settings))
     jobs = [(d, f"chain{g}") for d in drafts for g in gammas] + [("head", f"chain{g}") for g in head_gammas]
     jobs += [("head", t) for t in trees]
+    head_tag = f"{tag}|head={head_meta.get('heldout_top1_agreement')}"  # a retrained head is re-measured
     rows = []
     for name, tree in tqdm(jobs, desc="heads and trees", disable=not progress):
-        m = cache.get(f"sd|{name}|{tree}|{tag}", lambda: _pooled(target_model, proposers[name], tree, prompts, settings))
-        rows.append({"proposer": name, "tree": tree, "kind": "chain" if tree.startswith("chain") else "tree",
-                     "speedup": m["tokens_per_s"] / plain["tokens_per_s"]} | m)
+        key = f"sd|{name}|{tree}|{head_tag if name == 'head' else tag}"
+        m = cache.get(key, lambda: _pooled(target_model, proposers[name], tree, prompts, settings, paired=True))
+        rows.append(_row(name, tree, m))
     best_chain_draft = max((r for r in rows if r["kind"] == "chain" and r["proposer"] != "head"), key=lambda r: r["speedup"])
-    for tree in trees[:3]:  # the best draft model drafting trees too
+    for tree in draft_trees:  # the best draft model drafting trees too
         name = best_chain_draft["proposer"]
-        m = cache.get(f"sd|{name}|{tree}|{tag}", lambda: _pooled(target_model, proposers[name], tree, prompts, settings))
-        rows.append({"proposer": name, "tree": tree, "kind": "tree", "speedup": m["tokens_per_s"] / plain["tokens_per_s"]} | m)
-    out = summarise_heads(_price_chains(rows, target_meta, {d: load_checkpoint(d)[1] for d in drafts}, prompt_len + max_new // 2))
+        m = cache.get(f"sd|{name}|{tree}|{tag}", lambda: _pooled(target_model, proposers[name], tree, prompts, settings,
+                                                                 paired=True))
+        rows.append(_row(name, tree, m))
+    out = summarise_heads(_price_rows(rows, target_meta, {d: load_checkpoint(d)[1] for d in drafts}, prompt_len + max_new // 2))
     out["plain"] = plain
     out["settings"] = settings
-    out["head"] = {k: head_meta[k] for k in ("name", "params", "heldout_top1_agreement", "train_seconds",
+    out["head"] = {k: head_meta[k] for k in ("name", "params", "heldout_top1_agreement", "heldout_top1_by_depth", "train_seconds",
                                              "train_cpu_seconds", "train_config") if k in head_meta}
     return out
 
 
-def _price_chains(rows: list[dict], target_meta: dict, draft_metas: dict, context: int) -> list[dict]:
-    """Chain rows get sdsl's predicted speedup from their measured α (no decoder overhead term)."""
-    from sdsl.core.acceptance import alpha_from_accept_histogram
+def _row(proposer: str, tree: str, measured: dict) -> dict:
+    """A table row: the proposer, the tree as drafted ("chain5", "3x2x1x1x1") and its shape ("tree(3+6+...)")."""
+    return measured | {"proposer": proposer, "tree": tree, "shape": measured["tree"],
+                       "kind": "chain" if tree.startswith("chain") else "tree",
+                       "speedup": measured["tokens_per_s"] / measured["plain_tokens_per_s"]}
+
+
+def core_tree(text: str):
+    """The decoder's tree (``"chain4"``, ``"3x2x1"``) as :class:`sdsl.core.trees.TokenTree` (root dropped)."""
+    from sdsl.core.trees import TokenTree as CoreTree
+    from sdsl.torch.tree import TokenTree
+
+    return CoreTree(tuple(p - 1 for p in TokenTree.parse(text).parents[1:]))
+
+
+def price_row(row: dict, target, proposer, deployment) -> float:
+    """sdsl's predicted speedup of one measured row from its measured τ (module docstring):
+
+        speedup = τ · T_target(q=1) / (Σ_passes T_proposer(q_pass) + T_target(q=n+1, L + mask) + T_worker)
+
+    Passes and verified tokens come from the tree (:class:`sdsl.core.trees.TokenTree`:
+    ``draft_tokens_per_pass``, ``verify_tokens``); a tree's mask is priced as context L + (n+1)/2 as in
+    :func:`sdsl.core.speculation.price_speculation`. The head (:class:`sdsl.core.proposers.EagleHead`)
+    runs its first pass over the τ accepted pairs (the decoder merges EAGLE's draft-extend into it) and
+    adds its selection and verification kernels (:meth:`EagleHead.worker_time`, draft extend off)."""
+    from sdsl.core.proposers import EagleHead, forward_time
+
+    tree, tau, context = core_tree(row["tree"]), float(row["tau"]), deployment.context
+    passes = tree.draft_tokens_per_pass.astype(float)
+    worker = 0.0
+    if isinstance(proposer, EagleHead):
+        passes[0] = tau
+        worker = float(proposer.worker_time(target, deployment, batch=1, steps=tree.depth, topk=tree.width, tau=tau,
+                                            verify_tokens=tree.verify_tokens, context=context))
+    draft = sum(float(proposer.step_time(target, deployment, batch=1, q=q, context=context)) for q in passes)
+    mask = 0.0 if tree.width == 1 else tree.verify_tokens / 2.0
+    verify = float(forward_time(target, deployment, batch=1, q=tree.verify_tokens, context=context + mask))
+    plain = float(forward_time(target, deployment, batch=1, q=1, context=context))
+    return tau * plain / (draft + verify + worker)
+
+
+def _price_rows(rows: list[dict], target_meta: dict, draft_metas: dict, context: int) -> list[dict]:
+    """Every row (chains and trees, draft models and the head) with ``pred_speedup`` (:func:`price_row`,
+    the shipped CPU calibration) and ``speedup_error`` = predicted / measured − 1."""
     from sdsl.core.deployment import Deployment
-    from sdsl.core.throughput import predict
-    from sdsl.torch.synthetic import head_spec_for
+    from sdsl.core.proposers import DraftModel, EagleHead
 
     deployment = Deployment("cpu", dtype="fp32", context=context, params=cpu_params())
     target = family_spec(target_meta["spec"])
-    specs = {"head": head_spec_for(target)} | {d: family_spec(m["spec"]) for d, m in draft_metas.items()}
+    proposers = {"head": EagleHead(draft_extend=False)} | {
+        d: DraftModel(family_spec(m["spec"])) for d, m in draft_metas.items()}
     out = []
     for r in rows:
-        if r["kind"] == "chain":
-            alpha = min(float(alpha_from_accept_histogram(np.asarray(r["accept_counts"]))), 1 - 1e-9)
-            pr = predict(target, specs[r["proposer"]], deployment, gamma=len(r["accept_counts"]) - 1, alpha=alpha)
-            r = r | {"alpha": alpha, "pred_speedup": float(pr.speedup), "speedup_error": float(pr.speedup) / r["speedup"] - 1}
-        out.append(r)
+        pred = price_row(r, target, proposers[r["proposer"]], deployment)
+        out.append(r | {"pred_speedup": pred, "speedup_error": pred / r["speedup"] - 1})
     return out
 
 
 def summarise_heads(rows: list[dict]) -> dict:
-    """Best measured speedups by kind; the head's best configuration and its per-position acceptance."""
+    """Best measured speedups by kind; the head's best configuration and its per-position acceptance; the
+    predicted-vs-measured errors (:func:`sdsl.experiments.error_stats.summarize_errors`) over all rows,
+    head rows, draft-model rows, trees and chains."""
+    from sdsl.experiments.error_stats import summarize_errors
+
     best = lambda rs: max(rs, key=lambda r: r["speedup"])  # noqa: E731
     head_best = best([r for r in rows if r["proposer"] == "head"])
     tree_best = best([r for r in rows if r["kind"] == "tree"])
     chain_best = best([r for r in rows if r["kind"] == "chain"])
     cfg = lambda r: {k: r[k] for k in ("proposer", "tree", "speedup", "tau", "per_position")}  # noqa: E731
-    return {"rows": rows, "head_best_speedup": head_best["speedup"], "tree_best_speedup": tree_best["speedup"],
+    pricing = {kind: summarize_errors(r["speedup_error"] for r in rows if "speedup_error" in r and sel(r))
+               for kind, sel in (("all", lambda r: True), ("head", lambda r: r["proposer"] == "head"),
+                                 ("draft", lambda r: r["proposer"] != "head"), ("tree", lambda r: r["kind"] == "tree"),
+                                 ("chain", lambda r: r["kind"] == "chain"))}
+    return {"rows": rows, "pricing": pricing, "head_best_speedup": head_best["speedup"], "tree_best_speedup": tree_best["speedup"],
             "chain_best_speedup": chain_best["speedup"], "tree_beats_chain": tree_best["speedup"] > chain_best["speedup"],
             "head_best": cfg(head_best), "tree_best": cfg(tree_best), "chain_best": cfg(chain_best)}

@@ -6,7 +6,10 @@ is most of the cost on a CPU); each step trains on ``batch`` pool windows drawn 
 so a resumed run is bit-identical to an uninterrupted one. The head reads (f_t + noise, embedding of x_{t+1}) and is trained
 on EAGLE's loss (Li et al. 2024, §4.2): smooth-L1 regression of f_{t+1} plus ``class_weight`` × the
 cross-entropy of the target's LM head on its prediction against x_{t+2}; uniform feature noise
-U(−0.1, 0.1)·std as in EAGLE's data augmentation. AdamW, cosine LR; state saved atomically every
+U(−0.1, 0.1)·std as in EAGLE's data augmentation. Training-time test (EAGLE-3, Li et al. 2025, §3.2):
+with ``unroll`` = k the head is also run k − 1 more times on its own predicted features (depth j reads
+the depth-(j−1) prediction, as when it drafts j tokens ahead; here attending causally to that depth's own
+predictions) and those depths' losses are added with weight 1/k each. AdamW, cosine LR; state saved atomically every
 ``save_every`` steps under ``work_dir``; the result is written next to the family as
 ``<target>-head.safetensors`` (fp16) with a ``.json`` sidecar (training log, held-out top-1 agreement
 with the target).
@@ -34,7 +37,7 @@ __all__ = ["HeadConfig", "train_head", "head_agreement"]
 
 @dataclass(frozen=True)
 class HeadConfig:
-    steps: int = 240
+    steps: int = 480
     batch: int = 8
     seq_len: int = 128
     lr: float = 3e-3
@@ -42,9 +45,10 @@ class HeadConfig:
     weight_decay: float = 0.0
     class_weight: float = 0.5
     noise: float = 0.1
-    save_every: int = 40
-    pool: int = 256
+    save_every: int = 80
+    pool: int = 1024
     seed: int = 4321
+    unroll: int = 3  # training-time test: depths 2..unroll read the head's own predicted features
 
 
 def _pool(data: np.ndarray, cfg: HeadConfig) -> torch.Tensor:
@@ -67,23 +71,38 @@ def head_loss(head: DraftHead, target, tokens: torch.Tensor, features: torch.Ten
     if cfg.noise and noise_gen is not None:
         scale = cfg.noise * features.std()
         inputs = inputs + (torch.rand(inputs.shape, generator=noise_gen) * 2 - 1) * scale
-    predicted = head(inputs, target.tok_embeddings(tokens[:, 1:-1]).detach())
+    embeddings = target.tok_embeddings(tokens[:, 1:-1]).detach()
+    predicted = head(inputs, embeddings)
     regression = F.smooth_l1_loss(predicted, features[:, 1:-1])
     logits = target.output(predicted).float()
     classification = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 2:].reshape(-1))
     with torch.no_grad():
         top1 = (logits.argmax(-1) == target.output(features[:, 1:-1]).argmax(-1)).float().mean()
-    return regression + cfg.class_weight * classification, {
-        "regression": regression.item(), "classification": classification.item(), "top1": top1.item()}
+    loss = regression + cfg.class_weight * classification
+    for k in range(1, cfg.unroll):  # depth k+1 of a draft reads the head's own prediction of the feature before it
+        predicted = head(predicted[:, :-1], embeddings[:, k:])
+        logits = target.output(predicted).float()
+        loss = loss + (F.smooth_l1_loss(predicted, features[:, 1 + k:-1]) + cfg.class_weight * F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), tokens[:, 2 + k:].reshape(-1))) / cfg.unroll
+    return loss, {"regression": regression.item(), "classification": classification.item(), "top1": top1.item()}
 
 
 @torch.no_grad()
-def head_agreement(head: DraftHead, target, heldout: np.ndarray, windows: int = 8, seq_len: int = 256) -> float:
-    """Held-out top-1 agreement between the head's prediction and the target's next-next token (teacher features)."""
+def head_agreement(head: DraftHead, target, heldout: np.ndarray, windows: int = 8, seq_len: int = 256,
+                   depths: int = 1) -> float | list[float]:
+    """Held-out top-1 agreement between the head's prediction and the target's next-next token (teacher
+    features). With ``depths`` > 1, a list: depth k reads the head's own depth-(k−1) predictions (as in drafting)."""
     starts = np.linspace(0, len(heldout) - seq_len - 2, windows).astype(np.int64)
     tokens = torch.from_numpy(heldout[starts[:, None] + np.arange(seq_len)].astype(np.int64))
-    _, stats = head_loss(head.eval(), target, tokens, target_features(target, tokens), HeadConfig(noise=0.0))
-    return stats["top1"]
+    features = target_features(target, tokens)
+    embeddings = target.tok_embeddings(tokens[:, 1:-1])
+    head.eval()
+    predicted, agreement = features[:, :-2], []
+    for k in range(depths):
+        predicted = head(predicted if k == 0 else predicted[:, :-1], embeddings[:, k:])
+        teacher = target.output(features[:, 1 + k:-1]).argmax(-1)
+        agreement.append(float((target.output(predicted).argmax(-1) == teacher).float().mean()))
+    return agreement[0] if depths == 1 else agreement
 
 
 def train_head(target_name: str = "byte-d288", out_dir: str | Path = CHECKPOINT_DIR, work_dir: str | Path | None = None,
@@ -140,6 +159,7 @@ def train_head(target_name: str = "byte-d288", out_dir: str | Path = CHECKPOINT_
             "train_cpu_seconds": round(cpu, 1),
             "threads": threads, "params": sum(p.numel() for p in head.parameters()),
             "heldout_top1_agreement": round(head_agreement(head, target, corpus["heldout"]), 4),
+            "heldout_top1_by_depth": [round(a, 4) for a in head_agreement(head, target, corpus["heldout"], depths=3)],
             "loss_log": log[::10] + ([log[-1]] if log else []), "torch": torch.__version__, "storage_dtype": "fp16",
             "source": "sdsl train-head: EAGLE-style head (fc + one decoder layer) on the frozen target's features"}
     save_head(head, out_dir / f"{target_name}-head.safetensors", meta)
