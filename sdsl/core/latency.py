@@ -27,7 +27,7 @@ import numpy as np
 from sdsl._result import Result
 from sdsl.core.architecture import dtype_bytes
 from sdsl.core.deployment import Deployment
-from sdsl.core.kernels import (FP32_FALLBACK_FRACTION, allreduce_time, compute_peak, elementwise_time,  # noqa: F401
+from sdsl.core.kernels import (FP32_FALLBACK_FRACTION, allreduce_time, allreduce_time_with, compute_peak, elementwise_time,  # noqa: F401
                                gemm_flops_bytes, padded_tokens, smooth_max)
 from sdsl.core.latency_params import (DEFAULT_PARAMS, ELEMENTWISE_KINDS, LatencyParams,  # noqa: F401
                                       default_params)
@@ -227,8 +227,7 @@ def _allreduce(shapes: ModelShapes, hardware, tokens, dt: int, params: LatencyPa
     ic = getattr(hardware, "interconnect_bandwidth", None)
     if not ic:
         raise InvalidInputError(f"{hardware.name} has no interconnect bandwidth in the catalog; tp > 1 needs one.")
-    one = allreduce_time(tokens * shapes.d_model * dt, shapes.tp, ic, params.allreduce_latency,
-                         params.eta_interconnect, params.allreduce_step_latency)
+    one = allreduce_time_with(tokens * shapes.d_model * dt, shapes.tp, ic, params)
     return 2.0 * shapes.n_layer * one
 
 
