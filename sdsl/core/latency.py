@@ -75,13 +75,17 @@ def op_time(flops, bytes_moved, peak_flops, bandwidth, params: LatencyParams = D
 def layer_elementwise_time(shapes: "ModelShapes", tokens, dtype_bytes: int, bandwidth,
                            params: LatencyParams) -> np.ndarray:
     """Elementwise kernels of one decoder layer: ``norms_per_layer`` norms (row d, moves 2d per
-    token), RoPE on the local q and k heads, the activation (gated: reads 2·ff, writes ff) and two
-    residual adds (reads 2d, writes d)."""
+    token), RoPE on the local q and k heads, the activation and two residual adds (reads 2d, writes d).
+    A gated activation (reads 2·ff, writes ff) is a fused one-block-per-token kernel (kind ``act``); a
+    non-gated one (GELU: reads ff, writes ff) a flat native kernel priced like the adds (kind ``add``;
+    VALIDATION.md, elementwise kernels)."""
     d, qk, ff = shapes.d_model, shapes.q_width + shapes.kv_width, shapes.ff_width
+    gated = np.asarray(shapes.gated) > 0
+    act = np.where(gated, elementwise_time("act", tokens, ff, 3 * ff, dtype_bytes, bandwidth, params),
+                   elementwise_time("add", tokens, ff, 2 * ff, dtype_bytes, bandwidth, params, row_limited=False))
     parts = (shapes.norms * elementwise_time("norm", tokens, d, 2 * d, dtype_bytes, bandwidth, params),
              elementwise_time("rope", tokens, qk, 2 * qk, dtype_bytes, bandwidth, params),
-             elementwise_time("act", tokens, ff, (2 + shapes.gated) * ff, dtype_bytes, bandwidth, params,
-                              row_limited=shapes.gated > 0),
+             act,
              2 * elementwise_time("add", tokens, d, 3 * d, dtype_bytes, bandwidth, params, row_limited=False))
     return sum(parts)
 

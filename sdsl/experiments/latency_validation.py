@@ -125,11 +125,15 @@ def elementwise_leave_one_model_out(rows: "pd.DataFrame", hardware, base: Latenc
 def elementwise_scores(p: "pd.DataFrame") -> dict[str, Any]:
     """Per-kernel and per-layer-sum MAPE of elementwise rows with a ``pred`` column (seconds)."""
     ape = (p["pred"] / p["time_s"] - 1.0).abs()
-    weight = np.where(p["op"] == "add", 2.0, 1.0)
+    kernels = p["kernels"].to_numpy(float) if "kernels" in p else 1.0
+    weight = np.where(p["op"] == "add", 2.0 / kernels, 1.0)  # a layer runs two adds; phi-2's timer spans both
     layer = p.assign(pt=p["pred"] * weight, mt=p["time_s"] * weight).groupby(["model", "tp", "num_tokens"])[["pt", "mt"]].sum()
     layer_ape = (layer["pt"] / layer["mt"] - 1.0).abs()
     dec = p["num_tokens"] <= DECODE_MAX_TOKENS
+    signed = p["pred"] / p["time_s"] - 1.0
     return {"elementwise_mape": float(ape.mean()), "elementwise_decode_mape": float(ape[dec].mean()),
+            "elementwise_worst_model_mape": float(ape.groupby(p["model"]).mean().max()),
+            "elementwise_bias": {"median": float(signed.median()), "mean": float(signed.mean())},
             "elementwise_mape_by_kind": {k: float(g.mean()) for k, g in ape.groupby(p["kind"])},
             "elementwise_layer_mape": float(layer_ape.mean()),
             "elementwise_worst_model_layer_mape": float(layer_ape.groupby(level=0).mean().max())}

@@ -91,6 +91,28 @@ def test_allreduce_two_protocols_and_floor(size, n, floor, p, ll_eff):
         LatencyParams(allreduce_floor_smoothness=float("inf"))
 
 
+def test_non_gated_activation_priced_as_a_native_kernel():
+    """A gated activation is the fused one-block-per-token kind ``act``; GELU (phi-2, OPT, Pythia) a flat
+    native kernel priced with the ``add`` kind's terms (VALIDATION.md): changing eta_act moves only the
+    gated model, changing eta_add moves both."""
+    from sdsl.core.latency import ModelShapes, layer_elementwise_time
+
+    p = load_latency_params(REPO_ROOT / "profiles" / "h100-sxm.calib.json")
+    shapes = ModelShapes.of([get_model("phi-2"), get_model("llama-2-7b")])
+    base = layer_elementwise_time(shapes, 4096.0, 2, H100.mem_bandwidth, p)
+    slow_act = layer_elementwise_time(shapes, 4096.0, 2, H100.mem_bandwidth, p.replace(eta_act=p.eta_act / 2))
+    slow_add = layer_elementwise_time(shapes, 4096.0, 2, H100.mem_bandwidth, p.replace(eta_add=p.eta_add / 2))
+    assert slow_act[0] == base[0] and slow_act[1] > base[1]
+    assert slow_add[0] > base[0] and slow_add[1] > base[1]
+    s = ModelShapes.of(get_model("phi-2"))
+    bw, d, qk, ff = H100.mem_bandwidth, s.d_model, s.q_width + s.kv_width, s.ff_width
+    want = (s.norms * elementwise_time("norm", 4096.0, d, 2 * d, 2, bw, p)
+            + elementwise_time("rope", 4096.0, qk, 2 * qk, 2, bw, p)
+            + elementwise_time("add", 4096.0, ff, 2 * ff, 2, bw, p, row_limited=False)
+            + 2 * elementwise_time("add", 4096.0, d, 3 * d, 2, bw, p, row_limited=False))
+    assert base[0] == pytest.approx(float(want), rel=1e-12)
+
+
 def test_fp32_priced_on_fp32_units():
     assert compute_peak(H100, "fp32") == pytest.approx(H100.peak_flops / 16)  # no fp32 field: fallback
     assert compute_peak(get_hardware("cpu"), "fp32") == pytest.approx(get_hardware("cpu").peak_flops / 2)
