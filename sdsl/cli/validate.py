@@ -56,7 +56,9 @@ def latency(data, figure, as_json, transfer, hardware_map):
                    f"({r['worst_model']}); median over models {100 * r['overall_mape']:.1f}% / {100 * r['decode_mape']:.1f}%")
         click.echo("    median signed error by num_tokens: " + ", ".join(
             f"{k} {100 * v['median']:+.1f}%" for k, v in r["bias_by_tokens"].items()))
-        click.echo(f"    elementwise kernels: {100 * r['elementwise_mape']:.1f}% per kernel, "
+        click.echo(f"    elementwise kernels: {100 * r['elementwise_mape']:.1f}% per kernel (decode "
+                   f"{100 * r['elementwise_decode_mape']:.1f}%, worst model {100 * r['elementwise_worst_model_mape']:.1f}%, "
+                   f"median signed {100 * r['elementwise_bias']['median']:+.1f}%), "
                    f"{100 * r['elementwise_layer_mape']:.1f}% per layer sum")
         if r["allreduce"]:
             ar = r["allreduce"]
