@@ -80,9 +80,10 @@ def allreduce_time(message_bytes, n_gpu, interconnect_bandwidth, latency_s, eta_
     doc/PERFORMANCE.md; the ring of Patarasuk & Yuan, JPDC 2009), and NCCL runs the fastest one:
 
     - Simple protocol: latency + 2(t−1)·step_latency + 2(t−1)/t · bytes/(η·bw);
-    - LL protocol (when ``ll_efficiency`` > 0): ll_latency + 2(t−1)/t · bytes/(η_LL·bw), a lower
-      latency and a fraction of the bandwidth (NCCL prices ring LL at 1/4 of the bus bandwidth; its
-      per-step latency, 0.47 µs on NVLink, is below Vidur's 1 µs resolution and not modelled);
+    - low-latency protocol, LL/LL128 (when ``ll_efficiency`` > 0): ll_latency + 2(t−1)/t · bytes/(η_LL·bw),
+      a lower latency and a fraction of the bandwidth (NCCL's tuning prices ring LL at 1/4–1/2 and LL128
+      at 0.92 of the bus bandwidth; LL's per-step latency, 0.47 µs on NVLink, is below Vidur's 1 µs
+      resolution and not modelled);
     - t = smax_p(floor, min(Simple, LL)) with p = ``floor_smoothness``: a measured all-reduce never
       beats the time the profiler waits for the last rank to arrive (Vidur times each call alone:
       the same size measures 7 µs or 40 µs in one run, VALIDATION.md). ``floor_s`` = 0: no floor.
