@@ -62,7 +62,7 @@ def test_default_params_say_where_they_come_from():
     assert default_params(H100).eta_interconnect == pytest.approx(0.884, abs=5e-4)
 
 
-# --- leave-one-GPU-out on Vidur's H100 and A100 (README / VALIDATION.md numbers) -----------------------------
+# --- leave-one-GPU-out on Vidur's H100, A100 and A40 (README / VALIDATION.md numbers) -------------------------
 
 @pytest.fixture(scope="module")
 def transfer_report():
@@ -73,22 +73,28 @@ def transfer_report():
     return json.loads(r.output)
 
 
-@pytest.mark.parametrize("gpu, overall, decode, bias", [("a100", 0.06701, 0.10566, -0.03374),
-                                                       ("h100", 0.10072, 0.12610, 0.04010)])
-def test_transfer_errors_as_published(transfer_report, gpu, overall, decode, bias):
+# held-out GPU: (overall MAPE, decode MAPE, signed bias, the calibration it leans on)
+TRANSFER = {"a100": (0.08378, 0.07680, -0.07077, "a40"), "a40": (0.10778, 0.05740, 0.08080, "a100-80gb"),
+            "h100": (0.10046, 0.12545, 0.03935, "a100-80gb")}
+
+
+@pytest.mark.parametrize("gpu", sorted(TRANSFER))
+def test_transfer_errors_as_published(transfer_report, gpu):
     r = transfer_report[gpu]
-    assert r["transfer_overall_mape"] == pytest.approx(overall, rel=1e-3)
-    assert r["transfer_decode_mape"] == pytest.approx(decode, rel=1e-3)
-    assert r["transfer_bias"] == pytest.approx(bias, rel=1e-3)
+    overall, decode, bias, leans_on = TRANSFER[gpu]
+    assert (r["transfer_overall_mape"], r["transfer_decode_mape"], r["transfer_bias"]) == pytest.approx(
+        (overall, decode, bias), rel=1e-3)
     # held out means held out: the GPU's own calibration carries no weight in its prediction
     assert r["hardware"] not in r["weights"] and sum(r["weights"].values()) == pytest.approx(1.0)
-    # the goals: overall <= 12% is met; decode <= 8% is not (VALIDATION.md says so)
-    assert r["transfer_overall_mape"] <= 0.12 and r["transfer_decode_mape"] > 0.08
+    assert max(r["weights"], key=r["weights"].get) == leans_on
+    # the goals: overall <= 12% met everywhere; decode <= 8% met on the Ampere cards, not on H100 (VALIDATION.md)
+    assert r["transfer_overall_mape"] <= 0.12 and (r["transfer_decode_mape"] <= 0.08) == (gpu != "h100")
 
 
 @pytest.mark.parametrize("gpu, worst, worst_mape, max_ape, own, own_decode", [
-    ("a100", "microsoft/phi-2", 0.07416, 0.4641, 0.06085, 0.05910),
-    ("h100", "meta-llama/Llama-2-70b-hf", 0.10712, 0.7310, 0.09078, 0.07966)])
+    ("a100", "microsoft/phi-2", 0.09485, 0.5297, 0.06085, 0.05910),
+    ("a40", "microsoft/phi-2", 0.11725, 0.6115, 0.07375, 0.04294),
+    ("h100", "meta-llama/Llama-2-70b-hf", 0.10697, 0.7270, 0.09078, 0.07966)])
 def test_transfer_worst_cases_as_published(transfer_report, gpu, worst, worst_mape, max_ape, own, own_decode):
     r = transfer_report[gpu]
     assert r["worst_model"] == worst and r["worst_model_mape"] == pytest.approx(worst_mape, rel=1e-3)

@@ -1,0 +1,56 @@
+"""The reduced copies of Vidur's A40 profiles (sdsl/data/vidur/a40; sdsl/data/README.md says how they were made)."""
+
+import csv
+
+import numpy as np
+import pytest
+
+from sdsl._paths import data_path
+from sdsl.fit.profiles import read_vidur, read_vidur_elementwise
+
+A40 = data_path("vidur", "a40")
+SHAPE = ["n_head", "n_kv_head", "n_embd", "n_expanded_embd", "vocab_size", "use_gated_mlp", "num_tokens",
+         "num_tensor_parallel_workers"]
+# (org/model, operators in file order, rows, TP degrees)
+FILES = [("microsoft/phi-2", ["emb", "input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj", "mlp_up_proj",
+                              "mlp_act", "mlp_down_proj", "add"], 261, {1}),
+         ("meta-llama/Llama-2-7b-hf", ["emb", "input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj",
+                                       "post_attention_layernorm", "mlp_up_proj", "mlp_act", "mlp_down_proj", "add"],
+          1044, {1, 2, 4, 8})]
+
+
+def _rows(model):
+    with open(A40 / model / "mlp.csv", newline="") as f:
+        return list(csv.reader(f))
+
+
+@pytest.mark.parametrize("model, ops, n, tps", FILES)
+def test_reduced_columns_rows_and_grid(model, ops, n, tps):
+    rows = _rows(model)
+    assert rows[0] == [f"time_stats.{o}.{s}" for o in ops for s in ("median", "std")] + SHAPE
+    assert len(rows) - 1 == n and {len(r) for r in rows} == {2 * len(ops) + 8}
+    tp = [int(r[-1]) for r in rows[1:]]
+    tokens = [int(r[-2]) for r in rows[1:]]
+    assert set(tp) == tps
+    grid = sorted([1, 2, 4, *range(8, 1024, 8), *range(1024, 2048, 16), *range(2048, 4097, 32), 2048, 4096])
+    for t in tps:  # Vidur's grid: 1, 2, 4, steps of 8, 16 from 1024, 32 from 2048 (2048, 4096 profiled twice)
+        assert sorted(x for x, y in zip(tokens, tp) if y == t) == grid
+
+
+def test_a40_medians_copied_digit_for_digit():
+    phi = _rows("microsoft/phi-2")
+    assert phi[1][4:6] == ["1.4344999999999999", "0.03815"] and phi[-1][4] == "0.07200000000000001"  # 4096, 1 tokens
+    llama = _rows("meta-llama/Llama-2-7b-hf")
+    assert llama[1][12] == "6.739" and llama[1][16] == "3.382"  # TP 1, 4096 tokens: mlp_up, mlp_down
+
+
+def test_readers_take_the_reduced_form():
+    gemm = read_vidur(A40.parent, hardware="a40")
+    assert set(gemm["model"]) == {"microsoft/phi-2", "meta-llama/Llama-2-7b-hf"}
+    assert len(gemm) == 4 * (261 + 1044) and np.all(gemm["time_s"] > 0) and np.all(gemm["time_std_s"] >= 0)
+    one = gemm[(gemm.model == "meta-llama/Llama-2-7b-hf") & (gemm.op == "mlp_up_proj") & (gemm.tp == 1)
+               & (gemm.num_tokens == 1)]
+    assert one["time_s"].item() == pytest.approx(0.321e-3) and one["out_features"].item() == 2 * 11008
+    ew = read_vidur_elementwise(A40.parent, hardware="a40")
+    assert set(ew["op"]) == {"input_layernorm", "post_attention_layernorm", "attn_rope", "mlp_act", "add"}
+    assert len(ew) == 4 * 261 + 5 * 1044  # phi-2 has no post-attention norm
