@@ -12,7 +12,8 @@ with continuous features f = log peak bf16 FLOP/s, log bandwidth, log machine ba
 (FLOP/s ÷ bytes/s), log SM count and log L2 size (a feature either side lacks is skipped), each
 scaled by its spread s_f over the accelerator catalog (so nothing measured sets the scale).
 Efficiencies (every ``eta_*`` field) are averaged as logits, the smoothness as 1/p (hard max = 0),
-other numbers (times) as they are; a non-numeric field is the closest calibrated GPU's.
+other numbers (times) as they are; a non-numeric or integer field (the GEMM tile ``m_tile``) is the
+closest calibrated GPU's.
 
 Nearest architecture first (``rule="architecture"``, the default): when some calibrated GPU shares
 the target's architecture, the average runs over those GPUs only; otherwise over all of them.
@@ -123,8 +124,9 @@ def transfer_params(hardware, measured: Mapping[str, tuple], rule: str = "archit
         if f.name == "source":
             continue
         vals = {k: getattr(p, f.name) for k, p in params.items() if k in w}
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals.values()):
-            out[f.name] = vals[nearest]  # a non-numeric setting: the closest calibrated GPU's
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals.values())
+        if not numeric or f.type in ("int", int):
+            out[f.name] = vals[nearest]  # a setting or a count (m_tile), not averaged: the closest GPU's
         elif f.name.startswith("eta"):
             z = sum(w[k] * _logit(float(v)) for k, v in vals.items())
             out[f.name] = min(1.0, 1.0 / (1.0 + math.exp(-z)))

@@ -16,6 +16,9 @@ FILES = [("microsoft/phi-2", ["emb", "input_layernorm", "attn_pre_proj", "attn_r
                               "mlp_act", "mlp_down_proj", "add"], 261, {1}),
          ("meta-llama/Llama-2-7b-hf", ["emb", "input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj",
                                        "post_attention_layernorm", "mlp_up_proj", "mlp_act", "mlp_down_proj", "add"],
+          1044, {1, 2, 4, 8}),
+         ("meta-llama/Llama-2-70b-hf", ["emb", "input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj",
+                                        "post_attention_layernorm", "mlp_up_proj", "mlp_act", "mlp_down_proj", "add"],
           1044, {1, 2, 4, 8})]
 
 
@@ -42,15 +45,17 @@ def test_a40_medians_copied_digit_for_digit():
     assert phi[1][4:6] == ["1.4344999999999999", "0.03815"] and phi[-1][4] == "0.07200000000000001"  # 4096, 1 tokens
     llama = _rows("meta-llama/Llama-2-7b-hf")
     assert llama[1][12] == "6.739" and llama[1][16] == "3.382"  # TP 1, 4096 tokens: mlp_up, mlp_down
+    big = _rows("meta-llama/Llama-2-70b-hf")
+    assert big[1][12] == "35.424" and big[1][16] == "16.8845" and big[1][-8:-2] == ["64", "8", "8192", "28672", "32768", "True"]
 
 
 def test_readers_take_the_reduced_form():
     gemm = read_vidur(A40.parent, hardware="a40")
-    assert set(gemm["model"]) == {"microsoft/phi-2", "meta-llama/Llama-2-7b-hf"}
-    assert len(gemm) == 4 * (261 + 1044) and np.all(gemm["time_s"] > 0) and np.all(gemm["time_std_s"] >= 0)
+    assert set(gemm["model"]) == {"microsoft/phi-2", "meta-llama/Llama-2-7b-hf", "meta-llama/Llama-2-70b-hf"}
+    assert len(gemm) == 4 * (261 + 2 * 1044) and np.all(gemm["time_s"] > 0) and np.all(gemm["time_std_s"] >= 0)
     one = gemm[(gemm.model == "meta-llama/Llama-2-7b-hf") & (gemm.op == "mlp_up_proj") & (gemm.tp == 1)
                & (gemm.num_tokens == 1)]
     assert one["time_s"].item() == pytest.approx(0.321e-3) and one["out_features"].item() == 2 * 11008
     ew = read_vidur_elementwise(A40.parent, hardware="a40")
     assert set(ew["op"]) == {"input_layernorm", "post_attention_layernorm", "attn_rope", "mlp_act", "add"}
-    assert len(ew) == 4 * 261 + 5 * 1044  # phi-2 has no post-attention norm
+    assert len(ew) == 4 * 261 + 5 * 2 * 1044  # phi-2 has no post-attention norm
