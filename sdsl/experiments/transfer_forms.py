@@ -23,7 +23,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["TRANSFER_FORMS", "compare_transfer_forms", "transfer_forms_report"]
+__all__ = ["TRANSFER_FORMS", "compare_transfer_forms", "pairwise_transfer", "transfer_forms_report"]
 
 TRANSFER_FORMS = ("architecture", "kernel", "memory", "bandwidth", "borrow-h100")
 
@@ -73,6 +73,24 @@ def compare_transfer_forms(data: "pd.DataFrame", hardware: Mapping[str, Any] | N
             m = transfer_metrics(frames[g], predict_op_times(frames[g], hw[g], params, dtype=dtype))
             rows.append({"form": form, "gpu": g, **{k: v for k, v in m.items() if k != "per_model"},
                          "eta_memory": float(params.eta_memory), "own_eta_memory": float(fits[g].params.eta_memory)})
+    return pd.DataFrame(rows)
+
+
+def pairwise_transfer(data: "pd.DataFrame", hardware: Mapping[str, Any] | None = None,
+                      smoothness: str | float = "auto", dtype: str = "fp16") -> "pd.DataFrame":
+    """Every GPU priced with every GPU's own fit as it is (re-scaled by its own datasheet peaks): one row
+    per (``gpu`` priced, ``fit`` borrowed) with overall/decode MAPE and signed bias; the diagonal is in sample."""
+    import pandas as pd
+
+    from sdsl.fit.calibration import predict_op_times
+    from sdsl.fit.transfer import fit_each_gpu, transfer_metrics
+
+    hw, frames, fits = fit_each_gpu(data, hardware, smoothness, dtype)
+    rows = []
+    for g in frames:
+        for o in frames:
+            m = transfer_metrics(frames[g], predict_op_times(frames[g], hw[g], fits[o].params, dtype=dtype))
+            rows.append({"gpu": g, "fit": o, **{k: v for k, v in m.items() if k != "per_model"}})
     return pd.DataFrame(rows)
 
 
