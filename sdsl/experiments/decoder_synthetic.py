@@ -67,7 +67,9 @@ def family_spec(spec: dict):
     return ModelSpec(**{k: v for k, v in spec.items() if k in names})
 
 
-TERMS = ("gemm_rows", "reread", "finish")  # sdsl.experiments.synthetic_terms; the GEMM factor only on hardware "cpu"
+# sdsl.experiments.synthetic_terms (the GEMM factor only on hardware "cpu"), the batch tail, and EAGLE's draft-extend
+# logits at the last accepted token only (EagleHead(extend_logits="last"), as the reference decoder, vLLM and SGLang do)
+TERMS = ("gemm_rows", "reread", "finish", "extend_last")
 
 
 def _price(row: dict, specs: dict, settings: dict, params, terms=TERMS) -> float:
@@ -82,7 +84,8 @@ def _price(row: dict, specs: dict, settings: dict, params, terms=TERMS) -> float
     deployment = Deployment(settings["hardware"], dtype=settings["dtype"],
                             context=settings["prompt_len"] + settings["max_new"] // 2, params=params)
     alpha, gamma = min(row["alpha"], 1 - 1e-9), row["gamma"]
-    proposer = EagleHead(extend_logits="last") if row["proposer"] == "head" else DraftModel(specs["draft"])
+    extend = "last" if "extend_last" in terms else "all"
+    proposer = EagleHead(extend_logits=extend) if row["proposer"] == "head" else DraftModel(specs["draft"])
     tau = (1 - alpha ** (gamma + 1)) / (1 - alpha)
     pr = price_speculation(specs["target"], proposer, deployment, tau_value=tau,
                            gamma=gamma, batch=row["batch"], overhead_s=row["overhead_s"])
@@ -118,7 +121,8 @@ def _extra_terms(row, specs, deployment, proposer, alpha, tau, terms, hardware) 
     step, plain = extra(target, b * (g + 1)), extra(target, b)
     if row["proposer"] == "head":
         head, fc_in = proposer.shapes(specs["target"], deployment.tp), proposer.fused_features * specs["target"].d_model
-        return step + g * extra(head, b, fc_in) + extra(head, b * tau, fc_in, b), plain  # extend: logits at the last
+        lm_rows = b if proposer.extend_logits == "last" else b * tau
+        return step + g * extra(head, b, fc_in) + extra(head, b * tau, fc_in, lm_rows), plain
     draft = ModelShapes.of(specs["draft"], deployment.tp)
     step += g * extra(draft, b)
     if "reread" in terms:

@@ -83,3 +83,33 @@ def test_eagle_extend_logits_at_the_last_token_is_a_chunked_prefill():
     assert make_proposer("eagle", extend_logits="last").extend_logits == "last"
     with pytest.raises(InvalidInputError):
         EagleHead(extend_logits="some")
+
+
+def test_the_evidence_numbers_in_validation_md():
+    """Every timing VALIDATION.md quotes for the terms, recomputed from the committed benchmark files."""
+    import json
+
+    from sdsl._paths import REPO_ROOT
+
+    res = REPO_ROOT / "benchmarks" / "results"
+    now, first = (json.loads((res / f).read_text()) for f in ("synthetic_terms.json", "synthetic_terms_run1.json"))
+    one = {(r["n_in"], r["n_out"]): r["measured_s"] for r in now["held_out_gemms"] if r["rows"] == 1}
+    medians = [np.median([r["measured_s"] / one[(r["n_in"], r["n_out"])] for r in now["held_out_gemms"] if r["rows"] == m])
+               for m in (2, 3, 4)]
+    assert medians == pytest.approx([2.0656, 3.0297, 2.0658], rel=1e-3)
+
+    def forward(data, model, q, key="measured_s"):
+        return next(r[key] for r in data[model] if r["batch"] == 1 and r["q"] == q)
+
+    assert [forward(now, "target", q) for q in (1, 2, 3, 4)] == pytest.approx([0.187, 0.352, 0.434, 0.280], abs=6e-4)
+    assert [forward(first, "target", q) for q in (1, 2, 3, 4)] == pytest.approx([0.149, 0.308, 0.446, 0.290], abs=6e-4)
+    assert [forward(now, "target", q, "priced_s") for q in (1, 2, 3, 4)] == pytest.approx(
+        [0.119, 0.131, 0.143, 0.154], abs=6e-4)
+    assert [forward(d, "draft", q) for d in (now, first) for q in (1, 2)] == pytest.approx(
+        [0.085, 0.161, 0.074, 0.140], abs=6e-4)
+    assert [forward(now, "draft", q, "priced_s") for q in (1, 2)] == pytest.approx([0.052, 0.057], abs=6e-4)
+    head = {r["tokens"]: r for r in now["lm_head"] if r["d_model"] == 896}
+    assert [head[1]["lm_head_s"], head[2]["lm_head_s"]] == pytest.approx([0.042, 0.097], abs=6e-4)
+    assert [head[1]["lm_head_priced_s"], head[2]["lm_head_priced_s"]] == pytest.approx([0.031, 0.034], abs=6e-4)
+    select = [r["greedy_select_s"] for r in now["lm_head"] if r["tokens"] <= 8]
+    assert 1e3 * min(select) == pytest.approx(0.38, abs=0.02) and 1e3 * max(select) == pytest.approx(3.29, abs=0.02)
