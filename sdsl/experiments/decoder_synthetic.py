@@ -15,7 +15,12 @@ kernels), on the ``cpu`` hardware with the shipped CPU calibration
 are held out of it), with the decoder's own per-step overhead T_overhead measured with zero-cost
 stand-ins (:func:`sdsl.torch.synthetic.loop_overhead`, once per proposer × k × batch, at α = 0.7):
 
-    predicted speedup = τ(α, k) · (T_t(b, 1) + o₀) / (T_propose(b, k) + T_t(b, k+1) + o)    (docs/model.md §3.3)
+    predicted speedup = τ(α, k) · s_b · (T_t(b, 1) + o₀ + Δ₀) / (T_propose(b, k) + T_t(b, k+1) + o + Δ)
+                                                                                     (docs/model.md §3.3, §3.6)
+
+with the terms of :data:`TERMS` (:mod:`sdsl.experiments.synthetic_terms`): Δ, Δ₀ the CPU GEMM row factor's
+extra seconds (every forward's GEMMs at κ(rows, weight bytes)) and the draft's two-token re-read, s_b the
+static batch's tail share (1 at batch 1), and the EAGLE head's draft-extend logits at the last token only.
 
 Rows are cached in a JSON file keyed by configuration (resumable); :func:`summarise_synthetic` and
 :func:`reprice` recompute the summary from the measured rows alone (what the test suite checks).

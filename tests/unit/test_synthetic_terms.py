@@ -113,3 +113,13 @@ def test_the_evidence_numbers_in_validation_md():
     assert [head[1]["lm_head_priced_s"], head[2]["lm_head_priced_s"]] == pytest.approx([0.031, 0.034], abs=6e-4)
     select = [r["greedy_select_s"] for r in now["lm_head"] if r["tokens"] <= 8]
     assert 1e3 * min(select) == pytest.approx(0.38, abs=0.02) and 1e3 * max(select) == pytest.approx(3.29, abs=0.02)
+
+
+def test_the_cache_resident_gemm_in_benchmarks_md():
+    import json
+
+    from sdsl._paths import REPO_ROOT
+
+    rows = json.loads((REPO_ROOT / "benchmarks" / "results" / "synthetic_terms.json").read_text())["cache_gemm"]
+    t = {r["rows"]: r["measured_s"] for r in rows}
+    assert [t[2] / t[1], t[3] / t[1]] == pytest.approx([1.823, 2.702], rel=1e-3)
