@@ -174,3 +174,24 @@ def test_a_cost_model_without_the_proposer_fails_the_sweep(committed_sweep):
         as_layer.append(float(pr.tau / pr.t_step_s * (pr.t_plain_s + r["overhead_plain_s"])) / r["speedup"] - 1)
     own = np.median(np.abs([r["speedup_error"] for r in head]))
     assert own == pytest.approx(0.077001, rel=1e-3) and np.median(np.abs(as_layer)) > 1.4 * own
+
+
+def test_the_repeat_sweep_recomputes_and_shows_the_run_to_run_spread(committed_sweep, repo_root):
+    """A second locked measurement of the same 72 configurations (VALIDATION.md, 'repeat'): its summary recomputes
+    from its rows, and the numbers quoted for it and for both runs pooled hold."""
+    from sdsl.experiments.decoder_synthetic import reprice, summarise_synthetic
+
+    path = repo_root / "benchmarks" / "results" / "validate_decoder_synthetic_repeat.json"
+    rep = json.loads(path.read_text())["synthetic"]
+    again = summarise_synthetic(reprice(_measured(rep), rep["settings"]))
+    for key in ("median_speedup_error", "median_signed_error", "mean_abs_error", "worst_error"):
+        assert again[key] == pytest.approx(rep[key], rel=1e-3), key
+    assert [rep[k] for k in ("median_speedup_error", "median_signed_error", "mean_abs_error", "worst_error")] == \
+        pytest.approx([0.081558, -0.060909, 0.086849, -0.285227], rel=1e-3)
+    both = [r["speedup_error"] for r in committed_sweep["rows"] + rep["rows"]]
+    assert [np.median(np.abs(both)), np.median(both), np.mean(np.abs(both))] == pytest.approx(
+        [0.086135, -0.034328, 0.097954], rel=1e-3)
+    keys = [(r["proposer"], r["gamma"], r["batch"], r["alpha_forced"]) for r in rep["rows"]]
+    assert keys == [(r["proposer"], r["gamma"], r["batch"], r["alpha_forced"]) for r in committed_sweep["rows"]]
+    spread = [a["speedup"] / b["speedup"] - 1 for a, b in zip(committed_sweep["rows"], rep["rows"])]
+    assert np.median(np.abs(spread)) == pytest.approx(0.052552, rel=1e-3)
