@@ -191,6 +191,9 @@ def test_the_repeat_sweep_recomputes_and_shows_the_run_to_run_spread(committed_s
     both = [r["speedup_error"] for r in committed_sweep["rows"] + rep["rows"]]
     assert [np.median(np.abs(both)), np.median(both), np.mean(np.abs(both))] == pytest.approx(
         [0.086135, -0.034328, 0.097954], rel=1e-3)
+    by = again["median_error_by_proposer_batch"]
+    assert [by["draft/b1"]["median_abs"], by["draft/b1"]["median_signed"], by["head/b1"]["median_signed"],
+            by["head/b4"]["median_signed"]] == pytest.approx([0.063527, -0.029109, -0.087270, -0.097688], rel=1e-3)
     keys = [(r["proposer"], r["gamma"], r["batch"], r["alpha_forced"]) for r in rep["rows"]]
     assert keys == [(r["proposer"], r["gamma"], r["batch"], r["alpha_forced"]) for r in committed_sweep["rows"]]
     spread = [a["speedup"] / b["speedup"] - 1 for a, b in zip(committed_sweep["rows"], rep["rows"])]
