@@ -133,3 +133,16 @@ def test_committed_head_run_conditions_as_stated(committed, head_and_target):
     assert (round(min(plains)), round(max(plains)), round(heads["plain"]["tokens_per_s"], 1)) == (133, 167, 150.3)
     assert (meta["train_cpu_seconds"], meta["train_seconds"]) == (185.2, 1048.5)
     assert (meta["train_config"]["steps"], meta["train_config"]["pool"], meta["train_config"]["unroll"]) == (480, 1024, 3)
+
+
+def test_what_the_head_would_need(committed, repo_root):
+    """VALIDATION.md's "why": τ needed for 1.8× at head chain5's measured step cost, and the per-position rate."""
+    from scipy.optimize import brentq
+
+    rr = {(r["proposer"], r["tree"]): r for r in
+          json.loads((repo_root / "benchmarks" / "results" / "decoder_step.json").read_text())["rows"]}
+    tau_needed = 1.8 * rr[("head", "chain5")]["ms_per_step"] / rr[("plain", "")]["ms_per_step"]
+    assert round(tau_needed, 1) == 3.8
+    alpha = brentq(lambda a: (1 - a ** 6) / (1 - a) - tau_needed, 0.5, 0.99)
+    assert round(alpha, 2) == 0.81
+    assert round(float(np.mean(committed["heads"]["head_best"]["per_position"])), 2) == 0.79
