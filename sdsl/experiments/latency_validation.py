@@ -47,14 +47,15 @@ def _ape(pred, meas):
 
 
 def leave_one_model_out(data: "pd.DataFrame", hardware=None, smoothness: str | float = "auto",
-                        m_tile: int = GPU_M_TILE) -> tuple["pd.DataFrame", "pd.DataFrame", dict]:
+                        m_tile: int = GPU_M_TILE, kernel_terms: bool = True) -> tuple["pd.DataFrame", "pd.DataFrame", dict]:
     """Leave-one-model-out over the models of each GPU in ``data`` (Vidur long format).
 
     Returns ``(table, points, fits)``: ``table`` one row per (hardware, held-out model, op) plus an
     ``op == "all"`` row per model, columns overall_mape, decode_mape, n; ``points`` every held-out
     prediction; ``fits`` {hardware: {held-out model: CalibrationResult}}. ``hardware``: one catalog
     name/file for every GPU folder, or a {folder: name/file} mapping (:func:`sdsl.fit.transfer.resolve_gpu_folders`).
-    ``m_tile=0`` gives the form without GEMM row tiles (the "before" numbers of VALIDATION.md).
+    ``m_tile=0`` gives the form without GEMM row tiles, ``kernel_terms=False`` the form without the wave
+    tail, size overhead and smallest row tile (the earlier forms of VALIDATION.md).
     """
     import pandas as pd
 
@@ -73,7 +74,8 @@ def leave_one_model_out(data: "pd.DataFrame", hardware=None, smoothness: str | f
         fits[hw_key] = {}
         for held in models:
             train, test = d[d["model"] != held], d[d["model"] == held]
-            res = fit_latency(train, hw, dtype="fp16", smoothness=smoothness, keep_points=False, m_tile=m_tile)
+            res = fit_latency(train, hw, dtype="fp16", smoothness=smoothness, keep_points=False, m_tile=m_tile,
+                              kernel_terms=kernel_terms and m_tile > 0)
             fits[hw_key][held] = res
             from sdsl.fit.calibration import predict_op_times
 
@@ -189,7 +191,7 @@ def _gpu_report(gpu: str, hw, data, ew_rows, table, points, root: Path) -> tuple
     table = table[table["hardware"] == gpu]
     allrows, ops = table[table["op"] == "all"], table[table["op"] != "all"]
     res = fit_latency(data[data["hardware"] == gpu], hw, dtype="fp16", keep_points=False, sources=(f"vidur/{gpu}",),
-                      m_tile=GPU_M_TILE)
+                      m_tile=GPU_M_TILE, kernel_terms=True)
     params, ew_fit = fit_elementwise(ew_rows[ew_rows["hardware"] == gpu], hw, res.params)
     params, ar = allreduce_validation(root / "network", gpu, hw, params)
     out = {
