@@ -128,12 +128,15 @@ def _solve(names, x0, resid_fn):
                          xtol=1e-12, ftol=1e-12, gtol=1e-12, max_nfev=2000)
 
 
-def _stderr(sol, n: int) -> np.ndarray:
+def _stderr(sol, n: int, names) -> np.ndarray:
+    """Standard errors from the Jacobian, inverted in the solver's scaled units (parameters differ by ~1e13)."""
     dof = max(n - len(sol.x), 1)
     s2 = 2.0 * sol.cost / dof
+    scale = np.array([_SCALE[k] for k in names])
     try:
-        cov = np.linalg.pinv(sol.jac.T @ sol.jac) * s2
-        return np.sqrt(np.clip(np.diag(cov), 0, None))
+        jac = sol.jac * scale
+        cov = np.linalg.pinv(jac.T @ jac) * s2
+        return np.sqrt(np.clip(np.diag(cov), 0, None)) * scale
     except np.linalg.LinAlgError:  # pragma: no cover
         return np.full(len(sol.x), np.nan)
 
@@ -270,7 +273,7 @@ def _result(pb: _Problem, sol, params: LatencyParams, names, choice, sources, ke
         points = pb.data[cols].reset_index(drop=True).assign(measured_s=y, predicted_s=pred, rel_error=pred / y - 1.0)
     return CalibrationResult(
         params=params, hardware=getattr(pb.hardware, "key", pb.hardware.name.lower()), dtype=pb.dtype,
-        varied=tuple(names), stderr=dict(zip(names, map(float, _stderr(sol, pb.n_rows)))), n_points=n,
+        varied=tuple(names), stderr=dict(zip(names, map(float, _stderr(sol, pb.n_rows, names)))), n_points=n,
         mape=_mape(pred, y), decode_mape=_mape(pred[decode], y[decode]),
         rms_log_error=float(np.sqrt(np.mean((np.log(pred) - np.log(y)) ** 2))),
         smoothness_choice=choice, sources=src, points=points,
@@ -310,39 +313,6 @@ def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None
     return _result(pb, sol, params, names, choice, sources, keep_points)
 
 
-def _read_profiles(paths):
-    """Operator frames, source names, hardware names, dtypes, (layer rows, model) and Vidur folders of ``paths``."""
-    from sdsl.fit.profiles import profile_paths, read_profile, read_vidur, read_vidur_file
-
-    frames, names, hw_names, dtypes, layer_sets, vidur_dirs = [], [], set(), set(), [], []
-    for p in map(Path, paths):
-        if p.is_dir():
-            df = read_vidur(p)
-            dtypes.add("fp16")
-            vidur_dirs.append(p)
-        elif p.name == "mlp.csv" or (p.suffix == ".csv" and not profile_paths(p)[1].exists()):
-            df = read_vidur_file(p)
-            dtypes.add("fp16")
-        else:
-            prof = read_profile(p)
-            df = prof.ops.assign(dtype=prof.meta["dtype"])
-            dtypes.add(prof.meta["dtype"])
-            if len(prof.layers):
-                layer_sets.append((prof.layers, prof.meta["model"]))
-            if prof.meta["device"].get("hardware"):
-                hw_names.add(_hardware_ref(prof.meta["device"]["hardware"]))
-        frames.append(df)
-        names.append(f"vidur/{p.name}" if p.is_dir() else
-                     f"{p.parent.parent.name}/{p.parent.name}" if p.name == "mlp.csv" else p.name)
-    return frames, names, hw_names, dtypes, layer_sets, vidur_dirs
-
-
-def _hardware_ref(value) -> str:
-    """A sidecar's hardware: catalog names compare case-insensitively, file paths stay as written."""
-    text = str(value)
-    return text if ("/" in text or "\\" in text or text.lower().endswith((".toml", ".json"))) else text.lower()
-
-
 def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None = None,
                        smoothness: str | float = "auto", fit_layers: bool = False,
                        steps: Iterable[str | os.PathLike] = ()) -> CalibrationResult:
@@ -357,8 +327,9 @@ def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None 
     import pandas as pd
 
     from sdsl.core.hardware import get_hardware
+    from sdsl.fit.profiles import hardware_ref, read_calibration_inputs
 
-    frames, names, hw_names, dtypes, layer_sets, vidur_dirs = _read_profiles(paths)
+    frames, names, hw_names, dtypes, layer_sets, vidur_dirs = read_calibration_inputs(paths)
     if not frames:
         raise InvalidInputError("Give at least one profile to calibrate.")
     step_pairs = []
@@ -372,7 +343,7 @@ def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None 
             if meta.get("dtype"):
                 dtypes.add(meta["dtype"])
             if meta.get("hardware"):
-                hw_names.add(_hardware_ref(meta["hardware"]))
+                hw_names.add(hardware_ref(meta["hardware"]))
         names += step_sources(steps)
     if len(dtypes) > 1:
         raise ProfileError(f"Profiles mix dtypes {sorted(dtypes)}; calibrate one dtype at a time.")
