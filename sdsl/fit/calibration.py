@@ -186,8 +186,9 @@ def _problem(data, hardware, dtype, base, m_tile, layers, steps, step_weight, ke
     base = base or DEFAULT_PARAMS
     if m_tile is not None:
         base = base.replace(m_tile=int(m_tile))
-    if kernel_terms:
-        base = base.replace(m_tile_min=min_row_tile(hardware))
+    if kernel_terms:  # the launch floor every kernel pays: the elementwise kernels' fixed cost, when fitted
+        base = base.replace(m_tile_min=min_row_tile(hardware),
+                            t_kernel=base.t_kernel if base.t_elementwise is None else base.t_elementwise)
     data, dtype, flops, nbytes, y, waves = _arrays(data, dtype, base, getattr(hardware, "sm_count", None))
     if kernel_terms and waves is None:
         raise InvalidInputError("The GEMM kernel terms need row tiles (m_tile > 0) and the hardware's SM count.")
@@ -196,7 +197,9 @@ def _problem(data, hardware, dtype, base, m_tile, layers, steps, step_weight, ke
 
 
 def _free_names(pb: _Problem, fit_kernel: bool, fit_layer_overhead: bool, fit_step_overhead: bool) -> list[str]:
-    """Fitted fields: η_c, η_m (t_kernel); t_layer when layer or forward rows constrain it; t_step with forwards."""
+    """Fitted fields: η_c, η_m (t_kernel, unless the kernel terms take it from the elementwise fit); the kernel
+    terms; t_layer when layer or forward rows constrain it; t_step with forwards."""
+    fit_kernel = fit_kernel and not (pb.kernel_terms and pb.base.t_elementwise is not None)
     names = ["eta_compute", "eta_memory"] + (["t_kernel"] if fit_kernel else []) + list(KERNEL_TERMS * pb.kernel_terms)
     if (pb.layers or pb.steps) and fit_layer_overhead:
         names.append("t_layer")
@@ -305,7 +308,8 @@ def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None
 
     ``kernel_terms`` (GPUs, with ``m_tile``): also fit the GEMM kernel terms :data:`KERNEL_TERMS` (the
     last wave's tail and the size overhead, :func:`sdsl.core.latency.op_time`), with the smallest row
-    tile of the hardware's tensor cores (:func:`sdsl.core.kernels.min_row_tile`).
+    tile of the hardware's tensor cores (:func:`sdsl.core.kernels.min_row_tile`); when ``base`` has the
+    elementwise kernels fitted, ``t_kernel`` is their launch cost ``t_elementwise`` (not fitted).
     """
     pb = _problem(data, hardware, dtype, base, m_tile, layers, steps, step_weight, kernel_terms)
     core = _free_names(pb, fit_kernel, fit_layer_overhead, fit_step_overhead)
@@ -358,12 +362,15 @@ def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None 
 
     pairs = [(layers, ModelSpec.from_dict(model)) for layers, model in layer_sets]
     m_tile = GPU_M_TILE if getattr(hw, "kind", "gpu") == "gpu" else 0
-    res = fit_latency(data, hw, dtype=dtype, smoothness=smoothness, sources=names,
+    ew = None
+    if vidur_dirs:  # elementwise first: their fixed cost is the launch floor of the GEMM kernel terms
+        from sdsl.fit.elementwise import vidur_elementwise_params, with_elementwise
+
+        ew = vidur_elementwise_params(vidur_dirs, hw, DEFAULT_PARAMS)
+    res = fit_latency(data, hw, dtype=dtype, smoothness=smoothness, sources=names, base=ew and ew[0],
                       layers=pairs if fit_layers else (), steps=step_pairs, m_tile=m_tile, kernel_terms=m_tile > 0)
     if vidur_dirs:
-        from sdsl.fit.elementwise import with_elementwise
-
-        res = with_elementwise(res, vidur_dirs, hw)
+        res = with_elementwise(res, vidur_dirs, hw, ew)
     if pairs and not fit_layers:
         from dataclasses import replace
 
