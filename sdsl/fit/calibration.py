@@ -317,6 +317,25 @@ def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None
     return _result(pb, sol, params, names, choice, sources, keep_points)
 
 
+def _read_steps(steps, names: list, dtypes: set, hw_names: set) -> list:
+    """(step rows, ModelSpec) pairs of model-steps files; adds their sources, dtypes and hardware in place."""
+    if not steps:
+        return []
+    from sdsl.fit.model_steps import read_model_steps, step_sources
+    from sdsl.fit.profiles import hardware_ref
+
+    pairs = []
+    for sp in steps:
+        got, meta = read_model_steps(sp)
+        pairs += got
+        if meta.get("dtype"):
+            dtypes.add(meta["dtype"])
+        if meta.get("hardware"):
+            hw_names.add(hardware_ref(meta["hardware"]))
+    names += step_sources(steps)
+    return pairs
+
+
 def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None = None,
                        smoothness: str | float = "auto", fit_layers: bool = False,
                        steps: Iterable[str | os.PathLike] = ()) -> CalibrationResult:
@@ -331,24 +350,12 @@ def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None 
     import pandas as pd
 
     from sdsl.core.hardware import get_hardware
-    from sdsl.fit.profiles import hardware_ref, read_calibration_inputs
+    from sdsl.fit.profiles import read_calibration_inputs
 
     frames, names, hw_names, dtypes, layer_sets, vidur_dirs = read_calibration_inputs(paths)
     if not frames:
         raise InvalidInputError("Give at least one profile to calibrate.")
-    step_pairs = []
-    steps = list(steps)
-    if steps:
-        from sdsl.fit.model_steps import read_model_steps, step_sources
-
-        for sp in steps:
-            pairs_, meta = read_model_steps(sp)
-            step_pairs += pairs_
-            if meta.get("dtype"):
-                dtypes.add(meta["dtype"])
-            if meta.get("hardware"):
-                hw_names.add(hardware_ref(meta["hardware"]))
-        names += step_sources(steps)
+    step_pairs = _read_steps(list(steps), names, dtypes, hw_names)
     if len(dtypes) > 1:
         raise ProfileError(f"Profiles mix dtypes {sorted(dtypes)}; calibrate one dtype at a time.")
     if hardware is None:
