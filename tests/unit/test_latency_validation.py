@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from sdsl._paths import data_path
 from sdsl.core.hardware import get_hardware
 from sdsl.core.latency import LatencyParams
+from sdsl.experiments.latency_validation import pooled_metrics
 
 VIDUR = data_path("vidur")
 REL = 1e-3
@@ -27,10 +28,16 @@ def report():
     return json.loads(r.output)
 
 
-# (pooled overall, pooled decode, worst-model decode, median over models overall, decode) — VALIDATION.md
-GEMM = {"h100": (0.09396, 0.10951, 0.17061, 0.08801, 0.06171), "a100": (0.06035, 0.05339, 0.07900, 0.06058, 0.05998)}
+# (pooled overall, pooled decode, worst-model decode, median over models overall, decode) — VALIDATION.md,
+# the form with the GEMM kernel terms (smallest row tile, last wave's tail, size overhead)
+GEMM = {"h100": (0.088481, 0.060447, 0.078686, 0.085854, 0.049999), "a100": (0.059319, 0.045678, 0.064087, 0.060583, 0.054638)}
+WORST = {"h100": "meta-llama/Llama-2-7b-hf", "a100": "meta-llama/Meta-Llama-3-8B"}
 # median signed error by num_tokens bucket
-BIAS = {"h100": (0.01055, 0.00417, 0.07603, 0.00016, 0.01548), "a100": (0.00836, 0.00099, 0.01131, 0.01024, 0.00593)}
+BIAS = {"h100": (0.039479, -0.002897, 0.043658, -0.022164, 0.01464), "a100": (0.020078, -0.002536, 0.004288, 0.011438, 0.00658)}
+# the previous form (row tiles only, kernel_terms=False): a wrong form that misses the H100 goals
+PREVIOUS = {"h100": (0.09396, 0.10951, 0.17061, 0.07603), "a100": (0.06035, 0.05339, 0.07900, 0.01131)}
+PREVIOUS_BIAS = {"h100": (0.01055, 0.00417, 0.07603, 0.00016, 0.01548), "a100": (0.00836, 0.00099, 0.01131, 0.01024, 0.00593)}
+PREVIOUS_MEDIANS = {"h100": (0.08801, 0.06171), "a100": (0.06058, 0.05998)}
 # elementwise: per kernel, per kernel decode, per layer sum, worst model per layer
 ELEMENTWISE = {"h100": (0.16274, 0.32708, 0.09232, 0.10574), "a100": (0.11817, 0.24935, 0.08758, 0.11098)}
 # all-reduce: in-sample MAPE at TP 2/4/8, held-out-TP MAPE at 2/4/8
@@ -43,7 +50,7 @@ def test_gemm_pooled_worst_and_bias(report, gpu):
     r = report[gpu]
     got = (r["pooled_overall_mape"], r["pooled_decode_mape"], r["worst_model_decode_mape"], r["overall_mape"], r["decode_mape"])
     assert got == pytest.approx(GEMM[gpu], rel=REL, abs=2e-5)
-    assert r["worst_model"] == "meta-llama/Llama-2-7b-hf"
+    assert r["worst_model"] == WORST[gpu]
     medians = tuple(b["median"] for b in r["bias_by_tokens"].values())
     assert medians == pytest.approx(BIAS[gpu], rel=REL, abs=2e-5)
     assert len(r["per_model"]) == {"h100": 3, "a100": 5}[gpu]
@@ -62,10 +69,39 @@ def test_elementwise_and_allreduce(report, gpu):
 
 def test_turbospec_comparison(report):
     ts = report["turbospec"]
-    assert ts["llama-3.1-70b"]["mean_abs_rel_diff"] == pytest.approx(0.03308, rel=REL)
-    assert ts["llama-3.1-8b"]["mean_abs_rel_diff"] == pytest.approx(0.05676, rel=REL)
-    assert ts["llama-3.1-70b"]["batch1"]["predicted_ms"] == pytest.approx(18.772, rel=REL)
-    assert ts["llama-3.1-8b"]["batch64"]["predicted_ms"] == pytest.approx(9.228, rel=REL)
+    assert ts["llama-3.1-70b"]["mean_abs_rel_diff"] == pytest.approx(0.04831, rel=REL)
+    assert ts["llama-3.1-8b"]["mean_abs_rel_diff"] == pytest.approx(0.03737, rel=REL)
+    assert ts["llama-3.1-70b"]["batch1"]["predicted_ms"] == pytest.approx(19.141, rel=REL)
+    assert ts["llama-3.1-70b"]["batch64"]["predicted_ms"] == pytest.approx(21.453, rel=REL)
+    assert ts["llama-3.1-8b"]["batch64"]["predicted_ms"] == pytest.approx(8.968, rel=REL)
+
+
+def test_previous_form_fails_the_h100_goals():
+    """The form without the kernel terms (row tiles only) is what the goals reject: H100 pooled 9.40% > 8%
+    and decode 10.95% > 6%; the kernel terms lower every H100 number (the goals are still missed)."""
+    from sdsl.experiments.latency_validation import leave_one_model_out
+    from sdsl.fit.profiles import read_vidur
+
+    table, points, _ = leave_one_model_out(read_vidur(VIDUR), kernel_terms=False)
+    for gpu, want in PREVIOUS.items():
+        m = pooled_metrics(points[points["hardware"] == gpu])
+        got = (m["pooled_overall_mape"], m["pooled_decode_mape"], m["worst_model_decode_mape"],
+               m["bias_by_tokens"]["64<n<=256"]["median"])
+        assert got == pytest.approx(want, rel=REL, abs=2e-5), gpu
+        medians = tuple(b["median"] for b in m["bias_by_tokens"].values())
+        assert medians == pytest.approx(PREVIOUS_BIAS[gpu], rel=REL, abs=2e-5), gpu
+        rows = table[(table["hardware"] == gpu) & (table["op"] == "all")]
+        got = (rows["overall_mape"].median(), rows["decode_mape"].median())
+        assert got == pytest.approx(PREVIOUS_MEDIANS[gpu], rel=REL, abs=2e-5), gpu
+    # the evidence for the smallest row tile: held-out Llama-2-70B on H100 steps where padding doubles 32 -> 64 rows
+    p70 = points[(points["hardware"] == "h100") & points["model"].str.contains("70b")]
+    rel = p70["predicted_s"] / p70["measured_s"] - 1.0
+    steps = [rel[(p70["num_tokens"] > lo) & (p70["num_tokens"] <= hi)].median() for lo, hi in ((16, 32), (32, 64))]
+    assert steps == pytest.approx([-0.07895, 0.02361], rel=REL)
+    assert PREVIOUS["h100"][0] > 0.08 and PREVIOUS["h100"][1] > 0.06
+    new = GEMM["h100"]
+    assert new[0] < PREVIOUS["h100"][0] and new[1] < PREVIOUS["h100"][1] and new[2] < PREVIOUS["h100"][2]
+    assert BIAS["h100"][2] < PREVIOUS["h100"][3]
 
 
 def test_before_numbers_without_tiles_or_elementwise_terms():
@@ -126,6 +162,15 @@ def test_turbospec_lines_formula():
     assert np.all(df["predicted_s"] > 0)
 
 
+def test_kernel_choice_is_not_monotone_in_tokens():
+    """VALIDATION.md: Llama-2-70B's largest H100 GEMM (TP 1 mlp_up_proj) takes 711 µs at 352 tokens, 650 µs at 512."""
+    from sdsl.fit.profiles import read_vidur
+
+    d = read_vidur(VIDUR, hardware="h100")
+    g = d[d["model"].str.contains("70b") & (d["tp"] == 1) & (d["op"] == "mlp_up_proj")].set_index("num_tokens")["time_s"]
+    assert (g[352], g[512]) == pytest.approx((711e-6, 650e-6), rel=2e-3)
+
+
 def test_sawtooth_every_128_tokens_on_h100():
     """Evidence for the row-tile term: without it the held-out H100 residual (median over rows at that
     num_tokens) climbs through each block of 128 tokens and drops just past it; with it the steps shrink."""
@@ -136,7 +181,7 @@ def test_sawtooth_every_128_tokens_on_h100():
     want = {0: (0.1288, -0.0044, 0.1701, -0.0426, 0.1067, -0.0656, 0.1231, -0.1577),
             128: (0.0431, 0.1295, 0.0874, 0.0432, 0.0216, 0.0028, 0.0503, -0.1018)}
     for m_tile, expected in want.items():
-        _, pts, _ = leave_one_model_out(data, m_tile=m_tile)
+        _, pts, _ = leave_one_model_out(data, m_tile=m_tile, kernel_terms=False)
         med = (pts["predicted_s"] / pts["measured_s"] - 1.0).groupby(pts["num_tokens"]).median()
         got = tuple(med[t] for t in (128, 136, 256, 264, 384, 392, 512, 520))
         assert got == pytest.approx(expected, rel=2e-3, abs=1e-4), m_tile
