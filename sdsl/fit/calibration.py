@@ -375,7 +375,8 @@ def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None 
 
         ew = vidur_elementwise_params(vidur_dirs, hw, DEFAULT_PARAMS)
     res = fit_latency(data, hw, dtype=dtype, smoothness=smoothness, sources=names, base=ew and ew[0],
-                      layers=pairs if fit_layers else (), steps=step_pairs, m_tile=m_tile, kernel_terms=m_tile > 0)
+                      layers=pairs if fit_layers else (), steps=step_pairs, m_tile=m_tile,
+                      kernel_terms=m_tile > 0 and bool(getattr(hw, "sm_count", None)))
     if vidur_dirs:
         res = with_elementwise(res, vidur_dirs, hw, ew)
     if pairs and not fit_layers:

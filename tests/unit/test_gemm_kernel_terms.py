@@ -94,3 +94,21 @@ def test_one_token_overhead_grows_with_bytes_on_h100():
     extra = d["time_s"] - nb / H100.mem_bandwidth
     got = [float(np.median(extra[(nb > lo) & (nb <= hi)])) for lo, hi in ((0, 5e6), (5e6, 1e7), (1e7, 2e7), (2e7, 1.4e8))]
     assert got == pytest.approx([2.745e-6, 3.493e-6, 3.986e-6, 6.478e-6], rel=1e-3)
+
+
+def test_kernel_terms_fit_needs_tiles_and_sms():
+    import dataclasses
+
+    import pandas as pd
+
+    from sdsl.fit.calibration import fit_latency
+
+    rows = pd.DataFrame({"num_tokens": [1, 64, 512, 4096] * 2, "in_features": [4096] * 8,
+                         "out_features": [4096] * 4 + [11008] * 4})
+    rows["time_s"] = op_time(*gemm_flops_bytes(rows["num_tokens"], rows["in_features"], rows["out_features"], 2, 128, 64),
+                             989.4e12, 3350e9, TERMS, waves=gemm_waves(rows["num_tokens"], rows["out_features"], 128, 132))
+    no_sms = dataclasses.replace(H100, sm_count=None)
+    with pytest.raises(InvalidInputError):
+        fit_latency(rows, no_sms, dtype="fp16", m_tile=128, kernel_terms=True)
+    res = fit_latency(rows, H100, dtype="fp16", m_tile=128, kernel_terms=True, smoothness=2.0, keep_points=False)
+    assert res.params.m_tile_min == 64 and {"tail_waves", "t_kernel_size", "kernel_size_bytes"} <= set(res.varied)
