@@ -79,9 +79,9 @@ def min_row_tile(hardware) -> int:
 def kernel_size_overhead(bytes_moved, params) -> np.ndarray:
     """Fixed cost of a GEMM beyond its launch that grows with the bytes it moves and saturates:
     t_ks·(1 − exp(−bytes/B)) (``params.t_kernel_size``, ``params.kernel_size_bytes``; 0 when t_ks = 0).
-    Measured on Vidur's H100 GEMMs at one token, time − bytes/bandwidth rises from ≈2.7 µs at 4 MB to
-    ≈6 µs from 25 MB on (VALIDATION.md); a kernel of one partial wave drains sooner than one whose
-    last wave follows full ones."""
+    Measured on Vidur's H100 GEMMs at one token, time − bytes/bandwidth rises from 2.7 µs at 4.2 MB to
+    6.5 µs at 20–140 MB (VALIDATION.md, "GEMM kernel terms"); the mechanism is a hypothesis (a kernel
+    of one partial wave drains sooner than one whose last wave follows full ones)."""
     if not params.t_kernel_size:
         return 0.0 * np.asarray(bytes_moved, dtype=float)
     return params.t_kernel_size * -np.expm1(-np.asarray(bytes_moved, dtype=float) / params.kernel_size_bytes)
