@@ -338,14 +338,14 @@ def _read_steps(steps, names: list, dtypes: set, hw_names: set) -> list:
 
 def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None = None,
                        smoothness: str | float = "auto", fit_layers: bool = False,
-                       steps: Iterable[str | os.PathLike] = ()) -> CalibrationResult:
+                       steps: Iterable[str | os.PathLike] = (), kernel_terms: bool = True) -> CalibrationResult:
     """Fit to one or more profile files (sdsl profiles, or Vidur ``mlp.csv`` files / folders).
 
     ``hardware`` is a catalog name or file; without it the profiles' sidecars must name one
     (``device.hardware``) and agree. Decoder-layer rows are predicted and reported
     (``layer_mape``); with ``fit_layers`` they are also fitted, jointly with the operators.
     ``steps``: model-steps files (:mod:`sdsl.fit.model_steps`) of whole forward passes, fitted jointly
-    (with ``t_step`` and ``t_layer``).
+    (with ``t_step`` and ``t_layer``). ``kernel_terms``: on a GPU with an SM count, fit the GEMM kernel terms.
     """
     import pandas as pd
 
@@ -376,7 +376,7 @@ def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None 
         ew = vidur_elementwise_params(vidur_dirs, hw, DEFAULT_PARAMS)
     res = fit_latency(data, hw, dtype=dtype, smoothness=smoothness, sources=names, base=ew and ew[0],
                       layers=pairs if fit_layers else (), steps=step_pairs, m_tile=m_tile,
-                      kernel_terms=m_tile > 0 and bool(getattr(hw, "sm_count", None)))
+                      kernel_terms=kernel_terms and m_tile > 0 and bool(getattr(hw, "sm_count", None)))
     if vidur_dirs:
         res = with_elementwise(res, vidur_dirs, hw, ew)
     if pairs and not fit_layers:
