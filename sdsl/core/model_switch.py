@@ -12,11 +12,12 @@ where ρ = warm-cache bandwidth / DRAM bandwidth of one core (:func:`dram_ratio`
 sweep, ``profiles/bandwidth-cpu.csv``). The target pays nothing: the draft's working set is small next to
 the caches, and the target's own weights were not cache-resident to begin with or survive the draft.
 
-Measured on the 2-core AMD EPYC VM (1 MiB L2 per core, 32 MiB L3; VALIDATION.md, "Reference speculative
-decoder", switching cost; median of 15, one thread): a draft forward right after a target forward costs
-+0.13–0.20 ms (byte-d64, 0.4 MB of weights), +0.34–0.52 ms (byte-wide, 3.1 MB) and +0.47–0.69 ms
-(byte-d128, 3.1 MB) more than back to back; a target forward right after a draft forward costs what it
-costs back to back (−0.2…+0.1 ms).
+Measured on the 2-core AMD EPYC VM (1 MiB L2 per core, 32 MiB L3; ``benchmarks/bench_model_switch.py``,
+median of 15, one thread, 20 (target, draft, batch) pairs of the reference family; VALIDATION.md,
+"Reference speculative decoder"): a draft forward right after a target forward costs a median 0.37 ms
+more than back to back (byte-d64 0.27 ms, byte-wide 0.44 ms, byte-d128 0.63 ms); this term prices a
+median 0.36 ms, with a median error of −31% per pair (it misses a fixed part, visible for the 0.4 MB
+byte-d64). A target forward right after a draft forward costs what it costs back to back (median +0.08 ms).
 """
 
 from __future__ import annotations
