@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from sdsl.cli._common import acceptance_options, deployment_options, echo_json, json_option
-from sdsl.cli._speculation import pass_overhead_option, proposer_option, tree_option
+from sdsl.cli._speculation import (host_step_options, pass_overhead_option, proposer_option, resolve_host_step_s,
+                                   tree_option)
 
 
 @click.command()
@@ -19,11 +20,14 @@ from sdsl.cli._speculation import pass_overhead_option, proposer_option, tree_op
 @acceptance_options
 @click.option("--batch", default=1, show_default=True, type=int, help="Sequences decoded together.")
 @pass_overhead_option
+@host_step_options
 @json_option
-def predict(target, draft, proposers, gamma, tree, deployment, acceptance, batch, pass_overhead_us, as_json):
+def predict(target, draft, proposers, gamma, tree, deployment, acceptance, batch, pass_overhead_us, engine_host,
+            host_step_us, as_json):
     """Predict one speculative-decoding configuration: draft and verify step times, tau, tokens/s,
     time per output token and speedup over plain decoding of the target. A chain (--gamma) or an
-    SGLang-style tree (--tree STEPS,TOPK,TOKENS) of any proposer (--proposer or --draft)."""
+    SGLang-style tree (--tree STEPS,TOPK,TOKENS) of any proposer (--proposer or --draft). --engine-host or
+    --host-step-us add an engine's host time per speculative step (engines without spec overlap)."""
     from sdsl.core.architecture import get_model
     from sdsl.core.proposers import make_proposer
     from sdsl.core.speculation import parse_tree, price_speculation
@@ -38,18 +42,20 @@ def predict(target, draft, proposers, gamma, tree, deployment, acceptance, batch
     if len(proposers) + bool(draft) != 1:
         raise InvalidInputError("Give one proposer: --draft <model> or --proposer draft:<model>|eagle|eagle3|medusa|mtp|ngram.")
     shape = parse_tree(tree) if tree else None
+    host_s = resolve_host_step_s(engine_host, host_step_us)
     proposer = make_proposer(proposers[0] if proposers else f"draft:{draft}")
     t, dep = get_model(target), deployment
     hw, params, context, tp, dtype = dep.hardware, dep.params, dep.context, dep.tp, dep.dtype
     tau_value, source, acc = _tau(acceptance, gamma, shape, proposer, t)
     p = price_speculation(t, proposer, dep, tau_value=tau_value, gamma=None if shape else gamma, tree=shape, batch=batch,
-                          pass_overhead_s=1e-6 * pass_overhead_us)
+                          pass_overhead_s=1e-6 * pass_overhead_us, overhead_s=host_s)
     chain = {} if shape is not None or acc is None else {"alpha": float(acc.iid_alpha(gamma)) if gamma else None,
                                                          "alpha_source": "given" if acc.is_iid and source != "sdsl-plane" else source}
     out = {"target": t.name, "draft": getattr(getattr(proposer, "model", None), "name", None), **chain,
            "proposer": proposer.name, "proposer_source": proposer.source, "hardware": hw.name,
            "gamma": None if shape else gamma, "tree": None if shape is None else [shape.steps, shape.topk, shape.tokens],
-           "acceptance_source": source, "batch": batch, "context": context, "tp": tp, "dtype": dtype,
+           "acceptance_source": source, "engine_host": engine_host if host_step_us is None else "given",
+           "host_step_s": host_s, "batch": batch, "context": context, "tp": tp, "dtype": dtype,
            **{key: (v.item() if hasattr(v, "item") else v) for key, v in p.items()}, "latency_params": params.to_dict(),
            **({"acceptance": acc.to_dict(gamma if shape is None else None)} if acc is not None else {})}
     if as_json:
@@ -94,6 +100,8 @@ def _echo(out: dict, hw_name: str) -> None:
     click.echo(f"  draft pass (q=1)      {ms(out['t_draft_s'])}")
     click.echo(f"  drafting, all passes  {ms(out['t_propose_s'])}")
     click.echo(f"  verify ({int(out['verify_tokens'])} tokens)    {ms(out['t_verify_s'])}   ({out['bound']}-bound)")
+    if out["host_step_s"] > 0:
+        click.echo(f"  engine host per step  {ms(out['host_step_s'])}   ({out['engine_host']})")
     click.echo(f"  SD step               {ms(out['t_step_s'])}")
     click.echo(f"  plain step (q=1)      {ms(out['t_plain_s'])}")
     click.echo(f"  TPOT                  {ms(out['tpot_s'])}")

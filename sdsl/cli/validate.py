@@ -86,7 +86,8 @@ validate.add_command(_decoder)
 def published(figure, as_json):
     """Price every published row sdsl can price (sdsl/data/published) with the shipped calibration and
     the measured accepted length; per-row and median errors, the rows it cannot price and why, a
-    leave-one-source-out engine-overhead variant, and vLLM's EAGLE k-sweep."""
+    leave-one-source-out engine-overhead variant, the engine speculative rows with the sourced host time
+    per step (sdsl/data/published/engine_host.csv), and vLLM's EAGLE k-sweep."""
     from sdsl.cli._common import echo_json
     from sdsl.experiments.published_validation import validate_published
 
@@ -114,8 +115,13 @@ def published(figure, as_json):
             click.echo(f"{name}: n={s['n']} median |error| {100 * s['median_abs_error']:.1f}%, mean "
                        f"{100 * s['mean_abs_error']:.1f}%, worst {100 * s['worst_error']:+.1f}%, "
                        f"median signed {100 * s['median_signed_error']:+.1f}%")
+    src, hosts = out["sourced_host"]["engine_speculative"], out["sourced_host"]["hosts"]
+    click.echo(f"engine_speculative + sourced host per step (SGLang {1e3 * hosts['sglang']:.3f} ms, vLLM "
+               f"{1e3 * hosts['vllm']:.3f} ms): median |error| {100 * src['median_abs_error']:.1f}%, worst "
+               f"{100 * src['worst_error']:+.1f}%, {100 * src['share_over_predicted']:.0f}% over-predicted")
     ks = out["k_sweep"]
     click.echo(f"vLLM EAGLE k-sweep: measured best k {ks['measured_best_k']}; sdsl best k {ks['shipped']['best_k']} "
-               f"(shipped), {ks['loso_overhead']['best_k']} (with overhead fitted without the sweep's source)")
+               f"(shipped), {ks['loso_overhead']['best_k']} (with overhead fitted without the sweep's source), "
+               f"{ks['sourced_host']['best_k']} (with the sourced vLLM host time)")
     if figure:
         click.echo(f"wrote {figure}")

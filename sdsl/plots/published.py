@@ -33,6 +33,9 @@ def published_figure(result: dict):
     bx.plot(ks["k"], ks["shipped"]["tokens_per_s"], "-", color="tab:red", label="sdsl, shipped calibration")
     bx.plot(ks["k"], ks["loso_overhead"]["tokens_per_s"], "--", color="tab:purple",
             label="sdsl + per-pass overhead (fitted without #16937)")
+    if "sourced_host" in ks:
+        bx.plot(ks["k"], ks["sourced_host"]["tokens_per_s"], "-.", color="tab:green",
+                label=f"sdsl + sourced vLLM host/step ({1e3 * ks['sourced_host_s']:.2f} ms, PR #25872)")
     _finish(bx, "k (num_speculative_tokens)", "tokens/s (batch 1)", "EAGLE-1, Llama-3.1-8B, H100")
     fig.tight_layout()
     return fig
