@@ -74,3 +74,31 @@ def test_switch_term_against_the_measured_switch_cost(repo_root):
     assert np.median(err) == pytest.approx(-0.3129, abs=1e-3)
     assert np.median(np.abs(err)) < 1.0  # the model without the term: every error is −100%
     assert abs(np.median(target)) < 0.1 < np.median(meas)
+
+
+def test_committed_switch_benchmark_numbers(repo_root):
+    """VALIDATION.md / BENCHMARKS.md: per-draft medians of the draft's extra cost after the target, after a flush,
+    and the target's after the draft (benchmarks/results/model_switch.json)."""
+    rows = json.loads((repo_root / "benchmarks" / "results" / "model_switch.json").read_text())["rows"]
+    extra = {}
+    for r in rows:
+        extra.setdefault(r["draft"], []).append(r["draft_after_target_ms"] - r["draft_ms"])
+    medians = {"byte-d64": 0.27, "byte-d96": 0.32, "byte-wide": 0.44, "byte-d128": 0.63}
+    for draft, expected in medians.items():
+        assert np.median(extra[draft]) == pytest.approx(expected, abs=0.005), draft
+    assert np.median([r["draft_after_flush_ms"] - r["draft_ms"] for r in rows]) == pytest.approx(0.7765, abs=1e-3)
+    assert np.median([r["target_after_draft_ms"] - r["target_ms"] for r in rows]) == pytest.approx(0.0767, abs=1e-3)
+
+
+def test_committed_loop_residual_numbers(repo_root):
+    """VALIDATION.md: the loop's bookkeeping inside real decoding vs the zero-cost and cache-evicting stand-ins
+    (benchmarks/results/loop_residual.json), 1.4-1.7x the stand-in T_overhead the model prices."""
+    rows = json.loads((repo_root / "benchmarks" / "results" / "loop_residual.json").read_text())["rows"]
+    table = [("rest_ms", (0.31, 0.77, 1.09, 2.01)), ("standin_ms", (0.18, 0.45, 0.77, 1.30)),
+             ("standin_32mib_ms", (0.29, 0.60, 1.31, 2.02)), ("standin_4mib_ms", (0.19, 0.47, 0.87, 1.49))]
+    for key, values in table:
+        assert [r[key] for r in rows] == pytest.approx(values, abs=0.006), key
+    for r in rows:
+        assert r["rest_ms"] == pytest.approx(r["step_ms"] - r["target_forward_ms"] - r["draft_forward_ms"], rel=1e-6)
+    ratio = [r["rest_ms"] / r["standin_ms"] for r in rows]
+    assert 1.4 <= min(ratio) and max(ratio) <= 1.75
