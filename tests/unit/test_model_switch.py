@@ -46,8 +46,14 @@ def test_switch_time_is_the_draft_bytes_reread_at_dram_rate():
 def test_committed_bandwidth_sweep_ratio(repo_root):
     from sdsl.experiments.decoder_pricing import measured_dram_ratio
 
+    import pandas as pd
+
     # VALIDATION.md: warm 2-8 MiB plateau 93.3 GB/s, cold reads from DRAM 29.2 GB/s
     assert measured_dram_ratio(repo_root / "profiles" / "bandwidth-cpu.csv") == pytest.approx(3.1988, rel=1e-3)
+    sweep = pd.read_csv(repo_root / "profiles" / "bandwidth-cpu.csv")
+    size = sweep["size_bytes"]
+    assert np.median(sweep["warm_gbs"][(size >= 2 * MIB) & (size <= 8 * MIB)]) == pytest.approx(93.29, abs=0.01)
+    assert np.median(sweep["cold_gbs"][size >= 4 * MIB]) == pytest.approx(29.16, abs=0.01)
 
 
 def test_switch_term_against_the_measured_switch_cost(repo_root):

@@ -235,3 +235,34 @@ def test_committed_cpu_calibration_refits(repo_root):
     # VALIDATION.md, "CPU profile of this machine": forwards 13.0%, layers 20.1%, GEMMs 40.9%
     assert committed.step_mape == pytest.approx(0.1296, abs=5e-4) and committed.layer_mape == pytest.approx(0.2008, abs=5e-4)
     assert committed.mape == pytest.approx(0.4089, abs=5e-4)
+
+
+def test_batch_8_diagnosis_numbers(repo_root):
+    """VALIDATION.md, "Batch 8": the held-out fits' forward prices of each target against the run's own
+    forward microbenchmarks (JSON t_target_s): too low overall, T(8, 1) far too low, growth q 1 -> 5 about right."""
+    from sdsl.core.deployment import Deployment
+    from sdsl.core.latency import LatencyParams, step_time_s
+    from sdsl.experiments.decoder_validation import model_spec
+    from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
+
+    data = _committed(repo_root)
+    spec = {p.stem: model_spec(load_checkpoint(p)[1]["spec"]) for p in list_checkpoints(CHECKPOINT_DIR)}
+    fits = {(f["target"], f["draft"]): LatencyParams(**f["params"]) for f in data["heldout_fits"]}
+    ctx = data["settings"]["context_for_prediction"]
+
+    def pred(t, b, q):
+        dep = Deployment("cpu", dtype="fp32", context=ctx, params=fits[(t, "prompt-lookup")])
+        return 1e3 * float(step_time_s(spec[t], dep, batch=b, q=q))
+
+    def meas(t, b, q):
+        return 1e3 * next(r for r in data["rows"] if r["target"] == t and r["batch"] == b)["t_target_s"][str(q)]
+
+    expected = {"byte-d192": ((-0.463, -0.165, -0.290), (2.904, 4.585), (2.267, 2.213), (2.563, 2.003), (0.283, 0.931)),
+                "byte-d288": ((-0.429, -0.110, -0.389), (6.204, 10.708), (6.803, 5.895), (3.196, 2.080), (0.850, 1.491))}
+    for t, (err_range, t81, growth8, ratio8, growth1) in expected.items():
+        err = [pred(t, b, q) / meas(t, b, q) - 1 for b in (1, 8) for q in range(1, 10)]
+        assert (min(err), max(err), np.median(err)) == pytest.approx(err_range, abs=1e-3), t
+        assert (pred(t, 8, 1), meas(t, 8, 1)) == pytest.approx(t81, abs=1e-3), t
+        assert (pred(t, 8, 5) - pred(t, 8, 1), meas(t, 8, 5) - meas(t, 8, 1)) == pytest.approx(growth8, abs=1e-3), t
+        assert (pred(t, 8, 9) / pred(t, 8, 1), meas(t, 8, 9) / meas(t, 8, 1)) == pytest.approx(ratio8, abs=1e-3), t
+        assert (pred(t, 1, 5) - pred(t, 1, 1), meas(t, 1, 5) - meas(t, 1, 1)) == pytest.approx(growth1, abs=1e-3), t
