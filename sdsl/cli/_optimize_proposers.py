@@ -50,7 +50,8 @@ def _pick(ranking, dense, batch):
 
 
 def rank_and_report(*, target, deployment, proposers, drafts, acc, gamma_max,
-                    batches, max_batch, pretrain_tokens, top, export, trees=False, pass_overhead_s=0.0, as_json):
+                    batches, max_batch, pretrain_tokens, top, export, trees=False, pass_overhead_s=0.0,
+                    host_step_s=0.0, as_json):
     """Rank, print the table (or JSON), the break-even batch, the best k by batch and the engine config."""
     import numpy as np
 
@@ -69,18 +70,19 @@ def rank_and_report(*, target, deployment, proposers, drafts, acc, gamma_max,
     gmax = gamma_max if acc is None or not np.isfinite(acc.max_k) else min(gamma_max, int(acc.max_k))
     per_proposer = _acceptance_for(props, acc, target, pretrain_tokens)
     ranking = rank_proposers(target, props, dep, acceptance=per_proposer, gammas=range(0, gmax + 1), batches=dense,
-                             pass_overhead_s=pass_overhead_s)
+                             pass_overhead_s=pass_overhead_s, host_step_s=host_step_s)
     pick_i, pick_g = _pick(ranking, dense, batches[0])
     table = k_table(ranking, pick_i)
     stop = ranking.break_even_batch()[0]
     pick = {"proposer": props[pick_i].name, "gamma": pick_g, "tree": None}
     result = {"target": target.name, "hardware": hw.name, "configs": ranking.records(top=top, batches=batches),
               "break_even_batch": None if np.isnan(stop) else int(stop), "max_batch": max_batch, "pick": pick,
+              "host_step_s": host_step_s,
               "k_table": table}
     if trees:
         depth = range(1, max(1, min(8, gmax)) + 1)  # a measured vector covers only its positions
         result["trees"] = rank_trees(target, props, dep, acceptance=per_proposer, batches=batches, steps=depth,
-                                     pass_overhead_s=pass_overhead_s).records(top, batches)
+                                     pass_overhead_s=pass_overhead_s, host_step_s=host_step_s).records(top, batches)
         best_tree = result["trees"][0]
         chain_best = ranking.records(top=1, batches=batches[:1])[0]
         if best_tree["tokens_per_s"] > chain_best["tokens_per_s"] and best_tree["tree"][1] > 1:
@@ -95,6 +97,8 @@ def rank_and_report(*, target, deployment, proposers, drafts, acc, gamma_max,
 
 
 def _echo(result, batches, export):
+    if result["host_step_s"] > 0:
+        click.echo(f"engine host time per speculative step: {1e3 * result['host_step_s']:.3f} ms\n")
     for b in batches:
         sel = [dict(r, tpot_ms=1e3 * r["tpot_s"]) for r in result["configs"] if r["batch"] == b]
         click.echo(f"batch {b}:")

@@ -40,8 +40,8 @@ def _smoothness(value: str):
 @click.option("--holdout", is_flag=True, help="With --steps: also print leave-one-model-out MAPE of the forwards "
               "(refit without each model's forwards, predict them).")
 @click.option("--allreduce", "allreduce_files", multiple=True, type=click.Path(dir_okay=False),
-              help="Also fit the ring all-reduce (latency, per-step latency, eta_interconnect) to Vidur all-reduce "
-              "CSVs (repeatable; their single-node NVLink rows).")
+              help="Also fit the all-reduce (NCCL's Simple and low-latency protocols and a measurement floor) to "
+              "Vidur all-reduce CSVs (repeatable; their single-node NVLink rows; give the DGX file for an SXM GPU).")
 @click.option("--points/--no-points", "points", default=None,
               help="Store per-point residuals in the JSON (default: when at most 5000 points).")
 @click.option("--plot", "plot_path", default=None, help="Also save a predicted-vs-measured figure (PNG/PDF).")

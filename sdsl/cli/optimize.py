@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from sdsl.cli._common import acceptance_options, deployment_options, echo_json, format_table, json_option, parse_int_list
-from sdsl.cli._speculation import pass_overhead_option, proposer_option
+from sdsl.cli._speculation import host_step_options, pass_overhead_option, proposer_option, resolve_host_step_s
 
 
 @click.command()
@@ -26,12 +26,13 @@ from sdsl.cli._speculation import pass_overhead_option, proposer_option
 @proposer_option
 @click.option("--trees", is_flag=True, help="Also rank SGLang token trees (steps 1-8 x topk 1,2,4,8 x <= 64 tokens) per proposer.")
 @pass_overhead_option
+@host_step_options
 @click.option("--export", type=str, default=None,
               help="Print the pick's configuration for an engine: vllm | sglang | trtllm (ranks proposers).")
 @click.option("--csv", "as_csv", is_flag=True, help="Print every evaluated configuration as CSV.")
 @json_option
 def optimize(target, deployment, batch, acceptance, gamma_max, drafts, any_tokenizer, pretrain_tokens, top, serving,
-             max_batch, proposers, trees, pass_overhead_us, export, as_csv, as_json):
+             max_batch, proposers, trees, pass_overhead_us, engine_host, host_step_us, export, as_csv, as_json):
     """Rank draft models and speculation lengths by predicted tokens/s.
 
     Every (draft, gamma, batch) is priced on the calibrated roofline of the hardware; alpha is
@@ -49,13 +50,16 @@ def optimize(target, deployment, batch, acceptance, gamma_max, drafts, any_token
         raise InvalidInputError("--gamma-max must be >= 0.")
     if top <= 0:
         raise InvalidInputError("--top must be positive.")
+    host_s = resolve_host_step_s(engine_host, host_step_us)
+    if host_s > 0 and not (proposers or export or trees):
+        raise InvalidInputError("--engine-host/--host-step-us price engine proposers: add --proposer, --trees or --export.")
     if proposers or export or trees:
         from sdsl.cli._optimize_proposers import rank_and_report
 
         return rank_and_report(target=target, deployment=deployment, proposers=proposers, drafts=drafts,
                                acc=acceptance.resolve(), gamma_max=gamma_max, batches=batches, max_batch=max_batch,
                                pretrain_tokens=pretrain_tokens, top=top, export=export, trees=trees,
-                               pass_overhead_s=1e-6 * pass_overhead_us, as_json=as_json)
+                               pass_overhead_s=1e-6 * pass_overhead_us, host_step_s=host_s, as_json=as_json)
     alpha = acceptance.resolve()  # an Acceptance (priced per γ) or None (SDSL's plane)
     if alpha is not None and gamma_max > alpha.max_k:
         gamma_max = int(alpha.max_k)  # a measured vector prices only the positions it covers

@@ -56,11 +56,16 @@ def latency(data, figure, as_json, transfer, hardware_map):
                    f"({r['worst_model']}); median over models {100 * r['overall_mape']:.1f}% / {100 * r['decode_mape']:.1f}%")
         click.echo("    median signed error by num_tokens: " + ", ".join(
             f"{k} {100 * v['median']:+.1f}%" for k, v in r["bias_by_tokens"].items()))
-        click.echo(f"    elementwise kernels: {100 * r['elementwise_mape']:.1f}% per kernel, "
+        click.echo(f"    elementwise kernels: {100 * r['elementwise_mape']:.1f}% per kernel (decode "
+                   f"{100 * r['elementwise_decode_mape']:.1f}%, worst model {100 * r['elementwise_worst_model_mape']:.1f}%, "
+                   f"median signed {100 * r['elementwise_bias']['median']:+.1f}%), "
                    f"{100 * r['elementwise_layer_mape']:.1f}% per layer sum")
         if r["allreduce"]:
-            click.echo("    all-reduce, TP held out: " + ", ".join(
-                f"TP{k} {100 * v:.1f}%" for k, v in r["allreduce"]["heldout_tp_mape"].items()))
+            ar = r["allreduce"]
+            click.echo("    all-reduce (DGX), TP held out: " + ", ".join(
+                f"TP{k} {100 * v:.1f}% ({100 * ar['heldout_tp_bias'][k]:+.1f}%)" for k, v in ar["heldout_tp_mape"].items())
+                + f"; pooled {100 * ar['heldout_pooled_mape']:.1f}%, worst TP {100 * ar['heldout_worst_tp_mape']:.1f}%"
+                + (f"; pairwise node predicted {100 * ar['pairwise_mape']:.1f}%" if "pairwise_mape" in ar else ""))
     ts = out.get("turbospec")
     if ts:
         click.echo("TurboSpec step-time lines (H100, batch 1..64, context 1024):")

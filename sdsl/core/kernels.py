@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import numpy as np
 
-__all__ = ["smooth_max", "padded_tokens", "gemm_flops_bytes", "elementwise_time", "allreduce_time",
+__all__ = ["smooth_max", "padded_tokens", "gemm_flops_bytes", "elementwise_time", "allreduce_time", "allreduce_time_with",
            "compute_peak", "FP32_FALLBACK_FRACTION"]
 
 
@@ -69,15 +69,42 @@ def elementwise_time(kind: str, tokens, row_elements, moved_elements, dtype_byte
 
 
 def allreduce_time(message_bytes, n_gpu, interconnect_bandwidth, latency_s, eta_interconnect,
-                   step_latency_s=0.0) -> np.ndarray:
-    """One ring all-reduce of ``message_bytes`` over ``n_gpu`` GPUs (Patarasuk & Yuan, JPDC 2009;
-    DESIGN.md §3.3's tensor-parallel term): each GPU sends and receives 2(t−1)/t of the message in
-    2(t−1) steps, so t = latency + 2(t−1)·step_latency + 2(t−1)/t · message / (η · bw), where ``bw``
-    is the PER-DIRECTION link bandwidth of one GPU (the catalog's ``interconnect_gbs``). Broadcasts."""
+                   step_latency_s=0.0, *, ll_latency_s=0.0, ll_efficiency=0.0, floor_s=0.0,
+                   floor_smoothness=4.0) -> np.ndarray:
+    """One all-reduce of ``message_bytes`` over ``n_gpu`` GPUs (s); ``bw`` is the PER-DIRECTION link
+    bandwidth of one GPU (the catalog's ``interconnect_gbs``). Broadcasts.
+
+    NCCL's own cost model (``src/graph/tuning.cc``, ``ncclTopoGetAlgoTime``): each (algorithm,
+    protocol) costs latency + bytes/bandwidth, a ring's latency is base + 2(t−1)·per-step latency,
+    its algorithm bandwidth is bus bandwidth · t/(2(t−1)) (nccl-tests' busbw definition,
+    doc/PERFORMANCE.md; the ring of Patarasuk & Yuan, JPDC 2009), and NCCL runs the fastest one:
+
+    - Simple protocol: latency + 2(t−1)·step_latency + 2(t−1)/t · bytes/(η·bw);
+    - low-latency protocol, LL/LL128 (when ``ll_efficiency`` > 0): ll_latency + 2(t−1)/t · bytes/(η_LL·bw),
+      a lower latency and a fraction of the bandwidth (NCCL's tuning prices ring LL at 1/4–1/2 and LL128
+      at 0.92 of the bus bandwidth; LL's per-step latency, 0.47 µs on NVLink, is below Vidur's 1 µs
+      resolution and not modelled);
+    - t = smax_p(floor, min(Simple, LL)) with p = ``floor_smoothness``: a measured all-reduce never
+      beats the time the profiler waits for the last rank to arrive (Vidur times each call alone:
+      the same size measures 7 µs or 40 µs in one run, VALIDATION.md). ``floor_s`` = 0: no floor.
+    With ``ll_efficiency`` = ``floor_s`` = 0 this is the plain ring of earlier calibrations.
+    """
     t = np.asarray(n_gpu, dtype=float)
-    steps = 2.0 * (t - 1.0)
-    return (latency_s + steps * step_latency_s
-            + steps / t * np.asarray(message_bytes, dtype=float) / (eta_interconnect * interconnect_bandwidth))
+    wire = 2.0 * (t - 1.0) / t * np.asarray(message_bytes, dtype=float) / interconnect_bandwidth
+    proto = latency_s + 2.0 * (t - 1.0) * step_latency_s + wire / eta_interconnect
+    if ll_efficiency > 0:
+        proto = np.minimum(proto, ll_latency_s + wire / ll_efficiency)
+    if floor_s > 0:
+        proto = smooth_max(floor_s, proto, floor_smoothness)
+    return proto
+
+
+def allreduce_time_with(message_bytes, n_gpu, interconnect_bandwidth, params) -> np.ndarray:
+    """:func:`allreduce_time` with every all-reduce term taken from ``params`` (a LatencyParams)."""
+    return allreduce_time(message_bytes, n_gpu, interconnect_bandwidth, params.allreduce_latency,
+                          params.eta_interconnect, params.allreduce_step_latency,
+                          ll_latency_s=params.allreduce_ll_latency, ll_efficiency=params.allreduce_ll_efficiency,
+                          floor_s=params.allreduce_floor, floor_smoothness=params.allreduce_floor_smoothness)
 
 
 #: fp32 without tensor cores as a fraction of the dense bf16 tensor peak, for chips whose catalog

@@ -27,7 +27,7 @@ import numpy as np
 from sdsl._result import Result
 from sdsl.core.architecture import dtype_bytes
 from sdsl.core.deployment import Deployment
-from sdsl.core.kernels import (FP32_FALLBACK_FRACTION, allreduce_time, compute_peak, elementwise_time,  # noqa: F401
+from sdsl.core.kernels import (FP32_FALLBACK_FRACTION, allreduce_time, allreduce_time_with, compute_peak, elementwise_time,  # noqa: F401
                                gemm_flops_bytes, padded_tokens, smooth_max)
 from sdsl.core.latency_params import (DEFAULT_PARAMS, ELEMENTWISE_KINDS, LatencyParams,  # noqa: F401
                                       default_params)
@@ -75,13 +75,17 @@ def op_time(flops, bytes_moved, peak_flops, bandwidth, params: LatencyParams = D
 def layer_elementwise_time(shapes: "ModelShapes", tokens, dtype_bytes: int, bandwidth,
                            params: LatencyParams) -> np.ndarray:
     """Elementwise kernels of one decoder layer: ``norms_per_layer`` norms (row d, moves 2d per
-    token), RoPE on the local q and k heads, the activation (gated: reads 2·ff, writes ff) and two
-    residual adds (reads 2d, writes d)."""
+    token), RoPE on the local q and k heads, the activation and two residual adds (reads 2d, writes d).
+    A gated activation (reads 2·ff, writes ff) is a fused one-block-per-token kernel (kind ``act``); a
+    non-gated one (GELU: reads ff, writes ff) a flat native kernel priced like the adds (kind ``add``;
+    VALIDATION.md, elementwise kernels)."""
     d, qk, ff = shapes.d_model, shapes.q_width + shapes.kv_width, shapes.ff_width
+    gated = np.asarray(shapes.gated) > 0
+    act = np.where(gated, elementwise_time("act", tokens, ff, 3 * ff, dtype_bytes, bandwidth, params),
+                   elementwise_time("add", tokens, ff, 2 * ff, dtype_bytes, bandwidth, params, row_limited=False))
     parts = (shapes.norms * elementwise_time("norm", tokens, d, 2 * d, dtype_bytes, bandwidth, params),
              elementwise_time("rope", tokens, qk, 2 * qk, dtype_bytes, bandwidth, params),
-             elementwise_time("act", tokens, ff, (2 + shapes.gated) * ff, dtype_bytes, bandwidth, params,
-                              row_limited=shapes.gated > 0),
+             act,
              2 * elementwise_time("add", tokens, d, 3 * d, dtype_bytes, bandwidth, params, row_limited=False))
     return sum(parts)
 
@@ -227,8 +231,7 @@ def _allreduce(shapes: ModelShapes, hardware, tokens, dt: int, params: LatencyPa
     ic = getattr(hardware, "interconnect_bandwidth", None)
     if not ic:
         raise InvalidInputError(f"{hardware.name} has no interconnect bandwidth in the catalog; tp > 1 needs one.")
-    one = allreduce_time(tokens * shapes.d_model * dt, shapes.tp, ic, params.allreduce_latency,
-                         params.eta_interconnect, params.allreduce_step_latency)
+    one = allreduce_time_with(tokens * shapes.d_model * dt, shapes.tp, ic, params)
     return 2.0 * shapes.n_layer * one
 
 

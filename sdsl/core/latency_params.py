@@ -38,6 +38,11 @@ class LatencyParams:
     allreduce_latency: fixed latency (s) of one all-reduce; allreduce_step_latency: latency (s) of
     each of a ring's 2(t−1) steps; eta_interconnect: achieved over the per-direction link bandwidth in
     the ring formula (up to 2: NVSwitch in-switch reduction, NVLS, sends each byte once, not 2(t−1)/t times).
+    These three price NCCL's Simple protocol; ``allreduce_ll_latency`` and ``allreduce_ll_efficiency``
+    price its low-latency protocol (LL: no per-step latency, a fraction of the link bandwidth; 0 = not
+    modelled), and NCCL runs whichever is faster. ``allreduce_floor`` (s) is the floor of a measured
+    all-reduce (the profiler waits for the last rank to arrive), joined to the protocol time by a smooth
+    maximum of power ``allreduce_floor_smoothness``; 0 = no floor (:func:`allreduce_time`).
     """
 
     eta_compute: float = 0.7
@@ -58,17 +63,27 @@ class LatencyParams:
     allreduce_latency: float = 1.0e-5
     allreduce_step_latency: float = 0.0
     eta_interconnect: float = 0.7
+    allreduce_ll_latency: float = 0.0
+    allreduce_ll_efficiency: float = 0.0
+    allreduce_floor: float = 0.0
+    allreduce_floor_smoothness: float = 4.0
     source: str = "uncalibrated defaults (assumed, not measured)"
 
     def __post_init__(self) -> None:
         if not (0 < self.eta_interconnect <= 2):  # > 1: in-switch reduction (NVLS) beats the ring, up to 2x
             raise InvalidInputError(f"LatencyParams.eta_interconnect must lie in (0, 2]; got {self.eta_interconnect!r}.")
+        if not (0 <= self.allreduce_ll_efficiency <= 2):
+            raise InvalidInputError("LatencyParams.allreduce_ll_efficiency must lie in [0, 2] (0: no LL protocol); "
+                                    f"got {self.allreduce_ll_efficiency!r}.")
+        if not (1 <= self.allreduce_floor_smoothness < math.inf):
+            raise InvalidInputError("LatencyParams.allreduce_floor_smoothness must be finite and >= 1; "
+                                    f"got {self.allreduce_floor_smoothness!r}.")
         for name in ("eta_compute", "eta_memory") + ELEMENTWISE_ETAS:
             v = getattr(self, name)
             if not (0 < v <= 1):
                 raise InvalidInputError(f"LatencyParams.{name} must lie in (0, 1]; got {v!r}.")
         for name in ("t_kernel", "t_layer", "t_step", "allreduce_latency", "allreduce_step_latency",
-                     "t_elementwise") + ELEMENTWISE_ROWS:
+                     "allreduce_ll_latency", "allreduce_floor", "t_elementwise") + ELEMENTWISE_ROWS:
             v = getattr(self, name)
             if v is None and name == "t_elementwise":
                 continue

@@ -111,10 +111,11 @@ def _taus(acceptance, gammas: np.ndarray) -> np.ndarray:
 
 
 def rank_proposers(target, proposers, deployment, *, acceptance, gammas=range(0, 9), batches=(1,),
-                   pass_overhead_s=0.0) -> ProposerRanking:
+                   pass_overhead_s=0.0, host_step_s=0.0) -> ProposerRanking:
     """Price every proposer × k × batch × acceptance. ``acceptance`` is one spec for all proposers or a
     dict {proposer name: spec}; a spec is i.i.d. α level(s) or a list of objects with ``tau(k)``.
-    ``pass_overhead_s``: an engine's host time per forward pass (:func:`price_speculation`)."""
+    ``pass_overhead_s``: an engine's host time per forward pass (:func:`price_speculation`);
+    ``host_step_s``: its exposed host time per speculative step (k > 0 only; :mod:`sdsl.core.engine_host`)."""
     props = tuple(make_proposer(p) for p in proposers)
     deployment = resolve_deployment(deployment)
     if not props:
@@ -131,7 +132,7 @@ def rank_proposers(target, proposers, deployment, *, acceptance, gammas=range(0,
         usable = g if p.max_depth is None else np.minimum(g, p.max_depth)
         t = _taus(spec, usable)[:, None, :]  # (k, 1, acceptance)
         out = price_speculation(target, p, deployment, tau_value=t, gamma=usable[:, None, None], batch=b[None, :, None],
-                                pass_overhead_s=pass_overhead_s)
+                                overhead_s=host_step_s * (usable[:, None, None] > 0), pass_overhead_s=pass_overhead_s)
         tp = out["tokens_per_s"]
         if p.max_depth is not None:
             tp = np.where((g > p.max_depth)[:, None, None], -np.inf, tp)
@@ -203,10 +204,12 @@ class TreeRanking(Result):
 
 
 def rank_trees(target, proposers, deployment, *, acceptance, batches=(1,), steps=range(1, 9), topks=(1, 2, 4, 8),
-               max_tokens: int = 64, rank_ratio: float | None = None, pass_overhead_s=0.0) -> TreeRanking:
-    """``acceptance`` is one Acceptance for all proposers or a dict {proposer name: [Acceptance]}."""
+               max_tokens: int = 64, rank_ratio: float | None = None, pass_overhead_s=0.0,
+               host_step_s=0.0) -> TreeRanking:
+    """``acceptance`` is one Acceptance for all proposers or a dict {proposer name: [Acceptance]};
+    ``pass_overhead_s``/``host_step_s`` as in :func:`rank_proposers` (every tree step is speculative)."""
     props = tuple(make_proposer(p) for p in proposers)
-    grid = (steps, topks, max_tokens, rank_ratio, pass_overhead_s)
+    grid = (steps, topks, max_tokens, rank_ratio, pass_overhead_s, host_step_s)
     if isinstance(acceptance, dict):
         parts = [_rank_trees(target, (p,), deployment, acceptance[p.name][0], batches, *grid) for p in props]
         return TreeRanking(props, parts[0].steps, parts[0].topk, parts[0].tokens, np.concatenate([r.tau for r in parts]),
@@ -216,7 +219,7 @@ def rank_trees(target, proposers, deployment, *, acceptance, batches=(1,), steps
 
 
 def _rank_trees(target, props, deployment, acceptance, batches, steps, topks, max_tokens, rank_ratio,
-                pass_overhead_s) -> TreeRanking:
+                pass_overhead_s, host_step_s) -> TreeRanking:
     """Price every SGLang (steps, topk, num_draft_tokens) triple for each proposer and batch: τ from the
     SpecInfer/Sequoia tree model (:func:`sdsl.core.tree_search.sglang_grid`) over per-rank acceptance built
     from ``acceptance`` (an :class:`~sdsl.core.acceptance_vector.Acceptance`) by
@@ -235,7 +238,7 @@ def _rank_trees(target, props, deployment, acceptance, batches, steps, topks, ma
         usable = grid.steps <= (p.max_depth or np.inf)
         sub = {k: np.where(usable[:, None], v, 1 + (k == "tokens")) for k, v in trees.items()}
         out = price_speculation(target, p, deployment, tau_value=np.where(usable, grid.tau, 1.0)[:, None], tree=sub,
-                                batch=b[None, :], pass_overhead_s=pass_overhead_s)
+                                batch=b[None, :], overhead_s=host_step_s, pass_overhead_s=pass_overhead_s)
         tps.append(np.where(usable[:, None], out["tokens_per_s"], -np.inf))
     plain = np.broadcast_to(out["plain_tokens_per_s"], (1, b.size))[0]
     return TreeRanking(props, grid.steps, grid.topk, grid.num_draft_tokens, np.broadcast_to(grid.tau, (len(props),

@@ -5,8 +5,8 @@
   operator, over all num_tokens and TP degrees and in the decode regime (num_tokens <= 64).
 - :func:`pooled_metrics`: pooled MAPE over every held-out row, the worst model, signed bias by num_tokens.
 - :func:`elementwise_leave_one_model_out`: the same for the norm/RoPE/activation/add kernels.
-- :func:`allreduce_validation`: the ring all-reduce fitted to Vidur's pairwise-NVLink and DGX files,
-  checked with each TP degree (2/4/8) held out.
+- :func:`allreduce_validation`: NCCL's all-reduce (two protocols and a measurement floor) fitted to
+  Vidur's DGX file, checked with each TP degree (2/4/8) held out; the pairwise-NVLink node predicted.
 - :func:`turbospec_comparison`: calibrated step times against TurboSpec's fitted step-time lines
   (Liu et al., arXiv 2406.14066; docs/model.md §3.4) for Llama-3.1-70B TP4 and Llama-3.1-8B on H100.
 """
@@ -125,35 +125,65 @@ def elementwise_leave_one_model_out(rows: "pd.DataFrame", hardware, base: Latenc
 def elementwise_scores(p: "pd.DataFrame") -> dict[str, Any]:
     """Per-kernel and per-layer-sum MAPE of elementwise rows with a ``pred`` column (seconds)."""
     ape = (p["pred"] / p["time_s"] - 1.0).abs()
-    weight = np.where(p["op"] == "add", 2.0, 1.0)
+    kernels = p["kernels"].to_numpy(float) if "kernels" in p else 1.0
+    weight = np.where(p["op"] == "add", 2.0 / kernels, 1.0)  # a layer runs two adds; phi-2's timer spans both
     layer = p.assign(pt=p["pred"] * weight, mt=p["time_s"] * weight).groupby(["model", "tp", "num_tokens"])[["pt", "mt"]].sum()
     layer_ape = (layer["pt"] / layer["mt"] - 1.0).abs()
     dec = p["num_tokens"] <= DECODE_MAX_TOKENS
+    signed = p["pred"] / p["time_s"] - 1.0
     return {"elementwise_mape": float(ape.mean()), "elementwise_decode_mape": float(ape[dec].mean()),
+            "elementwise_worst_model_mape": float(ape.groupby(p["model"]).mean().max()),
+            "elementwise_bias": {"median": float(signed.median()), "mean": float(signed.mean())},
             "elementwise_mape_by_kind": {k: float(g.mean()) for k, g in ape.groupby(p["kind"])},
             "elementwise_layer_mape": float(layer_ape.mean()),
             "elementwise_worst_model_layer_mape": float(layer_ape.groupby(level=0).mean().max())}
 
 
-def allreduce_validation(network: Path, gpu: str, hardware, base: LatencyParams) -> tuple[LatencyParams, dict | None]:
-    """Fit the all-reduce on the single-node NVLink rows of ``gpu``'s pairwise and DGX files; report the
-    in-sample MAPE by GPU count and, for each TP degree, the MAPE when that degree is held out of the fit
-    (``None`` and ``base`` unchanged when the GPU has no all-reduce files or no interconnect)."""
-    from sdsl.fit.allreduce import fit_allreduce, nvlink_rows, predict_allreduce, read_allreduce
+def _leave_one_tp_out(rows: "pd.DataFrame", hardware, base: LatencyParams, ring_only: bool = False) -> "pd.DataFrame":
+    """Every row of ``rows`` predicted by a fit on the other GPU counts only (column ``rel`` = pred/meas − 1)."""
+    import pandas as pd
 
-    files = [network / f"{gpu}_pairwise_nvlink_all_reduce.csv", network / f"{gpu}_dgx_all_reduce.csv"]
-    if not any(f.exists() for f in files) or not hardware.interconnect_bandwidth:
-        return base, None
-    rows = nvlink_rows([read_allreduce(f) for f in files if f.exists()])
-    params, stats = fit_allreduce(rows, hardware, base)
-    held = {}
+    from sdsl.fit.allreduce import fit_allreduce, predict_allreduce
+
+    parts = []
     for n in sorted(rows["n_gpu"].unique()):
-        p_n, _ = fit_allreduce(rows[rows["n_gpu"] != n], hardware, base)
+        p_n, _ = fit_allreduce(rows[rows["n_gpu"] != n], hardware, base, ring_only=ring_only)
         test = rows[rows["n_gpu"] == n]
-        held[int(n)] = float(np.mean(np.abs(predict_allreduce(test, hardware.interconnect_bandwidth, p_n)
-                                            / test["time_s"].to_numpy() - 1.0)))
-    stats["heldout_tp_mape"] = held
-    stats["files"] = [f.name for f in files if f.exists()]
+        parts.append(test.assign(rel=predict_allreduce(test, hardware.interconnect_bandwidth, p_n) / test["time_s"] - 1.0))
+    return pd.concat(parts, ignore_index=True)
+
+
+def allreduce_validation(network: Path, gpu: str, hardware, base: LatencyParams) -> tuple[LatencyParams, dict | None]:
+    """The all-reduce (:func:`sdsl.core.kernels.allreduce_time`) fitted to ``gpu``'s DGX (NVSwitch)
+    single-node rows, TP 2/4/8, and checked with each TP degree held out of the fit: MAPE and median
+    signed error per TP, pooled over every held-out row, the worst TP. The pairwise-NVLink node's 2-GPU
+    rows (GPUs bridged in pairs: another interconnect) are predicted by the DGX fit, never fitted
+    (``pairwise_*``); ``heldout_tp_mape_with_pairwise`` repeats the previous protocol (both nodes pooled,
+    one TP held out); ``ring_only_heldout_tp_mape`` the DGX protocol with the previous form (the Simple
+    ring alone). ``None`` and ``base`` unchanged when the GPU has no DGX file or no interconnect."""
+    from sdsl.fit.allreduce import fit_allreduce, nvlink_rows, predict_allreduce, read_allreduce, switch_rows
+
+    dgx, pair = network / f"{gpu}_dgx_all_reduce.csv", network / f"{gpu}_pairwise_nvlink_all_reduce.csv"
+    if not dgx.exists() or not hardware.interconnect_bandwidth:
+        return base, None
+    rows = switch_rows([read_allreduce(dgx)])
+    params, stats = fit_allreduce(rows, hardware, base)
+    held = _leave_one_tp_out(rows, hardware, base)
+    by_tp = held.groupby("n_gpu")["rel"]
+    stats.update(heldout_tp_mape={int(n): float(g.abs().mean()) for n, g in by_tp},
+                 heldout_tp_bias={int(n): float(g.median()) for n, g in by_tp},
+                 heldout_pooled_mape=float(held["rel"].abs().mean()), heldout_pooled_bias=float(held["rel"].median()),
+                 heldout_worst_tp_mape=float(by_tp.apply(lambda g: g.abs().mean()).max()), files=[dgx.name],
+                 ring_only_heldout_tp_mape={int(n): float(g.abs().mean()) for n, g in
+                                            _leave_one_tp_out(rows, hardware, base, ring_only=True).groupby("n_gpu")["rel"]})
+    if pair.exists():
+        both = nvlink_rows([read_allreduce(pair), read_allreduce(dgx)])
+        two = both[both["source"] == pair.name]
+        rel = predict_allreduce(two, hardware.interconnect_bandwidth, params) / two["time_s"].to_numpy() - 1.0
+        old = _leave_one_tp_out(both, hardware, base).groupby("n_gpu")["rel"]
+        stats.update(pairwise_mape=float(np.abs(rel).mean()), pairwise_bias=float(np.median(rel)),
+                     heldout_tp_mape_with_pairwise={int(n): float(g.abs().mean()) for n, g in old},
+                     files=[dgx.name, pair.name])
     return params, stats
 
 

@@ -1,13 +1,14 @@
 """Fit the tensor-parallel all-reduce term to Vidur's NCCL all-reduce timings.
 
-Model: :func:`sdsl.core.latency.allreduce_time`, a ring all-reduce (Patarasuk & Yuan, JPDC 2009):
-t = latency + 2(t−1)·step_latency + 2(t−1)/t · bytes / (η · per-direction link bandwidth).
+Model: :func:`sdsl.core.kernels.allreduce_time` — NCCL's Simple ring, latency + 2(t−1)·step latency
++ 2(t−1)/t · bytes/(η · per-direction link bandwidth), or its low-latency protocol when faster (NCCL's
+cost model, ``src/graph/tuning.cc``), above a fitted measurement floor.
 Vidur's files (``sdsl/data/vidur/network``) hold sizes in fp16 elements and times in ms, for a
 pairwise-NVLink node (``*_pairwise_nvlink_*``: GPUs linked in pairs, so 4-GPU all-reduces cross
 PCIe) and a DGX node (``*_dgx_*``: NVSwitch, all GPUs linked; the A100 file also has multi-node
 rows). :func:`nvlink_rows` keeps the all-reduces whose GPUs all share NVLink in one node — the
-2-GPU rows of the pairwise file and the single-node rows of the DGX file — which is what
-tensor parallelism inside one server runs.
+2-GPU rows of the pairwise file and the single-node rows of the DGX file; :func:`switch_rows` keeps
+the DGX node's only (TP 2/4/8 on one fabric: what the validation fits and checks).
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
-from sdsl.core.latency import LatencyParams, allreduce_time
+from sdsl.core.kernels import allreduce_time_with
+from sdsl.core.latency import LatencyParams
 from sdsl.errors import ProfileError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["read_allreduce", "nvlink_rows", "fit_allreduce", "predict_allreduce"]
+__all__ = ["read_allreduce", "nvlink_rows", "switch_rows", "fit_allreduce", "predict_allreduce"]
 
 
 def read_allreduce(path: str | os.PathLike, dtype_bytes: int = 2) -> "pd.DataFrame":
@@ -59,14 +61,36 @@ def nvlink_rows(frames: Iterable["pd.DataFrame"]) -> "pd.DataFrame":
     return out
 
 
+def switch_rows(frames: Iterable["pd.DataFrame"]) -> "pd.DataFrame":
+    """Single-node rows of the DGX (NVSwitch) files only: the node where TP 2, 4 and 8 all run over
+    the same NVLink fabric, which the catalog's SXM entries (``interconnect_gbs``) describe."""
+    rows = nvlink_rows(frames)
+    out = rows[~rows["source"].str.contains("pairwise")].reset_index(drop=True)
+    if len(out) == 0:
+        raise ProfileError("No single-node DGX (NVSwitch) all-reduce rows.")
+    return out
+
+
 def predict_allreduce(rows: "pd.DataFrame", bandwidth: float, params: LatencyParams) -> np.ndarray:
     """Predicted time (s) of each row (columns n_gpu, bytes) with ``params``' all-reduce terms."""
-    return allreduce_time(rows["bytes"].to_numpy(float), rows["n_gpu"].to_numpy(float), bandwidth,
-                          params.allreduce_latency, params.eta_interconnect, params.allreduce_step_latency)
+    return allreduce_time_with(rows["bytes"].to_numpy(float), rows["n_gpu"].to_numpy(float), bandwidth, params)
 
 
-def fit_allreduce(rows: "pd.DataFrame", hardware, base: LatencyParams | None = None) -> tuple[LatencyParams, dict[str, Any]]:
-    """Fit ``allreduce_latency``, ``allreduce_step_latency`` and ``eta_interconnect`` on log-time.
+#: Fitted fields, their start values (three starts: the fit has two regimes and a floor), bounds and scales.
+_FIELDS = ("allreduce_floor", "allreduce_floor_smoothness", "allreduce_ll_latency", "allreduce_ll_efficiency",
+           "allreduce_latency", "eta_interconnect", "allreduce_step_latency")
+_STARTS = ([3e-5, 4.0, 1e-5, 0.5, 3e-5, 1.5, 1e-6], [3e-5, 8.0, 1e-6, 1.0, 5e-5, 1.5, 1e-6],
+           [2e-5, 4.0, 5e-6, 0.3, 1e-5, 1.2, 3e-7])
+_LO = [0.0, 1.0, 0.0, 1e-3, 0.0, 1e-3, 0.0]
+_HI = [1e-3, 50.0, 1e-3, 2.0, 1e-3, 2.0, 1e-4]
+
+
+def fit_allreduce(rows: "pd.DataFrame", hardware, base: LatencyParams | None = None, *,
+                  ring_only: bool = False) -> tuple[LatencyParams, dict[str, Any]]:
+    """Fit the all-reduce terms of :func:`sdsl.core.kernels.allreduce_time` on log-time: the floor and
+    its smoothness, the LL protocol's latency and bandwidth fraction, the Simple protocol's latency,
+    η and per-step latency (best of three starts). ``ring_only``: the previous form, the Simple ring
+    alone (no LL protocol, no floor: VALIDATION.md's "before" rows).
 
     ``hardware`` (catalog name or Hardware) gives the per-direction link bandwidth. With one GPU
     count only, the step latency cannot be told from the fixed one and stays 0. Returns the
@@ -82,19 +106,18 @@ def fit_allreduce(rows: "pd.DataFrame", hardware, base: LatencyParams | None = N
                            "catalog entry or file that has one.")
     base = base or LatencyParams()
     several = rows["n_gpu"].nunique() > 1
+    use = [i for i in range(len(_FIELDS)) if (several or i < len(_FIELDS) - 1) and (not ring_only or i >= 4)]
+    fixed = {f: 0.0 for i, f in enumerate(_FIELDS) if i not in use and f != "allreduce_floor_smoothness"}
     logt = np.log(rows["time_s"].to_numpy(float))
 
     def params_of(x):
-        return base.replace(allreduce_latency=float(x[0]), eta_interconnect=float(x[1]),
-                            allreduce_step_latency=float(x[2]) if several else 0.0)
+        return base.replace(**dict(zip([_FIELDS[i] for i in use], map(float, x))), **fixed)
 
-    x0, lo, hi = [1e-5, 0.5, 2e-6], [0.0, 1e-4, 0.0], [1e-3, 2.0, 1e-4]
-    k = 3 if several else 2
-    sol = least_squares(lambda x: np.log(predict_allreduce(rows, bw, params_of(x))) - logt, x0[:k],
-                        bounds=(lo[:k], hi[:k]), x_scale=[1e-5, 0.1, 1e-6][:k])
-    params = params_of(sol.x)
+    sols = [least_squares(lambda x: np.log(predict_allreduce(rows, bw, params_of(x))) - logt, [x0[i] for i in use],
+                          bounds=([_LO[i] for i in use], [_HI[i] for i in use]), x_scale=[abs(x0[i]) for i in use])
+            for x0 in _STARTS[:1 if ring_only else None]]
+    params = params_of(min(sols, key=lambda s: s.cost).x)
     ape = np.abs(predict_allreduce(rows, bw, params) / rows["time_s"].to_numpy(float) - 1.0)
     by_gpu = {int(n): float(ape[(rows["n_gpu"] == n).to_numpy()].mean()) for n in sorted(rows["n_gpu"].unique())}
-    return params, {"allreduce_latency_s": params.allreduce_latency, "allreduce_step_latency_s": params.allreduce_step_latency,
-                    "eta_interconnect": params.eta_interconnect, "mape": float(ape.mean()), "mape_by_gpus": by_gpu,
+    return params, {**{f: getattr(params, f) for f in _FIELDS}, "mape": float(ape.mean()), "mape_by_gpus": by_gpu,
                     "n": int(len(rows))}

@@ -128,7 +128,9 @@ class CalibrationResult(Result):
                        f"norm/rope/act {1e9 * p.row_norm:.3g}/{1e9 * p.row_rope:.3g}/{1e9 * p.row_act:.3g}")
         if "all-reduce fitted" in p.source:
             out.append(f"    all-reduce: latency {1e6 * p.allreduce_latency:.3g} us + {1e6 * p.allreduce_step_latency:.3g} us "
-                       f"per ring step, eta_interconnect {p.eta_interconnect:.3f} of the per-direction link")
+                       f"per ring step, eta_interconnect {p.eta_interconnect:.3f} of the per-direction link; LL "
+                       f"{1e6 * p.allreduce_ll_latency:.3g} us, {p.allreduce_ll_efficiency:.3f} of the link; floor "
+                       f"{1e6 * p.allreduce_floor:.3g} us (p {p.allreduce_floor_smoothness:.2f})")
         return out
 
     def plot(self, ax=None):

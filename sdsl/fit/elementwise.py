@@ -31,14 +31,15 @@ _SCALE = {"t_elementwise": 1e-6, "row_norm": 1e-10, "row_rope": 1e-10, "row_act"
 
 
 def predict_elementwise_times(rows: "pd.DataFrame", hardware, params: LatencyParams) -> np.ndarray:
-    """Predicted time (s) of each elementwise row (columns kind, num_tokens, row_elements, moved_elements, row_limited)."""
+    """Predicted time (s) of each elementwise row (columns kind, num_tokens, row_elements, moved_elements,
+    row_limited; optional ``kernels``: kernels the row's timer spans, each priced alike)."""
     out = np.empty(len(rows))
     for kind, g in rows.groupby("kind", sort=False):
         idx = rows.index.get_indexer(g.index)
         out[idx] = elementwise_time(kind, g["num_tokens"].to_numpy(float), g["row_elements"].to_numpy(float),
                                     g["moved_elements"].to_numpy(float), 2, hardware.mem_bandwidth, params,
                                     row_limited=g["row_limited"].to_numpy(bool))
-    return out
+    return out * rows["kernels"].to_numpy(float) if "kernels" in rows else out
 
 
 def fit_elementwise(rows: "pd.DataFrame", hardware, base: LatencyParams) -> tuple[LatencyParams, dict]:

@@ -121,7 +121,8 @@ VIDUR_ELEMENTWISE = {"input_layernorm": "norm", "post_attention_layernorm": "nor
 
 
 def _vidur_elementwise_shapes(df: "pd.DataFrame") -> dict[str, tuple[Any, Any, Any]]:
-    """Per-worker ``(row elements, elements moved per token, row-limited)`` of each elementwise kernel."""
+    """Per-worker ``(row elements, elements moved per token, row-limited)`` of each elementwise kernel
+    (one kernel; :func:`read_vidur_elementwise` counts the kernels a timer spans)."""
     tp = df["num_tensor_parallel_workers"]
     head_dim = df["n_embd"] // df["n_head"]
     gated = df["use_gated_mlp"].astype(str).str.lower().isin(("true", "1")).to_numpy()
@@ -137,7 +138,13 @@ def read_vidur_elementwise(root: str | os.PathLike, *, hardware: str | Iterable[
     """Vidur's elementwise kernel times (``input_layernorm``, ``post_attention_layernorm``,
     ``attn_rope``, ``mlp_act``, ``add``) from every ``mlp.csv`` under ``root``, one row per kernel:
     ``hardware, model, op, kind, num_tokens, tp, row_elements, moved_elements, row_limited, time_s,
-    dtype``. A model without a column (phi-2 has no post-attention norm) contributes no such rows."""
+    dtype, kernels``. A model without a column (phi-2 has no post-attention norm) contributes no such rows.
+
+    What Vidur's profiler times (``vidur/profiling/mlp/mlp_impl.py``) sets two columns: a block without a
+    post-attention norm (phi-2's parallel attention and MLP) times ``attn + mlp + residual`` under the
+    ``add`` timer, two eager PyTorch adds (``kernels`` = 2; else 1); a non-gated MLP's activation is
+    ``torch.nn.GELU``, a flat native PyTorch kernel like the add, so its ``kind`` is ``add`` (the gated
+    one is Sarathi's fused ``SiluAndMul``, kind ``act``)."""
     import numpy as np
     import pandas as pd
 
@@ -150,15 +157,18 @@ def read_vidur_elementwise(root: str | os.PathLike, *, hardware: str | Iterable[
     for f in files:
         df = pd.read_csv(f)
         shapes = _vidur_elementwise_shapes(df)
+        parallel_block = "time_stats.post_attention_layernorm.median" not in df.columns
         for op, kind in VIDUR_ELEMENTWISE.items():
             col = f"time_stats.{op}.median"
             if col not in df.columns:
                 continue
             row, moved, limited = shapes[op]
             t = pd.to_numeric(df[col], errors="coerce").to_numpy() * 1e-3
+            kinds = np.where(np.asarray(limited) | (op != "mlp_act"), kind, "add")
             parts.append(pd.DataFrame({
                 "hardware": f.parents[2].name, "model": f"{f.parent.parent.name}/{f.parent.name}", "op": op,
-                "kind": kind, "num_tokens": df["num_tokens"].to_numpy(), "tp": df["num_tensor_parallel_workers"].to_numpy(),
+                "kind": np.broadcast_to(kinds, len(df)), "kernels": 2.0 if op == "add" and parallel_block else 1.0,
+                "num_tokens": df["num_tokens"].to_numpy(), "tp": df["num_tensor_parallel_workers"].to_numpy(),
                 "row_elements": np.asarray(row, dtype=float), "moved_elements": np.asarray(moved, dtype=float),
                 "row_limited": np.broadcast_to(np.asarray(limited), len(df)), "time_s": t, "dtype": "fp16"}))
     out = pd.concat(parts, ignore_index=True)

@@ -54,3 +54,25 @@ def test_help_quotes_the_catalog_values():
     text = " ".join(run(["predict", "--help"]).output.split())
     for name, h in engine_hosts().items():
         assert f"{name} ({round(1e6 * h.host_step_s)} us" in text
+
+
+OPT = ["optimize", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--proposer", "eagle", "--accepted-length",
+       "3.0", "--accepted-at", "4", "--batch", "1", "--json"]
+
+
+def test_optimize_charges_host_time_to_speculative_rows_and_moves_break_even():
+    plain = json.loads(run(OPT).output)
+    host = json.loads(run(OPT + ["--engine-host", "sglang-2025-10"]).output)
+    assert plain["host_step_s"] == 0.0 and host["host_step_s"] == pytest.approx(1.10677e-3, rel=1e-4)
+    by_k = lambda out: {r["gamma"]: r for r in out["configs"]}  # noqa: E731
+    for k, row in by_k(host).items():
+        p = by_k(plain)[k]
+        # TPOT grows by exactly the host time spread over the τ tokens of the step
+        assert row["tpot_s"] - p["tpot_s"] == pytest.approx(host["host_step_s"] / p["tau"], rel=1e-6)
+    assert host["break_even_batch"] is None or plain["break_even_batch"] is None or \
+        host["break_even_batch"] <= plain["break_even_batch"]
+
+
+def test_optimize_host_needs_a_proposer_ranking():
+    res = run(["optimize", "--target", "llama-3.1-8b", "--engine-host", "sglang-2025-10"])
+    assert res.exit_code == 2 and "--proposer" in res.output and len(res.output.strip().splitlines()) == 1

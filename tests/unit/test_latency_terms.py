@@ -73,6 +73,46 @@ def test_ring_allreduce_per_direction_and_step_latency():
         LatencyParams(eta_interconnect=2.5)
 
 
+@settings(max_examples=60, deadline=None)
+@given(size=st.floats(1e3, 1e10), n=st.sampled_from([2, 4, 8]), floor=st.floats(1e-6, 1e-4),
+       p=st.floats(1.0, 20.0), ll_eff=st.floats(0.05, 1.5))
+def test_allreduce_two_protocols_and_floor(size, n, floor, p, ll_eff):
+    """NCCL runs the faster protocol (tuning.cc: min over latency + bytes/bw), and a measured all-reduce
+    lasts at least the floor; without LL and floor the form is the plain ring."""
+    args = (size, n, 450e9, 2e-5, 1.2, 1e-6)
+    ring = float(allreduce_time(*args))
+    ll = 5e-6 + 2 * (n - 1) / n * size / 450e9 / ll_eff
+    both = float(allreduce_time(*args, ll_latency_s=5e-6, ll_efficiency=ll_eff))
+    assert both == pytest.approx(min(ring, ll), rel=1e-12)
+    floored = float(allreduce_time(*args, ll_latency_s=5e-6, ll_efficiency=ll_eff, floor_s=floor, floor_smoothness=p))
+    assert max(floor, both) <= floored * (1 + 1e-12) and floored <= (floor + both) * (1 + 1e-12)
+    assert float(allreduce_time(*args, floor_s=0.0, floor_smoothness=p)) == ring
+    with pytest.raises(Exception):
+        LatencyParams(allreduce_floor_smoothness=float("inf"))
+
+
+def test_non_gated_activation_priced_as_a_native_kernel():
+    """A gated activation is the fused one-block-per-token kind ``act``; GELU (phi-2, OPT, Pythia) a flat
+    native kernel priced with the ``add`` kind's terms (VALIDATION.md): changing eta_act moves only the
+    gated model, changing eta_add moves both."""
+    from sdsl.core.latency import ModelShapes, layer_elementwise_time
+
+    p = load_latency_params(REPO_ROOT / "profiles" / "h100-sxm.calib.json")
+    shapes = ModelShapes.of([get_model("phi-2"), get_model("llama-2-7b")])
+    base = layer_elementwise_time(shapes, 4096.0, 2, H100.mem_bandwidth, p)
+    slow_act = layer_elementwise_time(shapes, 4096.0, 2, H100.mem_bandwidth, p.replace(eta_act=p.eta_act / 2))
+    slow_add = layer_elementwise_time(shapes, 4096.0, 2, H100.mem_bandwidth, p.replace(eta_add=p.eta_add / 2))
+    assert slow_act[0] == base[0] and slow_act[1] > base[1]
+    assert slow_add[0] > base[0] and slow_add[1] > base[1]
+    s = ModelShapes.of(get_model("phi-2"))
+    bw, d, qk, ff = H100.mem_bandwidth, s.d_model, s.q_width + s.kv_width, s.ff_width
+    want = (s.norms * elementwise_time("norm", 4096.0, d, 2 * d, 2, bw, p)
+            + elementwise_time("rope", 4096.0, qk, 2 * qk, 2, bw, p)
+            + elementwise_time("add", 4096.0, ff, 2 * ff, 2, bw, p, row_limited=False)
+            + 2 * elementwise_time("add", 4096.0, d, 3 * d, 2, bw, p, row_limited=False))
+    assert base[0] == pytest.approx(float(want), rel=1e-12)
+
+
 def test_fp32_priced_on_fp32_units():
     assert compute_peak(H100, "fp32") == pytest.approx(H100.peak_flops / 16)  # no fp32 field: fallback
     assert compute_peak(get_hardware("cpu"), "fp32") == pytest.approx(get_hardware("cpu").peak_flops / 2)

@@ -31,11 +31,34 @@ def report():
 GEMM = {"h100": (0.09396, 0.10951, 0.17061, 0.08801, 0.06171), "a100": (0.06035, 0.05339, 0.07900, 0.06058, 0.05998)}
 # median signed error by num_tokens bucket
 BIAS = {"h100": (0.01055, 0.00417, 0.07603, 0.00016, 0.01548), "a100": (0.00836, 0.00099, 0.01131, 0.01024, 0.00593)}
-# elementwise: per kernel, per kernel decode, per layer sum, worst model per layer
-ELEMENTWISE = {"h100": (0.16274, 0.32708, 0.09232, 0.10574), "a100": (0.11817, 0.24935, 0.08758, 0.11098)}
-# all-reduce: in-sample MAPE at TP 2/4/8, held-out-TP MAPE at 2/4/8
-ALLREDUCE = {"h100": ((0.19564, 0.14660, 0.08320), (0.25015, 0.19213, 0.17450)),
-             "a100": ((0.10505, 0.14137, 0.14118), (0.18719, 0.14918, 0.17378))}
+# elementwise: per kernel, per kernel decode, per layer sum, worst model per layer, worst model per kernel,
+# median and mean signed error per kernel
+ELEMENTWISE = {"h100": (0.13454, 0.21646, 0.07383, 0.08559, 0.25533, 0.03887, 0.03651),
+               "a100": (0.11052, 0.18969, 0.07823, 0.10112, 0.24213, -0.01871, 0.00683)}
+# the same with the previous accounting (phi-2's add timer one kernel, GELU priced as the fused activation)
+ELEMENTWISE_PREVIOUS = {"h100": (0.16274, 0.32708, 0.09232, 0.10574, 0.31841, 0.04245, 0.05692),
+                        "a100": (0.11817, 0.24935, 0.08758, 0.11098, 0.30019, -0.02225, 0.00832)}
+
+
+def _previous_accounting(ew):
+    from sdsl.fit.profiles import VIDUR_ELEMENTWISE
+
+    return ew.assign(kernels=1.0, kind=ew["op"].map(VIDUR_ELEMENTWISE))
+
+
+def _ew_tuple(r):
+    return (r["elementwise_mape"], r["elementwise_decode_mape"], r["elementwise_layer_mape"],
+            r["elementwise_worst_model_layer_mape"], r["elementwise_worst_model_mape"], r["elementwise_bias"]["median"],
+            r["elementwise_bias"]["mean"])
+# all-reduce (DGX rows): in-sample MAPE at TP 2/4/8; held-out-TP MAPE at 2/4/8; held-out median signed error;
+# (pooled held-out MAPE, its median signed error, worst TP); pairwise node predicted (MAPE, median signed error);
+# the previous form (ring only) held out on the same rows; the previous protocol (pairwise rows pooled in)
+ALLREDUCE = {"h100": ((0.14938, 0.07054, 0.05872), (0.18265, 0.09573, 0.08243), (-0.12176, 0.05405, -0.02648),
+                      (0.12027, -0.01995, 0.18265), (0.32818, -0.24494), (0.17808, 0.09717, 0.09649),
+                      (0.28944, 0.18779, 0.14816)),
+             "a100": ((0.07809, 0.10128, 0.07025), (0.10063, 0.11945, 0.07687), (-0.06938, 0.03482, -0.00814),
+                      (0.09898, -0.01033, 0.11945), (0.12719, 0.06693), (0.09589, 0.14380, 0.13605),
+                      (0.08856, 0.11422, 0.08706))}
 
 
 @pytest.mark.parametrize("gpu", ["h100", "a100"])
@@ -52,20 +75,24 @@ def test_gemm_pooled_worst_and_bias(report, gpu):
 @pytest.mark.parametrize("gpu", ["h100", "a100"])
 def test_elementwise_and_allreduce(report, gpu):
     r = report[gpu]
-    got = (r["elementwise_mape"], r["elementwise_decode_mape"], r["elementwise_layer_mape"],
-           r["elementwise_worst_model_layer_mape"])
-    assert got == pytest.approx(ELEMENTWISE[gpu], rel=REL, abs=2e-5)
+    assert _ew_tuple(r) == pytest.approx(ELEMENTWISE[gpu], rel=REL, abs=2e-5)
     ar = r["allreduce"]
-    assert tuple(ar["mape_by_gpus"][k] for k in ("2", "4", "8")) == pytest.approx(ALLREDUCE[gpu][0], rel=REL, abs=2e-5)
-    assert tuple(ar["heldout_tp_mape"][k] for k in ("2", "4", "8")) == pytest.approx(ALLREDUCE[gpu][1], rel=REL, abs=2e-5)
+    tp = ("2", "4", "8")
+    want = ALLREDUCE[gpu]
+    for key, i in (("mape_by_gpus", 0), ("heldout_tp_mape", 1), ("heldout_tp_bias", 2), ("ring_only_heldout_tp_mape", 5),
+                   ("heldout_tp_mape_with_pairwise", 6)):
+        assert tuple(ar[key][k] for k in tp) == pytest.approx(want[i], rel=REL, abs=2e-5), key
+    got = (ar["heldout_pooled_mape"], ar["heldout_pooled_bias"], ar["heldout_worst_tp_mape"])
+    assert got == pytest.approx(want[3], rel=REL, abs=2e-5)
+    assert (ar["pairwise_mape"], ar["pairwise_bias"]) == pytest.approx(want[4], rel=REL, abs=2e-5)
 
 
 def test_turbospec_comparison(report):
     ts = report["turbospec"]
-    assert ts["llama-3.1-70b"]["mean_abs_rel_diff"] == pytest.approx(0.03308, rel=REL)
-    assert ts["llama-3.1-8b"]["mean_abs_rel_diff"] == pytest.approx(0.05676, rel=REL)
-    assert ts["llama-3.1-70b"]["batch1"]["predicted_ms"] == pytest.approx(18.772, rel=REL)
-    assert ts["llama-3.1-8b"]["batch64"]["predicted_ms"] == pytest.approx(9.228, rel=REL)
+    assert ts["llama-3.1-70b"]["mean_abs_rel_diff"] == pytest.approx(0.02621, rel=REL)
+    assert ts["llama-3.1-8b"]["mean_abs_rel_diff"] == pytest.approx(0.05691, rel=REL)
+    assert ts["llama-3.1-70b"]["batch1"]["predicted_ms"] == pytest.approx(19.625, rel=REL)
+    assert ts["llama-3.1-8b"]["batch64"]["predicted_ms"] == pytest.approx(9.205, rel=REL)
 
 
 def test_before_numbers_without_tiles_or_elementwise_terms():
@@ -77,7 +104,7 @@ def test_before_numbers_without_tiles_or_elementwise_terms():
     from sdsl.fit.elementwise import predict_elementwise_times
     from sdsl.fit.profiles import read_vidur, read_vidur_elementwise
 
-    data, ew = read_vidur(VIDUR), read_vidur_elementwise(VIDUR)
+    data, ew = read_vidur(VIDUR), _previous_accounting(read_vidur_elementwise(VIDUR))
     _, points, fits = leave_one_model_out(data, m_tile=0)
     want = {"h100": (0.09949, 0.10033, 0.14933, 0.06257, 0.32710), "a100": (0.06144, 0.05999, 0.07418, 0.02602, 0.28182)}
     for gpu, expected in want.items():
@@ -91,18 +118,93 @@ def test_before_numbers_without_tiles_or_elementwise_terms():
         assert got == pytest.approx(expected, rel=REL, abs=2e-5), gpu
 
 
+@pytest.mark.parametrize("gpu, name", [("h100", "h100-sxm"), ("a100", "a100-80gb")])
+def test_elementwise_previous_accounting(gpu, name):
+    """VALIDATION.md's previous elementwise row: the same fit and held-out protocol with phi-2's add timer
+    read as one kernel and its GELU priced as Sarathi's fused activation."""
+    from sdsl.experiments.latency_validation import elementwise_leave_one_model_out
+    from sdsl.fit.calibration import GPU_M_TILE, fit_latency
+    from sdsl.fit.profiles import read_vidur, read_vidur_elementwise
+
+    hw = get_hardware(name)
+    data, ew = read_vidur(VIDUR / gpu), read_vidur_elementwise(VIDUR, hardware=gpu)
+    res = fit_latency(data, hw, dtype="fp16", keep_points=False, m_tile=GPU_M_TILE)
+    got = elementwise_leave_one_model_out(_previous_accounting(ew), hw, res.params)
+    assert _ew_tuple(got) == pytest.approx(ELEMENTWISE_PREVIOUS[gpu], rel=REL, abs=2e-5)
+
+
+def test_elementwise_rows_follow_what_vidur_times():
+    """vidur/profiling/mlp/mlp_impl.py: phi-2 (no post-attention norm) times attn + mlp + residual, two adds,
+    under one timer, and its torch.nn.GELU is a flat native kernel; Llama's add is one kernel, its
+    activation Sarathi's fused SiluAndMul."""
+    from sdsl.fit.profiles import read_vidur_elementwise
+
+    ew = read_vidur_elementwise(VIDUR, hardware="h100")
+    phi, llama = ew[ew.model == "microsoft/phi-2"], ew[ew.model == "meta-llama/Llama-2-7b-hf"]
+    assert set(phi.loc[phi.op == "add", "kernels"]) == {2.0} and set(llama.loc[llama.op == "add", "kernels"]) == {1.0}
+    assert set(phi.loc[phi.op == "mlp_act", "kind"]) == {"add"} and set(llama.loc[llama.op == "mlp_act", "kind"]) == {"act"}
+    assert set(phi.loc[phi.op != "add", "kernels"]) == {1.0}
+    assert (ew["num_tokens"] <= 64).mean() == pytest.approx(0.04215, abs=5e-5)  # VALIDATION.md: decode is 4% of rows
+
+
 def test_allreduce_fit_recovers_its_own_data():
+    """Data drawn from the two-protocol form with a floor: the fit (best of three starts) recovers every term."""
     from sdsl.fit.allreduce import fit_allreduce, predict_allreduce
 
     hw = get_hardware("h100-sxm")
-    true = LatencyParams(allreduce_latency=8e-6, allreduce_step_latency=1.5e-6, eta_interconnect=0.8)
-    n, size = np.meshgrid([2, 4, 8], np.geomspace(1e4, 1e8, 12))
+    true = LatencyParams(allreduce_latency=2e-5, allreduce_step_latency=1.5e-6, eta_interconnect=1.2,
+                         allreduce_ll_latency=6e-6, allreduce_ll_efficiency=0.3, allreduce_floor=9e-6,
+                         allreduce_floor_smoothness=6.0)
+    n, size = np.meshgrid([2, 4, 8], np.geomspace(1e4, 3e8, 40))
     rows = pd.DataFrame({"n_gpu": n.ravel(), "bytes": size.ravel()})
     rows["time_s"] = predict_allreduce(rows, hw.interconnect_bandwidth, true)
     params, stats = fit_allreduce(rows, hw)
-    for name in ("allreduce_latency", "allreduce_step_latency", "eta_interconnect"):
-        assert getattr(params, name) == pytest.approx(getattr(true, name), rel=1e-3), name
-    assert stats["mape"] < 1e-6
+    for name in ("allreduce_latency", "allreduce_step_latency", "eta_interconnect", "allreduce_ll_efficiency"):
+        assert getattr(params, name) == pytest.approx(getattr(true, name), rel=2e-2), name
+    assert stats["mape"] < 2e-3
+    ring, ring_stats = fit_allreduce(rows, hw, ring_only=True)  # the previous form cannot follow the LL regime
+    assert ring.allreduce_ll_efficiency == 0 and ring.allreduce_floor == 0 and ring_stats["mape"] > 0.1
+
+
+def test_switch_rows_drop_the_pairwise_node():
+    from sdsl.fit.allreduce import read_allreduce, switch_rows
+
+    net = VIDUR / "network"
+    rows = switch_rows([read_allreduce(net / "h100_pairwise_nvlink_all_reduce.csv"),
+                        read_allreduce(net / "h100_dgx_all_reduce.csv")])
+    assert set(rows["source"]) == {"h100_dgx_all_reduce.csv"} and set(rows["n_gpu"]) == {2, 4, 8}
+    # VALIDATION.md: the two nodes' 2-GPU algorithm bandwidth at the largest message (134 MB), GB/s
+    algbw = []
+    for name in ("h100_dgx_all_reduce.csv", "h100_pairwise_nvlink_all_reduce.csv"):
+        df = read_allreduce(net / name)
+        top = df[(df["n_gpu"] == 2) & (df["per_node"] == 2)].nlargest(1, "bytes")
+        algbw.append(float(top["bytes"].iloc[0] / top["time_s"].iloc[0] / 1e9))
+    assert algbw == pytest.approx([547.8, 381.3], abs=0.5)
+
+
+def test_allreduce_floor_is_measured_bimodality():
+    """Evidence for the floor term: in one DGX file the same message size measures both ~7 us and ~40 us
+    within its three repeats (min vs max), which no size-dependent protocol choice can produce."""
+    df = pd.read_csv(VIDUR / "network" / "h100_dgx_all_reduce.csv")
+    small = df[(df["num_workers"] == 2) & (df["size"] <= 2 ** 18)]
+    lo, hi = small["time_stats.all_reduce.min"], small["time_stats.all_reduce.max"]
+    both = (lo <= 0.010) & (hi >= 0.035)
+    assert (int(both.sum()), len(small)) == (12, 32)  # VALIDATION.md: 12 of the 32 sizes up to 512 KB
+
+
+def test_what_is_left_of_the_h100_tp2_allreduce_error():
+    """VALIDATION.md's breakdown of the held-out H100 TP 2 error: small messages (<= 4 MB) and the
+    large messages that TP 4/8 predict too fast."""
+    from sdsl.experiments.latency_validation import _leave_one_tp_out
+    from sdsl.fit.allreduce import read_allreduce, switch_rows
+
+    rows = switch_rows([read_allreduce(VIDUR / "network" / "h100_dgx_all_reduce.csv")])
+    held = _leave_one_tp_out(rows, get_hardware("h100-sxm"), LatencyParams())
+    tp2 = held[held["n_gpu"] == 2]
+    small, big = tp2["bytes"] <= 4e6, tp2["bytes"] >= 64e6
+    got = (small.mean(), tp2["rel"][small].abs().mean(), tp2["rel"][small].abs().sum() / tp2["rel"].abs().sum(),
+           tp2["rel"][big].median())
+    assert got == pytest.approx((0.15895, 0.56572, 0.49232, -0.15835), rel=REL, abs=2e-5)
 
 
 def test_nvlink_rows_keep_single_node_nvlink_only():

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sdsl.core.acceptance import tau
+from sdsl.core.acceptance_vector import Acceptance
 from sdsl.core.architecture import get_model
 from sdsl.core.deployment import Deployment
 from sdsl.core.latency import step_time
@@ -127,6 +128,24 @@ def test_rank_trees_matches_pointwise_pricing():
     assert np.isneginf(r.tokens_per_s[1, r.steps > 5]).all()  # Medusa: 5 heads, no 6-deep tree
     best = r.records(top=1, batches=[1])[0]
     assert best["tokens_per_s"] == pytest.approx(float(np.max(r.tokens_per_s[:, :, 0])))
+
+
+def test_host_step_charges_speculative_steps_only():
+    """rank_proposers/rank_trees charge ``host_step_s`` once per speculative step, never to k = 0 (plain)."""
+    from sdsl.core.ranking import rank_trees
+
+    host = 1.1e-3
+    base = rank_proposers(TARGET, ["eagle"], DEP, acceptance=np.array([0.7]), gammas=range(0, 6), batches=[1, 64])
+    slow = rank_proposers(TARGET, ["eagle"], DEP, acceptance=np.array([0.7]), gammas=range(0, 6), batches=[1, 64],
+                          host_step_s=host)
+    np.testing.assert_array_equal(slow.tokens_per_s[:, 0], base.tokens_per_s[:, 0])
+    b, tau_k = np.array([1.0, 64.0]), base.taus[0][1:, 0, 0]
+    step = b[None, :] * tau_k[:, None] / base.tokens_per_s[0, 1:, :, 0]
+    np.testing.assert_allclose(slow.tokens_per_s[0, 1:, :, 0], b[None, :] * tau_k[:, None] / (step + host), rtol=1e-12)
+    acc = Acceptance.from_accepted_length(3.1, 4)
+    t0 = rank_trees(TARGET, ["eagle3"], DEP, acceptance=acc, batches=[1], steps=range(1, 4))
+    t1 = rank_trees(TARGET, ["eagle3"], DEP, acceptance=acc, batches=[1], steps=range(1, 4), host_step_s=host)
+    np.testing.assert_allclose(1 / t1.tokens_per_s[0, :, 0] - 1 / t0.tokens_per_s[0, :, 0], host / t0.tau[0], rtol=1e-9)
 
 
 @settings(max_examples=30, deadline=None)

@@ -20,7 +20,6 @@ def test_gpu_calibration_is_reproduced(tmp_path, gpu, name):
 
     out = tmp_path / f"{name}.calib.json"
     args = ["calibrate", str(data_path("vidur") / gpu), "--hardware", name,
-            "--allreduce", str(NET / f"{gpu}_pairwise_nvlink_all_reduce.csv"),
             "--allreduce", str(NET / f"{gpu}_dgx_all_reduce.csv"), "--no-points", "-o", str(out)]
     r = CliRunner().invoke(cli, args)
     assert r.exit_code == 0, r.output
@@ -37,5 +36,8 @@ def test_values_quoted_in_validation():
     """VALIDATION.md quotes these fitted values of the refitted calibrations."""
     h100 = load_latency_params(REPO_ROOT / "profiles" / "h100-sxm.calib.json")
     a100 = load_latency_params(REPO_ROOT / "profiles" / "a100-80gb.calib.json")
-    assert (h100.t_kernel, h100.smoothness, h100.eta_interconnect) == pytest.approx((5.689e-6, 1.5458, 1.3623), rel=1e-3)
-    assert (a100.eta_interconnect, a100.allreduce_latency, a100.smoothness) == pytest.approx((1.2105, 40.93e-6, 2.2027), rel=1e-3)
+    assert (h100.t_kernel, h100.smoothness, h100.eta_interconnect) == pytest.approx((5.689e-6, 1.5458, 1.5016), rel=1e-3)
+    assert (a100.eta_interconnect, a100.allreduce_latency, a100.smoothness) == pytest.approx((1.2377, 44.33e-6, 2.2027), rel=1e-3)
+    # the all-reduce's low-latency protocol and floor (VALIDATION.md, all-reduce subsection)
+    assert (h100.allreduce_ll_efficiency, h100.allreduce_floor, a100.allreduce_ll_efficiency, a100.allreduce_floor) == \
+        pytest.approx((1.3004, 28.19e-6, 0.8330, 32.99e-6), rel=1e-3)
