@@ -1,6 +1,6 @@
 """``sdsl validate``: hold sdsl's predictions against measurements.
 
-Subcommands: ``latency`` (operator step-time model vs Vidur's real H100/A100 measurements).
+Subcommands: ``latency`` (operator step-time model vs Vidur's real H100/A100/A40 measurements).
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ def _default_vidur() -> str:
 @click.option("--hardware", "hardware_map", multiple=True, metavar="FOLDER=NAME_OR_FILE",
               help="Hardware of a GPU folder the catalog does not name (repeatable).")
 def latency(data, figure, as_json, transfer, hardware_map):
-    """Leave-one-model-out accuracy of the calibrated step-time model on Vidur's H100 and A100 data.
+    """Leave-one-model-out accuracy of the calibrated step-time model on Vidur's H100, A100 and A40 data.
 
     For each GPU, every row of one model is held out, the rest fitted, the held-out rows predicted:
     GEMM times pooled over all held-out rows and in the decode regime (num_tokens <= 64), the worst
     held-out model, the signed bias by num_tokens, the elementwise kernels (per kernel and per layer
-    sum), and the NCCL all-reduce across TP 2/4/8 (each TP degree held out in turn). Also compares
-    H100 step times with TurboSpec's fitted lines.
+    sum), and the NCCL all-reduce across TP 2/4/8 where Vidur measured it (H100, A100; each TP degree
+    held out in turn). Also compares H100 step times with TurboSpec's fitted lines.
     """
     from sdsl.experiments.latency_validation import validate_latency
     from sdsl.cli._common import echo_json

@@ -12,11 +12,21 @@ with continuous features f = log peak bf16 FLOP/s, log bandwidth, log machine ba
 (FLOP/s ÷ bytes/s), log SM count and log L2 size (a feature either side lacks is skipped), each
 scaled by its spread s_f over the accelerator catalog (so nothing measured sets the scale).
 Efficiencies (every ``eta_*`` field) are averaged as logits, the smoothness as 1/p (hard max = 0),
-other numbers (times) as they are; a non-numeric field is the closest calibrated GPU's.
+other numbers (times) as they are; a non-numeric or integer field (the GEMM tile ``m_tile``) is the
+closest calibrated GPU's.
 
-With one calibrated GPU this is that GPU's parameters; with two it leans towards the closer one.
-It cannot learn a trend that the calibrated GPUs do not span: a model with two measured GPUs
-(H100-SXM and A100-80GB from Vidur) can only interpolate between them (VALIDATION.md).
+Nearest architecture first (``rule="architecture"``, the default): when some calibrated GPU shares
+the target's architecture, the average runs over those GPUs only; otherwise over all of them.
+Evidence (VALIDATION.md, issue 13, leave one GPU out over Vidur's H100-SXM, A100-80GB and A40):
+the memory efficiency η_m follows the architecture, not the memory class or the bandwidth
+(A100, HBM2e, 0.83 and A40, GDDR6, 0.81 against H100, HBM3, 0.99), so an Ampere card priced from
+the other Ampere card beats one priced from the HBM-sharing Hopper card in the decode regime.
+``rule="kernel"`` is the plain kernel average over every calibrated GPU (the form before the A40
+data); ``rule="memory"`` restricts to the same memory class instead (both kept for that comparison).
+
+With one candidate GPU this is that GPU's parameters; with two it leans towards the closer one.
+It cannot learn a trend that the calibrated GPUs do not span: three measured GPUs of two
+architectures identify which calibration to borrow, not a regression on the features.
 """
 
 from __future__ import annotations
@@ -27,9 +37,11 @@ from typing import Mapping
 
 import numpy as np
 
-__all__ = ["datasheet_features", "feature_distance", "transfer_weights", "transfer_params"]
+__all__ = ["TRANSFER_RULES", "datasheet_features", "feature_distance", "transfer_weights", "transfer_params"]
 
 _CONTINUOUS = ("log_peak_flops", "log_bandwidth", "log_balance", "log_sm_count", "log_l2")
+#: Which calibrated GPUs a target may lean on (module docstring): the default first.
+TRANSFER_RULES = ("architecture", "kernel", "memory")
 
 
 def datasheet_features(hw) -> dict[str, float | str | None]:
@@ -66,13 +78,27 @@ def feature_distance(a, b) -> float:
     return math.sqrt(d2)
 
 
-def transfer_weights(hardware, measured: Mapping[str, tuple]) -> dict[str, float]:
-    """Normalised kernel weights of the calibrated GPUs ``{name: (Hardware, LatencyParams)}`` for ``hardware``."""
-    d = {k: feature_distance(hardware, hw) for k, (hw, _) in measured.items()}
+def _candidates(hardware, measured: Mapping[str, tuple], rule: str) -> list[str]:
+    """The calibrated GPUs ``hardware`` may lean on under ``rule`` (all of them if none qualifies)."""
+    if rule not in TRANSFER_RULES:
+        raise ValueError(f"transfer rule must be one of {TRANSFER_RULES}, not {rule!r}.")
+    if rule == "kernel":
+        return list(measured)
+    key = "architecture" if rule == "architecture" else "memory_class"
+    mine = datasheet_features(hardware)[key]
+    same = [k for k, (hw, _) in measured.items() if mine is not None and datasheet_features(hw)[key] == mine]
+    return same or list(measured)
+
+
+def transfer_weights(hardware, measured: Mapping[str, tuple], rule: str = "architecture") -> dict[str, float]:
+    """Normalised weights of the calibrated GPUs ``{name: (Hardware, LatencyParams)}`` for ``hardware``
+    (0 for a GPU the ``rule`` leaves out; module docstring)."""
+    keep = _candidates(hardware, measured, rule)
+    d = {k: feature_distance(hardware, measured[k][0]) for k in keep}
     dmin = min(d.values())
     w = {k: math.exp(-(v * v - dmin * dmin) / 2.0) for k, v in d.items()}  # shifted: no underflow
     total = sum(w.values())
-    return {k: v / total for k, v in w.items()}
+    return {k: w.get(k, 0.0) / total for k in measured}
 
 
 def _logit(x: float) -> float:
@@ -80,16 +106,16 @@ def _logit(x: float) -> float:
     return math.log(x / (1 - x))
 
 
-def transfer_params(hardware, measured: Mapping[str, tuple]):
+def transfer_params(hardware, measured: Mapping[str, tuple], rule: str = "architecture"):
     """Latency parameters for ``hardware`` from calibrated GPUs ``{name: (Hardware, LatencyParams)}``.
 
-    The kernel regression of the module docstring, returned as the calibrated GPUs' parameter class
-    (:class:`~sdsl.core.latency_params.LatencyParams`); ``source`` names the GPUs and their weights and says
-    that nothing was measured on ``hardware``.
+    The kernel regression of the module docstring under ``rule`` (:data:`TRANSFER_RULES`), returned as
+    the calibrated GPUs' parameter class (:class:`~sdsl.core.latency_params.LatencyParams`); ``source``
+    names the GPUs it leans on and their weights and says that nothing was measured on ``hardware``.
     """
     if not measured:
         raise ValueError("transfer_params needs at least one calibrated GPU.")
-    w = transfer_weights(hardware, measured)
+    w = {k: v for k, v in transfer_weights(hardware, measured, rule).items() if v > 0.0}
     params = {k: p for k, (_, p) in measured.items()}
     cls = type(next(iter(params.values())))  # LatencyParams, without importing sdsl.core.latency_params (no cycle)
     out = {}
@@ -97,9 +123,10 @@ def transfer_params(hardware, measured: Mapping[str, tuple]):
     for f in fields(cls):
         if f.name == "source":
             continue
-        vals = {k: getattr(p, f.name) for k, p in params.items()}
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals.values()):
-            out[f.name] = vals[nearest]  # a non-numeric setting: the closest calibrated GPU's
+        vals = {k: getattr(p, f.name) for k, p in params.items() if k in w}
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals.values())
+        if not numeric or f.type in ("int", int):
+            out[f.name] = vals[nearest]  # a setting or a count (m_tile), not averaged: the closest GPU's
         elif f.name.startswith("eta"):
             z = sum(w[k] * _logit(float(v)) for k, v in vals.items())
             out[f.name] = min(1.0, 1.0 / (1.0 + math.exp(-z)))

@@ -137,8 +137,8 @@ def _packaged_params(name: str) -> LatencyParams | None:
 
 def default_params(hardware) -> LatencyParams:
     """Latency parameters shipped for ``hardware``: its own calibration when sdsl ships one
-    (sdsl/data/latency/<name>.json, fitted by ``sdsl calibrate`` to Vidur's H100-SXM and A100-80GB
-    GEMM timings; the H100 all-reduce to its 2-GPU NVLink rows, the A100 all-reduce unfitted); for another accelerator, the cross-GPU efficiency
+    (sdsl/data/latency/<name>.json, fitted by ``sdsl calibrate`` to Vidur's H100-SXM, A100-80GB and A40
+    timings; the H100 all-reduce to its 2-GPU NVLink rows, the A100 and A40 all-reduce unfitted); for another accelerator, the cross-GPU efficiency
     model's prediction from its datasheet (:func:`sdsl.core.efficiency.transfer_params`; its ``source``
     names the calibrated GPUs it leans on); otherwise (CPUs) :data:`DEFAULT_PARAMS`. No CPU
     calibration ships: ``profiles/cpu.calib.json`` describes one 2-core machine; pass it with

@@ -1,6 +1,6 @@
 """The cost of switching models inside a speculative step: the draft re-reads what the target evicted.
 
-docs/model.md §3.6. A speculative step runs the target's verification forward and then, next step, the
+docs/model.md §3.7. A speculative step runs the target's verification forward and then, next step, the
 draft's first forward. Step times (§3.3) are calibrated on forwards run back to back, whose weights and
 KV cache stay in the core's caches between calls; η_m·bandwidth is that warm rate. Between two draft
 steps, though, the target streams its weights (megabytes, more than the caches hold), so the draft's first

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from sdsl.core.architecture import ModelSpec, dtype_bytes, get_model
-from sdsl.core.latency import ModelShapes, gemm_flops_bytes, op_time, step_time
+from sdsl.core.latency import ModelShapes, gemm_flops_bytes, op_time, prefill_time_s, step_time
 from sdsl.errors import InvalidInputError, UnknownNameError
 
 __all__ = ["Proposer", "DraftModel", "EagleHead", "Eagle3Head", "MedusaHeads", "MTPLayers", "NGramLookup",
@@ -148,6 +148,7 @@ class EagleHead(Proposer):
     layers: int = 1
     vocab: int | None = None
     draft_extend: bool = True  # the head's pass over the accepted tokens (worker_time)
+    extend_logits: str = "all"  # "last": that pass computes logits at each sequence's last accepted token only
     select_kernels: int = SELECT_KERNELS
     verify_kernels: int = VERIFY_KERNELS
     kind = "eagle"
@@ -163,11 +164,27 @@ class EagleHead(Proposer):
         gemm_in = dict(s.gemm_in, attn_pre_proj=s.gemm_in["attn_pre_proj"] * self.qkv_input_factor)
         return replace(s, gemm_in=gemm_in)
 
+    def __post_init__(self):
+        if self.extend_logits not in ("all", "last"):
+            raise InvalidInputError(f"extend_logits is 'all' or 'last'; got {self.extend_logits!r}.")
+
     def step_time(self, target, deployment, *, batch, q=1, context):
         tokens = np.asarray(batch, dtype=float) * np.asarray(q, dtype=float)
         fc = _gemm_time(tokens, self.fused_features * target.d_model, target.d_model / deployment.tp, deployment)
         body = forward_time(self.shapes(target, deployment.tp), deployment, batch=batch, q=q, context=context)
         return fc + body
+
+    def extend_time(self, target, deployment, *, batch, tau, context):
+        """The draft-extend pass over the τ accepted tokens: a :meth:`step_time` at q = τ, or with
+        ``extend_logits="last"`` priced as a chunked prefill whose LM head runs at each sequence's last token
+        only (:func:`sdsl.core.latency.prefill_time_s`; vLLM ``EagleProposer.propose`` computes logits at
+        ``last_token_indices``, SGLang's ``LogitsProcessor`` keeps the last position of an extend batch)."""
+        if self.extend_logits == "all":
+            return self.step_time(target, deployment, batch=batch, q=tau, context=context)
+        tokens = np.asarray(batch, dtype=float) * np.asarray(tau, dtype=float)
+        fc = _gemm_time(tokens, self.fused_features * target.d_model, target.d_model / deployment.tp, deployment)
+        return fc + prefill_time_s(self.shapes(target, deployment.tp), deployment, batch=batch, prompt=tau,
+                                   context=context)
 
     def worker_time(self, target, deployment, *, batch, steps, topk, tau, verify_tokens, context):
         """EAGLE engine terms per step (docs/model.md §3.5), each priced by the calibrated roofline:
@@ -175,7 +192,8 @@ class EagleHead(Proposer):
         - draft extend: after verification the head runs once more over the τ accepted tokens to refresh its
           hidden states (SGLang ``EAGLEWorker.forward_draft_extend_after_decode``; SafeAILab/EAGLE
           ``topK_genrate`` over the accepted tokens' features; vLLM ``EagleProposer.propose`` runs its first
-          pass over the verified tokens) — one :meth:`step_time` at q = τ;
+          pass over the verified tokens) — :meth:`extend_time` (one :meth:`step_time` at q = τ, or its
+          LM head at the last token only with ``extend_logits="last"``);
         - per drafting depth, softmax and top-k over the draft vocabulary (SGLang ``draft_forward``:
           ``fast_topk`` + ``select_top_k_tokens``): :data:`SELECT_KERNELS` kernels reading the
           b·topk × V_draft fp32 logits;
@@ -187,8 +205,8 @@ class EagleHead(Proposer):
         """
         b, s = np.asarray(batch, dtype=float), np.asarray(steps, dtype=float)
         vocab = -(-(self.vocab or target.vocab_size) // deployment.tp)
-        extend = self.step_time(target, deployment, batch=b, q=np.asarray(tau, dtype=float),
-                                context=context) if self.draft_extend else 0.0
+        extend = self.extend_time(target, deployment, batch=b, tau=np.asarray(tau, dtype=float),
+                                  context=context) if self.draft_extend else 0.0
         select = s * self.select_kernels * _read_time(b * np.asarray(topk, dtype=float) * vocab * 4.0, deployment)
         full_vocab = -(-target.vocab_size // deployment.tp)
         extra_rows = b * np.maximum(np.asarray(verify_tokens, dtype=float) - 1.0, 0.0)

@@ -15,7 +15,12 @@ kernels), on the ``cpu`` hardware with the shipped CPU calibration
 are held out of it), with the decoder's own per-step overhead T_overhead measured with zero-cost
 stand-ins (:func:`sdsl.torch.synthetic.loop_overhead`, once per proposer × k × batch, at α = 0.7):
 
-    predicted speedup = τ(α, k) · (T_t(b, 1) + o₀) / (T_propose(b, k) + T_t(b, k+1) + o)    (docs/model.md §3.3)
+    predicted speedup = τ(α, k) · s_b · (T_t(b, 1) + o₀ + Δ₀) / (T_propose(b, k) + T_t(b, k+1) + o + Δ)
+                                                                                     (docs/model.md §3.3, §3.6)
+
+with the terms of :data:`TERMS` (:mod:`sdsl.experiments.synthetic_terms`): Δ, Δ₀ the CPU GEMM row factor's
+extra seconds (every forward's GEMMs at κ(rows, weight bytes)) and the draft's two-token re-read, s_b the
+static batch's tail share (1 at batch 1), and the EAGLE head's draft-extend logits at the last token only.
 
 Rows are cached in a JSON file keyed by configuration (resumable); :func:`summarise_synthetic` and
 :func:`reprice` recompute the summary from the measured rows alone (what the test suite checks).
@@ -67,10 +72,16 @@ def family_spec(spec: dict):
     return ModelSpec(**{k: v for k, v in spec.items() if k in names})
 
 
-def _price(row: dict, specs: dict, settings: dict, params) -> float:
+# sdsl.experiments.synthetic_terms (the GEMM factor only on hardware "cpu"), the batch tail, and EAGLE's draft-extend
+# logits at the last accepted token only (EagleHead(extend_logits="last"), as the reference decoder, vLLM and SGLang do)
+TERMS = ("gemm_rows", "reread", "finish", "extend_last")
+
+
+def _price(row: dict, specs: dict, settings: dict, params, terms=TERMS) -> float:
     """sdsl's predicted speedup of one row (module docstring): :func:`sdsl.core.speculation.price_speculation`
     with the proposer's cost model (:mod:`sdsl.core.proposers`: a draft model, or EAGLE-1's head with its
-    draft-extend pass and selection kernels), τ from the row's α, and the measured overheads."""
+    draft-extend pass and selection kernels), τ from the row's α, the measured overheads, and ``terms``
+    (:mod:`sdsl.experiments.synthetic_terms`: the CPU GEMM row factor, the draft's re-read)."""
     from sdsl.core.deployment import Deployment
     from sdsl.core.proposers import DraftModel, EagleHead
     from sdsl.core.speculation import price_speculation
@@ -78,10 +89,51 @@ def _price(row: dict, specs: dict, settings: dict, params) -> float:
     deployment = Deployment(settings["hardware"], dtype=settings["dtype"],
                             context=settings["prompt_len"] + settings["max_new"] // 2, params=params)
     alpha, gamma = min(row["alpha"], 1 - 1e-9), row["gamma"]
-    proposer = EagleHead() if row["proposer"] == "head" else DraftModel(specs["draft"])
-    pr = price_speculation(specs["target"], proposer, deployment, tau_value=(1 - alpha ** (gamma + 1)) / (1 - alpha),
+    extend = "last" if "extend_last" in terms else "all"
+    proposer = EagleHead(extend_logits=extend) if row["proposer"] == "head" else DraftModel(specs["draft"])
+    tau = (1 - alpha ** (gamma + 1)) / (1 - alpha)
+    pr = price_speculation(specs["target"], proposer, deployment, tau_value=tau,
                            gamma=gamma, batch=row["batch"], overhead_s=row["overhead_s"])
-    return float(np.asarray(pr["tau"]) / np.asarray(pr["t_step_s"]) * (np.asarray(pr["t_plain_s"]) + row["overhead_plain_s"]))
+    step_extra, plain_extra = _extra_terms(row, specs, deployment, proposer, alpha, tau, terms, settings["hardware"])
+    t_plain = np.asarray(pr["t_plain_s"]) + row["overhead_plain_s"] + plain_extra
+    return float(tau * _tail_share(alpha, gamma, row["batch"], settings["max_new"], terms)
+                 / (np.asarray(pr["t_step_s"]) + step_extra) * t_plain)
+
+
+def _tail_share(alpha, gamma, batch, max_new, terms) -> float:
+    """With ``finish`` in ``terms``: the share of b·τ tokens per step a static batch emits while its slowest
+    sequence finishes ``max_new`` tokens. A sequence emits τ·E[K₁] tokens in expectation (Wald's identity;
+    overshoot included, as the measurement counts it) over the E[K_b] steps the batch runs
+    (:func:`sdsl.core.finish.steps_to_finish`); 1 at batch 1."""
+    if "finish" not in terms or batch == 1:
+        return 1.0
+    from sdsl.core.finish import steps_to_finish
+
+    return float(steps_to_finish(alpha, gamma, max_new, 1) / steps_to_finish(alpha, gamma, max_new, batch))
+
+
+def _extra_terms(row, specs, deployment, proposer, alpha, tau, terms, hardware) -> tuple[float, float]:
+    """Seconds the terms add to a speculative step and to a plain step (:mod:`sdsl.experiments.synthetic_terms`)."""
+    from sdsl.core.latency import ModelShapes
+    from sdsl.core.proposers import forward_time
+    from sdsl.experiments.synthetic_terms import forward_extra_s, reread_probability
+
+    b, g, ctx = row["batch"], row["gamma"], deployment.context
+    gemm = "gemm_rows" in terms and hardware == "cpu"
+    target = ModelShapes.of(specs["target"], deployment.tp)
+    extra = (lambda shapes, tokens, fc_in=0.0, lm=None: float(forward_extra_s(shapes, deployment, tokens, fc_in=fc_in,
+                                                                               lm_tokens=lm)) if gemm else 0.0)
+    step, plain = extra(target, b * (g + 1)), extra(target, b)
+    if row["proposer"] == "head":
+        head, fc_in = proposer.shapes(specs["target"], deployment.tp), proposer.fused_features * specs["target"].d_model
+        lm_rows = b if proposer.extend_logits == "last" else b * tau
+        return step + g * extra(head, b, fc_in) + extra(head, b * tau, fc_in, lm_rows), plain
+    draft = ModelShapes.of(specs["draft"], deployment.tp)
+    step += g * extra(draft, b)
+    if "reread" in terms:
+        two, one = (float(forward_time(draft, deployment, batch=b, q=q, context=ctx)) for q in (2, 1))
+        step += float(reread_probability(alpha, g, b)) * (two + extra(draft, 2 * b) - one - extra(draft, b))
+    return step, plain
 
 
 def _specs(target_name, draft_name) -> dict:
@@ -91,15 +143,17 @@ def _specs(target_name, draft_name) -> dict:
     return {"target": target, "draft": draft_spec_for(get_model(draft_name), target), "head": head_spec_for(target)}
 
 
-def reprice(rows: list[dict], settings: dict, params=None, specs: dict | None = None) -> list[dict]:
+def reprice(rows: list[dict], settings: dict, params=None, specs: dict | None = None, terms=None) -> list[dict]:
     """Rows with ``pred_speedup`` and ``speedup_error`` (pred/measured − 1) recomputed by sdsl's model
-    (``params`` None: the shipped CPU calibration on the CPU, the hardware's default calibration elsewhere)."""
+    (``params`` None: the shipped CPU calibration on the CPU, the hardware's default calibration elsewhere;
+    ``terms``: which of :data:`TERMS` to add, default those the rows' ``settings`` name, for ablations)."""
     if params is None and settings["hardware"] == "cpu":
         params = cpu_params()
     specs = specs or _specs(settings["target"], settings["draft"])
+    terms = settings.get("terms", ()) if terms is None else terms
     out = []
     for row in rows:
-        pred = _price(row, specs, settings, params)
+        pred = _price(row, specs, settings, params, terms)
         out.append(row | {"pred_speedup": pred, "speedup_error": pred / row["speedup"] - 1})
     return out
 
@@ -111,11 +165,14 @@ def summarise_synthetic(rows: list[dict]) -> dict:
     s = summarize_errors(r["speedup_error"] for r in rows)
     by = {p: summarize_errors(r["speedup_error"] for r in rows if r["proposer"] == p)["median_abs"]
           for p in sorted({r["proposer"] for r in rows})}
+    groups = sorted({(r["proposer"], r["batch"]) for r in rows})
+    by_batch = {f"{p}/b{b}": {k: summarize_errors(r["speedup_error"] for r in rows if (r["proposer"], r["batch"]) == (p, b))[k]
+                              for k in ("median_abs", "median_signed")} for p, b in groups}
     worst = max(rows, key=lambda r: abs(r["speedup_error"]))
     return {"median_speedup_error": s["median_abs"], "median_signed_error": s["median_signed"],
             "mean_abs_error": s["pooled_abs"], "worst_error": s["worst"],
             "worst_row": {k: worst[k] for k in ("proposer", "gamma", "batch", "alpha_forced")},
-            "median_error_by_proposer": by, "n_rows": len(rows), "rows": rows}
+            "median_error_by_proposer": by, "median_error_by_proposer_batch": by_batch, "n_rows": len(rows), "rows": rows}
 
 
 def synthetic_sweep(target=SYNTHETIC_DEFAULTS["target"], draft=SYNTHETIC_DEFAULTS["draft"],
@@ -140,7 +197,7 @@ def synthetic_sweep(target=SYNTHETIC_DEFAULTS["target"], draft=SYNTHETIC_DEFAULT
     torch.set_num_threads(threads)
     specs = _specs(target, draft)
     clock = "cpu" if device == "cpu" else "wall"
-    settings = {"target": specs["target"].name, "draft": specs["draft"].name.split("@")[0], "prompt_len": prompt_len,
+    settings = {"terms": list(TERMS), "target": specs["target"].name, "draft": specs["draft"].name.split("@")[0], "prompt_len": prompt_len,
                 "max_new": max_new, "repeats": repeats, "seed": seed, "threads": threads, "device": device,
                 "clock": "process CPU time" if clock == "cpu" else "wall clock", "dtype": dtype, "hardware": hardware}
     capacity = prompt_len + max_new + 2 * max(gammas) + 8
@@ -167,7 +224,8 @@ def synthetic_sweep(target=SYNTHETIC_DEFAULTS["target"], draft=SYNTHETIC_DEFAULT
                      "alpha": float(alpha_from_accept_histogram(np.asarray(m["accept_counts"]))), "tau": m["tau"],
                      "per_position": m["per_position"], "tokens_per_s": m["tokens_per_s"],
                      "plain_tokens_per_s": plain["tokens_per_s"], "speedup": m["tokens_per_s"] / plain["tokens_per_s"],
-                     "overhead_s": over, "overhead_plain_s": over0})
+                     "overhead_s": over, "overhead_plain_s": over0, "steps": m["steps"], "decode_s": m["decode_s"],
+                     "draft_s": m["draft_s"], "plain_decode_s": plain["decode_s"], "plain_steps": plain["steps"]})
     out = summarise_synthetic(reprice(rows, settings, specs=specs))
     out["settings"] = settings | {"models": {k: v.name for k, v in specs.items()}}
     return out

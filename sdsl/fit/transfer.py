@@ -26,10 +26,11 @@ from sdsl.fit.calibration import DECODE_MAX_TOKENS, fit_latency, predict_op_time
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["VIDUR_FOLDERS", "resolve_gpu_folders", "TransferValidation", "leave_one_gpu_out"]
+__all__ = ["VIDUR_FOLDERS", "resolve_gpu_folders", "TransferValidation", "fit_each_gpu", "transfer_metrics",
+           "leave_one_gpu_out"]
 
 #: Vidur's folder names -> catalog entries (Vidur's H100 numbers reach 2.9 TB/s: SXM, not PCIe).
-VIDUR_FOLDERS = {"h100": "h100-sxm", "a100": "a100-80gb"}
+VIDUR_FOLDERS = {"h100": "h100-sxm", "a100": "a100-80gb", "a40": "a40"}
 
 
 def resolve_gpu_folders(folders: Iterable[str], mapping: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -87,7 +88,9 @@ class TransferValidation(Result):
         return plot_latency_validation(self.points, path=path, label="priced from the other GPUs")
 
 
-def _metrics(g: "pd.DataFrame", pred: np.ndarray) -> dict[str, Any]:
+def transfer_metrics(g: "pd.DataFrame", pred: np.ndarray) -> dict[str, Any]:
+    """Errors of predicted times ``pred`` against the rows ``g``: MAPE overall and at num_tokens <= 64,
+    signed bias, worst point, per-model MAPE and the worst model."""
     meas = g["time_s"].to_numpy(dtype=float)
     rel = pred / meas - 1.0
     ape = np.abs(rel)
@@ -95,18 +98,14 @@ def _metrics(g: "pd.DataFrame", pred: np.ndarray) -> dict[str, Any]:
     per_model = {m: float(np.mean(ape[(g["model"] == m).to_numpy()])) for m in sorted(g["model"].unique())}
     worst = max(per_model, key=per_model.get)
     return {"transfer_overall_mape": float(np.mean(ape)), "transfer_decode_mape": float(np.mean(ape[dec])),
-            "transfer_bias": float(np.mean(rel)), "transfer_max_ape": float(np.max(ape)),
-            "per_model": per_model, "worst_model": worst, "worst_model_mape": per_model[worst], "n": int(len(g))}
+            "transfer_bias": float(np.mean(rel)), "transfer_decode_bias": float(np.mean(rel[dec])),
+            "transfer_max_ape": float(np.max(ape)), "per_model": per_model, "worst_model": worst,
+            "worst_model_mape": per_model[worst], "n": int(len(g))}
 
 
-def leave_one_gpu_out(data: "pd.DataFrame", hardware: Mapping[str, Any] | None = None,
-                      smoothness: str | float = "auto", dtype: str = "fp16") -> TransferValidation:
-    """Leave-one-GPU-out over the ``hardware`` column of ``data`` (Vidur long format); see the module docstring.
-
-    ``hardware``: optional folder -> catalog name / file mapping (:func:`resolve_gpu_folders`).
-    Needs at least two GPUs.
-    """
-    from sdsl.core.efficiency import transfer_params, transfer_weights
+def fit_each_gpu(data: "pd.DataFrame", hardware: Mapping[str, Any] | None = None, smoothness: str | float = "auto",
+                 dtype: str = "fp16") -> tuple[dict, dict, dict]:
+    """``(hardware, rows, fits)`` per GPU folder of ``data``: each GPU's latency model fitted to its own rows only."""
     from sdsl.errors import ProfileError
 
     gpus = sorted(data["hardware"].unique())
@@ -116,18 +115,33 @@ def leave_one_gpu_out(data: "pd.DataFrame", hardware: Mapping[str, Any] | None =
     frames = {g: data[data["hardware"] == g] for g in gpus}
     fits = {g: fit_latency(frames[g], hw[g], dtype=dtype, smoothness=smoothness, keep_points=False,
                            sources=(f"vidur/{g}",)) for g in gpus}
+    return hw, frames, fits
+
+
+def leave_one_gpu_out(data: "pd.DataFrame", hardware: Mapping[str, Any] | None = None,
+                      smoothness: str | float = "auto", dtype: str = "fp16",
+                      rule: str = "architecture") -> TransferValidation:
+    """Leave-one-GPU-out over the ``hardware`` column of ``data`` (Vidur long format); see the module docstring.
+
+    ``hardware``: optional folder -> catalog name / file mapping (:func:`resolve_gpu_folders`);
+    ``rule``: which calibrated GPUs a held-out GPU may lean on (:data:`sdsl.core.efficiency.TRANSFER_RULES`).
+    Needs at least two GPUs.
+    """
+    import pandas as pd
+
+    from sdsl.core.efficiency import transfer_params, transfer_weights
+
+    hw, frames, fits = fit_each_gpu(data, hardware, smoothness, dtype)
     per_gpu, points = {}, []
-    for g in gpus:
-        others = {o: (hw[o], fits[o].params) for o in gpus if o != g}
-        params = transfer_params(hw[g], others)
+    for g in frames:
+        others = {o: (hw[o], fits[o].params) for o in frames if o != g}
+        params = transfer_params(hw[g], others, rule)
         pred = predict_op_times(frames[g], hw[g], params, dtype=dtype)
-        weights = transfer_weights(hw[g], others)
-        per_gpu[g] = {"hardware": hw[g].key, **_metrics(frames[g], pred),
+        weights = transfer_weights(hw[g], others, rule)
+        per_gpu[g] = {"hardware": hw[g].key, "rule": rule, **transfer_metrics(frames[g], pred),
                       "weights": {hw[o].key: float(w) for o, w in weights.items()},
                       "params": {k: v for k, v in params.to_dict().items() if k != "source"},
                       "own_fit_mape": fits[g].mape, "own_fit_decode_mape": fits[g].decode_mape}
         points.append(frames[g].assign(measured_s=frames[g]["time_s"].to_numpy(), predicted_s=pred,
                                        ape=np.abs(pred / frames[g]["time_s"].to_numpy() - 1.0)))
-    import pandas as pd
-
     return TransferValidation(per_gpu=per_gpu, points=pd.concat(points, ignore_index=True))

@@ -1,0 +1,121 @@
+"""VALIDATION.md, issue 13, "What three GPUs can and cannot identify": every transfer form, leave one GPU out
+over Vidur's H100-SXM, A100-80GB and A40 (sdsl.experiments.transfer_forms), pinned at 1e-3."""
+
+import pytest
+
+from sdsl._paths import data_path
+from sdsl.experiments.transfer_forms import TRANSFER_FORMS, compare_transfer_forms
+from sdsl.fit.profiles import read_vidur
+
+# (form, held-out GPU): (overall MAPE, decode MAPE, signed bias, signed bias in decode, transferred eta_memory)
+FORMS = {
+    ("architecture", "a100"): (0.081081, 0.055086, -0.068324, -0.028433, 0.8061),
+    ("architecture", "a40"): (0.11201, 0.054593, 0.085242, -0.0028419, 0.8331),
+    ("architecture", "h100"): (0.10048, 0.12574, 0.039402, 0.12348, 0.8329),
+    ("kernel", "a100"): (0.070258, 0.11153, -0.045413, -0.0966, 0.9891),
+    ("kernel", "a40"): (0.10964, 0.056803, 0.081046, -0.016695, 0.8475),
+    ("kernel", "h100"): (0.10048, 0.12574, 0.039402, 0.12348, 0.8329),
+    ("memory", "a100"): (0.067007, 0.10566, -0.033742, -0.081361, 0.9948),
+    ("memory", "a40"): (0.10964, 0.056803, 0.081046, -0.016695, 0.8475),
+    ("memory", "h100"): (0.10072, 0.1261, 0.040095, 0.12389, 0.8331),
+    ("bandwidth", "a100"): (0.069948, 0.10846, -0.044621, -0.092513, 0.9827),
+    ("bandwidth", "a40"): (146.84, 382.27, 146.84, 382.27, 0.001882),
+    ("bandwidth", "h100"): (0.098971, 0.11599, 0.03578, 0.11265, 0.8445),
+    ("borrow-h100", "a100"): (0.067007, 0.10566, -0.033742, -0.081361, 0.9948),
+    ("borrow-h100", "a40"): (0.093517, 0.13218, 0.046106, -0.12012, 0.9948),
+}
+
+
+@pytest.fixture(scope="module")
+def table():
+    t = compare_transfer_forms(read_vidur(data_path("vidur")))
+    return {(r["form"], r["gpu"]): r for r in t.to_dict("records")}
+
+
+def test_every_form_as_published(table):
+    assert set(table) == set(FORMS)  # borrow-h100 has no row for H100 itself
+    for key, want in FORMS.items():
+        r = table[key]
+        got = (r["transfer_overall_mape"], r["transfer_decode_mape"], r["transfer_bias"], r["transfer_decode_bias"],
+               r["eta_memory"])
+        assert got == pytest.approx(want, rel=1e-3, abs=1e-5), key
+
+
+def test_the_shipped_rule_is_the_architecture_form(table):
+    import json
+
+    from click.testing import CliRunner
+
+    from sdsl.cli import cli
+
+    r = CliRunner().invoke(cli, ["validate", "latency", "--transfer", "--json"])
+    shipped = json.loads(r.output)
+    for gpu, row in shipped.items():
+        assert row["rule"] == TRANSFER_FORMS[0] == "architecture"
+        assert row["transfer_decode_mape"] == pytest.approx(table[("architecture", gpu)]["transfer_decode_mape"], rel=1e-9)
+
+
+def test_architecture_beats_memory_class_on_the_ampere_cards(table):
+    """The feature effect three GPUs support. A100: priced from the A40 (same architecture, GDDR6) it beats
+    being priced from the H100 (HBM like it, another architecture). A40: priced from the A100 (same
+    architecture) it beats the H100 (no GDDR card is calibrated, so memory class cannot be tested there)."""
+    assert table[("architecture", "a100")]["transfer_decode_mape"] < 0.6 * table[("memory", "a100")]["transfer_decode_mape"]
+    assert table[("architecture", "a40")]["transfer_decode_mape"] < 0.5 * table[("borrow-h100", "a40")]["transfer_decode_mape"]
+    # ... and nothing Ampere teaches about Hopper: H100 is priced the same by every neighbour rule
+    h = [table[(f, "h100")]["transfer_decode_mape"] for f in ("architecture", "kernel", "memory")]
+    assert max(h) - min(h) < 0.005 and min(h) > 0.08
+
+
+def test_a_bandwidth_trend_is_not_supported(table):
+    """Two points fix a line through log bandwidth; extrapolated to the held-out GPU it fails."""
+    assert table[("bandwidth", "a40")]["transfer_overall_mape"] > 1.0
+    assert table[("bandwidth", "a100")]["transfer_decode_mape"] > table[("architecture", "a100")]["transfer_decode_mape"]
+
+
+def test_a_wrong_transfer_is_measurably_worse(table):
+    """Borrowing the H100 fit for the A40 (the rule before issue 13) against the shipped transfer: more than
+    twice the decode error, decode rows priced 12% too fast on average (H100's eta_memory 0.995 on a GDDR6 card).
+    Over all rows it is the better of the two (9.4% vs 11.2%): the A40's compute efficiency is nearer the
+    H100's than the A100's, which the architecture rule does not see (VALIDATION.md)."""
+    wrong, right = table[("borrow-h100", "a40")], table[("architecture", "a40")]
+    assert wrong["transfer_decode_mape"] > 2 * right["transfer_decode_mape"]
+    assert wrong["transfer_decode_mape"] > 0.08 >= right["transfer_decode_mape"]
+    assert wrong["transfer_decode_bias"] < -0.1 < right["transfer_decode_bias"]
+    assert wrong["transfer_overall_mape"] < right["transfer_overall_mape"]
+
+
+def test_pairwise_matrix_as_published():
+    """VALIDATION.md's 3 x 3 table: each GPU priced with each GPU's own fit (overall, decode MAPE)."""
+    from sdsl.experiments.transfer_forms import pairwise_transfer
+
+    t = pairwise_transfer(read_vidur(data_path("vidur")))
+    got = {(r["gpu"], r["fit"]): (r["transfer_overall_mape"], r["transfer_decode_mape"]) for r in t.to_dict("records")}
+    want = {("a100", "a100"): (0.06085, 0.05910), ("a100", "a40"): (0.08108, 0.05509), ("a100", "h100"): (0.06701, 0.10566),
+            ("a40", "a100"): (0.11201, 0.05459), ("a40", "a40"): (0.07318, 0.04499), ("a40", "h100"): (0.09352, 0.13218),
+            ("h100", "a100"): (0.10072, 0.12610), ("h100", "a40"): (0.10020, 0.09090), ("h100", "h100"): (0.09078, 0.07966)}
+    assert set(got) == set(want)
+    for k, v in want.items():
+        assert got[k] == pytest.approx(v, rel=1e-3), k
+
+
+def test_fitted_parameters_behind_the_transfer():
+    """VALIDATION.md: eta_compute / eta_memory / t_kernel / smoothness of each GPU's own fit."""
+    from sdsl.fit.transfer import fit_each_gpu
+
+    _, _, fits = fit_each_gpu(read_vidur(data_path("vidur")))
+    want = {"a100": (0.741, 0.833, 5.25e-6, 1.347), "a40": (0.780, 0.806, 4.09e-6, 1.557),
+            "h100": (0.784, 0.995, 5.41e-6, 1.182)}
+    for gpu, w in want.items():
+        p = fits[gpu].params
+        assert (p.eta_compute, p.eta_memory, p.t_kernel, p.smoothness) == pytest.approx(w, rel=3e-3), gpu
+
+
+def test_the_rule_was_chosen_before_the_70b_rows():
+    """VALIDATION.md's caveat: with the A40's phi-2 and Llama-2-7B rows only, the A100 priced from the A40
+    was 7.7% off in decode (11.4% under the kernel average); the Llama-2-70B rows moved it to 5.5%."""
+    data = read_vidur(data_path("vidur"))
+    data = data[~((data["hardware"] == "a40") & (data["model"] == "meta-llama/Llama-2-70b-hf"))]
+    t = compare_transfer_forms(data, forms=("architecture", "kernel"))
+    a100 = {r["form"]: r["transfer_decode_mape"] for r in t[t["gpu"] == "a100"].to_dict("records")}
+    assert a100["architecture"] == pytest.approx(0.07680, rel=1e-3)
+    assert a100["kernel"] == pytest.approx(0.11432, rel=1e-3)
