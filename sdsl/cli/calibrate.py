@@ -46,8 +46,11 @@ def _smoothness(value: str):
               help="Store per-point residuals in the JSON (default: when at most 5000 points).")
 @click.option("--plot", "plot_path", default=None, help="Also save a predicted-vs-measured figure (PNG/PDF).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of the report.")
+@click.option("--kernel-terms/--no-kernel-terms", "kernel_terms", default=True, show_default=True,
+              help="On a GPU, also fit the GEMM kernel terms (smallest row tile, last wave's tail, size overhead; "
+              "VALIDATION.md); --no-kernel-terms gives the form the shipped defaults were fitted with.")
 def calibrate(profiles, hardware, output, smoothness, fit_layers, steps, holdout, allreduce_files, points, plot_path,
-              as_json):
+              as_json, kernel_terms):
     """Fit eta_compute, eta_memory, t_kernel (and the soft-max smoothness) to PROFILES.
 
     PROFILES are sdsl profiles (NAME, NAME.csv or NAME.json) or Vidur mlp.csv files / folders.
@@ -56,7 +59,7 @@ def calibrate(profiles, hardware, output, smoothness, fit_layers, steps, holdout
     from sdsl.fit.calibration import calibrate_profiles
 
     result = calibrate_profiles(profiles, hardware=hardware, smoothness=_smoothness(smoothness), fit_layers=fit_layers,
-                                steps=steps)
+                                steps=steps, kernel_terms=kernel_terms)
     held = _holdout(profiles, steps, result, fit_layers, _smoothness(smoothness), hardware) if holdout else None
     if allreduce_files:
         result = _with_allreduce(result, allreduce_files, hardware)

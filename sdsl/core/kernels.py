@@ -11,8 +11,15 @@ from __future__ import annotations
 import math
 import numpy as np
 
-__all__ = ["smooth_max", "padded_tokens", "gemm_flops_bytes", "elementwise_time", "allreduce_time", "allreduce_time_with",
-           "compute_peak", "FP32_FALLBACK_FRACTION"]
+__all__ = ["smooth_max", "padded_tokens", "gemm_flops_bytes", "gemm_waves", "min_row_tile", "kernel_size_overhead",
+           "elementwise_time", "allreduce_time", "allreduce_time_with", "compute_peak", "FP32_FALLBACK_FRACTION", "N_TILE"]
+
+#: Output columns per GEMM tile (CUTLASS/cuBLAS threadblock tiles are 128 or 256 wide; the tail term
+#: :func:`gemm_waves` enters is nearly independent of this choice, VALIDATION.md).
+N_TILE = 128
+#: Smallest GEMM row tile by architecture: Hopper's and Blackwell's warpgroup MMA computes 64 rows
+#: (PTX ISA, ``wgmma.mma_async`` shapes m64nNk16); older tensor cores 16 (``mma.sync`` m16n8k16).
+_MIN_ROW_TILE = {"hopper": 64, "blackwell": 64}
 
 
 def smooth_max(x, y, p: float) -> np.ndarray:
@@ -28,25 +35,56 @@ def smooth_max(x, y, p: float) -> np.ndarray:
     return hi * (1.0 + r**p) ** (1.0 / p)
 
 
-def padded_tokens(tokens, m_tile: int) -> np.ndarray:
+def padded_tokens(tokens, m_tile: int, m_tile_min: int = 0) -> np.ndarray:
     """Tokens (GEMM rows) a tiled GEMM kernel computes: a kernel library tiles the rows in blocks of
     ``m_tile`` and picks the smallest power-of-two tile that covers fewer rows, so ``tokens`` ≤
-    ``m_tile`` round up to a power of two and more round up to whole tiles (CUTLASS/cuBLAS
-    threadblock tiles; the measured step every 128 tokens is in VALIDATION.md). ``m_tile = 0``: no padding."""
+    ``m_tile`` round up to a power of two (at least ``m_tile_min``, the tensor-core instruction's
+    rows, :func:`min_row_tile`) and more round up to whole tiles (CUTLASS/cuBLAS threadblock tiles;
+    the measured step every 128 tokens is in VALIDATION.md). ``m_tile = 0``: no padding."""
     t = np.asarray(tokens, dtype=float)
     if not m_tile:
         return t
-    small = 2.0 ** np.ceil(np.log2(np.maximum(t, 1.0)))
+    small = np.maximum(2.0 ** np.ceil(np.log2(np.maximum(t, 1.0))), float(m_tile_min))
     return np.where(t <= m_tile, np.minimum(small, m_tile), np.ceil(t / m_tile) * m_tile)
 
 
-def gemm_flops_bytes(tokens, in_features, out_features, dtype_bytes: int, m_tile: int = 0):
+def gemm_flops_bytes(tokens, in_features, out_features, dtype_bytes: int, m_tile: int = 0, m_tile_min: int = 0):
     """FLOPs and bytes of a dense (tokens × in) @ (in × out) GEMM: 2·T'·i·o and (i·o + T·i + T·o)·dtype,
     with T' the tokens padded to the kernel's row tiles (:func:`padded_tokens`; T' = T when ``m_tile`` = 0)."""
     t = np.asarray(tokens, dtype=float)
     i = np.asarray(in_features, dtype=float)
     o = np.asarray(out_features, dtype=float)
-    return 2.0 * padded_tokens(t, m_tile) * i * o, dtype_bytes * (i * o + t * (i + o))
+    return 2.0 * padded_tokens(t, m_tile, m_tile_min) * i * o, dtype_bytes * (i * o + t * (i + o))
+
+
+def gemm_waves(tokens, out_features, m_tile: int, sm_count):
+    """Waves of output tiles over the SMs, W = ⌈T/m_tile⌉·⌈out/N_TILE⌉ / SMs (NVIDIA's Matrix
+    Multiplication Background guide, "wave quantization"): each SM computes one tile at a time, so a
+    GEMM takes W waves of one tile's time plus the tail of the last, partial wave. ``None`` when the
+    kernel is not tiled (``m_tile`` 0) or the hardware has no SM count."""
+    if not m_tile or not sm_count:
+        return None
+    t = np.asarray(tokens, dtype=float)
+    return np.ceil(np.maximum(t, 1.0) / m_tile) * np.ceil(np.asarray(out_features, dtype=float) / N_TILE) / sm_count
+
+
+def min_row_tile(hardware) -> int:
+    """Smallest GEMM row tile of ``hardware``'s tensor cores: 64 on Hopper/Blackwell (warpgroup MMA,
+    PTX ``wgmma`` m64), 16 otherwise (``mma.sync`` m16n8k16); 0 for CPUs (no tiles)."""
+    if getattr(hardware, "kind", "gpu") != "gpu":
+        return 0
+    return _MIN_ROW_TILE.get(getattr(hardware, "architecture", None) or "", 16)
+
+
+def kernel_size_overhead(bytes_moved, params) -> np.ndarray:
+    """Fixed cost of a GEMM beyond its launch that grows with the bytes it moves and saturates:
+    t_ks·(1 − exp(−bytes/B)) (``params.t_kernel_size``, ``params.kernel_size_bytes``; 0 when t_ks = 0).
+    Measured on Vidur's H100 GEMMs at one token, time − bytes/bandwidth rises from 2.7 µs at 4.2 MB to
+    6.5 µs at 20–140 MB (VALIDATION.md, "GEMM kernel terms"); the mechanism is a hypothesis (a kernel
+    of one partial wave drains sooner than one whose last wave follows full ones)."""
+    if not params.t_kernel_size:
+        return 0.0 * np.asarray(bytes_moved, dtype=float)
+    return params.t_kernel_size * -np.expm1(-np.asarray(bytes_moved, dtype=float) / params.kernel_size_bytes)
 
 
 def elementwise_time(kind: str, tokens, row_elements, moved_elements, dtype_bytes: int, bandwidth,

@@ -27,8 +27,9 @@ import numpy as np
 from sdsl._result import Result
 from sdsl.core.architecture import dtype_bytes
 from sdsl.core.deployment import Deployment
-from sdsl.core.kernels import (FP32_FALLBACK_FRACTION, allreduce_time, allreduce_time_with, compute_peak, elementwise_time,  # noqa: F401
-                               gemm_flops_bytes, padded_tokens, smooth_max)
+from sdsl.core.kernels import (FP32_FALLBACK_FRACTION, allreduce_time, allreduce_time_with, compute_peak,  # noqa: F401
+                               elementwise_time, gemm_flops_bytes, gemm_waves, kernel_size_overhead, padded_tokens,
+                               smooth_max)
 from sdsl.core.latency_params import (DEFAULT_PARAMS, ELEMENTWISE_KINDS, LatencyParams,  # noqa: F401
                                       default_params)
 from sdsl.errors import InvalidInputError
@@ -63,13 +64,24 @@ KERNELS_PER_MODEL = 3  # embedding gather, final norm, LM head
 
 
 
-def op_time(flops, bytes_moved, peak_flops, bandwidth, params: LatencyParams = DEFAULT_PARAMS) -> np.ndarray:
-    """Time (s) of one kernel on the roofline (Williams, Waterman & Patterson, CACM 2009; DESIGN.md
-    §3.3): smax_p(FLOPs/(η_c·peak), bytes/(η_m·bw)) + t_kernel. ``flops`` are those of the padded
-    tiles (:func:`gemm_flops_bytes` with ``m_tile``)."""
-    t_compute = np.asarray(flops, dtype=float) / (params.eta_compute * peak_flops)
+def _compute_time(flops, peak_flops, params: LatencyParams, waves=None) -> np.ndarray:
+    """FLOPs/(η_c·peak), times (1 + tail_waves/W) for a tiled GEMM of W waves (:func:`gemm_waves`)."""
+    t = np.asarray(flops, dtype=float) / (params.eta_compute * peak_flops)
+    return t if waves is None or not params.tail_waves else t * (1.0 + params.tail_waves / waves)
+
+
+def op_time(flops, bytes_moved, peak_flops, bandwidth, params: LatencyParams = DEFAULT_PARAMS, *,
+            waves=None) -> np.ndarray:
+    """Time (s) of one kernel on the roofline (Williams, Waterman & Patterson, CACM 2009; docs/model.md
+    §3.3): smax_p(t_c, bytes/(η_m·bw)) + t_kernel + t_ks·(1 − e^(−bytes/B)), with t_c = FLOPs/(η_c·peak)
+    and, for a tiled GEMM of ``waves`` W (:func:`gemm_waves`), t_c·(1 + tail_waves/W): the tail of the
+    last wave (NVIDIA, Matrix Multiplication Background, "wave quantization"). ``flops`` are those of the
+    padded tiles (:func:`gemm_flops_bytes` with ``m_tile``); the size overhead is
+    :func:`kernel_size_overhead`."""
+    t_compute = _compute_time(flops, peak_flops, params, waves)
     t_memory = np.asarray(bytes_moved, dtype=float) / (params.eta_memory * bandwidth)
-    return smooth_max(t_compute, t_memory, params.smoothness) + params.t_kernel
+    return (smooth_max(t_compute, t_memory, params.smoothness) + params.t_kernel
+            + kernel_size_overhead(bytes_moved, params))
 
 
 def layer_elementwise_time(shapes: "ModelShapes", tokens, dtype_bytes: int, bandwidth,
@@ -203,25 +215,34 @@ def _check_grid(batch, q, context):
 
 
 def _roofline_sums(ops, params: LatencyParams, peak: float, bw: float):
-    """Sum of compute times, memory times, and roofline times split by what bounds each op."""
-    compute = memory = roof_c = roof_m = 0.0
-    for flops, nbytes in ops:
-        c = flops / (params.eta_compute * peak)
+    """Sums of compute times, memory times, roofline times split by what bounds each op, and the GEMMs'
+    size overheads (:func:`kernel_size_overhead`); ``ops`` are (FLOPs, bytes, waves or None, is a GEMM)."""
+    compute = memory = roof_c = roof_m = size = 0.0
+    for flops, nbytes, waves, is_gemm in ops:
+        c = _compute_time(flops, peak, params, waves)
         m = nbytes / (params.eta_memory * bw)
         roof = smooth_max(c, m, params.smoothness)
         compute, memory = compute + c, memory + m
         roof_c = roof_c + np.where(c > m, roof, 0.0)
         roof_m = roof_m + np.where(c > m, 0.0, roof)
-    return compute, memory, roof_c, roof_m
+        if is_gemm:
+            size = size + kernel_size_overhead(nbytes, params)
+    return compute, memory, roof_c, roof_m, size
 
 
-def _layer_ops(shapes: ModelShapes, b, q, L, dt: int, m_tile: int):
-    """(FLOPs, bytes) of one layer's four GEMMs and its attention over the KV cache."""
+def _gemm(tokens, n_in, n_out, dt: int, params: LatencyParams, sm_count):
+    """(FLOPs, bytes, waves, True) of one GEMM on row tiles (:func:`gemm_flops_bytes`, :func:`gemm_waves`)."""
+    flops, nbytes = gemm_flops_bytes(tokens, n_in, n_out, dt, params.m_tile, params.m_tile_min)
+    return flops, nbytes, gemm_waves(tokens, n_out, params.m_tile, sm_count), True
+
+
+def _layer_ops(shapes: ModelShapes, b, q, L, dt: int, params: LatencyParams, sm_count):
+    """(FLOPs, bytes, waves, is a GEMM) of one layer's four GEMMs and its attention over the KV cache."""
     tokens = b * q
-    ops = [gemm_flops_bytes(tokens, shapes.gemm_in[op], shapes.gemm_out[op], dt, m_tile) for op in GEMM_OPS]
+    ops = [_gemm(tokens, shapes.gemm_in[op], shapes.gemm_out[op], dt, params, sm_count) for op in GEMM_OPS]
     attn_flops = 4.0 * shapes.q_width * tokens * (L + q / 2.0)
     attn_bytes = dt * (b * L * 2.0 * shapes.kv_width + tokens * 2.0 * shapes.kv_width + tokens * 2.0 * shapes.q_width)
-    return ops + [(attn_flops, attn_bytes)]
+    return ops + [(attn_flops, attn_bytes, None, False)]
 
 
 def _allreduce(shapes: ModelShapes, hardware, tokens, dt: int, params: LatencyParams):
@@ -242,14 +263,16 @@ def _price(shapes: ModelShapes, hardware, b, q, L, dtype: str, params: LatencyPa
     peak, bw = compute_peak(hardware, dtype), hardware.mem_bandwidth
     tokens = b * q
     n = shapes.n_layer
-    c_layer, m_layer, rc_layer, rm_layer = _roofline_sums(_layer_ops(shapes, b, q, L, dt, params.m_tile), params, peak, bw)
-    lm = gemm_flops_bytes(tokens if logit_tokens is None else logit_tokens, shapes.lm_in, shapes.lm_out, dt, params.m_tile)
-    c_lm, m_lm, rc_lm, rm_lm = _roofline_sums([lm], params, peak, bw)
+    sms = getattr(hardware, "sm_count", None)
+    c_layer, m_layer, rc_layer, rm_layer, size_layer = _roofline_sums(_layer_ops(shapes, b, q, L, dt, params, sms),
+                                                                      params, peak, bw)
+    lm = _gemm(tokens if logit_tokens is None else logit_tokens, shapes.lm_in, shapes.lm_out, dt, params, sms)
+    c_lm, m_lm, rc_lm, rm_lm, size_lm = _roofline_sums([lm], params, peak, bw)
     t_ew = params.t_kernel if params.t_elementwise is None else params.t_elementwise
     ew_launches = n * (shapes.norms + 4.0) * t_ew  # norms, RoPE, activation, two adds
     elementwise = n * layer_elementwise_time(shapes, tokens, dt, bw, params) - ew_launches
     launches = (n * GEMM_KERNELS_PER_LAYER + KERNELS_PER_MODEL) * params.t_kernel + ew_launches
-    overhead = launches + n * params.t_layer + params.t_step
+    overhead = launches + n * (params.t_layer + size_layer) + size_lm + params.t_step
     allreduce = _allreduce(shapes, hardware, tokens, dt, params)
     bound_compute = n * rc_layer + rc_lm
     bound_memory = n * rm_layer + rm_lm + elementwise

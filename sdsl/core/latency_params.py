@@ -30,6 +30,11 @@ class LatencyParams:
     smoothness: p of the smooth maximum between compute and memory time (inf = hard max).
     m_tile: GEMM rows (tokens) per tile of the GPU's GEMM kernels; compute is priced on the token
     count padded to whole tiles (:func:`padded_tokens`); 0 = no padding (CPU, uncalibrated).
+    m_tile_min: smallest row tile (tensor-core instruction rows, :func:`~sdsl.core.kernels.min_row_tile`;
+    set from the hardware by calibration, 0 = none). tail_waves: the tail of a GEMM's last wave of
+    output tiles, in waves (compute time × (1 + tail_waves/W), W from :func:`~sdsl.core.kernels.gemm_waves`).
+    t_kernel_size, kernel_size_bytes: a GEMM's fixed cost beyond ``t_kernel`` saturating with the bytes it
+    moves (:func:`~sdsl.core.kernels.kernel_size_overhead`). All three 0: the form without them.
     t_elementwise: fixed cost (s) of one elementwise kernel (norm, RoPE, activation, residual add);
     ``None`` prices them like GEMMs (``t_kernel`` + bytes/(η_m·bw)). When set, ``eta_norm``,
     ``eta_rope``, ``eta_act``, ``eta_add`` are their bandwidth fractions and ``row_norm``,
@@ -52,6 +57,10 @@ class LatencyParams:
     t_step: float = 0.0
     smoothness: float = math.inf
     m_tile: int = 0
+    m_tile_min: int = 0
+    tail_waves: float = 0.0
+    t_kernel_size: float = 0.0
+    kernel_size_bytes: float = 1.0e7
     t_elementwise: float | None = None
     eta_norm: float = 1.0
     eta_rope: float = 1.0
@@ -83,16 +92,23 @@ class LatencyParams:
             if not (0 < v <= 1):
                 raise InvalidInputError(f"LatencyParams.{name} must lie in (0, 1]; got {v!r}.")
         for name in ("t_kernel", "t_layer", "t_step", "allreduce_latency", "allreduce_step_latency",
-                     "allreduce_ll_latency", "allreduce_floor", "t_elementwise") + ELEMENTWISE_ROWS:
+                     "allreduce_ll_latency", "allreduce_floor", "t_elementwise", "tail_waves",
+                     "t_kernel_size") + ELEMENTWISE_ROWS:
             v = getattr(self, name)
             if v is None and name == "t_elementwise":
                 continue
             if not (v >= 0 and math.isfinite(v)):
                 raise InvalidInputError(f"LatencyParams.{name} must be a finite non-negative time; got {v!r}.")
-        if isinstance(self.m_tile, float) and math.isfinite(self.m_tile):  # e.g. averaged across GPUs
-            object.__setattr__(self, "m_tile", int(round(self.m_tile)))
-        if not (isinstance(self.m_tile, int) and self.m_tile >= 0):
-            raise InvalidInputError(f"LatencyParams.m_tile must be a non-negative integer; got {self.m_tile!r}.")
+        if not (self.kernel_size_bytes > 0 and math.isfinite(self.kernel_size_bytes)):
+            raise InvalidInputError(f"LatencyParams.kernel_size_bytes must be a positive number of bytes; "
+                                    f"got {self.kernel_size_bytes!r}.")
+        for name in ("m_tile", "m_tile_min"):
+            v = getattr(self, name)
+            if isinstance(v, float) and math.isfinite(v):  # e.g. averaged across GPUs
+                v = int(round(v))
+                object.__setattr__(self, name, v)
+            if not (isinstance(v, int) and v >= 0):
+                raise InvalidInputError(f"LatencyParams.{name} must be a non-negative integer; got {v!r}.")
         if not (self.smoothness >= 1):
             raise InvalidInputError(f"LatencyParams.smoothness must be >= 1 (inf = hard max); got {self.smoothness!r}.")
 
@@ -114,8 +130,9 @@ class LatencyParams:
         d = dict(data)
         if "smoothness" in d:
             d["smoothness"] = float(d["smoothness"])
-        if "m_tile" in d:
-            d["m_tile"] = int(d["m_tile"])
+        for name in ("m_tile", "m_tile_min"):
+            if name in d:
+                d[name] = int(d[name])
         try:
             return cls(**d)
         except TypeError as exc:

@@ -15,7 +15,10 @@ switched on one by one so each can be judged on its own (:data:`MODELS`):
 * ``resync`` — the reference decoder re-feeds the last two tokens to the draft at the start of each
   step (its cache may hold a rejected draft), so the first draft forward is over q = 2 tokens;
 * ``finish`` — only the first ``max_new`` tokens of a sequence count and a batch steps until its
-  slowest sequence is done: τ becomes :func:`sdsl.core.finish.effective_tau`.
+  slowest sequence is done: τ becomes :func:`sdsl.core.finish.effective_tau`;
+* ``switch`` — switching models: the target's forward evicts the draft's weights and KV cache, so the
+  draft's first forward of each step re-reads them from DRAM (:func:`sdsl.core.model_switch.switch_time_s`,
+  ρ from the committed bandwidth sweep ``profiles/bandwidth-cpu.csv``, :func:`measured_dram_ratio`).
 """
 
 from __future__ import annotations
@@ -24,17 +27,30 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["MODELS", "priced_speedup", "heldout_inputs", "heldout_params", "pair_models", "pair_params", "price_rows",
+__all__ = ["MODELS", "DEFAULT_MODEL", "measured_dram_ratio", "priced_speedup", "heldout_inputs", "heldout_params", "pair_models", "pair_params", "price_rows",
            "error_stats"]
 
 # model variant -> terms it prices (the first is the model before issue 11; the last the full one)
-MODELS = {"base": ("overhead",), "finish": ("overhead", "finish"), "full": ("overhead", "finish", "resync")}
+MODELS = {"base": ("overhead",), "finish": ("overhead", "finish"), "full": ("overhead", "finish", "resync"),
+          "switch": ("overhead", "finish", "resync", "switch")}
+DEFAULT_MODEL = "switch"  # what ``pred_speedup`` (the headline) prices: every term
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 
 
+def measured_dram_ratio(path=None) -> float:
+    """ρ (:func:`sdsl.core.model_switch.dram_ratio`) of the committed bandwidth sweep of this CPU."""
+    import pandas as pd
+
+    from sdsl.core.model_switch import dram_ratio
+
+    sweep = pd.read_csv(PROFILES / "bandwidth-cpu.csv" if path is None else path)
+    return dram_ratio(sweep["size_bytes"], sweep["warm_gbs"], sweep["cold_gbs"])
+
+
 def priced_speedup(target, draft, gamma, alpha, batch, ctx, params, hw, *, overhead=0.0, overhead_plain=0.0,
-                   max_new: int | None = None, terms=MODELS["full"]) -> float:
-    """Predicted speedup over plain decoding of the same target, with the listed ``terms`` (module docstring)."""
+                   max_new: int | None = None, terms=MODELS[DEFAULT_MODEL], dram_ratio: float | None = None) -> float:
+    """Predicted speedup over plain decoding of the same target, with the listed ``terms`` (module docstring);
+    ``dram_ratio`` (ρ) prices the ``switch`` term (default: :func:`measured_dram_ratio`)."""
     from sdsl.core.deployment import Deployment
     from sdsl.core.finish import effective_tau
     from sdsl.core.latency import step_time_s
@@ -46,6 +62,11 @@ def priced_speedup(target, draft, gamma, alpha, batch, ctx, params, hw, *, overh
     t_step = float(pr.t_step_s)
     if "resync" in terms and draft is not None:
         t_step += float(step_time_s(draft, dep, batch=batch, q=2) - pr.t_draft_s)
+    if "switch" in terms and draft is not None:
+        from sdsl.core.model_switch import switch_time_s
+
+        rho = measured_dram_ratio() if dram_ratio is None else dram_ratio
+        t_step += float(switch_time_s(draft, dep, batch=batch, ratio=rho))
     tokens = float(effective_tau(alpha, gamma, max_new, batch)) if "finish" in terms and max_new else float(pr.tau)
     return tokens / t_step * (float(pr.t_plain_s) + ovh0)
 
@@ -145,7 +166,7 @@ def price_rows(rows: list[dict], spec: dict, ctx: int, max_new: int, fits: dict,
     (:func:`pair_params`).
 
     ``pred_speedup_<model>`` (leak-free, one fit per pair) for every :data:`MODELS` entry,
-    ``pred_speedup`` = the full model (leak-free unless ``in_sample``), ``pred_speedup_in_sample`` with
+    ``pred_speedup`` = the :data:`DEFAULT_MODEL` (leak-free unless ``in_sample``), ``pred_speedup_in_sample`` with
     the committed calibration, ``pred_speedup_pooled_alpha`` at the α pooled over γ (the optimizer's view)
     and ``pred_steps`` (E[steps to finish every chunk], :func:`sdsl.core.finish.steps_to_finish`) beside
     the measured ``steps``.
@@ -153,18 +174,18 @@ def price_rows(rows: list[dict], spec: dict, ctx: int, max_new: int, fits: dict,
     from sdsl.core.finish import steps_to_finish
     from sdsl.core.hardware import get_hardware
 
-    hw = get_hardware("cpu")
+    hw, rho = get_hardware("cpu"), measured_dram_ratio()
     for r in rows:
         t, d, g, b = r["target"], r["draft"], r["gamma"], r["batch"]
         tgt, drf = spec[t], None if d == "prompt-lookup" else spec[d]
-        common = dict(overhead=r["overhead_s"], overhead_plain=r["overhead_plain_s"], max_new=max_new)
+        common = dict(overhead=r["overhead_s"], overhead_plain=r["overhead_plain_s"], max_new=max_new, dram_ratio=rho)
         alpha = min(r["alpha"], 1 - 1e-9)
         held = fits[(t, d)][0]
         for name, terms in MODELS.items():
             r[f"pred_speedup_{name}"] = priced_speedup(tgt, drf, g, alpha, b, ctx, held, hw, terms=terms, **common)
             r[f"speedup_error_{name}"] = r[f"pred_speedup_{name}"] / r["speedup"] - 1
         r["pred_speedup_in_sample"] = priced_speedup(tgt, drf, g, alpha, b, ctx, in_sample_params, hw, **common)
-        r["pred_speedup"] = r["pred_speedup_in_sample"] if in_sample else r["pred_speedup_full"]
+        r["pred_speedup"] = r["pred_speedup_in_sample"] if in_sample else r[f"pred_speedup_{DEFAULT_MODEL}"]
         r["speedup_error"] = r["pred_speedup"] / r["speedup"] - 1
         price = in_sample_params if in_sample else held
         r["pred_speedup_pooled_alpha"] = priced_speedup(tgt, drf, g, r["alpha_pooled"], b, ctx, price, hw, **common)

@@ -8,8 +8,9 @@ accept-count histogram), τ, tokens/s and speedup. Next to them, two predictions
   proposer) priced with a CPU calibration refitted without any row of its models (leak-free; or the
   committed ``profiles/cpu.calib.json`` with ``in_sample``), with the decoder's own per-step overhead
   T_overhead (docs/model.md §3.3, measured with zero-cost stand-in models, :func:`loop_overhead`), the
-  overshoot and batch tail of :mod:`sdsl.core.finish` and the draft's q = 2 resync forward; each term's
-  share is reported per model variant (``models``);
+  overshoot and batch tail of :mod:`sdsl.core.finish`, the draft's q = 2 resync forward and the draft's
+  re-read of what the target evicted (:mod:`sdsl.core.model_switch`); each term's share is reported per
+  model variant (``models``);
 * ``pred_speedup_steps`` — τ·(T_t(b,1) + o₀) / (T_d(b,2) + (γ−1)·T_d(b,1) + T_t(b,γ+1) + o), priced with
   each model's measured forward times (median of 15, microbenchmarked here).
 

@@ -47,14 +47,18 @@ def _ape(pred, meas):
 
 
 def leave_one_model_out(data: "pd.DataFrame", hardware=None, smoothness: str | float = "auto",
-                        m_tile: int = GPU_M_TILE) -> tuple["pd.DataFrame", "pd.DataFrame", dict]:
+                        m_tile: int = GPU_M_TILE, kernel_terms: bool = True,
+                        elementwise: "pd.DataFrame | None" = None) -> tuple["pd.DataFrame", "pd.DataFrame", dict]:
     """Leave-one-model-out over the models of each GPU in ``data`` (Vidur long format).
 
     Returns ``(table, points, fits)``: ``table`` one row per (hardware, held-out model, op) plus an
     ``op == "all"`` row per model, columns overall_mape, decode_mape, n; ``points`` every held-out
     prediction; ``fits`` {hardware: {held-out model: CalibrationResult}}. ``hardware``: one catalog
     name/file for every GPU folder, or a {folder: name/file} mapping (:func:`sdsl.fit.transfer.resolve_gpu_folders`).
-    ``m_tile=0`` gives the form without GEMM row tiles (the "before" numbers of VALIDATION.md).
+    ``m_tile=0`` gives the form without GEMM row tiles, ``kernel_terms=False`` the form without the wave
+    tail, size overhead and smallest row tile (the earlier forms of VALIDATION.md). ``elementwise``: Vidur
+    elementwise rows; with the kernel terms, each fold's launch floor ``t_kernel`` is the fixed cost of the
+    elementwise kernels fitted on the same training models (:func:`_launch_base`).
     """
     import pandas as pd
 
@@ -73,7 +77,9 @@ def leave_one_model_out(data: "pd.DataFrame", hardware=None, smoothness: str | f
         fits[hw_key] = {}
         for held in models:
             train, test = d[d["model"] != held], d[d["model"] == held]
-            res = fit_latency(train, hw, dtype="fp16", smoothness=smoothness, keep_points=False, m_tile=m_tile)
+            base = _launch_base(elementwise, hw_key, held, hw) if kernel_terms and m_tile else None
+            res = fit_latency(train, hw, dtype="fp16", smoothness=smoothness, keep_points=False, m_tile=m_tile,
+                              kernel_terms=kernel_terms and m_tile > 0, base=base)
             fits[hw_key][held] = res
             from sdsl.fit.calibration import predict_op_times
 
@@ -86,6 +92,18 @@ def leave_one_model_out(data: "pd.DataFrame", hardware=None, smoothness: str | f
                 tables.append({"hardware": hw_key, "model": held, "op": op, "overall_mape": g["ape"].mean(),
                                "decode_mape": dec["ape"].mean() if len(dec) else math.nan, "n": len(g)})
     return pd.DataFrame(tables), pd.concat(points, ignore_index=True), fits
+
+
+def _launch_base(elementwise, gpu: str, held: str | None, hw) -> LatencyParams | None:
+    """Parameters with the elementwise kernels fitted on ``gpu``'s rows of every model but ``held`` (None:
+    all), whose fixed cost is the GEMM kernel terms' launch floor; None without elementwise rows."""
+    if elementwise is None:
+        return None
+    from sdsl.core.latency import DEFAULT_PARAMS
+    from sdsl.fit.elementwise import fit_elementwise
+
+    rows = elementwise[(elementwise["hardware"] == gpu) & (elementwise["model"] != held)]
+    return fit_elementwise(rows, hw, DEFAULT_PARAMS)[0] if len(rows) else None
 
 
 BUCKETS = (0, 8, 64, 256, 1024, 4096)  #: num_tokens bucket edges of ``bias_by_tokens``
@@ -219,7 +237,7 @@ def _gpu_report(gpu: str, hw, data, ew_rows, table, points, root: Path) -> tuple
     table = table[table["hardware"] == gpu]
     allrows, ops = table[table["op"] == "all"], table[table["op"] != "all"]
     res = fit_latency(data[data["hardware"] == gpu], hw, dtype="fp16", keep_points=False, sources=(f"vidur/{gpu}",),
-                      m_tile=GPU_M_TILE)
+                      m_tile=GPU_M_TILE, kernel_terms=True, base=_launch_base(ew_rows, gpu, None, hw))
     params, ew_fit = fit_elementwise(ew_rows[ew_rows["hardware"] == gpu], hw, res.params)
     params, ar = allreduce_validation(root / "network", gpu, hw, params)
     out = {
@@ -257,7 +275,7 @@ def validate_latency(vidur_root: str | os.PathLike, figure: str | os.PathLike | 
     data = read_vidur(root)
     ew_rows = read_vidur_elementwise(root)
     resolved = resolve_gpu_folders(sorted(data["hardware"].unique()), hardware)
-    table, points, _ = leave_one_model_out(data, hardware=resolved)
+    table, points, _ = leave_one_model_out(data, hardware=resolved, elementwise=ew_rows)
     out: dict[str, Any] = {}
     full = {}
     for gpu in sorted(table["hardware"].unique()):

@@ -29,6 +29,7 @@ import numpy as np
 from sdsl.errors import ConfigError, InvalidInputError, ProfileError
 from sdsl.core.architecture import dtype_bytes
 from sdsl.fit.calibration_result import DECODE_MAX_TOKENS, CalibrationResult, load_latency_params
+from sdsl.core.kernels import gemm_waves, min_row_tile
 from sdsl.core.latency import DEFAULT_PARAMS, LatencyParams, compute_peak, gemm_flops_bytes, op_time
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,17 +38,21 @@ if TYPE_CHECKING:  # pragma: no cover
     from sdsl.core.hardware import Hardware
 
 __all__ = ["CalibrationResult", "fit_latency", "predict_op_times", "predict_layer_times", "predict_step_times",
-           "load_latency_params", "DECODE_MAX_TOKENS", "calibrate_profiles", "GPU_M_TILE"]
+           "load_latency_params", "DECODE_MAX_TOKENS", "calibrate_profiles", "GPU_M_TILE", "KERNEL_TERMS"]
 
 _BOUNDS = {"eta_compute": (1e-6, 1.0), "eta_memory": (1e-6, 1.0), "t_kernel": (0.0, 1e-3), "t_layer": (0.0, 1e-2),
-           "t_step": (0.0, 1.0), "smoothness": (1.0, 64.0)}
-_SCALE = {"eta_compute": 0.1, "eta_memory": 0.1, "t_kernel": 1e-6, "t_layer": 1e-5, "t_step": 1e-4, "smoothness": 1.0}
+           "t_step": (0.0, 1.0), "smoothness": (1.0, 64.0), "tail_waves": (0.0, 10.0), "t_kernel_size": (0.0, 1e-3),
+           "kernel_size_bytes": (1e5, 1e10)}
+_SCALE = {"eta_compute": 0.1, "eta_memory": 0.1, "t_kernel": 1e-6, "t_layer": 1e-5, "t_step": 1e-4, "smoothness": 1.0,
+          "tail_waves": 0.1, "t_kernel_size": 1e-6, "kernel_size_bytes": 1e6}
+#: The GEMM kernel terms ``kernel_terms=True`` fits (wave tail, size overhead; VALIDATION.md).
+KERNEL_TERMS = ("tail_waves", "t_kernel_size", "kernel_size_bytes")
 _REQUIRED = ("num_tokens", "in_features", "out_features", "time_s")
 #: GEMM row tile of GPU kernel libraries (Vidur's H100/A100 times step every 128 tokens; VALIDATION.md).
 GPU_M_TILE = 128
 
 
-def _arrays(data: "pd.DataFrame", dtype: str | None, m_tile: int = 0):
+def _arrays(data: "pd.DataFrame", dtype: str | None, params: LatencyParams, sm_count=None):
     missing = [c for c in _REQUIRED if c not in data.columns]
     if missing:
         raise ProfileError(f"Calibration data lacks column {missing[0]!r} (need {', '.join(_REQUIRED)}).")
@@ -63,17 +68,18 @@ def _arrays(data: "pd.DataFrame", dtype: str | None, m_tile: int = 0):
     y = data["time_s"].to_numpy(dtype=float)
     if not np.all(np.isfinite(y) & (y > 0)):
         raise ProfileError("Calibration data: every time_s must be positive and finite.")
-    flops, nbytes = gemm_flops_bytes(data["num_tokens"].to_numpy(), data["in_features"].to_numpy(),
-                                     data["out_features"].to_numpy(), dtype_bytes(dtype), m_tile)
-    return data, dtype, flops, nbytes, y
+    tokens, n_out = data["num_tokens"].to_numpy(), data["out_features"].to_numpy()
+    flops, nbytes = gemm_flops_bytes(tokens, data["in_features"].to_numpy(), n_out, dtype_bytes(dtype),
+                                     params.m_tile, params.m_tile_min)
+    return data, dtype, flops, nbytes, y, gemm_waves(tokens, n_out, params.m_tile, sm_count)
 
 
 def predict_op_times(data: "pd.DataFrame", hardware: "Hardware", params: LatencyParams,
                      dtype: str | None = None) -> np.ndarray:
     """Predicted time (s) of each per-operator row of ``data`` with ``params`` on ``hardware``: the roofline
     op time of :func:`sdsl.core.latency.op_time` (Williams, Waterman & Patterson 2009; docs/model.md §3.3)."""
-    data, dtype, flops, nbytes, _ = _arrays(data, dtype, params.m_tile)
-    return op_time(flops, nbytes, compute_peak(hardware, dtype), hardware.mem_bandwidth, params)
+    data, dtype, flops, nbytes, _, waves = _arrays(data, dtype, params, getattr(hardware, "sm_count", None))
+    return op_time(flops, nbytes, compute_peak(hardware, dtype), hardware.mem_bandwidth, params, waves=waves)
 
 
 def predict_layer_times(layers: "pd.DataFrame", spec, hardware: "Hardware", params: LatencyParams,
@@ -122,12 +128,15 @@ def _solve(names, x0, resid_fn):
                          xtol=1e-12, ftol=1e-12, gtol=1e-12, max_nfev=2000)
 
 
-def _stderr(sol, n: int) -> np.ndarray:
+def _stderr(sol, n: int, names) -> np.ndarray:
+    """Standard errors from the Jacobian, inverted in the solver's scaled units (parameters differ by ~1e13)."""
     dof = max(n - len(sol.x), 1)
     s2 = 2.0 * sol.cost / dof
+    scale = np.array([_SCALE[k] for k in names])
     try:
-        cov = np.linalg.pinv(sol.jac.T @ sol.jac) * s2
-        return np.sqrt(np.clip(np.diag(cov), 0, None))
+        jac = sol.jac * scale
+        cov = np.linalg.pinv(jac.T @ jac) * s2
+        return np.sqrt(np.clip(np.diag(cov), 0, None)) * scale
     except np.linalg.LinAlgError:  # pragma: no cover
         return np.full(len(sol.x), np.nan)
 
@@ -148,6 +157,8 @@ class _Problem:
     layers: list
     steps: list
     step_weight: float
+    waves: Any = None
+    kernel_terms: bool = False
 
     @property
     def layer_meas(self) -> np.ndarray:
@@ -168,21 +179,28 @@ class _Problem:
         return np.concatenate([predict_step_times(st, spec, self.hardware, params, self.dtype) for st, spec in self.steps])
 
     def op_pred(self, params: LatencyParams) -> np.ndarray:
-        return op_time(self.flops, self.nbytes, self.peak, self.bw, params)
+        return op_time(self.flops, self.nbytes, self.peak, self.bw, params, waves=self.waves)
 
 
-def _problem(data, hardware, dtype, base, m_tile, layers, steps, step_weight) -> _Problem:
+def _problem(data, hardware, dtype, base, m_tile, layers, steps, step_weight, kernel_terms=False) -> _Problem:
     base = base or DEFAULT_PARAMS
     if m_tile is not None:
         base = base.replace(m_tile=int(m_tile))
-    data, dtype, flops, nbytes, y = _arrays(data, dtype, base.m_tile)
+    if kernel_terms:  # the launch floor every kernel pays: the elementwise kernels' fixed cost, when fitted
+        base = base.replace(m_tile_min=min_row_tile(hardware),
+                            t_kernel=base.t_kernel if base.t_elementwise is None else base.t_elementwise)
+    data, dtype, flops, nbytes, y, waves = _arrays(data, dtype, base, getattr(hardware, "sm_count", None))
+    if kernel_terms and waves is None:
+        raise InvalidInputError("The GEMM kernel terms need row tiles (m_tile > 0) and the hardware's SM count.")
     return _Problem(data, dtype, flops, nbytes, y, hardware, compute_peak(hardware, dtype), hardware.mem_bandwidth,
-                    base, list(layers), list(steps), step_weight)
+                    base, list(layers), list(steps), step_weight, waves, kernel_terms)
 
 
 def _free_names(pb: _Problem, fit_kernel: bool, fit_layer_overhead: bool, fit_step_overhead: bool) -> list[str]:
-    """Fitted fields: η_c, η_m (t_kernel); t_layer when layer or forward rows constrain it; t_step with forwards."""
-    names = ["eta_compute", "eta_memory"] + (["t_kernel"] if fit_kernel else [])
+    """Fitted fields: η_c, η_m (t_kernel, unless the kernel terms take it from the elementwise fit); the kernel
+    terms; t_layer when layer or forward rows constrain it; t_step with forwards."""
+    fit_kernel = fit_kernel and not (pb.kernel_terms and pb.base.t_elementwise is not None)
+    names = ["eta_compute", "eta_memory"] + (["t_kernel"] if fit_kernel else []) + list(KERNEL_TERMS * pb.kernel_terms)
     if (pb.layers or pb.steps) and fit_layer_overhead:
         names.append("t_layer")
     if pb.steps and fit_step_overhead:
@@ -194,7 +212,8 @@ def _start(pb: _Problem) -> dict[str, float]:
     """Starting point: the largest achieved fractions of the datasheet peaks, a few µs of launch cost."""
     return {"eta_compute": min(1.0, float(np.max(pb.flops / pb.y)) / pb.peak),
             "eta_memory": min(1.0, float(np.max(pb.nbytes / pb.y)) / pb.bw),
-            "t_kernel": min(float(np.min(pb.y)) * 0.5, 1e-4), "t_layer": 1e-5, "t_step": 1e-4, "smoothness": 2.0}
+            "t_kernel": min(float(np.min(pb.y)) * 0.5, 1e-4), "t_layer": 1e-5, "t_step": 1e-4, "smoothness": 2.0,
+            "tail_waves": 0.5, "t_kernel_size": 3e-6, "kernel_size_bytes": 2e7}
 
 
 def _residuals(pb: _Problem, params: LatencyParams) -> np.ndarray:
@@ -257,7 +276,7 @@ def _result(pb: _Problem, sol, params: LatencyParams, names, choice, sources, ke
         points = pb.data[cols].reset_index(drop=True).assign(measured_s=y, predicted_s=pred, rel_error=pred / y - 1.0)
     return CalibrationResult(
         params=params, hardware=getattr(pb.hardware, "key", pb.hardware.name.lower()), dtype=pb.dtype,
-        varied=tuple(names), stderr=dict(zip(names, map(float, _stderr(sol, pb.n_rows)))), n_points=n,
+        varied=tuple(names), stderr=dict(zip(names, map(float, _stderr(sol, pb.n_rows, names)))), n_points=n,
         mape=_mape(pred, y), decode_mape=_mape(pred[decode], y[decode]),
         rms_log_error=float(np.sqrt(np.mean((np.log(pred) - np.log(y)) ** 2))),
         smoothness_choice=choice, sources=src, points=points,
@@ -272,7 +291,7 @@ def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None
                 keep_points: bool = True, layers: Iterable[tuple["pd.DataFrame", Any]] = (),
                 fit_layer_overhead: bool = True, steps: Iterable[tuple["pd.DataFrame", Any]] = (),
                 fit_step_overhead: bool = True, step_weight: float = 1.0,
-                m_tile: int | None = None) -> CalibrationResult:
+                m_tile: int | None = None, kernel_terms: bool = False) -> CalibrationResult:
     """Fit η_c, η_m, t_kernel (and p) to per-operator rows ``num_tokens, in_features, out_features, time_s``.
 
     ``smoothness``: ``"auto"`` (free p only if AIC improves by > 2), ``"fit"`` (always free),
@@ -286,77 +305,57 @@ def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None
     ``t_layer`` is fitted too (only layer rows constrain it). ``steps``: ``(step_rows, ModelSpec)``
     pairs of whole forward passes priced by :func:`predict_step_times`; with ``fit_step_overhead``
     ``t_step`` is fitted too. ``layer_mape`` / ``step_mape`` report those fits.
+
+    ``kernel_terms`` (GPUs, with ``m_tile``): also fit the GEMM kernel terms :data:`KERNEL_TERMS` (the
+    last wave's tail and the size overhead, :func:`sdsl.core.latency.op_time`), with the smallest row
+    tile of the hardware's tensor cores (:func:`sdsl.core.kernels.min_row_tile`); when ``base`` has the
+    elementwise kernels fitted, ``t_kernel`` is their launch cost ``t_elementwise`` (not fitted).
     """
-    pb = _problem(data, hardware, dtype, base, m_tile, layers, steps, step_weight)
+    pb = _problem(data, hardware, dtype, base, m_tile, layers, steps, step_weight, kernel_terms)
     core = _free_names(pb, fit_kernel, fit_layer_overhead, fit_step_overhead)
     sol, params, names, choice = _choose_model(pb, core, smoothness)
     return _result(pb, sol, params, names, choice, sources, keep_points)
 
 
-def _read_profiles(paths):
-    """Operator frames, source names, hardware names, dtypes, (layer rows, model) and Vidur folders of ``paths``."""
-    from sdsl.fit.profiles import profile_paths, read_profile, read_vidur, read_vidur_file
+def _read_steps(steps, names: list, dtypes: set, hw_names: set) -> list:
+    """(step rows, ModelSpec) pairs of model-steps files; adds their sources, dtypes and hardware in place."""
+    if not steps:
+        return []
+    from sdsl.fit.model_steps import read_model_steps, step_sources
+    from sdsl.fit.profiles import hardware_ref
 
-    frames, names, hw_names, dtypes, layer_sets, vidur_dirs = [], [], set(), set(), [], []
-    for p in map(Path, paths):
-        if p.is_dir():
-            df = read_vidur(p)
-            dtypes.add("fp16")
-            vidur_dirs.append(p)
-        elif p.name == "mlp.csv" or (p.suffix == ".csv" and not profile_paths(p)[1].exists()):
-            df = read_vidur_file(p)
-            dtypes.add("fp16")
-        else:
-            prof = read_profile(p)
-            df = prof.ops.assign(dtype=prof.meta["dtype"])
-            dtypes.add(prof.meta["dtype"])
-            if len(prof.layers):
-                layer_sets.append((prof.layers, prof.meta["model"]))
-            if prof.meta["device"].get("hardware"):
-                hw_names.add(_hardware_ref(prof.meta["device"]["hardware"]))
-        frames.append(df)
-        names.append(f"vidur/{p.name}" if p.is_dir() else
-                     f"{p.parent.parent.name}/{p.parent.name}" if p.name == "mlp.csv" else p.name)
-    return frames, names, hw_names, dtypes, layer_sets, vidur_dirs
-
-
-def _hardware_ref(value) -> str:
-    """A sidecar's hardware: catalog names compare case-insensitively, file paths stay as written."""
-    text = str(value)
-    return text if ("/" in text or "\\" in text or text.lower().endswith((".toml", ".json"))) else text.lower()
+    pairs = []
+    for sp in steps:
+        got, meta = read_model_steps(sp)
+        pairs += got
+        if meta.get("dtype"):
+            dtypes.add(meta["dtype"])
+        if meta.get("hardware"):
+            hw_names.add(hardware_ref(meta["hardware"]))
+    names += step_sources(steps)
+    return pairs
 
 
 def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None = None,
                        smoothness: str | float = "auto", fit_layers: bool = False,
-                       steps: Iterable[str | os.PathLike] = ()) -> CalibrationResult:
+                       steps: Iterable[str | os.PathLike] = (), kernel_terms: bool = True) -> CalibrationResult:
     """Fit to one or more profile files (sdsl profiles, or Vidur ``mlp.csv`` files / folders).
 
     ``hardware`` is a catalog name or file; without it the profiles' sidecars must name one
     (``device.hardware``) and agree. Decoder-layer rows are predicted and reported
     (``layer_mape``); with ``fit_layers`` they are also fitted, jointly with the operators.
     ``steps``: model-steps files (:mod:`sdsl.fit.model_steps`) of whole forward passes, fitted jointly
-    (with ``t_step`` and ``t_layer``).
+    (with ``t_step`` and ``t_layer``). ``kernel_terms``: on a GPU with an SM count, fit the GEMM kernel terms.
     """
     import pandas as pd
 
     from sdsl.core.hardware import get_hardware
+    from sdsl.fit.profiles import read_calibration_inputs
 
-    frames, names, hw_names, dtypes, layer_sets, vidur_dirs = _read_profiles(paths)
+    frames, names, hw_names, dtypes, layer_sets, vidur_dirs = read_calibration_inputs(paths)
     if not frames:
         raise InvalidInputError("Give at least one profile to calibrate.")
-    step_pairs = []
-    steps = list(steps)
-    if steps:
-        from sdsl.fit.model_steps import read_model_steps, step_sources
-
-        for sp in steps:
-            pairs_, meta = read_model_steps(sp)
-            step_pairs += pairs_
-            if meta.get("dtype"):
-                dtypes.add(meta["dtype"])
-            if meta.get("hardware"):
-                hw_names.add(_hardware_ref(meta["hardware"]))
-        names += step_sources(steps)
+    step_pairs = _read_steps(list(steps), names, dtypes, hw_names)
     if len(dtypes) > 1:
         raise ProfileError(f"Profiles mix dtypes {sorted(dtypes)}; calibrate one dtype at a time.")
     if hardware is None:
@@ -370,12 +369,16 @@ def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None 
 
     pairs = [(layers, ModelSpec.from_dict(model)) for layers, model in layer_sets]
     m_tile = GPU_M_TILE if getattr(hw, "kind", "gpu") == "gpu" else 0
-    res = fit_latency(data, hw, dtype=dtype, smoothness=smoothness, sources=names,
-                      layers=pairs if fit_layers else (), steps=step_pairs, m_tile=m_tile)
-    if vidur_dirs:
-        from sdsl.fit.elementwise import with_elementwise
+    ew = None
+    if vidur_dirs:  # elementwise first: their fixed cost is the launch floor of the GEMM kernel terms
+        from sdsl.fit.elementwise import vidur_elementwise_params, with_elementwise
 
-        res = with_elementwise(res, vidur_dirs, hw)
+        ew = vidur_elementwise_params(vidur_dirs, hw, DEFAULT_PARAMS)
+    res = fit_latency(data, hw, dtype=dtype, smoothness=smoothness, sources=names, base=ew and ew[0],
+                      layers=pairs if fit_layers else (), steps=step_pairs, m_tile=m_tile,
+                      kernel_terms=kernel_terms and m_tile > 0 and bool(getattr(hw, "sm_count", None)))
+    if vidur_dirs:
+        res = with_elementwise(res, vidur_dirs, hw, ew)
     if pairs and not fit_layers:
         from dataclasses import replace
 

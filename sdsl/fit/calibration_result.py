@@ -121,7 +121,13 @@ class CalibrationResult(Result):
         """Report lines for the GEMM row tile, the elementwise kernels and the all-reduce, when set."""
         p, out = self.params, []
         if p.m_tile:
-            out.append(f"    m_tile       = {p.m_tile} GEMM rows per tile (fixed)")
+            out.append(f"    m_tile       = {p.m_tile} GEMM rows per tile (fixed)"
+                       + (f", at least {p.m_tile_min} (the tensor cores' MMA rows)" if p.m_tile_min else ""))
+        if p.tail_waves or p.t_kernel_size:
+            se = self.stderr
+            out.append(f"    tail_waves   = {p.tail_waves:.4g} +/- {se.get('tail_waves', 0):.2g} waves of output tiles; "
+                       f"size overhead {1e6 * p.t_kernel_size:.3g} +/- {1e6 * se.get('t_kernel_size', 0):.2g} us "
+                       f"x (1 - exp(-bytes / {p.kernel_size_bytes / 1e6:.3g} MB))")
         if p.t_elementwise is not None:
             out.append(f"    elementwise: t_ew {1e6 * p.t_elementwise:.3g} us; eta norm/rope/act/add "
                        f"{p.eta_norm:.3f}/{p.eta_rope:.3f}/{p.eta_act:.3f}/{p.eta_add:.3f}; row ns/element "

@@ -66,16 +66,23 @@ def fit_elementwise(rows: "pd.DataFrame", hardware, base: LatencyParams) -> tupl
     return params, {"mape": float(ape.mean()), "mape_by_kind": by_kind, "n": int(len(rows))}
 
 
-def with_elementwise(res, vidur_dirs, hw):
-    """A CalibrationResult ``res`` (GEMMs) with the elementwise kernels of the Vidur folders ``vidur_dirs`` fitted too."""
-    from dataclasses import replace
-
+def vidur_elementwise_params(vidur_dirs, hw, base: LatencyParams) -> tuple[LatencyParams, dict]:
+    """:func:`fit_elementwise` on the elementwise rows of the Vidur folders ``vidur_dirs``."""
     import pandas as pd
 
     from sdsl.fit.vidur import read_vidur_elementwise
 
     rows = pd.concat([_vidur_elementwise(p, read_vidur_elementwise) for p in vidur_dirs], ignore_index=True)
-    params, stats = fit_elementwise(rows, hw, res.params)
+    return fit_elementwise(rows, hw, base)
+
+
+def with_elementwise(res, vidur_dirs, hw, fitted: tuple[LatencyParams, dict] | None = None):
+    """A CalibrationResult ``res`` (GEMMs) with the elementwise kernels of the Vidur folders ``vidur_dirs``
+    fitted too (``fitted``: that fit's ``(params, stats)`` when already done)."""
+    from dataclasses import replace
+
+    ew, stats = fitted or vidur_elementwise_params(vidur_dirs, hw, res.params)
+    params = res.params.replace(**{k: getattr(ew, k) for k in ELEMENTWISE_FIELDS})
     source = params.source + f"; elementwise kernels fitted to {stats['n']} Vidur timings (MAPE {100 * stats['mape']:.1f}%)"
     return replace(res, params=params.replace(source=source), varied=res.varied + tuple(
         k for k in ("t_elementwise", "eta_norm", "eta_rope", "eta_act", "eta_add", "row_norm", "row_rope", "row_act")))

@@ -40,6 +40,7 @@ __all__ = [
     "FORMAT", "FORMAT_VERSION", "PROFILE_COLUMNS", "KEY_COLUMNS", "GEMM_OPS",
     "Profile", "ProfileWriter", "new_metadata", "profile_paths", "read_profile",
     "read_vidur", "read_vidur_file", "VIDUR_COLUMNS", "read_vidur_elementwise", "VIDUR_ELEMENTWISE",
+    "read_calibration_inputs", "hardware_ref",
 ]
 
 FORMAT = "sdsl-profile"
@@ -275,3 +276,34 @@ class ProfileWriter:
 
 from sdsl.fit.vidur import (VIDUR_COLUMNS, VIDUR_ELEMENTWISE, read_vidur, read_vidur_elementwise,  # noqa: E402,F401
                              read_vidur_file)
+
+
+def read_calibration_inputs(paths):
+    """Operator frames, source names, hardware names, dtypes, (layer rows, model) and Vidur folders of ``paths``."""
+    frames, names, hw_names, dtypes, layer_sets, vidur_dirs = [], [], set(), set(), [], []
+    for p in map(Path, paths):
+        if p.is_dir():
+            df = read_vidur(p)
+            dtypes.add("fp16")
+            vidur_dirs.append(p)
+        elif p.name == "mlp.csv" or (p.suffix == ".csv" and not profile_paths(p)[1].exists()):
+            df = read_vidur_file(p)
+            dtypes.add("fp16")
+        else:
+            prof = read_profile(p)
+            df = prof.ops.assign(dtype=prof.meta["dtype"])
+            dtypes.add(prof.meta["dtype"])
+            if len(prof.layers):
+                layer_sets.append((prof.layers, prof.meta["model"]))
+            if prof.meta["device"].get("hardware"):
+                hw_names.add(hardware_ref(prof.meta["device"]["hardware"]))
+        frames.append(df)
+        names.append(f"vidur/{p.name}" if p.is_dir() else
+                     f"{p.parent.parent.name}/{p.parent.name}" if p.name == "mlp.csv" else p.name)
+    return frames, names, hw_names, dtypes, layer_sets, vidur_dirs
+
+
+def hardware_ref(value) -> str:
+    """A sidecar's hardware: catalog names compare case-insensitively, file paths stay as written."""
+    text = str(value)
+    return text if ("/" in text or "\\" in text or text.lower().endswith((".toml", ".json"))) else text.lower()

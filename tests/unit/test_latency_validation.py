@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from sdsl._paths import data_path
 from sdsl.core.hardware import get_hardware
 from sdsl.core.latency import LatencyParams
+from sdsl.experiments.latency_validation import pooled_metrics
 
 VIDUR = data_path("vidur")
 REL = 1e-3
@@ -27,10 +28,16 @@ def report():
     return json.loads(r.output)
 
 
-# (pooled overall, pooled decode, worst-model decode, median over models overall, decode) — VALIDATION.md
-GEMM = {"h100": (0.09396, 0.10951, 0.17061, 0.08801, 0.06171), "a100": (0.06035, 0.05339, 0.07900, 0.06058, 0.05998)}
+# (pooled overall, pooled decode, worst-model decode, median over models overall, decode) — VALIDATION.md,
+# the form with the GEMM kernel terms (smallest row tile, last wave's tail, size overhead)
+GEMM = {"h100": (0.088685, 0.060163, 0.078037, 0.085854, 0.049999), "a100": (0.059311, 0.045744, 0.064426, 0.060565, 0.054638)}
+WORST = {"h100": "meta-llama/Llama-2-7b-hf", "a100": "meta-llama/Meta-Llama-3-8B"}
 # median signed error by num_tokens bucket
-BIAS = {"h100": (0.01055, 0.00417, 0.07603, 0.00016, 0.01548), "a100": (0.00836, 0.00099, 0.01131, 0.01024, 0.00593)}
+BIAS = {"h100": (0.039034, -0.003856, 0.043608, -0.022108, 0.014643), "a100": (0.020106, -0.002813, 0.00435, 0.011445, 0.006592)}
+# the previous form (row tiles only, kernel_terms=False): a wrong form that misses the H100 goals
+PREVIOUS = {"h100": (0.09396, 0.10951, 0.17061, 0.07603), "a100": (0.06035, 0.05339, 0.07900, 0.01131)}
+PREVIOUS_BIAS = {"h100": (0.01055, 0.00417, 0.07603, 0.00016, 0.01548), "a100": (0.00836, 0.00099, 0.01131, 0.01024, 0.00593)}
+PREVIOUS_MEDIANS = {"h100": (0.08801, 0.06171), "a100": (0.06058, 0.05998)}
 # elementwise: per kernel, per kernel decode, per layer sum, worst model per layer, worst model per kernel,
 # median and mean signed error per kernel
 ELEMENTWISE = {"h100": (0.13454, 0.21646, 0.07383, 0.08559, 0.25533, 0.03887, 0.03651),
@@ -66,7 +73,7 @@ def test_gemm_pooled_worst_and_bias(report, gpu):
     r = report[gpu]
     got = (r["pooled_overall_mape"], r["pooled_decode_mape"], r["worst_model_decode_mape"], r["overall_mape"], r["decode_mape"])
     assert got == pytest.approx(GEMM[gpu], rel=REL, abs=2e-5)
-    assert r["worst_model"] == "meta-llama/Llama-2-7b-hf"
+    assert r["worst_model"] == WORST[gpu]
     medians = tuple(b["median"] for b in r["bias_by_tokens"].values())
     assert medians == pytest.approx(BIAS[gpu], rel=REL, abs=2e-5)
     assert len(r["per_model"]) == {"h100": 3, "a100": 5}[gpu]
@@ -89,10 +96,39 @@ def test_elementwise_and_allreduce(report, gpu):
 
 def test_turbospec_comparison(report):
     ts = report["turbospec"]
-    assert ts["llama-3.1-70b"]["mean_abs_rel_diff"] == pytest.approx(0.02621, rel=REL)
-    assert ts["llama-3.1-8b"]["mean_abs_rel_diff"] == pytest.approx(0.05691, rel=REL)
-    assert ts["llama-3.1-70b"]["batch1"]["predicted_ms"] == pytest.approx(19.625, rel=REL)
-    assert ts["llama-3.1-8b"]["batch64"]["predicted_ms"] == pytest.approx(9.205, rel=REL)
+    assert ts["llama-3.1-70b"]["mean_abs_rel_diff"] == pytest.approx(0.04098, rel=REL)
+    assert ts["llama-3.1-8b"]["mean_abs_rel_diff"] == pytest.approx(0.03843, rel=REL)
+    assert ts["llama-3.1-70b"]["batch1"]["predicted_ms"] == pytest.approx(19.979, rel=REL)
+    assert ts["llama-3.1-70b"]["batch64"]["predicted_ms"] == pytest.approx(22.109, rel=REL)
+    assert ts["llama-3.1-8b"]["batch64"]["predicted_ms"] == pytest.approx(8.940, rel=REL)
+
+
+def test_previous_form_fails_the_h100_goals():
+    """The form without the kernel terms (row tiles only) is what the goals reject: H100 pooled 9.40% > 8%
+    and decode 10.95% > 6%; the kernel terms lower every H100 number (the goals are still missed)."""
+    from sdsl.experiments.latency_validation import leave_one_model_out
+    from sdsl.fit.profiles import read_vidur
+
+    table, points, _ = leave_one_model_out(read_vidur(VIDUR), kernel_terms=False)
+    for gpu, want in PREVIOUS.items():
+        m = pooled_metrics(points[points["hardware"] == gpu])
+        got = (m["pooled_overall_mape"], m["pooled_decode_mape"], m["worst_model_decode_mape"],
+               m["bias_by_tokens"]["64<n<=256"]["median"])
+        assert got == pytest.approx(want, rel=REL, abs=2e-5), gpu
+        medians = tuple(b["median"] for b in m["bias_by_tokens"].values())
+        assert medians == pytest.approx(PREVIOUS_BIAS[gpu], rel=REL, abs=2e-5), gpu
+        rows = table[(table["hardware"] == gpu) & (table["op"] == "all")]
+        got = (rows["overall_mape"].median(), rows["decode_mape"].median())
+        assert got == pytest.approx(PREVIOUS_MEDIANS[gpu], rel=REL, abs=2e-5), gpu
+    # the evidence for the smallest row tile: held-out Llama-2-70B on H100 steps where padding doubles 32 -> 64 rows
+    p70 = points[(points["hardware"] == "h100") & points["model"].str.contains("70b")]
+    rel = p70["predicted_s"] / p70["measured_s"] - 1.0
+    steps = [rel[(p70["num_tokens"] > lo) & (p70["num_tokens"] <= hi)].median() for lo, hi in ((16, 32), (32, 64))]
+    assert steps == pytest.approx([-0.07895, 0.02361], rel=REL)
+    assert PREVIOUS["h100"][0] > 0.08 and PREVIOUS["h100"][1] > 0.06
+    new = GEMM["h100"]
+    assert new[0] < PREVIOUS["h100"][0] and new[1] < PREVIOUS["h100"][1] and new[2] < PREVIOUS["h100"][2]
+    assert BIAS["h100"][2] < PREVIOUS["h100"][3]
 
 
 def test_before_numbers_without_tiles_or_elementwise_terms():
@@ -228,6 +264,15 @@ def test_turbospec_lines_formula():
     assert np.all(df["predicted_s"] > 0)
 
 
+def test_kernel_choice_is_not_monotone_in_tokens():
+    """VALIDATION.md: Llama-2-70B's largest H100 GEMM (TP 1 mlp_up_proj) takes 711 µs at 352 tokens, 650 µs at 512."""
+    from sdsl.fit.profiles import read_vidur
+
+    d = read_vidur(VIDUR, hardware="h100")
+    g = d[d["model"].str.contains("70b") & (d["tp"] == 1) & (d["op"] == "mlp_up_proj")].set_index("num_tokens")["time_s"]
+    assert (g[352], g[512]) == pytest.approx((711e-6, 650e-6), rel=2e-3)
+
+
 def test_sawtooth_every_128_tokens_on_h100():
     """Evidence for the row-tile term: without it the held-out H100 residual (median over rows at that
     num_tokens) climbs through each block of 128 tokens and drops just past it; with it the steps shrink."""
@@ -238,7 +283,7 @@ def test_sawtooth_every_128_tokens_on_h100():
     want = {0: (0.1288, -0.0044, 0.1701, -0.0426, 0.1067, -0.0656, 0.1231, -0.1577),
             128: (0.0431, 0.1295, 0.0874, 0.0432, 0.0216, 0.0028, 0.0503, -0.1018)}
     for m_tile, expected in want.items():
-        _, pts, _ = leave_one_model_out(data, m_tile=m_tile)
+        _, pts, _ = leave_one_model_out(data, m_tile=m_tile, kernel_terms=False)
         med = (pts["predicted_s"] / pts["measured_s"] - 1.0).groupby(pts["num_tokens"]).median()
         got = tuple(med[t] for t in (128, 136, 256, 264, 384, 392, 512, 520))
         assert got == pytest.approx(expected, rel=2e-3, abs=1e-4), m_tile

@@ -13,12 +13,12 @@ def fig_latency_validation(quick: bool = False):
     by a calibration fitted on the other models (leave-one-model-out; ``quick``: H100 only)."""
     from sdsl._paths import data_path
     from sdsl.experiments.latency_validation import leave_one_model_out
-    from sdsl.fit.profiles import read_vidur
+    from sdsl.fit.profiles import read_vidur, read_vidur_elementwise
 
     data = read_vidur(data_path("vidur"), hardware=("h100", "a100"))  # the A40's panel: VALIDATION.md, issue 13
     if quick:
         data = data[data["hardware"] == "h100"]
-    _, points, _ = leave_one_model_out(data)
+    _, points, _ = leave_one_model_out(data, elementwise=read_vidur_elementwise(data_path("vidur")))
     return latency_validation_figure(points)[0]
 
 
