@@ -23,3 +23,31 @@ def cpu_model() -> str:
 def machine() -> dict:
     """What the numbers ran on: CPU model, core count, Python version."""
     return {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version()}
+
+
+def family_benchmark(description: str):
+    """The common start of a reference-family timing script: ``--out`` parsed, torch on one thread, and the
+    committed byte-level family loaded ({checkpoint stem: model}). Returns (args, models)."""
+    import argparse
+
+    import torch
+
+    from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", default=None, help="write the JSON here (atomically) as well as printing it")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    return args, {p.stem: load_checkpoint(p)[0] for p in list_checkpoints(CHECKPOINT_DIR)}
+
+
+def emit(args, rows: list, clock: str) -> None:
+    """Print the result JSON (machine, clock, rows) and write it atomically to ``args.out`` when given."""
+    import json
+
+    from sdsl._io import atomic_write_text
+
+    text = json.dumps({"machine": machine(), "clock": clock, "rows": rows}, indent=1)
+    if args.out:
+        atomic_write_text(args.out, text + "\n")
+    print(text)

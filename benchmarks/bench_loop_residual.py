@@ -14,14 +14,13 @@ evicted. Fastest of 5 stand-in runs.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _machine import machine  # noqa: E402  (also pins numeric libraries to one thread)
+from _machine import emit, family_benchmark  # noqa: E402  (also pins numeric libraries to one thread)
 
 CONFIGS = (("byte-d192", None, 1, 0), ("byte-d192", "prompt-lookup", 1, 4), ("byte-d192", "byte-d64", 1, 4),
            ("byte-d192", "byte-wide", 8, 8))
@@ -91,16 +90,10 @@ def _standin_ms(draft, batch, gamma, prompts, nbytes) -> float:
 def main() -> None:
     import torch
 
-    from sdsl._io import atomic_write_text
     from sdsl.experiments.decoder_validation import _prompts
-    from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
     from sdsl.torch.decoder import generate
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=None, help="write the JSON here (atomically) as well as printing it")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    models = {p.stem: load_checkpoint(p)[0] for p in list_checkpoints(CHECKPOINT_DIR)}
+    args, models = family_benchmark(__doc__.splitlines()[0])
     prompts = _prompts(16, 64)
     rows = []
     with torch.no_grad():
@@ -119,11 +112,7 @@ def main() -> None:
                          "standin_4mib_ms": _standin_ms(d, b, g, prompts, 4 * 2**20),
                          "standin_32mib_ms": _standin_ms(d, b, g, prompts, 32 * 2**20)})
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    out = {"machine": machine(), "clock": "process CPU time, 1 torch thread", "rows": rows}
-    text = json.dumps(out, indent=1)
-    if args.out:
-        atomic_write_text(args.out, text + "\n")
-    print(text)
+    emit(args, rows, "process CPU time, 1 torch thread")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ tests/unit/test_model_switch.py holds the prediction against these rows.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -22,7 +21,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _machine import machine  # noqa: E402  (also pins numeric libraries to one thread)
+from _machine import emit, family_benchmark  # noqa: E402  (also pins numeric libraries to one thread)
 
 CONTEXT, Q_VERIFY, REPEATS = 96, 5, 15
 TARGETS = ("byte-d192", "byte-d288")
@@ -43,14 +42,8 @@ def _median_ms(forward, before=None) -> float:
 def main() -> None:
     import torch
 
-    from sdsl._io import atomic_write_text
-    from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=None, help="write the JSON here (atomically) as well as printing it")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    models = {p.stem: load_checkpoint(p)[0] for p in list_checkpoints(CHECKPOINT_DIR)}
+    args, models = family_benchmark(__doc__.splitlines()[0])
     flush = torch.ones(64 * 2**20 // 4)
 
     def forward(model, cache, batch, q):
@@ -74,12 +67,7 @@ def main() -> None:
                                  "draft_ms": _median_ms(drf), "draft_after_target_ms": _median_ms(drf, tgt),
                                  "draft_after_flush_ms": _median_ms(drf, flush.sum)})
                     print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    out = {"machine": machine(), "clock": "process CPU time, median of 15 after 2 warm-ups, 1 torch thread",
-           "rows": rows}
-    text = json.dumps(out, indent=1)
-    if args.out:
-        atomic_write_text(args.out, text + "\n")
-    print(text)
+    emit(args, rows, "process CPU time, median of 15 after 2 warm-ups, 1 torch thread")
 
 
 if __name__ == "__main__":
