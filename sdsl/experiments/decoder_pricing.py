@@ -18,7 +18,11 @@ switched on one by one so each can be judged on its own (:data:`MODELS`):
   slowest sequence is done: τ becomes :func:`sdsl.core.finish.effective_tau`;
 * ``switch`` — switching models: the target's forward evicts the draft's weights and KV cache, so the
   draft's first forward of each step re-reads them from DRAM (:func:`sdsl.core.model_switch.switch_time_s`,
-  ρ from the committed bandwidth sweep ``profiles/bandwidth-cpu.csv``, :func:`measured_dram_ratio`).
+  ρ from the committed bandwidth sweep ``profiles/bandwidth-cpu.csv``, :func:`measured_dram_ratio`);
+* ``rows`` — this CPU's GEMM cost over M = b·q rows: every forward's GEMMs at κ(M, weight bytes) times sdsl's
+  price (:func:`sdsl.experiments.synthetic_terms.forward_extra_s`; κ measured on weight shapes of no family
+  model, ``profiles/cpu-gemm-rows.json``), target at b·(γ + 1) rows, each draft forward at b rows (the
+  resync pass at 2b), the plain step at b rows.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ __all__ = ["MODELS", "DEFAULT_MODEL", "measured_dram_ratio", "priced_speedup", "
 
 # model variant -> terms it prices (the first is the model before issue 11; the last the full one)
 MODELS = {"base": ("overhead",), "finish": ("overhead", "finish"), "full": ("overhead", "finish", "resync"),
-          "switch": ("overhead", "finish", "resync", "switch")}
+          "switch": ("overhead", "finish", "resync", "switch"),
+          "rows": ("overhead", "finish", "resync", "switch", "rows")}
 DEFAULT_MODEL = "switch"  # what ``pred_speedup`` (the headline) prices: every term
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 
@@ -67,8 +72,25 @@ def priced_speedup(target, draft, gamma, alpha, batch, ctx, params, hw, *, overh
 
         rho = measured_dram_ratio() if dram_ratio is None else dram_ratio
         t_step += float(switch_time_s(draft, dep, batch=batch, ratio=rho))
+    t_plain = float(pr.t_plain_s) + ovh0
+    if "rows" in terms:
+        extra, plain = _rows_extra_s(target, draft, dep, gamma, batch, "resync" in terms)
+        t_step, t_plain = t_step + extra, t_plain + plain
     tokens = float(effective_tau(alpha, gamma, max_new, batch)) if "finish" in terms and max_new else float(pr.tau)
-    return tokens / t_step * (float(pr.t_plain_s) + ovh0)
+    return tokens / t_step * t_plain
+
+
+def _rows_extra_s(target, draft, dep, gamma, batch, resync: bool) -> tuple[float, float]:
+    """Seconds κ(rows) adds to a speculative step and to a plain step (module docstring, ``rows``)."""
+    from sdsl.core.latency import ModelShapes
+    from sdsl.experiments.synthetic_terms import forward_extra_s
+
+    extra = lambda spec, rows: float(forward_extra_s(ModelShapes.of(spec, dep.tp), dep, rows))  # noqa: E731
+    plain, step = extra(target, batch), extra(target, batch * (gamma + 1))
+    if draft is not None:
+        first = 2 * batch if resync else batch
+        step += extra(draft, first) + (gamma - 1) * extra(draft, batch)
+    return step, plain
 
 
 def pair_models(target: str, draft: str) -> tuple[str, ...]:
