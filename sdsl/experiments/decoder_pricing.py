@@ -27,6 +27,7 @@ switched on one by one so each can be judged on its own (:data:`MODELS`):
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -42,8 +43,9 @@ DEFAULT_MODEL = "switch"  # what ``pred_speedup`` (the headline) prices: every t
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 
 
+@lru_cache(maxsize=4)
 def measured_dram_ratio(path=None) -> float:
-    """ρ (:func:`sdsl.core.model_switch.dram_ratio`) of the committed bandwidth sweep of this CPU."""
+    """ρ (:func:`sdsl.core.model_switch.dram_ratio`) of the committed bandwidth sweep of this CPU (read once)."""
     import pandas as pd
 
     from sdsl.core.model_switch import dram_ratio

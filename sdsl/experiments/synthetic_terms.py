@@ -46,13 +46,25 @@ def gemm_row_table(path: str | None = None) -> tuple[np.ndarray, np.ndarray, np.
     return np.asarray(sizes), np.asarray(rows, dtype=float), np.asarray(kappa)
 
 
+def _bracket(x, grid: np.ndarray):
+    """Lower/upper grid indices and weight of ``x`` for linear interpolation, constant beyond the grid."""
+    x = np.clip(x, grid[0], grid[-1])
+    if grid.size == 1:
+        zero = np.zeros(np.shape(x), dtype=int)
+        return zero, zero, np.zeros(np.shape(x))
+    lo = np.clip(np.searchsorted(grid, x, side="right") - 1, 0, grid.size - 2)
+    return lo, lo + 1, (x - grid[lo]) / (grid[lo + 1] - grid[lo])
+
+
 def row_factor(tokens, weight_bytes, table=None) -> np.ndarray:
-    """κ at ``tokens`` GEMM rows for a weight of ``weight_bytes``: linear in rows between measured counts,
-    then linear in log bytes between measured sizes (constant beyond either range)."""
+    """κ at ``tokens`` GEMM rows for a weight of ``weight_bytes``: linear in rows between measured counts
+    and in log bytes between measured sizes (bilinear, constant beyond either range); broadcasts."""
     sizes, rows, kappa = table if table is not None else gemm_row_table()
-    at_rows = np.array([np.interp(np.asarray(tokens, dtype=float), rows, k) for k in kappa])
-    return np.array([np.interp(np.log(weight_bytes), sizes, col) for col in np.moveaxis(at_rows, 0, -1).reshape(
-        -1, len(sizes))]).reshape(np.shape(np.asarray(tokens, dtype=float)))
+    t, lb = np.broadcast_arrays(np.asarray(tokens, dtype=float), np.log(np.asarray(weight_bytes, dtype=float)))
+    r0, r1, wr = _bracket(t, rows)
+    s0, s1, ws = _bracket(lb, sizes)
+    at = lambda s: (1 - wr) * kappa[s, r0] + wr * kappa[s, r1]  # noqa: E731
+    return (1 - ws) * at(s0) + ws * at(s1)
 
 
 def _gemms(shapes, tokens, lm_tokens, fc_in: float):
