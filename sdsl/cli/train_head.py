@@ -12,13 +12,13 @@ import click
 @click.option("--target", default="byte-d288", show_default=True, help="Family member whose head to train.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Checkpoint directory [default: sdsl/data/checkpoints].")
-@click.option("--steps", type=int, default=None, help="Optimizer steps [default: HeadConfig.steps].")
+@click.option("--steps", type=int, default=None, help="Optimizer steps [default: 1600].")
 @click.option("--pool", type=int, default=None, help="Training windows whose target features are precomputed "
-              "[default: HeadConfig.pool].")
-@click.option("--lr", type=float, default=None, help="Peak AdamW learning rate (cosine to 0.1x) [default: HeadConfig.lr].")
+              "[default: 2048].")
+@click.option("--lr", type=float, default=None, help="Peak AdamW learning rate (cosine to 0.1x) [default: 0.003].")
 @click.option("--labels", type=click.Choice(["tokens", "target"]), default=None,
               help="Classification target: the corpus token x_{t+2} or the target's distribution p_{t+2} "
-              "(EAGLE §4.2) [default: HeadConfig.labels].")
+              "(EAGLE §4.2) [default: target].")
 @click.option("--threads", type=int, default=2, show_default=True, help="torch CPU threads.")
 @click.option("--json", "as_json", is_flag=True, help="Print the head's metadata as JSON.")
 def train_head(target, out_dir, steps, pool, lr, labels, threads, as_json):

@@ -61,3 +61,7 @@ def test_shipped_defaults_are_the_committed_heads():
     meta = json.loads((CHECKPOINT_DIR / "byte-d288-head.json").read_text())
     assert meta["train_config"] == {k: v for k, v in HeadConfig().__dict__.items()}
     assert math.isfinite(meta["heldout_top1_agreement"])
+    shown = CliRunner().invoke(cli, ["train-head", "--help"]).output.replace("\n", " ")
+    cfg = HeadConfig()
+    for value in (cfg.steps, cfg.pool, cfg.lr, cfg.labels):  # the CLI states the defaults without importing torch
+        assert f"[default: {value}]" in " ".join(shown.split())
