@@ -65,3 +65,18 @@ def test_shipped_defaults_are_the_committed_heads():
     cfg = HeadConfig()
     for value in (cfg.steps, cfg.pool, cfg.lr, cfg.labels):  # the CLI states the defaults without importing torch
         assert f"[default: {value}]" in " ".join(shown.split())
+
+
+def test_label_ablation_as_stated(repo_root):
+    """VALIDATION.md's label ablation (corpus byte vs the target's distribution), from its committed runs."""
+    import json
+
+    import numpy as np
+
+    runs = json.loads((repo_root / "benchmarks" / "results" / "head_labels_ablation.json").read_text())["runs"]
+    tokens, target = (np.asarray(runs[k]["log"]) for k in ("tokens", "target"))
+    assert (runs["tokens"]["step"], runs["target"]["step"]) == (400, 480) == (len(tokens), len(target))
+    assert runs["tokens"]["heldout_top1_by_depth"] == [0.7426, 0.7327, 0.7192]
+    assert runs["target"]["heldout_top1_by_depth"] == [0.8135, 0.794, 0.7932]
+    assert round(float(np.mean(target[:400, 2] > tokens[:, 2])), 2) == 0.95  # "95% of the first 400 steps"
+    assert (round(float(target[360:400, 2].mean()), 3), round(float(tokens[360:400, 2].mean()), 3)) == (0.817, 0.733)
