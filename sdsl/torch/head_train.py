@@ -5,7 +5,9 @@ Data: the same stdlib byte corpus as the family (:func:`sdsl.torch.train.load_co
 is most of the cost on a CPU); each step trains on ``batch`` pool windows drawn from ``(seed, step)``,
 so a resumed run is bit-identical to an uninterrupted one. The head reads (f_t + noise, embedding of x_{t+1}) and is trained
 on EAGLE's loss (Li et al. 2024, §4.2): smooth-L1 regression of f_{t+1} plus ``class_weight`` × the
-cross-entropy of the target's LM head on its prediction against x_{t+2}; uniform feature noise
+cross-entropy CE(p_{t+2}, p̂_{t+2}) of the target's LM head on the prediction against the target's own
+distribution p_{t+2} = softmax(LM head(f_{t+1})) (``labels="target"``, EAGLE's form; ``"tokens"`` uses the
+corpus byte x_{t+2} instead, a noisier label for agreement with the target); uniform feature noise
 U(−0.1, 0.1)·std as in EAGLE's data augmentation. Training-time test (EAGLE-3, Li et al. 2025, §3.2):
 with ``unroll`` = k the head is also run k − 1 more times on its own predicted features (depth j reads
 the depth-(j−1) prediction, as when it drafts j tokens ahead; here attending causally to that depth's own
@@ -37,7 +39,7 @@ __all__ = ["HeadConfig", "train_head", "head_agreement"]
 
 @dataclass(frozen=True)
 class HeadConfig:
-    steps: int = 480
+    steps: int = 1600
     batch: int = 8
     seq_len: int = 128
     lr: float = 3e-3
@@ -46,9 +48,23 @@ class HeadConfig:
     class_weight: float = 0.5
     noise: float = 0.1
     save_every: int = 80
-    pool: int = 1024
+    pool: int = 2048
     seed: int = 4321
     unroll: int = 3  # training-time test: depths 2..unroll read the head's own predicted features
+    labels: str = "target"  # classification target: "target" (EAGLE's p_{t+2}) or "tokens" (the corpus byte x_{t+2})
+
+    def __post_init__(self):
+        from sdsl.errors import InvalidInputError
+
+        for name in ("steps", "batch", "pool", "save_every", "unroll"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise InvalidInputError(f"HeadConfig.{name} must be an integer >= 1, got {getattr(self, name)!r}.")
+        if not isinstance(self.seq_len, int) or self.seq_len < self.unroll + 2:
+            raise InvalidInputError(f"HeadConfig.seq_len must be an integer >= unroll + 2, got {self.seq_len!r}.")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise InvalidInputError(f"HeadConfig.lr must be a finite number > 0, got {self.lr!r}.")
+        if self.labels not in ("tokens", "target"):
+            raise InvalidInputError(f"HeadConfig.labels must be 'tokens' or 'target', got {self.labels!r}.")
 
 
 def _pool(data: np.ndarray, cfg: HeadConfig) -> torch.Tensor:
@@ -72,18 +88,29 @@ def head_loss(head: DraftHead, target, tokens: torch.Tensor, features: torch.Ten
         scale = cfg.noise * features.std()
         inputs = inputs + (torch.rand(inputs.shape, generator=noise_gen) * 2 - 1) * scale
     embeddings = target.tok_embeddings(tokens[:, 1:-1]).detach()
+    with torch.no_grad():
+        teacher = target.output(features[:, 1:-1]).float()
+    vocab = teacher.shape[-1]
+    if cfg.labels == "target":  # EAGLE §4.2: L_cls = CrossEntropy(p_{t+2}, p̂_{t+2}) with p_{t+2} the target's
+        labels = teacher.softmax(-1)
+
+        def label(k):
+            return labels[:, k:].reshape(-1, vocab)
+    else:
+        def label(k):
+            return tokens[:, 2 + k:].reshape(-1)
     predicted = head(inputs, embeddings)
     regression = F.smooth_l1_loss(predicted, features[:, 1:-1])
     logits = target.output(predicted).float()
-    classification = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 2:].reshape(-1))
+    classification = F.cross_entropy(logits.reshape(-1, vocab), label(0))
     with torch.no_grad():
-        top1 = (logits.argmax(-1) == target.output(features[:, 1:-1]).argmax(-1)).float().mean()
+        top1 = (logits.argmax(-1) == teacher.argmax(-1)).float().mean()
     loss = regression + cfg.class_weight * classification
     for k in range(1, cfg.unroll):  # depth k+1 of a draft reads the head's own prediction of the feature before it
         predicted = head(predicted[:, :-1], embeddings[:, k:])
         logits = target.output(predicted).float()
         loss = loss + (F.smooth_l1_loss(predicted, features[:, 1 + k:-1]) + cfg.class_weight * F.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), tokens[:, 2 + k:].reshape(-1))) / cfg.unroll
+            logits.reshape(-1, vocab), label(k))) / cfg.unroll
     return loss, {"regression": regression.item(), "classification": classification.item(), "top1": top1.item()}
 
 
