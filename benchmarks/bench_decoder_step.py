@@ -5,8 +5,9 @@ benchmarks/bench_decoder_step.py`` (prints JSON; results recorded in BENCHMARKS.
 chains and trees of the committed head and of ``byte-wide``, batch 1, temperature 1, ``n_prompts``
 held-out prompts × 64 new bytes, process CPU time of one torch thread; ``rounds`` round-robin passes over
 the configurations (medians reported; each round's speedup is against that round's plain decoding).
-Arguments: ``[rounds] [n_prompts]`` (default 3 8). To compare two versions of the decoder, run it with
-``PYTHONPATH`` pointing at each checkout.
+Arguments: ``[rounds] [n_prompts] [set]`` (default 3 8 default); set ``trees`` times the head's chains
+against its spine trees (a rank-0 chain plus side leaves, :meth:`sdsl.torch.tree.TokenTree.spine`). To
+compare two versions of the decoder, run it with ``PYTHONPATH`` pointing at each checkout.
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ from _machine import machine  # noqa: E402  (also pins numeric libraries to one 
 
 CONFIGS = (("plain", None), ("head", "chain4"), ("head", "chain5"), ("byte-wide", "chain4"), ("byte-wide", "chain5"),
            ("byte-wide", "2x1x1x1"), ("head", "2x1x1x1"), ("byte-wide", "3x1x1x1x1"), ("head", "3x2x1x1x1"))
+TREE_CONFIGS = (("plain", None), ("head", "chain4"), ("head", "chain5"), ("head", "chain6"), ("head", "2x1x1x1"),
+                ("head", "spine3x1x1x1x1"), ("head", "spine2x2x1x1x1"), ("head", "spine2x1x1x1x1x1"),
+                ("byte-wide", "chain5"), ("byte-wide", "2x1x1x1"))
 
 
-def main(rounds: int = 3, n_prompts: int = 8) -> None:
+def main(rounds: int = 3, n_prompts: int = 8, which: str = "default") -> None:
     import numpy as np
     import torch
 
@@ -37,14 +41,15 @@ def main(rounds: int = 3, n_prompts: int = 8) -> None:
     proposers = {"plain": None, "head": HeadProposer(load_head("byte-d288-head", target.shape)[0], target),
                  "byte-wide": DraftModel(load_checkpoint("byte-wide")[0], "byte-wide")}
     prompts = heldout_prompts(n_prompts, 64)
-    runs = {c: [] for c in CONFIGS}
+    configs = TREE_CONFIGS if which == "trees" else CONFIGS
+    runs = {c: [] for c in configs}
     for _ in range(rounds):  # round-robin, so that every configuration sees the same machine drift
-        for name, tree in CONFIGS:
+        for name, tree in configs:
             res = [generate(target, prompts[i:i + 1], 64, proposers[name], temperature=1.0, seed=i, clock="cpu",
                             tree=tree) for i in range(len(prompts))]
             runs[(name, tree)].append((sum(r.decode_s for r in res), sum(r.steps for r in res),
                                        sum(r.new_tokens for r in res)))
-    plain = np.array([t / s for s, _, t in runs[CONFIGS[0]]])
+    plain = np.array([t / s for s, _, t in runs[configs[0]]])
     rows = []
     for (name, tree), rs in runs.items():
         rate = np.array([t / s for s, _, t in rs])
@@ -56,4 +61,4 @@ def main(rounds: int = 3, n_prompts: int = 8) -> None:
 
 
 if __name__ == "__main__":
-    main(*(int(a) for a in sys.argv[1:]))
+    main(*(int(a) for a in sys.argv[1:3]), *sys.argv[3:4])

@@ -202,7 +202,7 @@ def speculative_step(target: Transformer, proposer, tree: TokenTree | None, stat
     state.tokens[rows[:, None], lengths[:, None] + torch.arange(depth + 1)] = torch.cat([kept, next_token[:, None]], 1)
     state.tokens[rows, lengths + accepted] = next_token
     if tree is not None and not tree.is_chain:
-        commit_path(state.cache, path, accepted, lengths - 1, first_node=0, written_depth=depth + 1)
+        commit_path(state.cache, path, accepted, lengths - 1, tree.target_slots)
     state.cache.set_lengths(torch.where(active, lengths + accepted, lengths - 1))
     if tree is not None:
         proposer.commit(StepOutcome(path=path, accepted=accepted, next_token=next_token, lengths=lengths,
@@ -223,7 +223,7 @@ def _score(target, tokens, cache, tree, lengths, needs_features):
         return target(tokens, cache, return_hidden=True)
     base = lengths - 1
     kv_len = int(cache.lengths.max()) + tokens.shape[1]
-    mask = tree_mask(tree, base, torch.arange(tree.size + 1), 0, kv_len)
+    mask = tree_mask(tree, base, tree.target_slots, tree.target_slots, kv_len)
     out = target(tokens, cache, positions=base[:, None] + tree.depths, mask=mask, return_hidden=needs_features)
     return out if needs_features else (out, None)
 

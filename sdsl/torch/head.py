@@ -82,17 +82,18 @@ class HeadProposer:
         self.tree = tree
 
         def expand(nodes, tokens, depth):
-            parents = tree.level_plan(depth)[4]
-            if tree.is_chain:
+            parents = tree.expand_plan(depth)[1]
+            if tree.drafts_chain:  # one node per depth, in consecutive slots: plain causal attention
                 positions, mask = None, None
             else:
                 positions = (lengths - 2)[:, None] + depth
-                mask = tree_mask(tree, lengths - 1, nodes, 1, int(self.cache.lengths.max()) + len(nodes))
+                mask = tree_mask(tree, lengths - 2, nodes, tree.draft_slots, int(self.cache.lengths.max()) + len(nodes))
             out = self.head(node_features[:, parents], embed(tokens), self.cache, positions=positions, mask=mask)
             node_features[:, nodes] = out
             return self._draft_logits(out)
 
-        return grow_tree(tree, seq[rows, lengths - 1], self._draft_logits(node_features[:, 0]), expand, sampling)
+        return grow_tree(tree, seq[rows, lengths - 1], self._draft_logits(node_features[:, 0]), expand, sampling,
+                         skip_leaves=True)
 
     def commit(self, outcome: StepOutcome) -> None:
         """Queue the accepted path's true pairs (target feature, next token) and roll the tree back."""

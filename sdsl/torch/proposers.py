@@ -54,9 +54,12 @@ def _distribution(logits: torch.Tensor, sampling) -> torch.Tensor:
     return logits_to_probs(logits, sampling.temperature, sampling.top_p)
 
 
-def grow_tree(tree: TokenTree, root: torch.Tensor, root_logits: torch.Tensor, expand, sampling) -> Draft:
+def grow_tree(tree: TokenTree, root: torch.Tensor, root_logits: torch.Tensor, expand, sampling,
+              skip_leaves: bool = False) -> Draft:
     """Fill ``tree`` depth by depth: children of each node are its top candidates (greedy) or draws
-    without replacement; ``expand(nodes, tokens, depth)`` returns the draft's logits after those nodes."""
+    without replacement; ``expand(nodes, tokens, depth)`` returns the draft's logits after those nodes
+    (with ``skip_leaves`` only the nodes with children, :meth:`TokenTree.expand_plan`: a leaf's
+    distribution is never needed; without, every node above the last depth)."""
     batch, vocab = root_logits.shape
     tokens = torch.zeros(batch, tree.size + 1, dtype=torch.long)
     tokens[:, 0] = root
@@ -71,7 +74,8 @@ def grow_tree(tree: TokenTree, root: torch.Tensor, root_logits: torch.Tensor, ex
             candidates = sample_without_replacement(parent_probs, width, sampling.generator)
         tokens[:, nodes] = candidates[:, slot, ranks]
         if depth < tree.max_depth:
-            probs[:, nodes] = _distribution(expand(nodes, tokens[:, nodes], depth), sampling)
+            inner = tree.expand_plan(depth)[0] if skip_leaves else nodes
+            probs[:, inner] = _distribution(expand(inner, tokens[:, inner], depth), sampling)
     return Draft(tokens=tokens, probs=probs)
 
 
@@ -101,17 +105,16 @@ class DraftModel:
         self.tree = tree
 
         def expand(nodes, tokens, depth):
-            if tree.is_chain:
-                return self.model(tokens, self.cache)[:, -1:]
+            if tree.drafts_chain:  # one node per depth, in consecutive slots: plain causal attention
+                return self.model(tokens, self.cache)
             kv_len = int(self.cache.lengths.max()) + len(nodes)
-            mask = tree_mask(tree, lengths, nodes, 1, kv_len)
+            mask = tree_mask(tree, lengths - 1, nodes, tree.draft_slots, kv_len)
             return self.model(tokens, self.cache, positions=(lengths - 1)[:, None] + depth, mask=mask)
 
-        return grow_tree(tree, seq[rows, lengths - 1], root_logits, expand, sampling)
+        return grow_tree(tree, seq[rows, lengths - 1], root_logits, expand, sampling, skip_leaves=True)
 
     def commit(self, outcome: StepOutcome) -> None:
-        commit_path(self.cache, outcome.path, outcome.accepted, outcome.lengths, first_node=1,
-                    written_depth=self.tree.max_depth)
+        commit_path(self.cache, outcome.path, outcome.accepted, outcome.lengths - 1, self.tree.draft_slots)
         self.cache.set_lengths(torch.where(outcome.active, self.cache.lengths, outcome.lengths - 1))
 
 

@@ -60,15 +60,35 @@ class TokenTree:
         return cls(tuple(parents), tuple(ranks))
 
     @classmethod
+    def spine(cls, branching) -> "TokenTree":
+        """A chain of rank-0 candidates (the spine) with ``branching[d-1]`` candidates at depth d, the
+        rank-1.. ones leaves: the lopsided shape that Sequoia's tree search finds for a draft whose top
+        candidate is usually right (Chen et al. 2024, §3.1). A leaf costs the target one verified token and
+        the drafter nothing (its token is a further candidate of a distribution already drafted). The spine
+        is listed first (nodes 1..D), so that a fully accepted spine already sits in consecutive slots."""
+        branching = tuple(int(k) for k in branching)
+        if not branching or min(branching) < 1:
+            raise InvalidInputError("A tree needs at least one depth and every depth at least one child.")
+        parents, ranks = [-1] + list(range(len(branching))), [0] * (len(branching) + 1)
+        for depth, k in enumerate(branching):
+            parents += [depth] * (k - 1)
+            ranks += list(range(1, k))
+        return cls(tuple(parents), tuple(ranks))
+
+    @classmethod
     def parse(cls, text: str) -> "TokenTree":
-        """``"3x2x1"`` → :meth:`from_branching` ((3, 2, 1)); ``"chain4"`` → :meth:`chain` (4)."""
+        """``"3x2x1"`` → :meth:`from_branching` ((3, 2, 1)); ``"chain4"`` → :meth:`chain` (4);
+        ``"spine3x2x1"`` → :meth:`spine` ((3, 2, 1))."""
         text = str(text).strip().lower()
         try:
             if text.startswith("chain"):
                 return cls.chain(int(text[5:]))
+            if text.startswith("spine"):
+                return cls.spine([int(k) for k in text[5:].split("x")])
             return cls.from_branching([int(k) for k in text.split("x")])
         except ValueError:
-            raise InvalidInputError(f"Tree {text!r} is not 'chainN' or branching per depth like '3x2x1'.") from None
+            raise InvalidInputError(f"Tree {text!r} is not 'chainN', 'spine3x2x1' or branching per depth like "
+                                    "'3x2x1'.") from None
 
     @property
     def size(self) -> int:
@@ -108,6 +128,38 @@ class TokenTree:
         width = max(1, max(len(k) for k in kids))
         return torch.tensor([k + [-1] * (width - len(k)) for k in kids])
 
+    @cached_property
+    def draft_slots(self) -> torch.Tensor:
+        """(N+1,) where a drafter caches each node, counted from the root's slot: the root 0, the nodes with
+        children 1, 2, ... depth by depth (the order a drafter runs them in), leaves -1 (never run)."""
+        inner = set(self.parents[1:]) - {0}
+        depths = self.depths.tolist()
+        slots = [-1] * len(self.parents)
+        slots[0] = 0
+        for slot, i in enumerate(sorted(inner, key=lambda i: (depths[i], i)), start=1):
+            slots[i] = slot
+        return torch.tensor(slots)
+
+    @cached_property
+    def level_slots(self) -> torch.Tensor:
+        """(N+1,) each node's place when every node is run depth by depth (breadth-first order itself for
+        the trees :meth:`from_branching` builds)."""
+        order = sorted(range(len(self.parents)), key=lambda i: (int(self.depths[i]), i))
+        slots = [0] * len(order)
+        for place, i in enumerate(order):
+            slots[i] = place
+        return torch.tensor(slots)
+
+    @cached_property
+    def target_slots(self) -> torch.Tensor:
+        """(N+1,) the target scores every node: node i sits i slots after the root."""
+        return torch.arange(len(self.parents))
+
+    @cached_property
+    def child_lists(self) -> tuple[tuple[int, ...], ...]:
+        """:attr:`children` as Python tuples (the batch-1 tree walk reads them without tensor ops)."""
+        return tuple(tuple(k for k in row if k >= 0) for row in self.children.tolist())
+
     def level(self, depth: int) -> torch.Tensor:
         """Node indices at ``depth`` (contiguous in breadth-first order)."""
         return torch.nonzero(self.depths == depth)[:, 0]
@@ -124,41 +176,84 @@ class TokenTree:
             plans[depth] = (nodes, unique, slot, ranks, parents, int(ranks.max()) + 1)
         return plans[depth]
 
+    def expand_plan(self, depth: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the nodes at ``depth`` that have children — the ones a drafter runs —, their parents)."""
+        plans = self.__dict__.setdefault("_expand", {})
+        if depth not in plans:
+            nodes = self.level(depth)
+            nodes = nodes[self.draft_slots[nodes] >= 0]
+            plans[depth] = (nodes, torch.tensor(self.parents)[nodes])
+        return plans[depth]
+
+    @cached_property
+    def drafts_chain(self) -> bool:
+        """Whether the nodes a drafter runs form one chain (a chain, or a :meth:`spine` tree): it then
+        drafts with plain causal attention, as for a chain."""
+        return all(len(self.expand_plan(d)[0]) == 1 for d in range(1, self.max_depth))
+
     def describe(self) -> str:
         widths = [int((self.depths == d).sum()) for d in range(1, self.max_depth + 1)]
         return "chain" + str(self.size) if self.is_chain else "tree(" + "+".join(map(str, widths)) + ")"
 
 
-def tree_mask(tree: TokenTree, prefix: torch.Tensor, nodes: torch.Tensor, first_node: int, kv_len: int) -> torch.Tensor:
-    """(B, len(nodes), kv_len) bool: query node ``nodes[j]`` sees slots < ``prefix`` and its ancestors.
+def tree_mask(tree: TokenTree, root: torch.Tensor, nodes: torch.Tensor, slots: torch.Tensor | int,
+              kv_len: int) -> torch.Tensor:
+    """(B, len(nodes), kv_len) bool: query node ``nodes[j]`` sees the slots before ``root`` (B,) and its
+    ancestors (itself and the root included).
 
-    Node ``i >= first_node`` lives in slot ``prefix + i - first_node`` (the target holds the root at
-    ``first_node = 0``; a draft that already cached the root uses ``first_node = 1``).
+    ``slots`` (N+1,) places the tree in the cache: node ``i`` with ``slots[i] >= 0`` lives in slot
+    ``root + slots[i]`` (:attr:`TokenTree.target_slots` for the target, :attr:`TokenTree.draft_slots` for a
+    drafter that runs no leaf). An int ``first_node`` instead means a cache that holds every node, depth by
+    depth (:attr:`TokenTree.level_slots`), node ``first_node`` first, from slot ``root``. When every
+    sequence has the same root slot (always at batch 1) the mask is a window of one (q, 2·pad + W)
+    template built once, broadcast over the batch.
     """
+    if isinstance(slots, int):
+        root, slots = root - slots, tree.level_slots
+    templates = tree.__dict__.setdefault("_mask_templates", {})
+    key = (tuple(nodes.tolist()), tuple(slots.tolist()))
+    if key not in templates or templates[key][0] < kv_len:  # built once per tree, nodes and slots
+        written = torch.nonzero(slots >= 0)[:, 0]
+        block = tree.ancestors[nodes][:, written[slots[written].argsort()]]  # (q, W): what each query sees
+        pad = max(2 * kv_len, 256)
+        template = torch.cat([torch.ones(len(nodes), pad, dtype=torch.bool), block,
+                              torch.zeros(len(nodes), pad, dtype=torch.bool)], 1)
+        templates[key] = (pad, template, block)
+    pad, template, block = templates[key]
+    low = int(root.min())
+    if root.shape[0] == 1 or low == int(root.max()):  # a window of the template: ones, the block, zeros
+        return template[:, pad - low:pad - low + kv_len].expand(root.shape[0], -1, -1)
     keys = torch.arange(kv_len)
-    node_of_key = keys[None, :] - prefix[:, None] + first_node  # (B, kv_len)
-    in_tree = (node_of_key >= first_node) & (node_of_key < len(tree.parents))
-    anc = tree.ancestors[nodes]  # (q, N+1)
-    seen = anc[:, node_of_key.clamp(0, len(tree.parents) - 1)].permute(1, 0, 2)  # (B, q, kv_len)
-    return (keys[None, None, :] < prefix[:, None, None]) | (seen & in_tree[:, None, :])
+    relative = keys[None, :] - root[:, None]  # (B, kv_len)
+    in_tree = (relative >= 0) & (relative < block.shape[1])
+    seen = block[:, relative.clamp(0, block.shape[1] - 1)].permute(1, 0, 2)  # (B, q, kv_len)
+    return (relative < 0)[:, None, :] | (seen & in_tree[:, None, :])
 
 
-def commit_path(cache, path: torch.Tensor, accepted: torch.Tensor, base: torch.Tensor, first_node: int,
-                written_depth: int) -> None:
+def commit_path(cache, path: torch.Tensor, accepted: torch.Tensor, root: torch.Tensor, slots: torch.Tensor) -> None:
     """Move the accepted path's K/V into consecutive slots after the root, then roll back the rest.
 
     ``path`` (B, D+1) holds the node at each depth along the accepted path (column 0 the root);
-    ``accepted`` (B,) how many drafted nodes were kept; ``base`` (B,) the slot of node ``first_node``;
-    only nodes with depth < ``written_depth`` were written to this cache.
+    ``accepted`` (B,) how many drafted nodes were kept; ``root`` (B,) the root's slot; ``slots`` (N+1,)
+    each node's slot after the root (-1: never written to this cache, a drafter's leaves). The cache keeps
+    the accepted nodes that it holds (an unwritten leaf ends the path: its ancestors are all written).
     """
+    if path.shape[0] == 1:  # one sequence: the same moves, worked out on Python ints
+        slot = slots[path[0, 1:1 + int(accepted[0])]].tolist()
+        kept = [(d, s) for d, s in enumerate(slot, start=1) if s >= 0]
+        moved = [(d, s) for d, s in kept if s != d]
+        if moved:
+            cache.move(root[:, None] + torch.tensor([[s for _, s in moved]]), root[:, None] + torch.tensor([[d for d, _ in moved]]))
+        cache.set_lengths(root + 1 + len(kept))
+        return
     depth = torch.arange(1, path.shape[1])
-    keep = (depth[None, :] <= accepted[:, None]) & (depth[None, :] < written_depth)
-    source = base[:, None] + path[:, 1:] - first_node
-    destination = base[:, None] + depth[None, :] - first_node
-    source = torch.where(keep, source, destination)  # columns not kept copy onto themselves
+    slot = slots[path[:, 1:]]
+    keep = (depth[None, :] <= accepted[:, None]) & (slot >= 0)
+    destination = root[:, None] + depth[None, :]
+    source = torch.where(keep, root[:, None] + slot, destination)  # columns not kept copy onto themselves
     if bool((source != destination).any()):
         cache.move(source, destination)
-    cache.set_lengths(base + 1 - first_node + torch.minimum(accepted, torch.tensor(written_depth - 1)))
+    cache.set_lengths(root + 1 + keep.sum(1))
 
 
 def sample_without_replacement(probs: torch.Tensor, k: int, gen: torch.Generator | None) -> torch.Tensor:
@@ -176,14 +271,21 @@ def verify_tree(tree: TokenTree, target_probs: torch.Tensor, draft_probs: torch.
     target_probs (B, N+1, V): the target's distribution after each node; draft_probs (B, N+1, V) the
     draft's after each node (None: greedy); tokens (B, N+1) the tree's tokens (column 0 the root).
     ``broken`` forgets to remove rejected candidates from q and the residual — a deliberately wrong rule
-    that the statistical test must catch.
+    that the statistical test must catch. One sequence takes :func:`_walk_one` (the same rule, the same
+    draws and the same arithmetic, with the walk's control flow in Python instead of masks).
     """
+    walk = _walk_one if tokens.shape[0] == 1 else _walk_batch
+    return walk(tree, target_probs, draft_probs, tokens, greedy, gen, broken)
+
+
+def _walk_batch(tree, target_probs, draft_probs, tokens, greedy, gen, broken):
+    """:func:`verify_tree` for a batch: every sequence walks one depth per iteration, with masks."""
     batch = tokens.shape[0]
     rows = torch.arange(batch)
     current = torch.zeros(batch, dtype=torch.long)
     alive = torch.ones(batch, dtype=torch.bool)
     path = torch.zeros(batch, tree.max_depth + 1, dtype=torch.long)
-    residual = target_probs[:, 0].clone()
+    residual = target_probs[:, 0]
     for depth in range(1, tree.max_depth + 1):
         if not bool(alive.any()):  # every sequence has rejected: the deeper levels change nothing
             break
@@ -194,8 +296,7 @@ def verify_tree(tree: TokenTree, target_probs: torch.Tensor, draft_probs: torch.
             match = (kids >= 0) & (tokens[rows[:, None], kids.clamp_min(0)] == best[:, None])
             chosen = torch.where(match.any(1), kids.gather(1, match.long().argmax(1, keepdim=True))[:, 0], -1)
         else:
-            chosen, residual = _sample_children(kids, residual, draft_probs[rows, current].clone(), tokens, alive,
-                                                gen, broken)
+            chosen, residual = _sample_children(kids, residual, draft_probs[rows, current], tokens, alive, gen, broken)
         alive = alive & (chosen >= 0)
         current = torch.where(alive, chosen, current)
         path[:, depth] = torch.where(alive, chosen, 0)
@@ -204,6 +305,46 @@ def verify_tree(tree: TokenTree, target_probs: torch.Tensor, draft_probs: torch.
     accepted = (path[:, 1:] > 0).long().cumprod(1).sum(1)
     if greedy:
         return path, accepted, target_probs[rows, current].argmax(-1)
+    return path, accepted, sample(residual, gen)
+
+
+def _walk_one(tree, target_probs, draft_probs, tokens, greedy, gen, broken):
+    """:func:`verify_tree` for one sequence: children tried in rank order, one uniform per tried child."""
+    toks, node, nodes = tokens[0].tolist(), 0, [0]
+    residual = target_probs[:, 0]  # (1, V) views; every update below is out of place
+    while tree.child_lists[node]:
+        chosen = -1
+        if greedy:
+            best = int(target_probs[0, node].argmax())
+            chosen = next((c for c in tree.child_lists[node] if toks[c] == best), -1)
+        else:
+            q = draft_probs[:, node]
+            for child in tree.child_lists[node]:
+                x = toks[child]
+                qx = q[:, x]
+                if not bool(qx > 0):
+                    break
+                if bool(torch.rand(1, generator=gen) * qx < residual[:, x]):
+                    chosen = child
+                    break
+                if broken:
+                    continue
+                new_residual = (residual - q).clamp_min(0)
+                mass = new_residual.sum(-1, keepdim=True)
+                residual = new_residual / mass if bool(mass > 0) else residual
+                q_without = q.scatter(1, tokens.new_tensor([[x]]), 0.0)
+                q_mass = q_without.sum(-1, keepdim=True)
+                q = q_without / q_mass if bool(q_mass > 0) else q
+        if chosen < 0:
+            break
+        node = chosen
+        nodes.append(node)
+        residual = target_probs[:, node]
+    path = torch.zeros(1, tree.max_depth + 1, dtype=torch.long)
+    path[0, :len(nodes)] = torch.tensor(nodes)
+    accepted = torch.tensor([len(nodes) - 1])
+    if greedy:
+        return path, accepted, target_probs[:, node].argmax(-1)
     return path, accepted, sample(residual, gen)
 
 

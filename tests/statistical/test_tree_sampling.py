@@ -34,7 +34,8 @@ def models(tiny_transformer):
     return target, tiny_transformer(31, vocab=V, layers=1, scale=8.0), head
 
 
-@pytest.mark.parametrize("tree,temperature,top_p", [("2x2", 1.0, 1.0), ("3x1x1", 0.8, 0.9), ("2x1", 1.0, 0.8)])
+@pytest.mark.parametrize("tree,temperature,top_p", [("2x2", 1.0, 1.0), ("3x1x1", 0.8, 0.9), ("2x1", 1.0, 0.8),
+                                                              ("spine3x2x1", 1.0, 1.0)])
 def test_tree_sampling_is_lossless(models, tree, temperature, top_p):
     target, draft, head = models
     probs = exact_three_token_dist(target, torch.tensor(PROMPT), temperature, top_p)

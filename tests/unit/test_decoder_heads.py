@@ -149,3 +149,59 @@ def test_what_the_head_needed(committed, repo_root):
     assert round(alpha, 2) == 0.79
     assert round(float(np.mean(committed["heads"]["head_best"]["per_position"])), 2) == 0.88
     assert committed["heads"]["head_best"]["tau"] > tau_needed
+
+
+def test_committed_tree_step_numbers(repo_root):
+    """VALIDATION.md's tree-step paragraph: pieces before/after, the spine-tree round-robin run and τ on 128 prompts."""
+    results = repo_root / "benchmarks" / "results"
+    pieces = json.loads((results / "tree_step_pieces.json").read_text())
+    got = {(v, r["proposer"], r["tree"]): r for v in ("before", "after") for r in pieces[v]["rows"]}
+
+    def piece(v, proposer, tree, *names):
+        return round(sum(got[(v, proposer, tree)]["pieces_ms_per_step"].get(n, 0.0) for n in names), 2)
+
+    before_gap = [round(piece("before", "head", "2x1x1x1", n) - piece("before", "head", "chain5", n), 2)
+                  for n in ("step", "target.fwd", "verify", "tree_mask", "target.commit_path", "propose")]
+    assert before_gap == [1.28, 0.71, 0.37, 0.21, 0.17, 0.01]
+    assert [piece(v, "head", "2x1x1x1", n) for v in ("before", "after") for n in ("verify", "tree_mask",
+                                                                                  "target.commit_path")] == [
+        0.57, 0.21, 0.17, 0.25, 0.08, 0.14]
+    book = ("verify", "tree_mask", "target.commit_path", "draft.commit_path")
+    assert [piece(v, p, "2x1x1x1", *book) for v in ("before", "after") for p in ("head", "byte-wide")] == [
+        0.96, 1.05, 0.48, 0.53]
+    assert [piece(v, "head", "chain5", "target.fwd") for v in ("before", "after")] == [8.31, 8.61]
+    per_call = {t: got[("before", "head", t)]["pieces_ms_per_step"]["head.fwd"] * 1e3
+                / got[("before", "head", t)]["calls_per_step"]["head.fwd"] for t in ("2x1x1x1", "chain5")}
+    assert [round(per_call["2x1x1x1"]), round(per_call["chain5"])] == [821, 686]
+    mask = got[("before", "head", "2x1x1x1")]
+    assert (mask["calls_per_step"]["tree_mask"], round(1e3 * mask["pieces_ms_per_step"]["tree_mask"] / 4)) == (4, 53)
+    spine_extra = (piece("after", "head", "spine3x1x1x1x1", "verify", "tree_mask", "target.commit_path")
+                   - piece("after", "head", "chain5", "verify"))
+    assert round(spine_extra, 2) == 0.14
+    rr = {(r["proposer"], r["tree"]): r for r in json.loads((results / "decoder_step_trees.json").read_text())["rows"]}
+    stated = {("head", "chain4"): (11.29, 1.57, 1.53, 1.62), ("head", "chain5"): (11.87, 1.63, 1.55, 1.70),
+              ("head", "chain6"): (13.38, 1.58, 1.52, 1.67), ("head", "2x1x1x1"): (12.79, 1.51, 1.47, 1.56),
+              ("head", "spine3x1x1x1x1"): (12.23, 1.71, 1.67, 1.81), ("head", "spine2x2x1x1x1"): (12.28, 1.63, 1.59, 1.72),
+              ("head", "spine2x1x1x1x1x1"): (12.98, 1.70, 1.64, 1.77), ("plain", ""): (5.58, 1.0, 1.0, 1.0)}
+    for key, (ms, median, low, high) in stated.items():
+        rounds = rr[key]["speedup_by_round"]
+        assert (round(rr[key]["ms_per_step"], 2), round(rr[key]["speedup_median"], 2), round(min(rounds), 2),
+                round(max(rounds), 2)) == (ms, median, low, high), key
+    spine, chain = rr[("head", "spine3x1x1x1x1")]["speedup_by_round"], rr[("head", "chain5")]["speedup_by_round"]
+    assert all(s > c for s, c in zip(spine, chain))  # above the best chain in every round
+    assert [round(rr[("head", t)]["tau"], 2) for t in ("chain5", "spine3x1x1x1x1")] == [3.51, 3.81]
+
+
+def test_committed_tree_tau_on_128_prompts(repo_root):
+    """τ over 128 prompts and the speedups it implies at the round-robin's step costs (the tie VALIDATION.md states)."""
+    results = repo_root / "benchmarks" / "results"
+    tau = {r["tree"]: r for r in json.loads((results / "tau_trees.json").read_text())["rows"]}
+    assert [(round(tau[t]["tau"], 2), round(tau[t]["tau_se"], 2)) for t in ("chain5", "spine3x1x1x1x1")] == [
+        (3.68, 0.05), (3.76, 0.04)]
+    assert [round(tau[t]["tau"], 2) for t in ("chain6", "spine2x2x1x1x1", "spine2x1x1x1x1x1", "2x1x1x1")] == [
+        3.79, 3.77, 3.89, 3.5]
+    rr = {(r["proposer"], r["tree"]): r for r in json.loads((results / "decoder_step_trees.json").read_text())["rows"]}
+    plain = rr[("plain", "")]["ms_per_step"]
+    implied = [round(tau[t]["tau"] * plain / rr[("head", t)]["ms_per_step"], 2)
+               for t in ("chain5", "spine3x1x1x1x1", "spine2x2x1x1x1", "spine2x1x1x1x1x1")]
+    assert implied == [1.73, 1.71, 1.71, 1.67]

@@ -15,7 +15,7 @@ from sdsl.torch.head import DraftHead, HeadProposer  # noqa: E402
 from sdsl.torch.tree import TokenTree, commit_path, tree_mask  # noqa: E402
 
 torch.set_num_threads(1)
-TREES = ["chain3", "2x2x1", "3x1x1", "1x3", "4", "2x1x2x1"]
+TREES = ["chain3", "2x2x1", "3x1x1", "1x3", "4", "2x1x2x1", "spine3x2x1", "spine1x3x1"]
 
 
 def noisy_copy(model, seed: int, scale: float = 0.5):
@@ -37,6 +37,10 @@ def test_tree_shapes_and_mask():
     assert tree.parents == (-1, 0, 0, 1, 1, 2, 2) and tree.ranks == (0, 0, 1, 0, 1, 0, 1)
     assert tree.size == 6 and tree.max_depth == 2 and not tree.is_chain and TokenTree.chain(3).is_chain
     assert tree.children[0].tolist() == [1, 2] and tree.describe() == "tree(2+4)"
+    spine = TokenTree.parse("spine3x2x1")  # the rank-0 chain first, then the leaves
+    assert spine.parents == (-1, 0, 1, 2, 0, 0, 1) and spine.ranks == (0, 0, 0, 0, 1, 2, 1)
+    assert spine.describe() == "tree(3+2+1)" and spine.draft_slots.tolist() == [0, 1, 2, -1, -1, -1, -1]
+    assert spine.drafts_chain and not tree.drafts_chain
     mask = tree_mask(tree, torch.tensor([3]), torch.arange(7), 0, 10)[0]
     assert mask[:, :3].all()                       # everyone sees the committed prefix
     assert mask[5, 3:].tolist() == [True, False, True, False, False, True, False]  # root, node 2, itself
@@ -51,9 +55,48 @@ def test_commit_path_moves_accepted_entries_into_place(tiny_transformer):
     cache.set_lengths(4)
     cache.k[:, :, :, 4:11] = torch.arange(7.0)[None, None, None, :, None]  # slot 4 + node i holds value i
     path = torch.tensor([[0, 2, 5], [0, 1, 3]])
-    commit_path(cache, path, torch.tensor([2, 1]), torch.tensor([4, 4]), first_node=0, written_depth=3)
+    commit_path(cache, path, torch.tensor([2, 1]), torch.tensor([4, 4]), torch.arange(7))
     assert cache.k[0, 0, 0, 4:7, 0].tolist() == [0, 2, 5] and cache.k[0, 1, 0, 4:6, 0].tolist() == [0, 1]
     assert cache.lengths.tolist() == [7, 6]
+
+
+def test_commit_path_of_one_sequence_equals_the_batch_rule(tiny_transformer):
+    m = tiny_transformer(5)
+    tree = TokenTree.parse("spine3x2x1")
+    for path, accepted in (([0, 1, 2, 3], 3), ([0, 4, 0, 0], 1), ([0, 1, 6, 0], 2), ([0, 0, 0, 0], 0)):
+        caches = []
+        for rows in (1, 2):  # batch 1 takes the Python path; a batch of two copies the vectorised one
+            cache = m.new_cache(rows, 32)
+            cache.k[:, :, :, 4:11] = torch.arange(7.0)[None, None, None, :, None]
+            commit_path(cache, torch.tensor([path] * rows), torch.tensor([accepted] * rows), torch.tensor([4] * rows),
+                        tree.target_slots)
+            caches.append(cache)
+        assert torch.equal(caches[0].k[:, 0], caches[1].k[:, 1]) and caches[0].lengths[0] == caches[1].lengths[1]
+        assert caches[0].k[0, 0, 0, 4:5 + accepted, 0].tolist() == path[:accepted + 1]
+
+
+@pytest.mark.parametrize("shape", ["2x2x1", "spine3x2x1", "3x1"])
+@pytest.mark.parametrize("greedy", [False, True])
+def test_tree_walk_of_one_sequence_equals_the_batch_walk(shape, greedy):
+    """Batch 1 walks the tree in Python (tree._walk_one): same rule, same draws, same result as the masks."""
+    from sdsl.torch.tree import _walk_batch, _walk_one
+
+    tree = TokenTree.parse(shape)
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(1, tree.size + 1, 16, generator=g) * 2
+    q = torch.softmax(logits, -1)
+    p = torch.softmax(logits + torch.randn(logits.shape, generator=g), -1)
+    tokens = torch.zeros(1, tree.size + 1, dtype=torch.long)
+    for depth in range(1, tree.max_depth + 1):
+        nodes, parents, slot, ranks, _, width = tree.level_plan(depth)
+        tokens[:, nodes] = q[:, parents].topk(width, -1).indices[:, slot, ranks]
+    depths = set()
+    for seed in range(200):
+        one = _walk_one(tree, p, q, tokens, greedy, torch.Generator().manual_seed(seed), False)
+        batch = _walk_batch(tree, p, q, tokens, greedy, torch.Generator().manual_seed(seed), False)
+        assert all(torch.equal(a, b) for a, b in zip(one, batch)), seed
+        depths.add(int(one[1]))
+    assert greedy or len(depths) >= 2  # rejections and acceptances were both exercised
 
 
 @pytest.mark.parametrize("batch", [1, 3])
