@@ -179,29 +179,28 @@ def test_committed_tree_step_numbers(repo_root):
                    - piece("after", "head", "chain5", "verify"))
     assert round(spine_extra, 2) == 0.14
     rr = {(r["proposer"], r["tree"]): r for r in json.loads((results / "decoder_step_trees.json").read_text())["rows"]}
-    stated = {("head", "chain4"): (11.29, 1.57, 1.53, 1.62), ("head", "chain5"): (11.87, 1.63, 1.55, 1.70),
-              ("head", "chain6"): (13.38, 1.58, 1.52, 1.67), ("head", "2x1x1x1"): (12.79, 1.51, 1.47, 1.56),
-              ("head", "spine3x1x1x1x1"): (12.23, 1.71, 1.67, 1.81), ("head", "spine2x2x1x1x1"): (12.28, 1.63, 1.59, 1.72),
-              ("head", "spine2x1x1x1x1x1"): (12.98, 1.70, 1.64, 1.77), ("plain", ""): (5.58, 1.0, 1.0, 1.0)}
+    stated = {("head", "chain4"): (11.97, 2.05, 2.04, 2.09), ("head", "chain5"): (12.63, 2.24, 2.18, 2.31),
+              ("head", "chain6"): (13.93, 2.24, 2.02, 2.36), ("head", "2x1x1x1"): (13.57, 1.88, 1.80, 1.98),
+              ("head", "spine3x1x1x1x1"): (12.84, 2.23, 2.15, 2.34), ("head", "spine2x2x1x1x1"): (12.72, 2.23, 2.10, 2.33),
+              ("head", "spine2x1x1x1x1x1"): (13.55, 2.33, 2.05, 2.46), ("plain", ""): (6.10, 1.0, 1.0, 1.0)}
     for key, (ms, median, low, high) in stated.items():
         rounds = rr[key]["speedup_by_round"]
         assert (round(rr[key]["ms_per_step"], 2), round(rr[key]["speedup_median"], 2), round(min(rounds), 2),
                 round(max(rounds), 2)) == (ms, median, low, high), key
-    spine, chain = rr[("head", "spine3x1x1x1x1")]["speedup_by_round"], rr[("head", "chain5")]["speedup_by_round"]
-    assert all(s > c for s, c in zip(spine, chain))  # above the best chain in every round
-    assert [round(rr[("head", t)]["tau"], 2) for t in ("chain5", "spine3x1x1x1x1")] == [3.51, 3.81]
-
+    spine = rr[("head", "spine2x1x1x1x1x1")]["speedup_by_round"]
+    best_chain = np.maximum(rr[("head", "chain5")]["speedup_by_round"], rr[("head", "chain6")]["speedup_by_round"])
+    assert int(np.sum(np.array(spine) > best_chain)) == 4  # above the better chain in 4 of 6 rounds
+    assert [round(rr[("head", t)]["tau"], 2) for t in ("chain5", "chain6", "spine2x1x1x1x1x1")] == [4.62, 5.12, 5.2]
 
 def test_committed_tree_tau_on_128_prompts(repo_root):
     """τ over 128 prompts and the speedups it implies at the round-robin's step costs (the tie VALIDATION.md states)."""
     results = repo_root / "benchmarks" / "results"
     tau = {r["tree"]: r for r in json.loads((results / "tau_trees.json").read_text())["rows"]}
-    assert [(round(tau[t]["tau"], 2), round(tau[t]["tau_se"], 2)) for t in ("chain5", "spine3x1x1x1x1")] == [
-        (3.68, 0.05), (3.76, 0.04)]
-    assert [round(tau[t]["tau"], 2) for t in ("chain6", "spine2x2x1x1x1", "spine2x1x1x1x1x1", "2x1x1x1")] == [
-        3.79, 3.77, 3.89, 3.5]
+    assert [(round(tau[t]["tau"], 2), round(tau[t]["tau_se"], 2)) for t in ("chain5", "chain6", "spine2x1x1x1x1x1")] == [
+        (4.59, 0.05), (5.15, 0.06), (4.99, 0.07)]
+    assert [round(tau[t]["tau"], 2) for t in ("spine3x1x1x1x1", "spine2x2x1x1x1", "2x1x1x1")] == [4.59, 4.66, 4.19]
     rr = {(r["proposer"], r["tree"]): r for r in json.loads((results / "decoder_step_trees.json").read_text())["rows"]}
     plain = rr[("plain", "")]["ms_per_step"]
     implied = [round(tau[t]["tau"] * plain / rr[("head", t)]["ms_per_step"], 2)
-               for t in ("chain5", "spine3x1x1x1x1", "spine2x2x1x1x1", "spine2x1x1x1x1x1")]
-    assert implied == [1.73, 1.71, 1.71, 1.67]
+               for t in ("chain6", "chain5", "spine2x1x1x1x1x1", "spine2x2x1x1x1", "spine3x1x1x1x1")]
+    assert implied == [2.25, 2.21, 2.25, 2.23, 2.18]  # a tie: the tree's round-robin lead is 8 prompts' τ
