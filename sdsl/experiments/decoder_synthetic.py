@@ -7,7 +7,8 @@ accept histogram, as ``sdsl validate decoder`` prices measured rows), so the dec
 and verify work at that acceptance. Proposers: a separate draft shaped like ``smollm2-135m`` (with the
 target's vocabulary) and an EAGLE-shaped head (fc + one decoder layer at the target's width, the
 target's LM head). For every proposer × k × batch × α the measured speedup over plain decoding (process
-CPU time, one torch thread, fastest of ``repeats``) is compared with sdsl's prediction:
+CPU time, one torch thread; each row paired with its own plain decoding at the same batch, adjacent in time,
+``repeats`` pairs in ABBA order, the median pair's ratio: :func:`measure_paired`) is compared with sdsl's prediction:
 :func:`sdsl.core.speculation.price_speculation` with the proposer's cost model from
 :mod:`sdsl.core.proposers` (a draft model; EAGLE-1's head with its draft-extend pass and selection
 kernels), on the ``cpu`` hardware with the shipped CPU calibration
@@ -36,11 +37,11 @@ from sdsl.experiments.row_cache import RowCache
 from sdsl.torch.decoder import generate
 from sdsl.torch.synthetic import draft_spec_for, head_spec_for, loop_overhead, random_model, synthetic_proposer
 
-__all__ = ["SYNTHETIC_DEFAULTS", "cpu_params", "family_spec", "measure", "synthetic_sweep", "reprice",
+__all__ = ["SYNTHETIC_DEFAULTS", "cpu_params", "family_spec", "measure", "measure_paired", "synthetic_sweep", "reprice",
            "summarise_synthetic"]
 
 SYNTHETIC_DEFAULTS = {"target": "qwen2.5-0.5b", "draft": "smollm2-135m", "gammas": (1, 2, 3, 4, 5, 6),
-                      "batches": (1, 4), "alphas": (0.5, 0.7, 0.9), "prompt_len": 32, "max_new": 12, "repeats": 1}
+                      "batches": (1, 4), "alphas": (0.5, 0.7, 0.9), "prompt_len": 32, "max_new": 12, "repeats": 2}
 
 
 def measure(target, proposer, tree, batch: int, prompts: torch.Tensor, max_new: int, *, acceptance=None,
@@ -52,6 +53,27 @@ def measure(target, proposer, tree, batch: int, prompts: torch.Tensor, max_new: 
     return {"tokens_per_s": best.tokens_per_s, "tau": best.tau, "steps": best.steps, "decode_s": best.decode_s,
             "draft_s": best.draft_s, "accept_counts": best.accept_counts.tolist(),
             "per_position": [float(v) for v in best.per_position], "tree": best.tree, "repeats": repeats}
+
+
+def measure_paired(target, proposer, tree, batch: int, prompts: torch.Tensor, max_new: int, *, acceptance, seed: int,
+                   repeats: int, clock: str = "cpu") -> dict:
+    """A speculative row with its own plain decoding at the same batch, adjacent in time: ``repeats`` pairs,
+    alternately speculative-then-plain and plain-then-speculative (ABBA, so a drift of the shared machine that
+    is linear over the pairs cancels), as the head validation pairs its rows (:mod:`sdsl.experiments.decoder_heads`).
+    ``speedup`` is the median over pairs of the pair's ratio of tokens/s; the other fields are the speculative
+    run's (the same acceptance draws in every repeat: the seed is fixed), tokens/s and seconds as medians."""
+    runs = {"sd": [], "plain": []}
+    for r in range(repeats):
+        order = (("sd", proposer, tree, acceptance), ("plain", None, None, None))
+        for name, p, t, a in (order if r % 2 == 0 else order[::-1]):
+            runs[name].append(measure(target, p, t, batch, prompts, max_new, acceptance=a, seed=seed, repeats=1,
+                                      clock=clock))
+    med = lambda name, key: float(np.median([m[key] for m in runs[name]]))  # noqa: E731
+    ratios = [s["tokens_per_s"] / p["tokens_per_s"] for s, p in zip(runs["sd"], runs["plain"])]
+    return runs["sd"][0] | {"tokens_per_s": med("sd", "tokens_per_s"), "decode_s": med("sd", "decode_s"),
+                            "draft_s": med("sd", "draft_s"), "repeats": repeats, "pair_speedups": ratios,
+                            "speedup": float(np.median(ratios)), "plain_tokens_per_s": med("plain", "tokens_per_s"),
+                            "plain_decode_s": med("plain", "decode_s"), "plain_steps": runs["plain"][0]["steps"]}
 
 
 def cpu_params():
@@ -175,6 +197,16 @@ def summarise_synthetic(rows: list[dict]) -> dict:
             "median_error_by_proposer": by, "median_error_by_proposer_batch": by_batch, "n_rows": len(rows), "rows": rows}
 
 
+def _random_models(specs: dict, proposers, seed: int, capacity: int, dtype) -> dict:
+    """The random-weight target and proposers (:mod:`sdsl.torch.synthetic`), keyed "target" and by proposer."""
+    target = random_model(specs["target"], seed, capacity, dtype)
+    return {"target": target} | {k: synthetic_proposer(k, target, specs.get(k), seed + 1, dtype) for k in proposers}
+
+
+_ROW_KEYS = ("tau", "per_position", "tokens_per_s", "plain_tokens_per_s", "speedup", "pair_speedups", "steps",
+             "decode_s", "draft_s", "plain_decode_s", "plain_steps")
+
+
 def synthetic_sweep(target=SYNTHETIC_DEFAULTS["target"], draft=SYNTHETIC_DEFAULTS["draft"],
                     gammas=SYNTHETIC_DEFAULTS["gammas"], batches=SYNTHETIC_DEFAULTS["batches"],
                     alphas=SYNTHETIC_DEFAULTS["alphas"], proposers=("draft", "head"),
@@ -199,33 +231,31 @@ def synthetic_sweep(target=SYNTHETIC_DEFAULTS["target"], draft=SYNTHETIC_DEFAULT
     clock = "cpu" if device == "cpu" else "wall"
     settings = {"terms": list(TERMS), "target": specs["target"].name, "draft": specs["draft"].name.split("@")[0], "prompt_len": prompt_len,
                 "max_new": max_new, "repeats": repeats, "seed": seed, "threads": threads, "device": device,
-                "clock": "process CPU time" if clock == "cpu" else "wall clock", "dtype": dtype, "hardware": hardware}
+                "clock": "process CPU time" if clock == "cpu" else "wall clock", "dtype": dtype, "hardware": hardware,
+                "paired_plain": True}
+    warm, models = {}, {}  # the random models are built only when a row is measured (cached rows re-price without them)
     capacity = prompt_len + max_new + 2 * max(gammas) + 8
-    target_model = random_model(specs["target"], seed, capacity, TORCH_DTYPES[dtype])
-    models = {k: synthetic_proposer(k, target_model, specs.get(k), seed + 1, TORCH_DTYPES[dtype]) for k in proposers}
     prompts = torch.randint(0, specs["target"].vocab_size, (max(batches), prompt_len),
                             generator=torch.Generator().manual_seed(seed), device="cpu").to(device)
-    tag = f"{settings['target']}|{settings['draft']}|p{prompt_len}|m{max_new}|r{repeats}|s{seed}|{device}|{dtype}"
+    tag = f"{settings['target']}|{settings['draft']}|p{prompt_len}|m{max_new}|r{repeats}|s{seed}|{device}|{dtype}|paired"
     cache = RowCache(cache_path)
     vocab = specs["target"].vocab_size
     rows = []
     jobs = [(b, k, g, a) for b in batches for k in proposers for g in gammas for a in alphas]
     for b, k, g, a in tqdm(jobs, desc="synthetic sweep", disable=not progress):
-        if deadline is not None and time.time() > deadline and f"sd|{k}|b{b}|g{g}|a{a}|{tag}" not in cache.data:
+        key = f"sd|{k}|b{b}|g{g}|a{a}|{tag}"
+        if deadline is not None and time.time() > deadline and key not in cache.data:
             break
-        plain = cache.get(f"plain|b{b}|{tag}", lambda: measure(target_model, None, None, b, prompts, max_new,
-                                                                repeats=2 * repeats, clock=clock))
+        if key not in cache.data and not warm.get(b):  # one untimed plain decode first (a fresh process's first calls)
+            models = models or _random_models(specs, proposers, seed, capacity, TORCH_DTYPES[dtype])
+            warm[b] = measure(models["target"], None, None, b, prompts, 2, repeats=1, clock=clock)
         over0 = cache.get(f"overhead|plain|b{b}|{tag}", lambda: loop_overhead("plain", vocab, b, None))
         over = cache.get(f"overhead|{k}|b{b}|g{g}|{tag}", lambda: loop_overhead(k, vocab, b, f"chain{g}", [0.7] * g))
-        m = cache.get(f"sd|{k}|b{b}|g{g}|a{a}|{tag}", lambda: measure(
-            target_model, models[k], f"chain{g}", b, prompts, max_new, acceptance=[a] * g, seed=seed, repeats=repeats,
-            clock=clock))
+        m = cache.get(key, lambda: measure_paired(models["target"], models[k], f"chain{g}", b, prompts, max_new,
+                                                  acceptance=[a] * g, seed=seed, repeats=repeats, clock=clock))
         rows.append({"proposer": k, "gamma": g, "batch": b, "alpha_forced": a,
-                     "alpha": float(alpha_from_accept_histogram(np.asarray(m["accept_counts"]))), "tau": m["tau"],
-                     "per_position": m["per_position"], "tokens_per_s": m["tokens_per_s"],
-                     "plain_tokens_per_s": plain["tokens_per_s"], "speedup": m["tokens_per_s"] / plain["tokens_per_s"],
-                     "overhead_s": over, "overhead_plain_s": over0, "steps": m["steps"], "decode_s": m["decode_s"],
-                     "draft_s": m["draft_s"], "plain_decode_s": plain["decode_s"], "plain_steps": plain["steps"]})
+                     "alpha": float(alpha_from_accept_histogram(np.asarray(m["accept_counts"]))), "overhead_s": over,
+                     "overhead_plain_s": over0} | {key_: m[key_] for key_ in _ROW_KEYS})
     out = summarise_synthetic(reprice(rows, settings, specs=specs))
     out["settings"] = settings | {"models": {k: v.name for k, v in specs.items()}}
     return out

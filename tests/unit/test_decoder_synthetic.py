@@ -14,6 +14,8 @@ from sdsl.core.architecture import ModelSpec  # noqa: E402
 
 TINY = ModelSpec(name="tiny-syn", family="llama", n_layer=2, d_model=64, n_head=4, n_kv_head=2, d_ff=160,
                  vocab_size=512, max_context=2048)
+RUN = (0.097133, -0.092548, 0.101787, -0.349337)  # median |error|, median signed, pooled, worst (VALIDATION.md)
+SUMMARY_KEYS = ("median_speedup_error", "median_signed_error", "mean_abs_error", "worst_error")
 TINY_DRAFT = ModelSpec(name="tiny-syn-draft", family="llama", n_layer=1, d_model=32, n_head=2, n_kv_head=1, d_ff=64,
                        vocab_size=300, max_context=2048)
 
@@ -45,6 +47,33 @@ def test_forced_acceptance_runs_the_real_work_at_the_chosen_rates(kind):
     reach = c[::-1].cumsum()[::-1]
     np.testing.assert_allclose(reach[1:] / reach[:-1], [0.8, 0.5, 0.2], atol=0.1)
     assert r.draft_s > 0 and all(len(t) == 40 for t in r.tokens)
+
+
+def test_each_row_is_paired_with_its_own_plain_runs_in_abba_order(monkeypatch):
+    """measure_paired: speculative and plain runs alternate S P P S (a linear drift cancels); the speedup is the
+    median over pairs of the pair's tokens/s ratio, and the real decoder runs through it at tiny shapes."""
+    import sdsl.experiments.decoder_synthetic as synthetic
+    from sdsl.torch.synthetic import draft_spec_for, random_model, synthetic_proposer
+
+    target = random_model(TINY, seed=0, max_context=128)
+    proposer = synthetic_proposer("draft", target, draft_spec_for(TINY_DRAFT, TINY))
+    prompts = torch.randint(0, 512, (2, 8), generator=torch.Generator().manual_seed(0))
+    real = synthetic.measure(target, proposer, "chain2", 2, prompts, 6, acceptance=[0.7, 0.7], seed=1, repeats=1)
+    order, rates = [], iter([100.0, 50.0, 40.0, 60.0, 90.0, 30.0])  # S P P S S P: pairs 2.0, 1.5, 3.0
+
+    def fake(target_, proposer_, tree, batch, prompts_, max_new, **kw):
+        order.append("P" if proposer_ is None else "S")
+        return real | {"tokens_per_s": next(rates)}
+
+    monkeypatch.setattr(synthetic, "measure", fake)
+    m = synthetic.measure_paired(target, proposer, "chain2", 2, prompts, 6, acceptance=[0.7, 0.7], seed=1, repeats=3)
+    assert order == list("SPPSSP") and m["pair_speedups"] == pytest.approx([2.0, 1.5, 3.0])
+    assert m["speedup"] == pytest.approx(2.0) and m["tokens_per_s"] == pytest.approx(90.0)
+    assert m["plain_tokens_per_s"] == pytest.approx(40.0) and m["accept_counts"] == real["accept_counts"]
+    monkeypatch.undo()
+    m = synthetic.measure_paired(target, proposer, "chain2", 2, prompts, 6, acceptance=[0.7, 0.7], seed=1, repeats=2)
+    assert len(m["pair_speedups"]) == 2 and m["speedup"] == pytest.approx(np.median(m["pair_speedups"]))
+    assert m["plain_decode_s"] > 0 and m["plain_steps"] == 6 and m["accept_counts"] == real["accept_counts"]
 
 
 def test_gpu_script_runs_at_tiny_shapes_on_cpu(tmp_path, repo_root):
@@ -84,18 +113,21 @@ def test_committed_sweep_recomputes_from_its_rows(committed_sweep):
     assert s["n_rows"] == 72 and {r["batch"] for r in s["rows"]} == {1, 4}
     assert s["settings"]["models"]["target"] == "qwen2.5-0.5b"
     assert s["settings"]["terms"] == ["gemm_rows", "reread", "finish", "extend_last"]
-    # the numbers VALIDATION.md states (goals |err| <= 10%, signed within ±3%)
-    assert s["median_speedup_error"] == pytest.approx(0.099353, rel=1e-3)
-    assert s["median_signed_error"] == pytest.approx(-0.0043550, rel=1e-3)
-    assert s["mean_abs_error"] == pytest.approx(0.109058, rel=1e-3)
-    assert s["worst_error"] == pytest.approx(0.364175, rel=1e-3)
-    assert s["worst_row"] == {"proposer": "draft", "gamma": 2, "batch": 1, "alpha_forced": 0.7}
+    # every row paired with its own plain runs (S P P S): the speedup is the median pair's ratio
+    assert s["settings"]["paired_plain"] and s["settings"]["repeats"] == 2
+    for r in s["rows"]:
+        assert len(r["pair_speedups"]) == 2 and r["speedup"] == pytest.approx(np.median(r["pair_speedups"]))
+    # the numbers VALIDATION.md states (goals |err| <= 10%, signed within ±3%: the signed goal is missed)
+    assert [s[k] for k in SUMMARY_KEYS] == pytest.approx(RUN, rel=1e-3)
+    assert s["worst_row"] == {"proposer": "head", "gamma": 6, "batch": 4, "alpha_forced": 0.9}
     by = {k: (v["median_abs"], v["median_signed"]) for k, v in again["median_error_by_proposer_batch"].items()}
-    expected = {"draft/b1": (0.149717, 0.149717), "draft/b4": (0.083080, 0.036688),
-                "head/b1": (0.099353, -0.099353), "head/b4": (0.063323, -0.033010)}
+    expected = {"draft/b1": (0.045932, -0.040287), "draft/b4": (0.086241, -0.011404),
+                "head/b1": (0.107596, -0.107596), "head/b4": (0.14079, -0.14079)}
     for key, (med, signed) in expected.items():
         assert by[key] == pytest.approx((med, signed), rel=1e-3), key
-    assert again["median_error_by_proposer"] == pytest.approx({"draft": 0.111833, "head": 0.077001}, rel=1e-3)
+    assert again["median_error_by_proposer"] == pytest.approx({"draft": 0.057915, "head": 0.131656}, rel=1e-3)
+    pair_spread = np.median([abs(r["pair_speedups"][0] / r["pair_speedups"][1] - 1) for r in s["rows"]])
+    assert pair_spread == pytest.approx(0.022249, rel=1e-3)
 
 
 def _measured(s):
@@ -103,8 +135,8 @@ def _measured(s):
 
 
 def test_each_term_is_needed_and_the_uncorrected_model_fails(committed_sweep):
-    """Dropping any of the three terms (CPU GEMM row factor, draft re-read, batch tail) makes the sweep worse;
-    the per-forward roofline alone is the optimistic model the previous sweep reported."""
+    """Dropping any of the terms (CPU GEMM row factor, draft re-read, batch tail, EAGLE's last-token extend logits)
+    makes the rows they concern worse; the per-forward roofline alone is the optimistic model the first sweep reported."""
     from sdsl.experiments.decoder_synthetic import TERMS, reprice, summarise_synthetic
 
     s = committed_sweep
@@ -116,20 +148,23 @@ def test_each_term_is_needed_and_the_uncorrected_model_fails(committed_sweep):
     without = {t: summary(tuple(x for x in TERMS if x != t)) for t in TERMS}
     none = summary(())
     # the numbers VALIDATION.md states for the ablations
-    assert none["median_speedup_error"] == pytest.approx(0.162559, rel=1e-3)
-    assert none["median_signed_error"] == pytest.approx(0.162559, rel=1e-3)
-    assert none["median_error_by_proposer_batch"]["draft/b1"]["median_abs"] == pytest.approx(0.670988, rel=1e-3)
-    assert without["gemm_rows"]["median_speedup_error"] == pytest.approx(0.21097, rel=1e-3)
-    assert [without["reread"][k] for k in ("median_speedup_error", "mean_abs_error", "worst_error")] == pytest.approx(
-        [0.10036, 0.12685, 0.49261], rel=1e-3)
-    assert [without["finish"][k] for k in ("median_speedup_error", "median_signed_error")] == pytest.approx(
-        [0.13049, 0.10878], rel=1e-3)
+    assert none["median_speedup_error"] == pytest.approx(0.153094, rel=1e-3)
+    assert none["median_signed_error"] == pytest.approx(0.116309, rel=1e-3)
+    assert none["median_error_by_proposer_batch"]["draft/b1"]["median_abs"] == pytest.approx(0.379211, rel=1e-3)
+    assert [without["gemm_rows"][k] for k in ("median_speedup_error", "mean_abs_error")] == pytest.approx(
+        [0.23456, 0.29073], rel=1e-3)
+    assert [without["reread"][k] for k in SUMMARY_KEYS] == pytest.approx([0.10004, -0.08335, 0.10811, -0.34934], rel=1e-3)
+    assert [without["finish"][k] for k in SUMMARY_KEYS] == pytest.approx([0.09541, -0.01807, 0.11230, 0.43813], rel=1e-3)
     assert without["extend_last"]["median_error_by_proposer_batch"]["head/b1"]["median_signed"] == pytest.approx(
-        -0.17534, rel=1e-3)
-    assert without["gemm_rows"]["mean_abs_error"] > 3 * full["mean_abs_error"]
+        -0.18387, rel=1e-3)
+    assert without["gemm_rows"]["mean_abs_error"] > 2.5 * full["mean_abs_error"]
     assert without["gemm_rows"]["median_speedup_error"] > 2 * full["median_speedup_error"]
-    assert without["finish"]["median_speedup_error"] > 1.3 * full["median_speedup_error"]
-    assert without["finish"]["median_signed_error"] > 0.1  # the batch tail unpriced is optimistic
+    # the batch tail: without it the separate draft at batch 4 is optimistic (+17.8%; with it -1.1%) and the
+    # all-row signed median near 0 only because that cancels the head's pessimism (VALIDATION.md)
+    tail_b4 = (without["finish"]["median_error_by_proposer_batch"]["draft/b4"]["median_signed"],
+               full["median_error_by_proposer_batch"]["draft/b4"]["median_signed"])
+    assert tail_b4 == pytest.approx((0.17761, -0.011404), rel=1e-3)
+    assert without["finish"]["mean_abs_error"] > 1.1 * full["mean_abs_error"]
     # the re-read matters where the chain is fully accepted: draft rows at alpha 0.9
     high = [r for r in _measured(s) if r["proposer"] == "draft" and r["alpha_forced"] == 0.9]
     with_reread, no_reread = summary(TERMS, high), summary(("gemm_rows", "finish"), high)
@@ -173,28 +208,56 @@ def test_a_cost_model_without_the_proposer_fails_the_sweep(committed_sweep):
                      batch=r["batch"], overhead_s=r["overhead_s"])
         as_layer.append(float(pr.tau / pr.t_step_s * (pr.t_plain_s + r["overhead_plain_s"])) / r["speedup"] - 1)
     own = np.median(np.abs([r["speedup_error"] for r in head]))
-    assert own == pytest.approx(0.077001, rel=1e-3) and np.median(np.abs(as_layer)) > 1.4 * own
+    assert own == pytest.approx(0.131656, rel=1e-3) and np.median(np.abs(as_layer)) > 1.4 * own
 
 
 def test_the_repeat_sweep_recomputes_and_shows_the_run_to_run_spread(committed_sweep, repo_root):
-    """A second locked measurement of the same 72 configurations (VALIDATION.md, 'repeat'): its summary recomputes
-    from its rows, and the numbers quoted for it and for both runs pooled hold."""
+    """A second paired measurement of the same 72 configurations (VALIDATION.md, 'repeat'): its summary recomputes
+    from its rows, the numbers quoted for it and for both runs pooled hold, and a row's measured speedup moves by a
+    median 2.0% between the runs (5.3% before the pairing)."""
     from sdsl.experiments.decoder_synthetic import reprice, summarise_synthetic
 
     path = repo_root / "benchmarks" / "results" / "validate_decoder_synthetic_repeat.json"
     rep = json.loads(path.read_text())["synthetic"]
     again = summarise_synthetic(reprice(_measured(rep), rep["settings"]))
-    for key in ("median_speedup_error", "median_signed_error", "mean_abs_error", "worst_error"):
+    for key in SUMMARY_KEYS:
         assert again[key] == pytest.approx(rep[key], rel=1e-3), key
-    assert [rep[k] for k in ("median_speedup_error", "median_signed_error", "mean_abs_error", "worst_error")] == \
-        pytest.approx([0.081558, -0.060909, 0.086849, -0.285227], rel=1e-3)
+    assert rep["settings"]["paired_plain"] and rep["settings"]["repeats"] == 2
+    assert [rep[k] for k in SUMMARY_KEYS] == pytest.approx([0.077148, -0.063093, 0.093161, 0.316476], rel=1e-3)
+    assert rep["worst_row"] == {"proposer": "draft", "gamma": 2, "batch": 1, "alpha_forced": 0.9}
     both = [r["speedup_error"] for r in committed_sweep["rows"] + rep["rows"]]
     assert [np.median(np.abs(both)), np.median(both), np.mean(np.abs(both))] == pytest.approx(
-        [0.086135, -0.034328, 0.097954], rel=1e-3)
-    by = again["median_error_by_proposer_batch"]
-    assert [by["draft/b1"]["median_abs"], by["draft/b1"]["median_signed"], by["head/b1"]["median_signed"],
-            by["head/b4"]["median_signed"]] == pytest.approx([0.063527, -0.029109, -0.087270, -0.097688], rel=1e-3)
+        [0.092548, -0.080065, 0.097474], rel=1e-3)
+    by = {k: (v["median_abs"], v["median_signed"]) for k, v in again["median_error_by_proposer_batch"].items()}
+    expected = {"draft/b1": (0.039206, -0.021315), "draft/b4": (0.079835, -0.034548),
+                "head/b1": (0.086556, -0.086556), "head/b4": (0.136666, -0.136666)}
+    for key, value in expected.items():
+        assert by[key] == pytest.approx(value, rel=1e-3), key
     keys = [(r["proposer"], r["gamma"], r["batch"], r["alpha_forced"]) for r in rep["rows"]]
     assert keys == [(r["proposer"], r["gamma"], r["batch"], r["alpha_forced"]) for r in committed_sweep["rows"]]
     spread = [a["speedup"] / b["speedup"] - 1 for a, b in zip(committed_sweep["rows"], rep["rows"])]
+    assert np.median(np.abs(spread)) == pytest.approx(0.019724, rel=1e-3)
+    assert np.median([abs(r["pair_speedups"][0] / r["pair_speedups"][1] - 1) for r in rep["rows"]]) == pytest.approx(
+        0.021083, rel=1e-3)
+
+
+def test_the_unpaired_runs_keep_their_numbers(repo_root):
+    """The previous protocol (VALIDATION.md, 'before the pairing': plain decoding measured once per batch, each row
+    one run): both runs recompute from their rows and keep the numbers quoted, the signed goal missed in the repeat
+    because a row's measured speedup moved by a median 5.3% between the runs."""
+    from sdsl.experiments.decoder_synthetic import reprice, summarise_synthetic
+
+    results = repo_root / "benchmarks" / "results"
+    runs = [json.loads((results / f"validate_decoder_synthetic_unpaired{s}.json").read_text())["synthetic"]
+            for s in ("", "_repeat")]
+    want = [(0.099353, -0.0043550, 0.109058, 0.364175), (0.081558, -0.060909, 0.086849, -0.285227)]
+    for s, numbers in zip(runs, want):
+        again = summarise_synthetic(reprice(_measured(s), s["settings"]))
+        assert [again[k] for k in SUMMARY_KEYS] == pytest.approx(numbers, rel=1e-3)
+        assert [s[k] for k in SUMMARY_KEYS] == pytest.approx(numbers, rel=1e-3)
+        assert "paired_plain" not in s["settings"] and s["settings"]["repeats"] == 1
+    both = [r["speedup_error"] for r in runs[0]["rows"] + runs[1]["rows"]]
+    assert [np.median(np.abs(both)), np.median(both), np.mean(np.abs(both))] == pytest.approx(
+        [0.086135, -0.034328, 0.097954], rel=1e-3)
+    spread = [a["speedup"] / b["speedup"] - 1 for a, b in zip(*(s["rows"] for s in runs))]
     assert np.median(np.abs(spread)) == pytest.approx(0.052552, rel=1e-3)
