@@ -196,20 +196,18 @@ class TokenTree:
         return "chain" + str(self.size) if self.is_chain else "tree(" + "+".join(map(str, widths)) + ")"
 
 
-def tree_mask(tree: TokenTree, root: torch.Tensor, nodes: torch.Tensor, slots: torch.Tensor | int,
+def tree_mask(tree: TokenTree, root: torch.Tensor, nodes: torch.Tensor, slots: torch.Tensor,
               kv_len: int) -> torch.Tensor:
     """(B, len(nodes), kv_len) bool: query node ``nodes[j]`` sees the slots before ``root`` (B,) and its
     ancestors (itself and the root included).
 
     ``slots`` (N+1,) places the tree in the cache: node ``i`` with ``slots[i] >= 0`` lives in slot
     ``root + slots[i]`` (:attr:`TokenTree.target_slots` for the target, :attr:`TokenTree.draft_slots` for a
-    drafter that runs no leaf). An int ``first_node`` instead means a cache that holds every node, depth by
-    depth (:attr:`TokenTree.level_slots`), node ``first_node`` first, from slot ``root``. When every
+    drafter that runs no leaf; :attr:`TokenTree.level_slots` for a cache that holds every node, depth by
+    depth). When every
     sequence has the same root slot (always at batch 1) the mask is a window of one (q, 2·pad + W)
     template built once, broadcast over the batch.
     """
-    if isinstance(slots, int):
-        root, slots = root - slots, tree.level_slots
     templates = tree.__dict__.setdefault("_mask_templates", {})
     key = (tuple(nodes.tolist()), tuple(slots.tolist()))
     if key not in templates or templates[key][0] < kv_len:  # built once per tree, nodes and slots

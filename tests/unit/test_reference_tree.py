@@ -41,7 +41,7 @@ def test_tree_shapes_and_mask():
     assert spine.parents == (-1, 0, 1, 2, 0, 0, 1) and spine.ranks == (0, 0, 0, 0, 1, 2, 1)
     assert spine.describe() == "tree(3+2+1)" and spine.draft_slots.tolist() == [0, 1, 2, -1, -1, -1, -1]
     assert spine.drafts_chain and not tree.drafts_chain
-    mask = tree_mask(tree, torch.tensor([3]), torch.arange(7), 0, 10)[0]
+    mask = tree_mask(tree, torch.tensor([3]), torch.arange(7), tree.level_slots, 10)[0]
     assert mask[:, :3].all()                       # everyone sees the committed prefix
     assert mask[5, 3:].tolist() == [True, False, True, False, False, True, False]  # root, node 2, itself
     for bad in ("0x2", "2xa", ""):
