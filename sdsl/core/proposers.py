@@ -8,7 +8,8 @@ each method ships as overridable defaults:
 - :class:`DraftModel` — a separate small LM (Leviathan et al., ICML 2023): one forward per drafted token.
 - :class:`EagleHead` — EAGLE-1 (Li et al., "EAGLE", ICML 2024, arXiv 2401.15077, §4.1 and
   SafeAILab/EAGLE ``model/cnets.py``): an FC layer 2d → d over [target feature; token embedding], one
-  decoder layer at the target's width, and the target's LM head; one pass per draft depth.
+  decoder layer at the target's width, and the target's LM head; the draft-extend pass drafts depth 1, then
+  one pass per further depth.
 - :class:`Eagle3Head` — EAGLE-3 (Li et al., arXiv 2503.01840, §3): FC 3d → d fusing low, middle and
   high target features, one decoder layer whose QKV projection reads [embedding; fused feature] (2d),
   and an LM head over a reduced draft vocabulary (``draft_vocab_size`` = 32000 in the released heads).

@@ -21,7 +21,10 @@ stand-ins (:func:`sdsl.torch.synthetic.loop_overhead`, once per proposer × k ×
 
 with the terms of :data:`TERMS` (:mod:`sdsl.experiments.synthetic_terms`): Δ, Δ₀ the CPU GEMM row factor's
 extra seconds (every forward's GEMMs at κ(rows, weight bytes)) and the draft's two-token re-read, s_b the
-static batch's tail share (1 at batch 1), and the EAGLE head's draft-extend logits at the last token only.
+static batch's tail share (1 at batch 1), the EAGLE head's draft-extend logits at the last token only, and the
+reference head's own work counted exactly (``benchmarks/head_step_accounting.py``): its extend pass over all
+k + 1 slots and its prompt pass in the first decode step (:func:`prompt_pass_s`). The head drafts k − 1 passes
+after the extend pass (:meth:`sdsl.core.proposers.EagleHead.draft_time`).
 
 Rows are cached in a JSON file keyed by configuration (resumable); :func:`summarise_synthetic` and
 :func:`reprice` recompute the summary from the measured rows alone (what the test suite checks).
