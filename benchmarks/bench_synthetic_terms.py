@@ -80,6 +80,9 @@ def _head_rows(deployment, widths, vocab, tokens_list, repeats):
 
 # (in, out) weight shapes of neither sweep model, 3 MB to 268 MB in fp32 (the sweep's GEMMs span 1.3 MB to 545 MB)
 HELD_OUT_GEMMS = ((768, 1024), (1024, 3072), (3072, 1536), (1536, 6144), (6144, 1536), (2048, 16384), (1024, 65536))
+# the same weight size as the sweep's LM heads (896 x 151936 = 545 MB; 576 x 151936 = 350 MB), beyond the shapes above:
+# three held-out shapes of 2^29 bytes (537 MB), appended to the profile with --add-large
+LARGE_HELD_OUT_GEMMS = ((512, 262144), (1024, 131072), (2048, 65536))
 CACHE_GEMM = (288, 1152)  # a byte-d288 family layer's MLP (1.3 MB, stays in cache)
 COLD_BYTES = 256e6  # 8x the 32 MB L3: each timed call reads its weight from DRAM
 GEMM_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 20, 24, 28)
@@ -123,12 +126,37 @@ def write_gemm_profile(out: dict, path) -> None:
     atomic_write_text(path, json.dumps(keep, indent=1) + "\n")
 
 
+def add_large(path, repeats: int) -> dict:
+    """Time :data:`LARGE_HELD_OUT_GEMMS` (DRAM-resident by size: one copy each) and append them to the profile."""
+    import torch
+
+    from sdsl._io import atomic_write_text
+    from sdsl.core.deployment import Deployment
+    from sdsl.experiments.decoder_synthetic import cpu_params
+
+    torch.set_num_threads(1)
+    profile = json.loads(open(path).read())
+    deployment = Deployment("cpu", dtype="fp32", context=CONTEXT, params=cpu_params())
+    with torch.no_grad():
+        rows = gemm_rows(deployment, LARGE_HELD_OUT_GEMMS, GEMM_ROWS, repeats, COLD_BYTES)
+    done = {(r["n_in"], r["n_out"]) for r in rows}
+    profile["held_out_gemms"] = [r for r in profile["held_out_gemms"] if (r["n_in"], r["n_out"]) not in done] + rows
+    profile["large_gemms"] = {"machine": machine(), "shapes": [list(s) for s in LARGE_HELD_OUT_GEMMS],
+                              "source": "benchmarks/bench_synthetic_terms.py --add-large, same lock, clock and repeats"}
+    atomic_write_text(path, json.dumps(profile, indent=1) + "\n")
+    print(json.dumps(rows, indent=1))
+    return profile
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=None)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--gemm-out", default=None, help="Also write the held-out GEMM rows here (profiles/cpu-gemm-rows.json).")
+    ap.add_argument("--add-large", default=None, help="Only time LARGE_HELD_OUT_GEMMS and append them to this profile.")
     args = ap.parse_args(argv)
+    if args.add_large:
+        return add_large(args.add_large, args.repeats)
 
     import torch
 

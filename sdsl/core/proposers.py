@@ -8,7 +8,8 @@ each method ships as overridable defaults:
 - :class:`DraftModel` — a separate small LM (Leviathan et al., ICML 2023): one forward per drafted token.
 - :class:`EagleHead` — EAGLE-1 (Li et al., "EAGLE", ICML 2024, arXiv 2401.15077, §4.1 and
   SafeAILab/EAGLE ``model/cnets.py``): an FC layer 2d → d over [target feature; token embedding], one
-  decoder layer at the target's width, and the target's LM head; one pass per draft depth.
+  decoder layer at the target's width, and the target's LM head; the draft-extend pass drafts depth 1, then
+  one pass per further depth.
 - :class:`Eagle3Head` — EAGLE-3 (Li et al., arXiv 2503.01840, §3): FC 3d → d fusing low, middle and
   high target features, one decoder layer whose QKV projection reads [embedding; fused feature] (2d),
   and an LM head over a reduced draft vocabulary (``draft_vocab_size`` = 32000 in the released heads).
@@ -147,8 +148,9 @@ class EagleHead(Proposer):
 
     layers: int = 1
     vocab: int | None = None
-    draft_extend: bool = True  # the head's pass over the accepted tokens (worker_time)
+    draft_extend: bool = True  # the head's pass over the accepted tokens (worker_time); it drafts depth 1
     extend_logits: str = "all"  # "last": that pass computes logits at each sequence's last accepted token only
+    extend_tokens: str = "accepted"  # "verified": that pass runs over every verified chain slot (steps + 1)
     select_kernels: int = SELECT_KERNELS
     verify_kernels: int = VERIFY_KERNELS
     kind = "eagle"
@@ -167,6 +169,23 @@ class EagleHead(Proposer):
     def __post_init__(self):
         if self.extend_logits not in ("all", "last"):
             raise InvalidInputError(f"extend_logits is 'all' or 'last'; got {self.extend_logits!r}.")
+        if self.extend_tokens not in ("accepted", "verified"):
+            raise InvalidInputError(f"extend_tokens is 'accepted' or 'verified'; got {self.extend_tokens!r}.")
+
+    def draft_time(self, target, deployment, *, batch, steps, topk=1, context):
+        """With the draft-extend pass, its logits at the last accepted token give depth 1's candidates, so the
+        head drafts ``steps`` − 1 more passes, each over the ``topk`` frontier tokens (SGLang
+        ``EAGLEWorker.draft_forward``: "we get 1 token from draft prefill and (#spec steps - 1) tokens here";
+        vLLM ``EagleProposer.propose``: the pass over the verified tokens, then num_speculative_tokens − 1;
+        SafeAILab/EAGLE ``topK_genrate``; :class:`sdsl.torch.head.HeadProposer`). Without it, ``steps`` passes."""
+        if not self.draft_extend:
+            return super().draft_time(target, deployment, batch=batch, steps=steps, topk=topk, context=context)
+        later = self.step_time(target, deployment, batch=batch, q=topk, context=context)
+        return np.maximum(np.asarray(steps, dtype=float) - 1.0, 0.0) * later
+
+    def passes(self, steps) -> np.ndarray:
+        s = np.asarray(steps, dtype=float)
+        return np.maximum(s - 1.0, 0.0) if self.draft_extend else s  # depth 1 comes out of the draft extend
 
     def step_time(self, target, deployment, *, batch, q=1, context):
         tokens = np.asarray(batch, dtype=float) * np.asarray(q, dtype=float)
@@ -174,8 +193,16 @@ class EagleHead(Proposer):
         body = forward_time(self.shapes(target, deployment.tp), deployment, batch=batch, q=q, context=context)
         return fc + body
 
+    def extend_rows(self, tau, steps) -> np.ndarray:
+        """Tokens per sequence the draft-extend pass runs over: the τ accepted ones, or with
+        ``extend_tokens="verified"`` every slot of the verified path (steps + 1), as a decoder that keeps its
+        batch rectangular does (:class:`sdsl.torch.head.HeadProposer` feeds the whole accepted path, padded)."""
+        if self.extend_tokens == "accepted":
+            return np.asarray(tau, dtype=float)
+        return np.asarray(steps, dtype=float) + 1.0 + 0.0 * np.asarray(tau, dtype=float)
+
     def extend_time(self, target, deployment, *, batch, tau, context):
-        """The draft-extend pass over the τ accepted tokens: a :meth:`step_time` at q = τ, or with
+        """The draft-extend pass over ``tau`` tokens per sequence: a :meth:`step_time` at q = τ, or with
         ``extend_logits="last"`` priced as a chunked prefill whose LM head runs at each sequence's last token
         only (:func:`sdsl.core.latency.prefill_time_s`; vLLM ``EagleProposer.propose`` computes logits at
         ``last_token_indices``, SGLang's ``LogitsProcessor`` keeps the last position of an extend batch)."""
@@ -193,7 +220,8 @@ class EagleHead(Proposer):
           hidden states (SGLang ``EAGLEWorker.forward_draft_extend_after_decode``; SafeAILab/EAGLE
           ``topK_genrate`` over the accepted tokens' features; vLLM ``EagleProposer.propose`` runs its first
           pass over the verified tokens) — :meth:`extend_time` (one :meth:`step_time` at q = τ, or its
-          LM head at the last token only with ``extend_logits="last"``);
+          LM head at the last token only with ``extend_logits="last"``; over :meth:`extend_rows` tokens); its
+          logits draft depth 1, so :meth:`draft_time` runs steps − 1 passes;
         - per drafting depth, softmax and top-k over the draft vocabulary (SGLang ``draft_forward``:
           ``fast_topk`` + ``select_top_k_tokens``): :data:`SELECT_KERNELS` kernels reading the
           b·topk × V_draft fp32 logits;
@@ -205,7 +233,7 @@ class EagleHead(Proposer):
         """
         b, s = np.asarray(batch, dtype=float), np.asarray(steps, dtype=float)
         vocab = -(-(self.vocab or target.vocab_size) // deployment.tp)
-        extend = self.extend_time(target, deployment, batch=b, tau=np.asarray(tau, dtype=float),
+        extend = self.extend_time(target, deployment, batch=b, tau=self.extend_rows(tau, s),
                                   context=context) if self.draft_extend else 0.0
         select = s * self.select_kernels * _read_time(b * np.asarray(topk, dtype=float) * vocab * 4.0, deployment)
         full_vocab = -(-target.vocab_size // deployment.tp)

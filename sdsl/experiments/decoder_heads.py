@@ -101,7 +101,8 @@ def head_tree_validation(target: str = HEAD_DEFAULTS["target"], drafts=HEAD_DEFA
         m = cache.get(f"sd|{name}|{tree}|{tag}", lambda: _pooled(target_model, proposers[name], tree, prompts, settings,
                                                                  paired=True))
         rows.append(_row(name, tree, m))
-    out = summarise_heads(_price_rows(rows, target_meta, {d: load_checkpoint(d)[1] for d in drafts}, prompt_len + max_new // 2))
+    out = summarise_heads(_price_rows(rows, target_meta, {d: load_checkpoint(d)[1] for d in drafts}, prompt_len + max_new // 2,
+                                      prompt_len, max_new))
     out["plain"] = plain
     out["settings"] = settings
     out["head"] = {k: head_meta[k] for k in ("name", "params", "heldout_top1_agreement", "heldout_top1_by_depth", "train_seconds",
@@ -124,7 +125,7 @@ def core_tree(text: str):
     return CoreTree(tuple(p - 1 for p in TokenTree.parse(text).parents[1:]))
 
 
-def price_row(row: dict, target, proposer, deployment) -> float:
+def price_row(row: dict, target, proposer, deployment, prompt_len: int | None = None, max_new: int | None = None) -> float:
     """sdsl's predicted speedup of one measured row from its measured τ (module docstring):
 
         speedup = τ · T_target(q=1) / (Σ_passes T_proposer(q_pass) + T_target(q=n+1, L + mask) + T_worker)
@@ -132,17 +133,24 @@ def price_row(row: dict, target, proposer, deployment) -> float:
     Passes and verified tokens come from the tree (:class:`sdsl.core.trees.TokenTree`:
     ``draft_tokens_per_pass``, ``verify_tokens``); a tree's mask is priced as context L + (n+1)/2 as in
     :func:`sdsl.core.speculation.price_speculation`. The head (:class:`sdsl.core.proposers.EagleHead`)
-    runs its first pass over the τ accepted pairs (the decoder merges EAGLE's draft-extend into it) and
-    adds its selection and verification kernels (:meth:`EagleHead.worker_time`, draft extend off)."""
+    merges EAGLE's draft-extend into its first pass, which the decoder runs over every slot of the accepted
+    path, depth + 1 per sequence (``benchmarks/results/head_step_accounting.json``), and adds its selection and
+    verification kernels (:meth:`EagleHead.worker_time`, draft extend off). With ``prompt_len`` and ``max_new``
+    it also pays the head's pass over the prompt's P − 1 pairs, which the decoder runs in its first step
+    instead of that first pass, spread over the run's max_new / τ steps."""
     from sdsl.core.proposers import EagleHead, forward_time
 
     tree, tau, context = core_tree(row["tree"]), float(row["tau"]), deployment.context
     passes = tree.draft_tokens_per_pass.astype(float)
     worker = 0.0
     if isinstance(proposer, EagleHead):
-        passes[0] = tau
+        passes[0] = tree.depth + 1.0
         worker = float(proposer.worker_time(target, deployment, batch=1, steps=tree.depth, topk=tree.width, tau=tau,
                                             verify_tokens=tree.verify_tokens, context=context))
+        if prompt_len is not None:
+            first = (float(proposer.step_time(target, deployment, batch=1, q=q, context=c))
+                     for q, c in ((prompt_len - 1.0, 0.0), (passes[0], context)))
+            worker += (next(first) - next(first)) * tau / max_new
     draft = sum(float(proposer.step_time(target, deployment, batch=1, q=q, context=context)) for q in passes)
     mask = 0.0 if tree.width == 1 else tree.verify_tokens / 2.0
     verify = float(forward_time(target, deployment, batch=1, q=tree.verify_tokens, context=context + mask))
@@ -150,7 +158,8 @@ def price_row(row: dict, target, proposer, deployment) -> float:
     return tau * plain / (draft + verify + worker)
 
 
-def _price_rows(rows: list[dict], target_meta: dict, draft_metas: dict, context: int) -> list[dict]:
+def _price_rows(rows: list[dict], target_meta: dict, draft_metas: dict, context: int, prompt_len: int | None = None,
+                max_new: int | None = None) -> list[dict]:
     """Every row (chains and trees, draft models and the head) with ``pred_speedup`` (:func:`price_row`,
     the shipped CPU calibration) and ``speedup_error`` = predicted / measured − 1."""
     from sdsl.core.deployment import Deployment
@@ -162,7 +171,7 @@ def _price_rows(rows: list[dict], target_meta: dict, draft_metas: dict, context:
         d: DraftModel(family_spec(m["spec"])) for d, m in draft_metas.items()}
     out = []
     for r in rows:
-        pred = price_row(r, target, proposers[r["proposer"]], deployment)
+        pred = price_row(r, target, proposers[r["proposer"]], deployment, prompt_len, max_new)
         out.append(r | {"pred_speedup": pred, "speedup_error": pred / r["speedup"] - 1})
     return out
 

@@ -21,7 +21,10 @@ stand-ins (:func:`sdsl.torch.synthetic.loop_overhead`, once per proposer × k ×
 
 with the terms of :data:`TERMS` (:mod:`sdsl.experiments.synthetic_terms`): Δ, Δ₀ the CPU GEMM row factor's
 extra seconds (every forward's GEMMs at κ(rows, weight bytes)) and the draft's two-token re-read, s_b the
-static batch's tail share (1 at batch 1), and the EAGLE head's draft-extend logits at the last token only.
+static batch's tail share (1 at batch 1), the EAGLE head's draft-extend logits at the last token only, and the
+reference head's own work counted exactly (``benchmarks/head_step_accounting.py``): its extend pass over all
+k + 1 slots and its prompt pass in the first decode step (:func:`prompt_pass_s`). The head drafts k − 1 passes
+after the extend pass (:meth:`sdsl.core.proposers.EagleHead.draft_time`).
 
 Rows are cached in a JSON file keyed by configuration (resumable); :func:`summarise_synthetic` and
 :func:`reprice` recompute the summary from the measured rows alone (what the test suite checks).
@@ -38,7 +41,7 @@ from sdsl.torch.decoder import generate
 from sdsl.torch.synthetic import draft_spec_for, head_spec_for, loop_overhead, random_model, synthetic_proposer
 
 __all__ = ["SYNTHETIC_DEFAULTS", "cpu_params", "family_spec", "measure", "measure_paired", "synthetic_sweep", "reprice",
-           "summarise_synthetic"]
+           "reprice_file", "summarise_synthetic"]
 
 SYNTHETIC_DEFAULTS = {"target": "qwen2.5-0.5b", "draft": "smollm2-135m", "gammas": (1, 2, 3, 4, 5, 6),
                       "batches": (1, 4), "alphas": (0.5, 0.7, 0.9), "prompt_len": 32, "max_new": 12, "repeats": 2}
@@ -94,9 +97,12 @@ def family_spec(spec: dict):
     return ModelSpec(**{k: v for k, v in spec.items() if k in names})
 
 
-# sdsl.experiments.synthetic_terms (the GEMM factor only on hardware "cpu"), the batch tail, and EAGLE's draft-extend
-# logits at the last accepted token only (EagleHead(extend_logits="last"), as the reference decoder, vLLM and SGLang do)
-TERMS = ("gemm_rows", "reread", "finish", "extend_last")
+# sdsl.experiments.synthetic_terms (the GEMM factor only on hardware "cpu"), the batch tail, EAGLE's draft-extend
+# logits at the last accepted token only (EagleHead(extend_logits="last"), as the reference decoder, vLLM and SGLang do),
+# and two facts of the reference decoder's head (benchmarks/results/head_step_accounting.json): its draft-extend pass
+# runs over every slot of the verified chain, k + 1 per sequence (EagleHead(extend_tokens="verified")), and its first
+# decode step runs the head over the prompt's P - 1 pairs (:func:`prompt_pass_s`)
+TERMS = ("gemm_rows", "reread", "finish", "extend_last", "extend_verified", "prompt_pass")
 
 
 def _price(row: dict, specs: dict, settings: dict, params, terms=TERMS) -> float:
@@ -112,11 +118,15 @@ def _price(row: dict, specs: dict, settings: dict, params, terms=TERMS) -> float
                             context=settings["prompt_len"] + settings["max_new"] // 2, params=params)
     alpha, gamma = min(row["alpha"], 1 - 1e-9), row["gamma"]
     extend = "last" if "extend_last" in terms else "all"
-    proposer = EagleHead(extend_logits=extend) if row["proposer"] == "head" else DraftModel(specs["draft"])
+    rows_ = "verified" if "extend_verified" in terms else "accepted"
+    proposer = (EagleHead(extend_logits=extend, extend_tokens=rows_) if row["proposer"] == "head"
+                else DraftModel(specs["draft"]))
     tau = (1 - alpha ** (gamma + 1)) / (1 - alpha)
     pr = price_speculation(specs["target"], proposer, deployment, tau_value=tau,
                            gamma=gamma, batch=row["batch"], overhead_s=row["overhead_s"])
     step_extra, plain_extra = _extra_terms(row, specs, deployment, proposer, alpha, tau, terms, settings["hardware"])
+    if "prompt_pass" in terms and row["proposer"] == "head":
+        step_extra += prompt_pass_s(row, specs, deployment, proposer, alpha, tau, terms, settings)
     t_plain = np.asarray(pr["t_plain_s"]) + row["overhead_plain_s"] + plain_extra
     return float(tau * _tail_share(alpha, gamma, row["batch"], settings["max_new"], terms)
                  / (np.asarray(pr["t_step_s"]) + step_extra) * t_plain)
@@ -146,16 +156,39 @@ def _extra_terms(row, specs, deployment, proposer, alpha, tau, terms, hardware) 
     extra = (lambda shapes, tokens, fc_in=0.0, lm=None: float(forward_extra_s(shapes, deployment, tokens, fc_in=fc_in,
                                                                                lm_tokens=lm)) if gemm else 0.0)
     step, plain = extra(target, b * (g + 1)), extra(target, b)
-    if row["proposer"] == "head":
+    if row["proposer"] == "head":  # depth 1 comes out of the extend pass: g - 1 drafting passes (EagleHead.draft_time)
         head, fc_in = proposer.shapes(specs["target"], deployment.tp), proposer.fused_features * specs["target"].d_model
-        lm_rows = b if proposer.extend_logits == "last" else b * tau
-        return step + g * extra(head, b, fc_in) + extra(head, b * tau, fc_in, lm_rows), plain
+        n = float(proposer.extend_rows(tau, g))
+        lm_rows = b if proposer.extend_logits == "last" else b * n
+        return step + (g - 1) * extra(head, b, fc_in) + extra(head, b * n, fc_in, lm_rows), plain
     draft = ModelShapes.of(specs["draft"], deployment.tp)
     step += g * extra(draft, b)
     if "reread" in terms:
         two, one = (float(forward_time(draft, deployment, batch=b, q=q, context=ctx)) for q in (2, 1))
         step += float(reread_probability(alpha, g, b)) * (two + extra(draft, 2 * b) - one - extra(draft, b))
     return step, plain
+
+
+def prompt_pass_s(row, specs, deployment, proposer, alpha, tau, terms, settings) -> float:
+    """The reference decoder's head is prefilled inside the timed loop: its first decode step runs the head over
+    the prompt's P − 1 pairs (target feature, next token) instead of the usual draft-extend rows
+    (``benchmarks/results/head_step_accounting.json``), once per run; spread over the run's expected steps
+    E[K_b] (:func:`sdsl.core.finish.steps_to_finish`). Priced like the extend pass (same form, same terms)."""
+    from sdsl.core.finish import steps_to_finish
+    from sdsl.experiments.synthetic_terms import forward_extra_s
+
+    b, g, target = row["batch"], row["gamma"], specs["target"]
+    head, fc_in = proposer.shapes(target, deployment.tp), proposer.fused_features * target.d_model
+    gemm = "gemm_rows" in terms and settings["hardware"] == "cpu"
+
+    def first_pass(n, context):
+        lm = b if proposer.extend_logits == "last" else b * n
+        kappa = float(forward_extra_s(head, deployment, b * n, fc_in=fc_in, lm_tokens=lm)) if gemm else 0.0
+        return float(proposer.extend_time(target, deployment, batch=b, tau=n, context=context)) + kappa
+
+    once = first_pass(settings["prompt_len"] - 1.0, 0.0) - first_pass(float(proposer.extend_rows(tau, g)),
+                                                                      deployment.context)
+    return once / float(steps_to_finish(alpha, g, settings["max_new"], b))
 
 
 def _specs(target_name, draft_name) -> dict:
@@ -177,6 +210,22 @@ def reprice(rows: list[dict], settings: dict, params=None, specs: dict | None = 
     for row in rows:
         pred = _price(row, specs, settings, params, terms)
         out.append(row | {"pred_speedup": pred, "speedup_error": pred / row["speedup"] - 1})
+    return out
+
+
+def reprice_file(path, terms=TERMS) -> dict:
+    """Re-price a committed sweep (``{"synthetic": ...}``) with ``terms`` and the current cost model and rewrite it:
+    the measured rows are kept as they are, ``settings.terms``, every ``pred_speedup`` and the summary change."""
+    import json
+    from pathlib import Path
+
+    from sdsl._io import atomic_write_text
+
+    s = json.loads(Path(path).read_text())["synthetic"]
+    settings = s["settings"] | {"terms": list(terms)}
+    measured = [{k: v for k, v in r.items() if k not in ("pred_speedup", "speedup_error")} for r in s["rows"]]
+    out = summarise_synthetic(reprice(measured, settings)) | {"settings": settings}
+    atomic_write_text(path, json.dumps({"synthetic": out}, indent=2, sort_keys=True) + "\n")
     return out
 
 

@@ -130,9 +130,11 @@ def interpret_decode(row: dict, index: int) -> RowSpec:
 # Static trees: Medusa's mc_sim_7b_63 (FasterDecoding/Medusa medusa/model/medusa_choices.py: 63 nodes, depth 4,
 # top-10 per head) and EAGLE-1's own mc_sim_7b_63 (SafeAILab/EAGLE model/choices.py: 25 nodes, depth 5, ranks
 # 0-3); dynamic trees: the EAGLE repository's defaults (total_token 60, top_k 10, depth 5 for EAGLE-2, 7 for
-# EAGLE-3). Tokens include the root.
-_DEFAULT_TREES = {"medusa": TreeShape(4, 10, 64), "eagle:": TreeShape(5, 4, 26), "eagle2": TreeShape(5, 10, 61),
-                  "eagle3": TreeShape(7, 10, 61)}
+# EAGLE-3). Tokens include the root. Steps count tree levels, one per drafting pass plus the draft-extend pass's
+# (EagleHead.draft_time): EAGLE's dynamic topK_genrate takes level 1 from the extend pass and then runs
+# ``for i in range(depth)`` passes, so depth 5 (7) drafts 6 (8) levels; the static mc_sim_7b_63 tree has 5 levels.
+_DEFAULT_TREES = {"medusa": TreeShape(4, 10, 64), "eagle:": TreeShape(5, 4, 26), "eagle2": TreeShape(6, 10, 61),
+                  "eagle3": TreeShape(8, 10, 61)}
 
 
 def _proposer(draft: str) -> str:

@@ -14,7 +14,7 @@ from sdsl.core.architecture import ModelSpec  # noqa: E402
 
 TINY = ModelSpec(name="tiny-syn", family="llama", n_layer=2, d_model=64, n_head=4, n_kv_head=2, d_ff=160,
                  vocab_size=512, max_context=2048)
-RUN = (0.097133, -0.092548, 0.101787, -0.349337)  # median |error|, median signed, pooled, worst (VALIDATION.md)
+RUN = (0.055186, -0.032282, 0.070688, -0.308988)  # median |error|, median signed, pooled, worst (VALIDATION.md)
 SUMMARY_KEYS = ("median_speedup_error", "median_signed_error", "mean_abs_error", "worst_error")
 TINY_DRAFT = ModelSpec(name="tiny-syn-draft", family="llama", n_layer=1, d_model=32, n_head=2, n_kv_head=1, d_ff=64,
                        vocab_size=300, max_context=2048)
@@ -112,20 +112,20 @@ def test_committed_sweep_recomputes_from_its_rows(committed_sweep):
         assert again[key] == pytest.approx(s[key], rel=1e-3, abs=1e-5), key
     assert s["n_rows"] == 72 and {r["batch"] for r in s["rows"]} == {1, 4}
     assert s["settings"]["models"]["target"] == "qwen2.5-0.5b"
-    assert s["settings"]["terms"] == ["gemm_rows", "reread", "finish", "extend_last"]
+    assert s["settings"]["terms"] == ["gemm_rows", "reread", "finish", "extend_last", "extend_verified", "prompt_pass"]
     # every row paired with its own plain runs (S P P S): the speedup is the median pair's ratio
     assert s["settings"]["paired_plain"] and s["settings"]["repeats"] == 2
     for r in s["rows"]:
         assert len(r["pair_speedups"]) == 2 and r["speedup"] == pytest.approx(np.median(r["pair_speedups"]))
-    # the numbers VALIDATION.md states (goals |err| <= 10%, signed within ±3%: the signed goal is missed)
+    # the numbers VALIDATION.md states (goals |err| <= 10%: met; signed within ±3%: missed by 0.2 points in this run)
     assert [s[k] for k in SUMMARY_KEYS] == pytest.approx(RUN, rel=1e-3)
-    assert s["worst_row"] == {"proposer": "head", "gamma": 6, "batch": 4, "alpha_forced": 0.9}
+    assert s["worst_row"] == {"proposer": "draft", "gamma": 6, "batch": 4, "alpha_forced": 0.9}
     by = {k: (v["median_abs"], v["median_signed"]) for k, v in again["median_error_by_proposer_batch"].items()}
-    expected = {"draft/b1": (0.045932, -0.040287), "draft/b4": (0.086241, -0.011404),
-                "head/b1": (0.107596, -0.107596), "head/b4": (0.14079, -0.14079)}
+    expected = {"draft/b1": (0.033476, -0.029913), "draft/b4": (0.083105, -0.007862),
+                "head/b1": (0.050848, -0.048239), "head/b4": (0.080331, -0.031105)}
     for key, (med, signed) in expected.items():
         assert by[key] == pytest.approx((med, signed), rel=1e-3), key
-    assert again["median_error_by_proposer"] == pytest.approx({"draft": 0.057915, "head": 0.131656}, rel=1e-3)
+    assert again["median_error_by_proposer"] == pytest.approx({"draft": 0.051489, "head": 0.058395}, rel=1e-3)
     pair_spread = np.median([abs(r["pair_speedups"][0] / r["pair_speedups"][1] - 1) for r in s["rows"]])
     assert pair_spread == pytest.approx(0.022249, rel=1e-3)
 
@@ -135,8 +135,11 @@ def _measured(s):
 
 
 def test_each_term_is_needed_and_the_uncorrected_model_fails(committed_sweep):
-    """Dropping any of the terms (CPU GEMM row factor, draft re-read, batch tail, EAGLE's last-token extend logits)
-    makes the rows they concern worse; the per-forward roofline alone is the optimistic model the first sweep reported."""
+    """Dropping a CPU term (GEMM row factor, draft re-read, batch tail, EAGLE's last-token extend logits) makes the rows
+    it concerns worse; the per-forward roofline alone is the optimistic model the first sweep reported. The two
+    terms of the reference decoder's own head work (its extend over all k + 1 slots, its prompt pass in the first
+    step: exact accounting, test_the_reference_head_runs_what_eaglehead_prices) move the head rows by < 1 point,
+    pessimistically: they are charged because the decoder runs that work, not because they help (VALIDATION.md)."""
     from sdsl.experiments.decoder_synthetic import TERMS, reprice, summarise_synthetic
 
     s = committed_sweep
@@ -147,24 +150,26 @@ def test_each_term_is_needed_and_the_uncorrected_model_fails(committed_sweep):
     full = summary(TERMS)
     without = {t: summary(tuple(x for x in TERMS if x != t)) for t in TERMS}
     none = summary(())
+    by = lambda out, key: out["median_error_by_proposer_batch"][key]["median_signed"]  # noqa: E731
     # the numbers VALIDATION.md states for the ablations
-    assert none["median_speedup_error"] == pytest.approx(0.153094, rel=1e-3)
-    assert none["median_signed_error"] == pytest.approx(0.116309, rel=1e-3)
+    assert [none[k] for k in ("median_speedup_error", "median_signed_error")] == pytest.approx([0.216894, 0.201243], rel=1e-3)
     assert none["median_error_by_proposer_batch"]["draft/b1"]["median_abs"] == pytest.approx(0.379211, rel=1e-3)
     assert [without["gemm_rows"][k] for k in ("median_speedup_error", "mean_abs_error")] == pytest.approx(
-        [0.23456, 0.29073], rel=1e-3)
-    assert [without["reread"][k] for k in SUMMARY_KEYS] == pytest.approx([0.10004, -0.08335, 0.10811, -0.34934], rel=1e-3)
-    assert [without["finish"][k] for k in SUMMARY_KEYS] == pytest.approx([0.09541, -0.01807, 0.11230, 0.43813], rel=1e-3)
-    assert without["extend_last"]["median_error_by_proposer_batch"]["head/b1"]["median_signed"] == pytest.approx(
-        -0.18387, rel=1e-3)
-    assert without["gemm_rows"]["mean_abs_error"] > 2.5 * full["mean_abs_error"]
-    assert without["gemm_rows"]["median_speedup_error"] > 2 * full["median_speedup_error"]
-    # the batch tail: without it the separate draft at batch 4 is optimistic (+17.8%; with it -1.1%) and the
-    # all-row signed median near 0 only because that cancels the head's pessimism (VALIDATION.md)
-    tail_b4 = (without["finish"]["median_error_by_proposer_batch"]["draft/b4"]["median_signed"],
-               full["median_error_by_proposer_batch"]["draft/b4"]["median_signed"])
-    assert tail_b4 == pytest.approx((0.17761, -0.011404), rel=1e-3)
-    assert without["finish"]["mean_abs_error"] > 1.1 * full["mean_abs_error"]
+        [0.25486, 0.314617], rel=1e-3)
+    assert [without["reread"][k] for k in SUMMARY_KEYS] == pytest.approx([0.063199, -0.026457, 0.078778, -0.305138], rel=1e-3)
+    assert [without["finish"][k] for k in SUMMARY_KEYS] == pytest.approx([0.076196, 0.029643, 0.112898, 0.443766], rel=1e-3)
+    assert by(without["extend_last"], "head/b1") == pytest.approx(-0.189988, rel=1e-3)
+    assert [without[t]["median_signed_error"] for t in ("extend_verified", "prompt_pass")] == pytest.approx(
+        [-0.032251, -0.030073], rel=1e-3)
+    assert [by(without[t], "head/b1") for t in ("extend_verified", "prompt_pass")] == pytest.approx(
+        [-0.046292, -0.046125], rel=1e-3)
+    assert without["gemm_rows"]["mean_abs_error"] > 4 * full["mean_abs_error"]
+    assert without["gemm_rows"]["median_speedup_error"] > 4 * full["median_speedup_error"]
+    assert without["extend_last"]["median_speedup_error"] > 2 * full["median_speedup_error"]
+    # the batch tail: without it the separate draft and the head at batch 4 turn optimistic (+17.8%, +15.3%)
+    assert (by(without["finish"], "draft/b4"), by(full, "draft/b4")) == pytest.approx((0.178283, -0.007862), rel=1e-3)
+    assert by(without["finish"], "head/b4") == pytest.approx(0.152578, rel=1e-3)
+    assert without["finish"]["mean_abs_error"] > 1.5 * full["mean_abs_error"]
     # the re-read matters where the chain is fully accepted: draft rows at alpha 0.9
     high = [r for r in _measured(s) if r["proposer"] == "draft" and r["alpha_forced"] == 0.9]
     with_reread, no_reread = summary(TERMS, high), summary(("gemm_rows", "finish"), high)
@@ -208,7 +213,7 @@ def test_a_cost_model_without_the_proposer_fails_the_sweep(committed_sweep):
                      batch=r["batch"], overhead_s=r["overhead_s"])
         as_layer.append(float(pr.tau / pr.t_step_s * (pr.t_plain_s + r["overhead_plain_s"])) / r["speedup"] - 1)
     own = np.median(np.abs([r["speedup_error"] for r in head]))
-    assert own == pytest.approx(0.131656, rel=1e-3) and np.median(np.abs(as_layer)) > 1.4 * own
+    assert own == pytest.approx(0.058395, rel=1e-3) and np.median(np.abs(as_layer)) > 1.4 * own
 
 
 def test_the_repeat_sweep_recomputes_and_shows_the_run_to_run_spread(committed_sweep, repo_root):
@@ -223,14 +228,14 @@ def test_the_repeat_sweep_recomputes_and_shows_the_run_to_run_spread(committed_s
     for key in SUMMARY_KEYS:
         assert again[key] == pytest.approx(rep[key], rel=1e-3), key
     assert rep["settings"]["paired_plain"] and rep["settings"]["repeats"] == 2
-    assert [rep[k] for k in SUMMARY_KEYS] == pytest.approx([0.077148, -0.063093, 0.093161, 0.316476], rel=1e-3)
+    assert [rep[k] for k in SUMMARY_KEYS] == pytest.approx([0.051107, -0.013326, 0.068184, 0.331489], rel=1e-3)
     assert rep["worst_row"] == {"proposer": "draft", "gamma": 2, "batch": 1, "alpha_forced": 0.9}
     both = [r["speedup_error"] for r in committed_sweep["rows"] + rep["rows"]]
     assert [np.median(np.abs(both)), np.median(both), np.mean(np.abs(both))] == pytest.approx(
-        [0.092548, -0.080065, 0.097474], rel=1e-3)
+        [0.05183, -0.028311, 0.069436], rel=1e-3)
     by = {k: (v["median_abs"], v["median_signed"]) for k, v in again["median_error_by_proposer_batch"].items()}
-    expected = {"draft/b1": (0.039206, -0.021315), "draft/b4": (0.079835, -0.034548),
-                "head/b1": (0.086556, -0.086556), "head/b4": (0.136666, -0.136666)}
+    expected = {"draft/b1": (0.032535, -0.009497), "draft/b4": (0.076791, -0.029216),
+                "head/b1": (0.048988, -0.028628), "head/b4": (0.06373, -0.007574)}
     for key, value in expected.items():
         assert by[key] == pytest.approx(value, rel=1e-3), key
     keys = [(r["proposer"], r["gamma"], r["batch"], r["alpha_forced"]) for r in rep["rows"]]
@@ -243,14 +248,14 @@ def test_the_repeat_sweep_recomputes_and_shows_the_run_to_run_spread(committed_s
 
 def test_the_unpaired_runs_keep_their_numbers(repo_root):
     """The previous protocol (VALIDATION.md, 'before the pairing': plain decoding measured once per batch, each row
-    one run): both runs recompute from their rows and keep the numbers quoted, the signed goal missed in the repeat
-    because a row's measured speedup moved by a median 5.3% between the runs."""
+    one run): both runs recompute from their rows and keep the numbers quoted; a row's measured speedup moved by a
+    median 5.3% between the runs, and the two runs' signed medians lie 7.5 points apart (+6.3%, -1.2%)."""
     from sdsl.experiments.decoder_synthetic import reprice, summarise_synthetic
 
     results = repo_root / "benchmarks" / "results"
     runs = [json.loads((results / f"validate_decoder_synthetic_unpaired{s}.json").read_text())["synthetic"]
             for s in ("", "_repeat")]
-    want = [(0.099353, -0.0043550, 0.109058, 0.364175), (0.081558, -0.060909, 0.086849, -0.285227)]
+    want = [(0.088619, 0.06274, 0.112848, 0.379983), (0.060078, -0.012022, 0.073059, 0.272828)]
     for s, numbers in zip(runs, want):
         again = summarise_synthetic(reprice(_measured(s), s["settings"]))
         assert [again[k] for k in SUMMARY_KEYS] == pytest.approx(numbers, rel=1e-3)
@@ -258,6 +263,32 @@ def test_the_unpaired_runs_keep_their_numbers(repo_root):
         assert "paired_plain" not in s["settings"] and s["settings"]["repeats"] == 1
     both = [r["speedup_error"] for r in runs[0]["rows"] + runs[1]["rows"]]
     assert [np.median(np.abs(both)), np.median(both), np.mean(np.abs(both))] == pytest.approx(
-        [0.086135, -0.034328, 0.097954], rel=1e-3)
+        [0.07047, 0.031525, 0.092954], rel=1e-3)
     spread = [a["speedup"] / b["speedup"] - 1 for a, b in zip(*(s["rows"] for s in runs))]
     assert np.median(np.abs(spread)) == pytest.approx(0.052552, rel=1e-3)
+
+
+def test_the_reference_head_runs_what_eaglehead_prices(repo_root):
+    """Exact accounting (benchmarks/head_step_accounting.py, nn.Linear hooks, no timing): per chain step of k the
+    reference decoder's head runs k passes and k LM heads — its first pass (EAGLE's draft extend) over all k + 1
+    slots of the verified path, whose last-token logits draft depth 1, then k − 1 passes over one token — and its
+    first decode step runs the head over the prompt's P − 1 pairs. EagleHead prices the same count: the extend pass
+    (EagleHead(extend_tokens="verified"): k + 1 rows) plus ``passes(k)`` = k − 1 drafting passes."""
+    import importlib.util
+
+    from sdsl.core.proposers import EagleHead
+
+    spec = importlib.util.spec_from_file_location("acct", repo_root / "benchmarks" / "head_step_accounting.py")
+    acct = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(acct)
+    head = EagleHead(extend_tokens="verified", extend_logits="last")
+    for batch, gamma in ((1, 1), (1, 4), (4, 3)):
+        s = acct.summarise(acct.account(gamma, batch))
+        assert s["head_passes_per_step"] == gamma == 1 + head.passes(gamma)
+        assert s["first_pass_rows_per_sequence"] == gamma + 1 == head.extend_rows(2.0, gamma)
+        assert s["other_pass_rows"] == ([batch] if gamma > 1 else [])
+        assert s["lm_head_calls_per_step"] == gamma and s["lm_head_rows"] == [batch]
+        assert s["step1_first_pass_rows_per_sequence"] == s["prompt_pairs_per_sequence"]
+    committed = json.loads((repo_root / "benchmarks" / "results" / "head_step_accounting.json").read_text())
+    assert [r["head_passes_per_step"] for r in committed["summary"]] == [1, 2, 3, 4, 5, 6] * 2
+    assert [r["first_pass_rows_per_sequence"] for r in committed["summary"]] == [2, 3, 4, 5, 6, 7] * 2

@@ -194,9 +194,35 @@ def test_eagle_worker_is_draft_extend_plus_selection_plus_verify_bookkeeping():
     np.testing.assert_allclose(out["t_worker_s"], extend + select + verify, rtol=1e-12)
     np.testing.assert_allclose(out["t_step_s"], out["t_propose_s"] + out["t_verify_s"] + out["t_worker_s"], rtol=1e-12)
     assert float(extend) > float(out["t_draft_s"])  # τ tokens cost more than one
-    # the draft-extend forward is a separate pass: it pays the per-pass overhead (1 verify + 8 depths + 1 extend)
+    # the draft-extend forward is a separate pass: it pays the per-pass overhead (1 verify + 7 depths + 1 extend;
+    # depth 1 comes out of the extend pass, SGLang draft_forward)
     with_pass = price_speculation(TARGET, head, DEP, tau_value=5.39, tree="8,8,64", batch=1, pass_overhead_s=1e-4)
-    np.testing.assert_allclose(with_pass["t_overhead_s"], 10e-4, rtol=1e-12)
+    np.testing.assert_allclose(with_pass["t_overhead_s"], 9e-4, rtol=1e-12)
+
+
+def test_eagle_extend_pass_drafts_depth_one_so_drafting_runs_steps_minus_one_passes():
+    """SGLang ``EAGLEWorker.draft_forward`` ("we get 1 token from draft prefill and (#spec steps - 1) tokens
+    here"), vLLM ``EagleProposer.propose`` (the pass over the verified tokens, then k − 1) and the reference
+    decoder (benchmarks/results/head_step_accounting.json: k head passes and k LM heads per chain step of k,
+    the first over k + 1 slots per sequence) all draft depth 1 from the draft-extend pass."""
+    head = EagleHead()
+    for steps, topk in ((1, 1), (4, 1), (8, 8)):
+        later = head.step_time(TARGET, DEP, batch=2, q=topk, context=1024)
+        np.testing.assert_allclose(head.draft_time(TARGET, DEP, batch=2, steps=steps, topk=topk, context=1024),
+                                   (steps - 1) * later, rtol=1e-12)
+    no_extend = EagleHead(draft_extend=False)  # the ablation: every depth is its own pass, the first at q = 1
+    first = no_extend.step_time(TARGET, DEP, batch=2, q=1, context=1024)
+    np.testing.assert_allclose(no_extend.draft_time(TARGET, DEP, batch=2, steps=4, context=1024), 4 * first, rtol=1e-12)
+    np.testing.assert_array_equal(head.passes(np.array([1, 4])), [0, 3])
+    np.testing.assert_array_equal(no_extend.passes(np.array([1, 4])), [1, 4])
+    # chain of 4 at k + 1 = 5 verified slots: the padded extend ("verified") costs more than τ = 2.5 tokens
+    kw = dict(batch=2, steps=4, topk=1, tau=2.5, verify_tokens=5, context=1024)
+    padded = EagleHead(extend_tokens="verified")
+    assert float(padded.worker_time(TARGET, DEP, **kw)) > float(head.worker_time(TARGET, DEP, **kw))
+    np.testing.assert_allclose(padded.extend_rows(2.5, 4), 5.0)
+    np.testing.assert_allclose(head.extend_rows(2.5, 4), 2.5)
+    with pytest.raises(InvalidInputError):
+        EagleHead(extend_tokens="some")
 
 
 def test_worker_term_is_eagle_only_and_grows_with_tau():
