@@ -19,13 +19,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from sdsl.experiments.decoder_synthetic import cpu_params, family_spec, measure
+from sdsl.experiments.decoder_synthetic import COUNTED, cpu_params, family_spec, measure
 from sdsl.experiments.row_cache import RowCache
 from sdsl.torch.checkpoint import load_checkpoint
 from sdsl.torch.head import HeadProposer, load_head
 from sdsl.torch.proposers import DraftModel
 
-__all__ = ["HEAD_DEFAULTS", "heldout_prompts", "head_tree_validation", "summarise_heads"]
+__all__ = ["HEAD_DEFAULTS", "heldout_prompts", "head_tree_validation", "summarise_heads", "count_requested_heads",
+           "recount_file"]
 
 HEAD_DEFAULTS = {"target": "byte-d288", "drafts": ("byte-d64", "byte-d96", "byte-wide"), "gammas": (2, 3, 4, 5, 6),
                  "head_gammas": (1, 2, 3, 4, 5, 6), "trees": ("2x1x1x1", "2x2x1x1", "3x1x1x1x1", "2x2x2x1x1",
@@ -54,15 +55,16 @@ def _pooled(target, proposer, tree, prompts, settings, paired: bool = False) -> 
                                 temperature=settings["temperature"], seed=settings["seed"] + i,
                                 repeats=settings["repeats"]))
     rate = lambda rs: sum(r["tokens_per_s"] * r["decode_s"] for r in rs) / sum(r["decode_s"] for r in rs)  # noqa: E731
-    out = {"tokens_per_s": rate(runs), "decode_s": sum(r["decode_s"] for r in runs),
-           "draft_s": sum(r["draft_s"] for r in runs), "steps": sum(r["steps"] for r in runs), "tree": runs[0]["tree"]}
+    out = {"tokens_per_s": rate(runs), "decode_s": sum(r["decode_s"] for r in runs), "draft_s": sum(r["draft_s"] for r in runs),
+           "steps": sum(r["steps"] for r in runs), "new_tokens": sum(r["new_tokens"] for r in runs), "tree": runs[0]["tree"]}
     if paired:
         out["plain_tokens_per_s"] = rate(plains)
     if tree is not None:
         counts = np.sum([r["accept_counts"] for r in runs], axis=0)
         reach = counts[::-1].cumsum()[::-1]
         out.update(accept_counts=counts.tolist(), tau=float((np.arange(len(counts)) * counts).sum() / counts.sum() + 1),
-                   per_position=(reach[1:] / np.maximum(reach[:-1], 1)).tolist())
+                   per_position=(reach[1:] / np.maximum(reach[:-1], 1)).tolist(),
+                   requested_tau=len(prompts) * settings["max_new"] / out["steps"])
     return out
 
 
@@ -72,7 +74,8 @@ def head_tree_validation(target: str = HEAD_DEFAULTS["target"], drafts=HEAD_DEFA
                          prompt_len: int = HEAD_DEFAULTS["prompt_len"], max_new: int = HEAD_DEFAULTS["max_new"],
                          temperature: float = HEAD_DEFAULTS["temperature"], repeats: int = HEAD_DEFAULTS["repeats"],
                          seed: int = 0, cache_path=None, threads: int = 1, progress: bool = True) -> dict:
-    """Measure plain, draft-model chains, head chains, head trees and draft-model trees; summarise."""
+    """Measure plain, draft-model chains, head chains, head trees and draft-model trees; summarise. Tokens/s counts
+    the first ``max_new`` tokens of each prompt (:data:`sdsl.experiments.decoder_synthetic.COUNTED`)."""
     from tqdm.auto import tqdm
 
     torch.set_num_threads(threads)
@@ -81,7 +84,7 @@ def head_tree_validation(target: str = HEAD_DEFAULTS["target"], drafts=HEAD_DEFA
     proposers = {"head": HeadProposer(head, target_model)} | {d: DraftModel(load_checkpoint(d)[0], d) for d in drafts}
     settings = {"target": target, "n_prompts": n_prompts, "prompt_len": prompt_len, "max_new": max_new,
                 "temperature": temperature, "repeats": repeats, "seed": seed, "threads": threads, "batch": 1,
-                "clock": "process CPU time (1 torch thread)", "paired_plain": True}
+                "clock": "process CPU time (1 torch thread)", "paired_plain": True, "counted": COUNTED}
     prompts = heldout_prompts(n_prompts, prompt_len)
     tag = "|".join(f"{k}={settings[k]}" for k in ("target", "n_prompts", "prompt_len", "max_new", "temperature",
                                                    "repeats", "seed", "paired_plain"))
@@ -128,7 +131,10 @@ def core_tree(text: str):
 def price_row(row: dict, target, proposer, deployment, prompt_len: int | None = None, max_new: int | None = None) -> float:
     """sdsl's predicted speedup of one measured row from its measured τ (module docstring):
 
-        speedup = τ · T_target(q=1) / (Σ_passes T_proposer(q_pass) + T_target(q=n+1, L + mask) + T_worker)
+        speedup = τ_r · T_target(q=1) / (Σ_passes T_proposer(q_pass) + T_target(q=n+1, L + mask) + T_worker)
+
+    τ_r is the requested tokens per step the run measured (``requested_tau``: prompts × max_new / steps; the last
+    step's overshoot is not output), τ when a row lacks it; the head's extend runs over the τ tokens emitted.
 
     Passes and verified tokens come from the tree (:class:`sdsl.core.trees.TokenTree`:
     ``draft_tokens_per_pass``, ``verify_tokens``); a tree's mask is priced as context L + (n+1)/2 as in
@@ -137,10 +143,11 @@ def price_row(row: dict, target, proposer, deployment, prompt_len: int | None = 
     path, depth + 1 per sequence (``benchmarks/results/head_step_accounting.json``), and adds its selection and
     verification kernels (:meth:`EagleHead.worker_time`, draft extend off). With ``prompt_len`` and ``max_new``
     it also pays the head's pass over the prompt's P − 1 pairs, which the decoder runs in its first step
-    instead of that first pass, spread over the run's max_new / τ steps."""
+    instead of that first pass, spread over the run's max_new / τ_r steps."""
     from sdsl.core.proposers import EagleHead, forward_time
 
     tree, tau, context = core_tree(row["tree"]), float(row["tau"]), deployment.context
+    tokens = float(row.get("requested_tau", tau))
     passes = tree.draft_tokens_per_pass.astype(float)
     worker = 0.0
     if isinstance(proposer, EagleHead):
@@ -150,12 +157,12 @@ def price_row(row: dict, target, proposer, deployment, prompt_len: int | None = 
         if prompt_len is not None:
             first = (float(proposer.step_time(target, deployment, batch=1, q=q, context=c))
                      for q, c in ((prompt_len - 1.0, 0.0), (passes[0], context)))
-            worker += (next(first) - next(first)) * tau / max_new
+            worker += (next(first) - next(first)) * tokens / max_new
     draft = sum(float(proposer.step_time(target, deployment, batch=1, q=q, context=context)) for q in passes)
     mask = 0.0 if tree.width == 1 else tree.verify_tokens / 2.0
     verify = float(forward_time(target, deployment, batch=1, q=tree.verify_tokens, context=context + mask))
     plain = float(forward_time(target, deployment, batch=1, q=1, context=context))
-    return tau * plain / (draft + verify + worker)
+    return tokens * plain / (draft + verify + worker)
 
 
 def _price_rows(rows: list[dict], target_meta: dict, draft_metas: dict, context: int, prompt_len: int | None = None,
@@ -173,6 +180,51 @@ def _price_rows(rows: list[dict], target_meta: dict, draft_metas: dict, context:
     for r in rows:
         pred = price_row(r, target, proposers[r["proposer"]], deployment, prompt_len, max_new)
         out.append(r | {"pred_speedup": pred, "speedup_error": pred / r["speedup"] - 1})
+    return out
+
+
+def count_requested_heads(rows: list[dict], settings: dict) -> list[dict]:
+    """Rows measured when tokens/s counted every emitted token, converted to the first ``max_new`` of each prompt
+    (issue 11's rule): the tokens emitted are τ × steps (batch 1) = tokens/s × seconds (pooled rates), the requested
+    ones prompts × max_new; tokens/s and the speedup scale by their ratio (plain decoding never overshoots). Rows
+    that carry ``new_tokens`` are returned as they are."""
+    from sdsl.errors import InvalidInputError
+
+    requested = settings["n_prompts"] * settings["max_new"]
+    out = []
+    for r in rows:
+        if "new_tokens" in r:
+            out.append(r)
+            continue
+        n = round(r["tau"] * r["steps"])
+        if abs(n - r["tokens_per_s"] * r["decode_s"]) > 1e-6 * n or not requested <= n:
+            raise InvalidInputError(f"row {r['proposer']} {r['tree']}: tokens emitted do not match τ × steps.")
+        f = requested / n
+        out.append(r | {"tokens_per_s": r["tokens_per_s"] * f, "speedup": r["speedup"] * f, "new_tokens": n,
+                        "requested_tau": requested / r["steps"]})
+    return out
+
+
+def recount_file(path) -> dict:
+    """Convert a committed ``validate decoder --heads`` result to requested tokens (:func:`count_requested_heads`),
+    re-price and re-summarise it with the current cost model, and rewrite it (measurements unchanged)."""
+    import json
+    from pathlib import Path
+
+    from sdsl._io import atomic_write_text
+
+    d = json.loads(Path(path).read_text())
+    h = d["heads"]
+    settings = h["settings"] | {"counted": COUNTED}
+    rows = count_requested_heads([{k: v for k, v in r.items() if k not in ("pred_speedup", "speedup_error")}
+                                  for r in h["rows"]], settings)
+    drafts = sorted({r["proposer"] for r in rows if r["proposer"] != "head"})
+    out = summarise_heads(_price_rows(rows, load_checkpoint(settings["target"])[1], {d_: load_checkpoint(d_)[1] for d_ in drafts},
+                                      settings["prompt_len"] + settings["max_new"] // 2, settings["prompt_len"],
+                                      settings["max_new"]))
+    out |= {k: h[k] for k in ("plain", "head") if k in h} | {"settings": settings}
+    d = {k: out[k] for k in ("head_best_speedup", "tree_best_speedup", "chain_best_speedup")} | {"heads": out}
+    atomic_write_text(path, json.dumps(d, indent=2, sort_keys=True) + "\n")
     return out
 
 

@@ -40,7 +40,8 @@ from sdsl.experiments.row_cache import RowCache
 from sdsl.torch.decoder import generate
 from sdsl.torch.synthetic import draft_spec_for, head_spec_for, loop_overhead, random_model, synthetic_proposer
 
-__all__ = ["SYNTHETIC_DEFAULTS", "cpu_params", "family_spec", "measure", "measure_paired", "synthetic_sweep", "reprice",
+__all__ = ["SYNTHETIC_DEFAULTS", "COUNTED", "cpu_params", "family_spec", "measure", "measure_paired", "synthetic_sweep", "reprice",
+           "count_requested", "emitted_tokens",
            "reprice_file", "summarise_synthetic"]
 
 SYNTHETIC_DEFAULTS = {"target": "qwen2.5-0.5b", "draft": "smollm2-135m", "gammas": (1, 2, 3, 4, 5, 6),
@@ -49,11 +50,13 @@ SYNTHETIC_DEFAULTS = {"target": "qwen2.5-0.5b", "draft": "smollm2-135m", "gammas
 
 def measure(target, proposer, tree, batch: int, prompts: torch.Tensor, max_new: int, *, acceptance=None,
             temperature: float = 0.0, seed: int = 0, repeats: int = 2, clock: str = "cpu") -> dict:
-    """Decode ``prompts[:batch]`` ``repeats`` times; the fastest run's tokens/s, τ, per-position rates."""
+    """Decode ``prompts[:batch]`` ``repeats`` times; the fastest run's tokens/s (the first ``max_new`` of each
+    sequence: :attr:`sdsl.torch.decoder.DecodeResult.tokens_per_s`), tokens emitted, τ, per-position rates."""
     runs = [generate(target, prompts[:batch], max_new, proposer, temperature=temperature, seed=seed, clock=clock,
                      tree=tree, acceptance=acceptance) for _ in range(repeats)]
     best = min(runs, key=lambda r: r.decode_s)
-    return {"tokens_per_s": best.tokens_per_s, "tau": best.tau, "steps": best.steps, "decode_s": best.decode_s,
+    return {"tokens_per_s": best.tokens_per_s, "new_tokens": best.new_tokens, "tau": best.tau, "steps": best.steps,
+            "decode_s": best.decode_s,
             "draft_s": best.draft_s, "accept_counts": best.accept_counts.tolist(),
             "per_position": [float(v) for v in best.per_position], "tree": best.tree, "repeats": repeats}
 
@@ -103,6 +106,8 @@ def family_spec(spec: dict):
 # runs over every slot of the verified chain, k + 1 per sequence (EagleHead(extend_tokens="verified")), and its first
 # decode step runs the head over the prompt's P - 1 pairs (:func:`prompt_pass_s`)
 TERMS = ("gemm_rows", "reread", "finish", "extend_last", "extend_verified", "prompt_pass")
+#: what a row's tokens/s counts (settings.counted): tokens past max_new per sequence are not output
+COUNTED = "first max_new tokens of each sequence"
 
 
 def _price(row: dict, specs: dict, settings: dict, params, terms=TERMS) -> float:
@@ -128,20 +133,52 @@ def _price(row: dict, specs: dict, settings: dict, params, terms=TERMS) -> float
     if "prompt_pass" in terms and row["proposer"] == "head":
         step_extra += prompt_pass_s(row, specs, deployment, proposer, alpha, tau, terms, settings)
     t_plain = np.asarray(pr["t_plain_s"]) + row["overhead_plain_s"] + plain_extra
-    return float(tau * _tail_share(alpha, gamma, row["batch"], settings["max_new"], terms)
+    return float(_tokens_per_step(alpha, gamma, tau, row["batch"], settings["max_new"], terms)
                  / (np.asarray(pr["t_step_s"]) + step_extra) * t_plain)
 
 
-def _tail_share(alpha, gamma, batch, max_new, terms) -> float:
-    """With ``finish`` in ``terms``: the share of b·τ tokens per step a static batch emits while its slowest
-    sequence finishes ``max_new`` tokens. A sequence emits τ·E[K₁] tokens in expectation (Wald's identity;
-    overshoot included, as the measurement counts it) over the E[K_b] steps the batch runs
-    (:func:`sdsl.core.finish.steps_to_finish`); 1 at batch 1."""
-    if "finish" not in terms or batch == 1:
-        return 1.0
-    from sdsl.core.finish import steps_to_finish
+def _tokens_per_step(alpha, gamma, tau, batch, max_new, terms) -> float:
+    """Requested tokens per sequence per step. With ``finish`` in ``terms``: max_new / E[K_b], the steps a static
+    batch of b runs until its slowest sequence has ``max_new`` tokens (:func:`sdsl.core.finish.effective_tau`: the
+    batch tail and the last step's overshoot, which the measurement does not count); τ without it."""
+    if "finish" not in terms:
+        return float(tau)
+    from sdsl.core.finish import effective_tau
 
-    return float(steps_to_finish(alpha, gamma, max_new, 1) / steps_to_finish(alpha, gamma, max_new, batch))
+    return float(effective_tau(alpha, gamma, max_new, batch))
+
+
+def emitted_tokens(row: dict, max_new: int) -> int:
+    """Tokens a row's speculative run emitted, overshoot included, for rows measured before ``new_tokens`` was
+    recorded (their tokens/s counted every emitted token): the one whole number n with b·max_new ≤ n ≤ b·(max_new + γ),
+    n/τ a whole number of sequence-steps, and n ≤ tokens/s × seconds ≤ 1.05·n (the medians of two runs of the
+    same tokens give n·(1 + ε), ε ≥ 0 by the AM–HM inequality)."""
+    from sdsl.errors import InvalidInputError
+
+    b, g, product = row["batch"], row["gamma"], row["tokens_per_s"] * row["decode_s"]
+    fits = [n for n in range(b * max_new, b * (max_new + g) + 1)
+            if n <= product * (1 + 1e-9) <= 1.05 * n and abs(n / row["tau"] - round(n / row["tau"])) < 1e-6]
+    if len(fits) != 1:
+        raise InvalidInputError(f"cannot recover the emitted tokens of row {row['proposer']} b{b} k{g}: {fits}.")
+    return fits[0]
+
+
+def count_requested(rows: list[dict], max_new: int) -> list[dict]:
+    """Rows measured when tokens/s counted overshoot, converted to the first ``max_new`` tokens of each sequence
+    (issue 11's rule; plain decoding never overshoots): tokens/s and every speedup × b·max_new / n. Rows that
+    carry ``new_tokens`` were measured that way already and are returned as they are."""
+    out = []
+    for row in rows:
+        if "new_tokens" in row:
+            out.append(row)
+            continue
+        n = emitted_tokens(row, max_new)
+        f = row["batch"] * max_new / n
+        scaled = {"tokens_per_s": row["tokens_per_s"] * f, "speedup": row["speedup"] * f, "new_tokens": n}
+        if "pair_speedups" in row:
+            scaled["pair_speedups"] = [v * f for v in row["pair_speedups"]]
+        out.append(row | scaled)
+    return out
 
 
 def _extra_terms(row, specs, deployment, proposer, alpha, tau, terms, hardware) -> tuple[float, float]:
@@ -222,8 +259,9 @@ def reprice_file(path, terms=TERMS) -> dict:
     from sdsl._io import atomic_write_text
 
     s = json.loads(Path(path).read_text())["synthetic"]
-    settings = s["settings"] | {"terms": list(terms)}
-    measured = [{k: v for k, v in r.items() if k not in ("pred_speedup", "speedup_error")} for r in s["rows"]]
+    settings = s["settings"] | {"terms": list(terms), "counted": COUNTED}
+    measured = count_requested([{k: v for k, v in r.items() if k not in ("pred_speedup", "speedup_error")}
+                                for r in s["rows"]], settings["max_new"])
     out = summarise_synthetic(reprice(measured, settings)) | {"settings": settings}
     atomic_write_text(path, json.dumps({"synthetic": out}, indent=2, sort_keys=True) + "\n")
     return out
@@ -252,7 +290,7 @@ def _random_models(specs: dict, proposers, seed: int, capacity: int, dtype) -> d
     return {"target": target} | {k: synthetic_proposer(k, target, specs.get(k), seed + 1, dtype) for k in proposers}
 
 
-_ROW_KEYS = ("tau", "per_position", "tokens_per_s", "plain_tokens_per_s", "speedup", "pair_speedups", "steps",
+_ROW_KEYS = ("tau", "per_position", "tokens_per_s", "new_tokens", "plain_tokens_per_s", "speedup", "pair_speedups", "steps",
              "decode_s", "draft_s", "plain_decode_s", "plain_steps")
 
 
@@ -281,7 +319,7 @@ def synthetic_sweep(target=SYNTHETIC_DEFAULTS["target"], draft=SYNTHETIC_DEFAULT
     settings = {"terms": list(TERMS), "target": specs["target"].name, "draft": specs["draft"].name.split("@")[0], "prompt_len": prompt_len,
                 "max_new": max_new, "repeats": repeats, "seed": seed, "threads": threads, "device": device,
                 "clock": "process CPU time" if clock == "cpu" else "wall clock", "dtype": dtype, "hardware": hardware,
-                "paired_plain": True}
+                "paired_plain": True, "counted": COUNTED}
     warm, models = {}, {}  # the random models are built only when a row is measured (cached rows re-price without them)
     capacity = prompt_len + max_new + 2 * max(gammas) + 8
     prompts = torch.randint(0, specs["target"].vocab_size, (max(batches), prompt_len),

@@ -124,12 +124,20 @@ class DecodeResult(Result):
 
     @property
     def tokens_per_s(self) -> float:
+        """Requested tokens per second: only the first ``max_new_tokens`` of each sequence count (the last step
+        can overshoot by up to γ tokens that nobody asked for; they cost time, they are not output)."""
+        return sum(map(len, self.tokens)) / self.decode_s
+
+    @property
+    def emitted_tokens_per_s(self) -> float:
+        """Every token the loop emitted, overshoot included (``new_tokens``)."""
         return self.new_tokens / self.decode_s
 
     def to_dict(self) -> dict:
         return {"gamma": self.gamma, "batch": self.batch, "steps": self.steps, "tau": self.tau,
                 "alpha": self.alpha if self.gamma else None, "accept_counts": self.accept_counts.tolist(),
                 "per_position": self.per_position.tolist(), "tokens_per_s": self.tokens_per_s,
+                "emitted_tokens_per_s": self.emitted_tokens_per_s,
                 "decode_s": self.decode_s, "prefill_s": self.prefill_s, "draft_s": self.draft_s,
                 "target_s": self.target_s, "new_tokens": self.new_tokens, "tree": self.tree, "nodes": self.nodes}
 
@@ -138,7 +146,8 @@ class DecodeResult(Result):
         alpha = f"{self.alpha:.3f}" if self.gamma else "-"
         shape = f" ({self.tree})" if self.tree and not self.tree.startswith("chain") else ""
         return (f"gamma {self.gamma}{shape}, batch {self.batch}: {self.steps} target steps, tau {self.tau:.3f}, "
-                f"alpha {alpha}, {self.tokens_per_s:.1f} tokens/s ({self.new_tokens} tokens in {self.decode_s:.3f} s)")
+                f"alpha {alpha}, {self.tokens_per_s:.1f} tokens/s ({sum(map(len, self.tokens))} tokens, "
+                f"{self.new_tokens} emitted, in {self.decode_s:.3f} s)")
 
     def plot(self, ax=None):
         """Bars of how many sequence-steps accepted 0..γ drafts (:mod:`sdsl.plots.results`)."""
