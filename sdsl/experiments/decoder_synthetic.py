@@ -342,7 +342,7 @@ def synthetic_sweep(target=SYNTHETIC_DEFAULTS["target"], draft=SYNTHETIC_DEFAULT
                                                   acceptance=[a] * g, seed=seed, repeats=repeats, clock=clock))
         rows.append({"proposer": k, "gamma": g, "batch": b, "alpha_forced": a,
                      "alpha": float(alpha_from_accept_histogram(np.asarray(m["accept_counts"]))), "overhead_s": over,
-                     "overhead_plain_s": over0} | {key_: m[key_] for key_ in _ROW_KEYS})
-    out = summarise_synthetic(reprice(rows, settings, specs=specs))
+                     "overhead_plain_s": over0} | {key_: m[key_] for key_ in _ROW_KEYS if key_ in m})
+    out = summarise_synthetic(reprice(count_requested(rows, max_new), settings, specs=specs))  # rows cached before the count
     out["settings"] = settings | {"models": {k: v.name for k, v in specs.items()}}
     return out
