@@ -104,6 +104,7 @@ def head_tree_validation(target: str = HEAD_DEFAULTS["target"], drafts=HEAD_DEFA
         m = cache.get(f"sd|{name}|{tree}|{tag}", lambda: _pooled(target_model, proposers[name], tree, prompts, settings,
                                                                  paired=True))
         rows.append(_row(name, tree, m))
+    rows = count_requested_heads(rows, settings)  # rows cached before new_tokens was recorded
     out = summarise_heads(_price_rows(rows, target_meta, {d: load_checkpoint(d)[1] for d in drafts}, prompt_len + max_new // 2,
                                       prompt_len, max_new))
     out["plain"] = plain
