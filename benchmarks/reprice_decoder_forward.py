@@ -26,7 +26,7 @@ def _price(data, spec, fits, rho):
     hw, s, out = get_hardware("cpu"), data["settings"], []
     for r in data["rows"]:
         t, d, g, b = r["target"], r["draft"], r["gamma"], r["batch"]
-        form = fits[pair_models(t, d)]
+        form = fits[tuple(sorted(pair_models(t, d)))]
         kw = dict(overhead=r["overhead_s"], overhead_plain=r["overhead_plain_s"], max_new=s["max_new"], dram_ratio=rho,
                   terms=FORWARD_MODEL, form=form)
         args = (spec[t], None if d == "prompt-lookup" else spec[d], g)
@@ -71,7 +71,7 @@ def main() -> None:
     spec = {p.stem: model_spec(load_checkpoint(p)[1]["spec"]) for p in list_checkpoints(CHECKPOINT_DIR)}
     inputs, rho = heldout_inputs(), measured_dram_ratio()
     residency = fit_residency() if args.residency == "forwards" else sweep_residency()
-    pairs = sorted({pair_models(r["target"], r["draft"]) for r in data["rows"]})
+    pairs = sorted({tuple(sorted(pair_models(r["target"], r["draft"]))) for r in data["rows"]})
     result = {"residency_source": args.residency, "residency": residency, "rho": rho, "source_rows": args.rows, "variants": {}}
     for name, terms in VARIANTS.items():
         res = residency if "cold" in terms else dict(residency, capacity_bytes=math.inf)
