@@ -135,7 +135,71 @@ def test_forward_terms_headline_numbers(repo_root):
         got = (s["all"]["median_abs"], s["all"]["median_signed"], s["by_batch"]["1"]["median_abs"],
                s["by_batch"]["1"]["median_signed"], s["by_batch"]["8"]["median_abs"], s["by_batch"]["8"]["median_signed"])
         assert all(pin(g, e) for g, e in zip(got, expected)), (src, name, got)
+    text = " ".join((repo_root / "VALIDATION.md").read_text().split())
+    for row in ("| cold + packing + row (`forward`) | **7.8%** | **+2.9%** | 13.0% / +10.8% | 6.6% / +1.0% |",
+                "| cold + packing | 7.2% | +4.0% | 12.5% / +12.5% | 5.4% / +2.5% |",
+                "| cold + row | 18.3% | +17.4% | 29.1% / +29.1% | 6.2% / +5.0% |",
+                "| packing + row | 14.8% | −11.5% | 20.8% / −10.9% | 12.0% / −11.8% |",
+                "| sweep residency: cold + packing + row | 12.7% | −7.3% | 13.3% / −7.0% | 12.5% / −8.2% |",
+                "| sweep residency: cold + row | 10.0% | +2.3% | 6.8% / +6.8% | 13.5% / −7.4% |"):
+        assert row in text, row  # the document still says what this test pins
     fwd = res["forward"]["summary"]
     assert fwd["all"]["median_abs"] <= 0.10 and abs(fwd["all"]["median_signed"]) <= 0.03 and fwd["optimizer_regret"] == 0.0
     assert fwd["by_batch"]["1"]["median_signed"] > 0.10  # the batch-1 over-prediction the variant introduces (visible)
     assert fwd["by_batch_target"]["1|byte-d192"]["median_signed"] == pytest.approx(0.2787, abs=1e-3)
+
+
+def test_forward_terms_evidence_numbers(repo_root):
+    """The remaining numbers of VALIDATION.md "Forward terms": split benchmark, operator rows, fitted ranges,
+    byte-d288's batch-8 ratio, and the loaded/idle forward comparison."""
+    import pandas as pd
+
+    from sdsl.core.deployment import Deployment
+    from sdsl.core.latency import step_time_s
+    from sdsl.experiments.forward_forms import FormParams, forward_extra_s
+
+    rows = {(r["model"], r["batch"], r["q"]): r for r in _load(repo_root, "benchmarks/results/forward_split.json")["rows"]}
+    r = lambda m, b, q, k: round(rows[(m, b, q)][k], 2)  # noqa: E731
+    assert (r("byte-d288", 1, 1, "in_linear_ms"), r("byte-d288", 1, 1, "solo_linear_ms")) == (3.85, 0.89)
+    assert (r("byte-d288", 8, 1, "in_linear_ms"), r("byte-d288", 8, 1, "solo_linear_ms")) == (5.60, 2.35)
+    d288 = rows[("byte-d288", 1, 1)]
+    assert round(d288["in_layers_ms"] - d288["in_linear_ms"], 2) == 2.39 and round(d288["solo_layers_ms"] - d288["solo_linear_ms"], 2) == 2.00
+    assert (r("byte-d192", 1, 1, "in_linear_ms"), r("byte-d192", 1, 1, "solo_linear_ms")) == (1.33, 0.33)
+    assert (r("byte-d192", 8, 1, "in_linear_ms"), r("byte-d192", 8, 1, "solo_linear_ms")) == (1.90, 0.80)
+    assert (round(rows[("byte-d64", 1, 1)]["in_linear_ms"], 1), round(rows[("byte-d64", 1, 1)]["solo_linear_ms"], 2)) == (0.1, 0.05)
+    flush = {m: rows[(m, 1, 1)]["fwd_cold_ms"] - rows[(m, 1, 1)]["fwd_ms"] for m in ("byte-d288", "byte-d192")}
+    assert flush == pytest.approx({"byte-d288": 0.43, "byte-d192": 0.92}, abs=0.005)
+    grow = [rows[("byte-d192", 1, q)]["in_layers_ms"] - rows[("byte-d192", 1, q)]["in_linear_ms"] for q in (1, 9)]
+    assert (grow[1] - grow[0]) / 8 == pytest.approx(0.046, abs=5e-4)
+    res = _load(repo_root, "benchmarks/results/forward_split_synthetic.json")
+    from sdsl.experiments.forward_forms import fit_residency
+
+    fit = fit_residency()
+    assert fit["a_ms_per_linear"] == pytest.approx(0.011, abs=5e-4) and fit["rel_rms"] == pytest.approx(0.16, abs=0.005)
+    assert fit["rows"] == len(res["rows"]) == 36
+    w = sorted({x["weight_bytes"] for x in res["rows"]})
+    assert (round(w[0] / 2**20, 1), round(w[-1] / 2**20, 1)) == (1.9, 62.6)
+    ops = pd.read_csv(repo_root / "profiles" / "cpu-byte-d288.csv")
+    up = ops[(ops["op"] == "mlp_up_proj") & (ops["kind"] == "op")].set_index("num_tokens")["time_s"]
+    assert [round(1e6 * up[m]) for m in (1, 2, 4)] == [43, 83, 86]
+    out = _load(repo_root, RESULT)
+    fits = out["variants"]["forward"]["fits"]
+    eta = [f["params"]["eta_memory"] for f in fits]
+    assert (round(min(eta), 3), round(max(eta), 3)) == (0.058, 0.064)
+    per_mib = sorted(1e3 * (out["rho"] - 1) / (e * 460.8e9) * 2**20 for e in eta)
+    assert (round(per_mib[0], 3), round(per_mib[-1], 3)) == (0.078, 0.086)
+    assert (round(min(f["kappa_pack"] for f in fits), 2), round(max(f["kappa_pack"] for f in fits), 2)) == (0.65, 1.22)
+    assert (round(min(f["t_row"] for f in fits) * 1e6, 1), round(max(f["t_row"] for f in fits) * 1e6, 1)) == (1.7, 2.1)
+    spec = _spec()
+    form = FormParams.from_dict(next(f for f in fits if f["held_out"] == ["byte-d288"]))
+    dep = Deployment("cpu", dtype="fp32", context=96, params=form.params)
+    t = lambda q: float(step_time_s(spec["byte-d288"], dep, batch=8, q=q) + forward_extra_s(spec["byte-d288"], dep, 8, q, form))  # noqa: E731
+    assert t(9) / t(1) == pytest.approx(2.50, abs=0.005)
+    summary = out["variants"]["forward"]["summary"]
+    assert summary["by_batch_target"]["1|byte-d192"]["share_over"] == 1.0 and summary["by_batch_target"]["1|byte-d192"]["n"] == 18
+    assert {k: round(v["regret"], 3) for k, v in summary["regret"].items()} == {
+        "byte-d192|b1": 0.0, "byte-d192|b8": 0.149, "byte-d288|b1": 0.0, "byte-d288|b8": 0.037}
+    prof = pd.read_csv(repo_root / "profiles" / "model-forwards-cpu.csv")
+    prof = prof[prof["context"] == 96].set_index(["model", "batch", "q"])["time_s"]
+    ratio = lambda m: np.median([x["fwd_ms"] / (1e3 * prof[(m, x["batch"], x["q"])]) for k, x in rows.items() if k[0] == m])  # noqa: E731
+    assert round(ratio("byte-d192") - 1, 3) == 0.116 and round(1 - ratio("byte-d288"), 2) == 0.03
