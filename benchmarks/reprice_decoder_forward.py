@@ -57,25 +57,31 @@ def _summary(rows) -> dict:
 def main() -> None:
     from sdsl.experiments.decoder_pricing import heldout_inputs, measured_dram_ratio, pair_models
     from sdsl.experiments.decoder_validation import model_spec
-    from sdsl.experiments.forward_forms import fit_residency, heldout_form, sweep_residency
+    from sdsl.experiments.forward_forms import fit_residency, heldout_form, heldout_form_capacity, sweep_residency
     from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
     from sdsl._io import atomic_write_text
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", default="benchmarks/results/validate_decoder.json")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--residency", choices=("forwards", "sweep"), default="forwards",
-                    help="m(W) from the synthetic in-forward benchmark (default) or the idle bandwidth sweep")
+    ap.add_argument("--residency", choices=("forwards", "sweep", "fitted"), default="forwards",
+                    help="m(W) from the synthetic in-forward benchmark (default), the idle bandwidth sweep, or C chosen per "
+                         "held-out fit by the kept forward rows (k from the synthetic benchmark; the full variant only)")
     args = ap.parse_args()
     data = json.load(open(args.rows))
     spec = {p.stem: model_spec(load_checkpoint(p)[1]["spec"]) for p in list_checkpoints(CHECKPOINT_DIR)}
     inputs, rho = heldout_inputs(), measured_dram_ratio()
-    residency = fit_residency() if args.residency == "forwards" else sweep_residency()
+    residency = sweep_residency() if args.residency == "sweep" else fit_residency()
     pairs = sorted({tuple(sorted(pair_models(r["target"], r["draft"]))) for r in data["rows"]})
     result = {"residency_source": args.residency, "residency": residency, "rho": rho, "source_rows": args.rows, "variants": {}}
     for name, terms in VARIANTS.items():
         res = residency if "cold" in terms else dict(residency, capacity_bytes=math.inf)
-        fitted = {held: heldout_form(held, spec, inputs, res, rho, terms=tuple(t for t in terms if t != "cold")) for held in pairs}
+        if args.residency == "fitted":
+            if name != "forward":
+                continue
+            fitted = {held: heldout_form_capacity(held, spec, inputs, residency["sharpness"], rho) for held in pairs}
+        else:
+            fitted = {held: heldout_form(held, spec, inputs, res, rho, terms=tuple(t for t in terms if t != "cold")) for held in pairs}
         rows = _price(data, spec, {k: f for k, (f, _) in fitted.items()}, rho)
         result["variants"][name] = {"terms": list(terms), "summary": _summary(rows), "rows": rows,
                                     "fits": [{"held_out": list(k)} | meta | f.to_dict() for k, (f, meta) in fitted.items()]}

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["FormParams", "fit_residency", "sweep_residency", "residency_miss", "gemm_weight_bytes", "forward_extra_s",
+__all__ = ["FormParams", "fit_residency", "sweep_residency", "heldout_form_capacity", "CAPACITY_GRID_MIB", "residency_miss", "gemm_weight_bytes", "forward_extra_s",
            "fit_forward_form", "heldout_form", "step_extras"]
 
 SYNTHETIC = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "forward_split_synthetic.json"
@@ -227,3 +227,35 @@ def heldout_form(held, spec: dict, inputs, residency: dict, rho: float, terms=("
                             sharpness=residency["sharpness"], rho=rho, terms=terms)
     return form, {"held_out": sorted(names), "profiles_kept": sorted({sp.name for _, sp in keep_layers}),
                   "forward_models_kept": sorted({sp.name for _, sp in keep_steps}), "finite": math.isfinite(form.kappa_pack)}
+
+
+#: capacities (MiB) :func:`heldout_form_capacity` profiles over
+CAPACITY_GRID_MIB = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48)
+
+
+def _forward_rms(form: FormParams, steps) -> float:
+    """RMS log error of the forward rows ``steps`` priced with ``form`` (every term)."""
+    from sdsl.core.deployment import Deployment
+    from sdsl.core.hardware import get_hardware
+    from sdsl.fit.calibration import predict_step_times
+
+    hw = get_hardware("cpu")
+    dep, err = Deployment(hw, dtype="fp32", params=form.params), []
+    for st, sp in steps:
+        b, q = st["batch"].to_numpy(dtype=float), st["q"].to_numpy(dtype=float)
+        pred = predict_step_times(st, sp, hw, form.params, "fp32") + forward_extra_s(sp, dep, b, q, form)
+        err.append(np.log(pred) - np.log(st["time_s"].to_numpy(dtype=float)))
+    return float(np.sqrt(np.mean(np.concatenate(err) ** 2)))
+
+
+def heldout_form_capacity(held, spec: dict, inputs, sharpness: float, rho: float) -> tuple[FormParams, dict]:
+    """:func:`heldout_form` with the residency capacity C chosen per fit from the held-out data: the C of
+    :data:`CAPACITY_GRID_MIB` whose refit prices the kept (idle-machine) forward rows best; k fixed."""
+    steps = [(r, sp) for r, sp in inputs[2] if sp.name not in set(held)]
+    best = None
+    for c in CAPACITY_GRID_MIB:
+        form, meta = heldout_form(held, spec, inputs, {"capacity_bytes": c * 2**20, "sharpness": sharpness}, rho)
+        rms = _forward_rms(form, steps)
+        if best is None or rms < best[0]:
+            best = (rms, form, meta | {"capacity_mib": c, "forward_rms_log": rms})
+    return best[1], best[2]

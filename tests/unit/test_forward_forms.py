@@ -12,6 +12,7 @@ pytest.importorskip("torch")
 
 RESULT = "benchmarks/results/validate_decoder_forward.json"
 SWEEP = "benchmarks/results/validate_decoder_forward_sweep.json"
+FITTED = "benchmarks/results/validate_decoder_forward_fitted.json"
 KEYS = ("median_abs", "median_signed", "mean_signed", "pooled_abs", "worst_abs", "share_over")
 
 
@@ -95,7 +96,7 @@ def test_committed_forward_repricing_recomputes(repo_root):
 
     script, spec = _script(repo_root), _spec()
     data = _load(repo_root, "benchmarks/results/validate_decoder.json")
-    for rel in (RESULT, SWEEP):
+    for rel in (RESULT, SWEEP, FITTED):
         res = _load(repo_root, rel)
         for name, v in res["variants"].items():
             fits = {tuple(f["held_out"]): FormParams.from_dict(f) for f in v["fits"]}
@@ -141,7 +142,8 @@ def test_forward_terms_headline_numbers(repo_root):
                 "| cold + row | 18.3% | +17.4% | 29.1% / +29.1% | 6.2% / +5.0% |",
                 "| packing + row | 14.8% | −11.5% | 20.8% / −10.9% | 12.0% / −11.8% |",
                 "| sweep residency: cold + packing + row | 12.7% | −7.3% | 13.3% / −7.0% | 12.5% / −8.2% |",
-                "| sweep residency: cold + row | 10.0% | +2.3% | 6.8% / +6.8% | 13.5% / −7.4% |"):
+                "| sweep residency: cold + row | 10.0% | +2.3% | 6.8% / +6.8% | 13.5% / −7.4% |",
+                "| C per fit from the kept forward rows: cold + packing + row | 7.4% | +3.7% | 10.3% / +9.3% | 6.5% / +0.7% |"):
         assert row in text, row  # the document still says what this test pins
     fwd = res["forward"]["summary"]
     assert fwd["all"]["median_abs"] <= 0.10 and abs(fwd["all"]["median_signed"]) <= 0.03 and fwd["optimizer_regret"] == 0.0
@@ -203,3 +205,20 @@ def test_forward_terms_evidence_numbers(repo_root):
     prof = prof[prof["context"] == 96].set_index(["model", "batch", "q"])["time_s"]
     ratio = lambda m: np.median([x["fwd_ms"] / (1e3 * prof[(m, x["batch"], x["q"])]) for k, x in rows.items() if k[0] == m])  # noqa: E731
     assert round(ratio("byte-d192") - 1, 3) == 0.116 and round(1 - ratio("byte-d288"), 2) == 0.03
+
+
+def test_capacity_chosen_by_the_held_out_forward_rows(repo_root):
+    """--residency fitted: fits that keep byte-d192's idle forward rows choose C = 8 MiB (m = 0.78 for its
+    9.5 MiB of GEMM weights), those without them 4-8 MiB; re-priced 7.4% / +3.7% (pinned with the table)."""
+    from sdsl.experiments.forward_forms import gemm_weight_bytes, residency_miss
+
+    v = _load(repo_root, FITTED)["variants"]["forward"]
+    caps = {tuple(f["held_out"]): f["capacity_mib"] for f in v["fits"]}
+    assert {c for k, c in caps.items() if "byte-d192" not in k} == {8}
+    assert {c for k, c in caps.items() if "byte-d192" in k} == {4, 6, 8}
+    w = gemm_weight_bytes(_spec()["byte-d192"])
+    assert round(w / 2**20, 1) == 9.5 and round(float(residency_miss(w, 8 * 2**20, v["fits"][0]["sharpness"])), 2) == 0.78
+    s = v["summary"]
+    got = (s["all"]["median_abs"], s["all"]["median_signed"], s["by_batch"]["1"]["median_abs"], s["by_batch"]["1"]["median_signed"],
+           s["by_batch"]["8"]["median_abs"], s["by_batch"]["8"]["median_signed"])
+    assert got == pytest.approx((0.0740, 0.0371, 0.1030, 0.0928, 0.0646, 0.0070), abs=1e-3)
