@@ -40,6 +40,8 @@ MODELS = {"base": ("overhead",), "finish": ("overhead", "finish"), "full": ("ove
           "switch": ("overhead", "finish", "resync", "switch"),
           "rows": ("overhead", "finish", "resync", "switch", "rows")}
 DEFAULT_MODEL = "switch"  # what ``pred_speedup`` (the headline) prices: every term
+#: ``switch`` plus the CPU forward terms of :mod:`sdsl.experiments.forward_forms` (a reported variant, own held-out fits)
+FORWARD_MODEL = MODELS["switch"] + ("forward",)
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 
 
@@ -55,26 +57,35 @@ def measured_dram_ratio(path=None) -> float:
 
 
 def priced_speedup(target, draft, gamma, alpha, batch, ctx, params, hw, *, overhead=0.0, overhead_plain=0.0,
-                   max_new: int | None = None, terms=MODELS[DEFAULT_MODEL], dram_ratio: float | None = None) -> float:
+                   max_new: int | None = None, terms=MODELS[DEFAULT_MODEL], dram_ratio: float | None = None,
+                   form=None) -> float:
     """Predicted speedup over plain decoding of the same target, with the listed ``terms`` (module docstring);
-    ``dram_ratio`` (ρ) prices the ``switch`` term (default: :func:`measured_dram_ratio`)."""
+    ``dram_ratio`` (ρ) prices the ``switch`` term (default: :func:`measured_dram_ratio`); ``form``
+    (:class:`sdsl.experiments.forward_forms.FormParams`, its fit replacing ``params``) prices the ``forward`` term."""
     from sdsl.core.deployment import Deployment
     from sdsl.core.finish import effective_tau
     from sdsl.core.latency import step_time_s
     from sdsl.core.throughput import predict
 
     ovh, ovh0 = (overhead, overhead_plain) if "overhead" in terms else (0.0, 0.0)
-    dep = Deployment(hw, dtype="fp32", context=ctx, params=params)
+    forward = "forward" in terms and form is not None
+    dep = Deployment(hw, dtype="fp32", context=ctx, params=form.params if forward else params)
     pr = predict(target, draft, dep, gamma=gamma, alpha=alpha, batch=batch, overhead_s=ovh)
-    t_step = float(pr.t_step_s)
+    t_step, switch = float(pr.t_step_s), 0.0
     if "resync" in terms and draft is not None:
         t_step += float(step_time_s(draft, dep, batch=batch, q=2) - pr.t_draft_s)
     if "switch" in terms and draft is not None:
         from sdsl.core.model_switch import switch_time_s
 
         rho = measured_dram_ratio() if dram_ratio is None else dram_ratio
-        t_step += float(switch_time_s(draft, dep, batch=batch, ratio=rho))
+        switch = float(switch_time_s(draft, dep, batch=batch, ratio=rho))
     t_plain = float(pr.t_plain_s) + ovh0
+    if forward:
+        from sdsl.experiments.forward_forms import step_extras
+
+        extra, plain, scale = step_extras(target, draft, dep, gamma, batch, "resync" in terms, form)
+        t_step, t_plain, switch = t_step + extra, t_plain + plain, switch * scale
+    t_step += switch
     if "rows" in terms:
         extra, plain = _rows_extra_s(target, draft, dep, gamma, batch, "resync" in terms)
         t_step, t_plain = t_step + extra, t_plain + plain
