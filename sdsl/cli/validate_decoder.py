@@ -66,7 +66,7 @@ def decoder(targets, drafts, gammas, batches, n_prompts, max_new, repeats, tempe
                            gammas=gamma_list, batches=batch_list, n_prompts=n_prompts, max_new=max_new, repeats=repeats,
                            temperature=temperature, seed=seed, cache_path=cache_path or None, plane=not no_plane,
                            smollm2=smollm2, progress=not as_json, in_sample=in_sample)
-    res = extend_report(res, heads=heads, synthetic=synthetic, progress=not as_json)
+    res = extend_report(res, heads=heads, synthetic=synthetic, smollm2=None if family else smollm2, progress=not as_json)
     text = json.dumps(res, indent=2, sort_keys=True, default=float)
     if out:
         atomic_write_text(out, text + "\n")

@@ -12,9 +12,10 @@ from __future__ import annotations
 __all__ = ["extend_report", "extension_lines"]
 
 
-def extend_report(report: dict, *, heads: bool = False, synthetic: bool = False, cache_dir: str | None = ".cache",
-                  progress: bool = True) -> dict:
-    """``report`` with the head/tree and synthetic results added (each run cached under ``cache_dir``)."""
+def extend_report(report: dict, *, heads: bool = False, synthetic: bool = False, smollm2=None,
+                  cache_dir: str | None = ".cache", progress: bool = True) -> dict:
+    """``report`` with the head/tree, synthetic and (``smollm2``: a GGUF path or folder) SmolLM2 prompt-lookup
+    results added (each run cached under ``cache_dir``; SmolLM2 priced on the shipped CPU calibration)."""
     from pathlib import Path
 
     cache = (lambda name: str(Path(cache_dir) / name)) if cache_dir else (lambda name: None)
@@ -29,6 +30,14 @@ def extend_report(report: dict, *, heads: bool = False, synthetic: bool = False,
         from sdsl.experiments.decoder_synthetic import synthetic_sweep
 
         report["synthetic"] = synthetic_sweep(cache_path=cache("validate_decoder_synthetic.json"), progress=progress)
+    if smollm2:
+        from sdsl.experiments.decoder_validation import calibrated_params
+        from sdsl.experiments.row_cache import RowCache
+        from sdsl.experiments.smollm2_pricing import price_smollm2
+        from sdsl.torch.smollm2 import smollm2_rows
+
+        measured = smollm2_rows(smollm2, RowCache(cache("validate_decoder_smollm2.json")), temperature=0.0)
+        report["smollm2"] = price_smollm2(measured, calibrated_params()[0])
     return report
 
 
@@ -47,4 +56,7 @@ def extension_lines(report: dict) -> list[str]:
         lines.append(f"synthetic sweep ({s['settings']['target']} target, {s['n_rows']} rows): median |speedup error| "
                      f"{100 * s['median_speedup_error']:.1f}%, median signed {100 * s['median_signed_error']:+.1f}%, "
                      f"mean |error| {100 * s['mean_abs_error']:.1f}%, worst {100 * s['worst_error']:+.1f}%")
+    for r in report.get("smollm2", {}).get("rows", []):
+        lines.append(f"SmolLM2-135M prompt lookup, gamma {r['gamma']}: alpha {r['alpha']:.3f}, measured {r['speedup']:.2f}x, "
+                     f"predicted {r['pred_speedup']:.2f}x ({100 * r['speedup_error']:+.0f}%)")
     return lines

@@ -226,10 +226,10 @@ def validate_decoder(targets=DEFAULT_TARGETS, drafts=DEFAULT_DRAFTS, gammas=rang
     if plane:
         out["plane"] = _plane(models, ppl, prompts, max_new, temperature, seed, tag, cache)
     if smollm2:
-        from sdsl.core.hardware import get_hardware
+        from sdsl.experiments.smollm2_pricing import price_smollm2
         from sdsl.torch.smollm2 import smollm2_rows
 
-        out["smollm2"] = smollm2_rows(smollm2, cache, get_hardware("cpu"), params, temperature=0.0, seed=seed)
+        out["smollm2"] = price_smollm2(smollm2_rows(smollm2, cache, temperature=0.0, seed=seed), params)
     return out
 
 
