@@ -51,3 +51,21 @@ def emit(args, rows: list, clock: str) -> None:
     if args.out:
         atomic_write_text(args.out, text + "\n")
     print(text)
+
+
+def median_ms(fn, before=None, repeats: int = 15, clock=None) -> float:
+    """Median milliseconds of ``fn`` over ``repeats`` calls after two untimed ones; ``before`` runs ahead of each
+    call, outside the timing (a cache flush, the other model's forward); ``clock`` defaults to process CPU time."""
+    import time
+
+    import numpy as np
+
+    clock = clock or time.process_time
+    times = []
+    for _ in range(repeats + 2):
+        if before is not None:
+            before()
+        start = clock()
+        fn()
+        times.append(clock() - start)
+    return 1e3 * float(np.median(times[2:]))

@@ -25,9 +25,16 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _machine import emit, family_benchmark  # noqa: E402  (also pins numeric libraries to one thread)
+from _machine import emit, family_benchmark, median_ms  # noqa: E402  (also pins numeric libraries to one thread)
 
 CONTEXT, REPEATS = 96, 15
+
+
+def wall_ms(fn, before=None) -> float:
+    """Median wall-clock milliseconds of ``fn`` (``_machine.median_ms``)."""
+    return median_ms(fn, before, repeats=REPEATS, clock=time.perf_counter)
+
+
 SHAPES = [(b, q) for b in (1, 8) for q in (1, 2, 5, 9)]
 #: ``--synthetic``: random-weight models of widths and depths of no family checkpoint, 2-65 MiB of weights
 #: (d_model, n_layer; 32-wide heads, n_kv the largest divisor of n_head up to n_head // 3, d_ff = 8/3·d rounded to 32, vocab 256)
@@ -45,17 +52,6 @@ def _synthetic_models() -> dict:
                       vocab_size=256, head_dim=32, tied_embeddings=True, max_context=512)
         out[f"synth-d{d}x{n}"] = Transformer(shape).init_weights(0).eval()
     return out
-
-
-def _median_ms(fn, before=None) -> float:
-    times = []
-    for _ in range(REPEATS + 2):
-        if before is not None:
-            before()
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return 1e3 * float(np.median(times[2:]))
 
 
 def _hooked(model, forward):
@@ -101,7 +97,7 @@ def _solo(model, b, q, cache):
     x = model.tok_embeddings(torch.zeros(b, q, dtype=torch.long))
     layers = linears = 0.0
     for i, layer in enumerate(model.layers):
-        layers += _median_ms(lambda: layer(x, step, i))  # noqa: B023
+        layers += wall_ms(lambda: layer(x, step, i))  # noqa: B023
         inputs = {}
         hooks = [m.register_forward_hook(lambda mod, a, o: inputs.__setitem__(mod, a[0]))
                  for m in layer.modules() if isinstance(m, torch.nn.Linear)]
@@ -109,7 +105,7 @@ def _solo(model, b, q, cache):
         for h in hooks:
             h.remove()
         for mod, inp in inputs.items():
-            linears += _median_ms(lambda: mod(inp))  # noqa: B023
+            linears += wall_ms(lambda: mod(inp))  # noqa: B023
     return layers, linears
 
 
@@ -136,8 +132,8 @@ def main() -> None:
                     model(x, cache)  # noqa: B023
 
                 row = {"model": name, "weight_bytes": 4 * sum(p.numel() for p in model.layers.parameters() if p.ndim == 2),
-                       "n_linear": sum(isinstance(m, torch.nn.Linear) for m in model.layers.modules()), "batch": b, "q": q, "context": CONTEXT, "fwd_ms": _median_ms(forward),
-                       "fwd_cold_ms": _median_ms(forward, flush.sum)}
+                       "n_linear": sum(isinstance(m, torch.nn.Linear) for m in model.layers.modules()), "batch": b, "q": q, "context": CONTEXT, "fwd_ms": wall_ms(forward),
+                       "fwd_cold_ms": wall_ms(forward, flush.sum)}
                 row["in_layers_ms"], row["in_linear_ms"] = _hooked(model, forward)
                 row["in_layers_cold_ms"], row["in_linear_cold_ms"] = _hooked(model, lambda: (flush.sum(), forward()))
                 row["solo_layers_ms"], row["solo_linear_ms"] = _solo(model, b, q, cache)

@@ -16,27 +16,15 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _machine import emit, family_benchmark  # noqa: E402  (also pins numeric libraries to one thread)
+from _machine import emit, family_benchmark, median_ms  # noqa: E402  (also pins numeric libraries to one thread)
 
 CONTEXT, Q_VERIFY, REPEATS = 96, 5, 15
 TARGETS = ("byte-d192", "byte-d288")
 DRAFTS = ("byte-d64", "byte-d96", "byte-d128", "byte-wide", "byte-deep")
-
-
-def _median_ms(forward, before=None) -> float:
-    times = []
-    for _ in range(REPEATS + 2):
-        if before is not None:
-            before()
-        start = time.process_time()
-        forward()
-        times.append(time.process_time() - start)
-    return 1e3 * float(np.median(times[2:]))
 
 
 def main() -> None:
@@ -62,10 +50,10 @@ def main() -> None:
                     tgt = lambda: forward(models[t], caches[t], b, Q_VERIFY)  # noqa: E731
                     drf = lambda: forward(models[d], caches[d], b, 1)  # noqa: E731
                     rows.append({"target": t, "draft": d, "batch": b, "q_target": Q_VERIFY, "context": CONTEXT,
-                                 "target_ms": _median_ms(tgt), "target_after_draft_ms": _median_ms(tgt, drf),
-                                 "target_after_flush_ms": _median_ms(tgt, flush.sum),
-                                 "draft_ms": _median_ms(drf), "draft_after_target_ms": _median_ms(drf, tgt),
-                                 "draft_after_flush_ms": _median_ms(drf, flush.sum)})
+                                 "target_ms": median_ms(tgt, repeats=REPEATS), "target_after_draft_ms": median_ms(tgt, drf, repeats=REPEATS),
+                                 "target_after_flush_ms": median_ms(tgt, flush.sum, repeats=REPEATS),
+                                 "draft_ms": median_ms(drf, repeats=REPEATS), "draft_after_target_ms": median_ms(drf, tgt, repeats=REPEATS),
+                                 "draft_after_flush_ms": median_ms(drf, flush.sum, repeats=REPEATS)})
                     print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     emit(args, rows, "process CPU time, median of 15 after 2 warm-ups, 1 torch thread")
 
