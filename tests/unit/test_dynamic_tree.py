@@ -127,7 +127,7 @@ def test_committed_dynamic_spines(repo_root):
     for t, (ms, median) in stated.items():
         assert (round(rr[("head", t)]["ms_per_step"], 2), round(rr[("head", t)]["speedup_median"], 2)) == (ms, median), t
     chain7 = np.array(rr[("head", "chain7")]["speedup_by_round"])
-    for t in ("dspine7@0.3", "vspine7@0.05", "spine2x1x1x1x1x1", "spine2x1x1x1x1x1x1"):
+    for t in ("dspine7@0.3", "vspine7@0.05", "spine3x1x1x1x1", "spine2x1x1x1x1x1", "spine2x1x1x1x1x1x1"):
         assert (np.array(rr[("head", t)]["speedup_by_round"]) < chain7).all(), t  # below chain7 in every round
     plain = rr[("plain", "")]["ms_per_step"]
     implied = [round(tau[t]["tau"] * plain / rr[("head", t)]["ms_per_step"], 2)
