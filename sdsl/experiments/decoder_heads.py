@@ -19,14 +19,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from sdsl.errors import InvalidInputError
 from sdsl.experiments.decoder_synthetic import COUNTED, cpu_params, family_spec, measure
 from sdsl.experiments.row_cache import RowCache
 from sdsl.torch.checkpoint import load_checkpoint
 from sdsl.torch.head import HeadProposer, load_head
 from sdsl.torch.proposers import DraftModel
 
-__all__ = ["HEAD_DEFAULTS", "heldout_prompts", "head_tree_validation", "summarise_heads", "count_requested_heads",
-           "recount_file"]
+__all__ = ["HEAD_DEFAULTS", "heldout_prompts", "tuning_prompts", "head_tree_validation", "summarise_heads",
+           "count_requested_heads", "recount_file"]
 
 HEAD_DEFAULTS = {"target": "byte-d288", "drafts": ("byte-d64", "byte-d96", "byte-wide"), "gammas": (2, 3, 4, 5, 6),
                  "head_gammas": (1, 2, 3, 4, 5, 6), "trees": ("2x1x1x1", "2x2x1x1", "3x1x1x1x1", "2x2x2x1x1",
@@ -41,6 +42,20 @@ def heldout_prompts(n: int, length: int) -> torch.Tensor:
 
     held = load_corpus()["heldout"]
     starts = np.linspace(0, len(held) - length - 1, n + 2)[1:-1].astype(int)
+    return torch.from_numpy(np.stack([held[s:s + length] for s in starts]).astype(np.int64))
+
+
+def tuning_prompts(n: int, length: int) -> torch.Tensor:
+    """``n`` windows of the held-out split half-way between those of :func:`heldout_prompts` (``n``): a
+    tuning set that shares no byte with the evaluation prompts (nor with the 8 timing prompts) while the
+    windows are shorter than half the spacing."""
+    from sdsl.torch.train import load_corpus
+
+    held = load_corpus()["heldout"]
+    grid = np.linspace(0, len(held) - length - 1, n + 2)
+    starts = ((grid[1:-1] + grid[2:]) / 2).astype(int)
+    if starts[-1] + length > len(held) or (grid[1] - grid[0]) / 2 < length:
+        raise InvalidInputError(f"{n} tuning windows of {length} bytes do not fit between the evaluation windows.")
     return torch.from_numpy(np.stack([held[s:s + length] for s in starts]).astype(np.int64))
 
 
@@ -189,8 +204,6 @@ def count_requested_heads(rows: list[dict], settings: dict) -> list[dict]:
     (issue 11's rule): the tokens emitted are τ × steps (batch 1) = tokens/s × seconds (pooled rates), the requested
     ones prompts × max_new; tokens/s and the speedup scale by their ratio (plain decoding never overshoots). Rows
     that carry ``new_tokens`` are returned as they are."""
-    from sdsl.errors import InvalidInputError
-
     requested = settings["n_prompts"] * settings["max_new"]
     out = []
     for r in rows:

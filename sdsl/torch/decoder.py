@@ -30,6 +30,7 @@ import torch
 from sdsl._result import Result
 from sdsl.errors import InvalidInputError
 from sdsl.torch.model import Transformer
+from sdsl.torch.dynamic_tree import DynamicSpine, parse_tree
 from sdsl.torch.proposers import Draft, DraftModel, PromptLookup, StepOutcome
 from sdsl.torch.sampling import logits_to_probs, sample
 from sdsl.torch.tree import TokenTree, commit_path, tree_mask, verify_tree
@@ -190,6 +191,7 @@ def speculative_step(target: Transformer, proposer, tree: TokenTree | None, stat
     # draft
     draft = (proposer.propose(state.tokens, lengths, tree, sampling) if tree is not None
              else Draft(tokens=root[:, None], probs=None))
+    tree = draft.tree if draft.tree is not None else tree  # a dynamic tree names the shape it drafted
     # verify
     logits, features = _score(target, draft.tokens, state.cache, tree, lengths, getattr(proposer, "needs_features", False))
     p = logits_to_probs(logits, sampling.temperature, sampling.top_p)
@@ -254,22 +256,23 @@ class _TimedProposer:
         self.proposer.commit(outcome)
 
 
-def _tree_of(proposer, gamma: int, tree) -> TokenTree | None:
+def _tree_of(proposer, gamma: int, tree) -> TokenTree | DynamicSpine | None:
     if proposer is None or (tree is None and gamma == 0):
         return None
-    tree = TokenTree.parse(tree) if isinstance(tree, str) else tree
+    tree = parse_tree(tree) if isinstance(tree, str) else tree
     return tree if tree is not None else TokenTree.chain(gamma)
 
 
 @torch.inference_mode()
 def generate(target: Transformer, prompts: torch.Tensor, max_new_tokens: int, proposer=None, gamma: int = 0,
              temperature: float = 0.0, top_p: float = 1.0, seed: int | None = 0, verify_fn=verify,
-             clock: str = "wall", *, tree: TokenTree | str | None = None, tree_verify_fn=verify_tree,
+             clock: str = "wall", *, tree: TokenTree | DynamicSpine | str | None = None, tree_verify_fn=verify_tree,
              acceptance=None) -> DecodeResult:
     """Decode ``max_new_tokens`` per sequence from ``prompts`` (B, P >= 2, equal lengths).
 
     ``proposer=None`` or ``gamma=0`` (and no ``tree``) is plain decoding; ``tree`` (a :class:`TokenTree`
-    or "3x2x1"/"chain4") drafts a token tree instead of a chain of ``gamma``. ``verify_fn`` /
+    or "3x2x1"/"chain4", or a :class:`~sdsl.torch.dynamic_tree.DynamicSpine` "dspine6@0.7" whose shape the
+    proposer picks each step) drafts a token tree instead of a chain of ``gamma``. ``verify_fn`` /
     ``tree_verify_fn`` are the acceptance rules (swappable so that tests can show a broken rule is
     caught); ``acceptance`` (per-position probabilities) forces synthetic acceptance. ``clock="cpu"``
     times with the process CPU clock instead of the wall clock: with one torch thread it equals wall time

@@ -79,7 +79,6 @@ class HeadProposer:
         self.cache.set_lengths(lengths - 1)  # pairs up to position n-2 (the root's token) are cached
         node_features = predicted.new_zeros(seq.shape[0], tree.size + 1, predicted.shape[-1])
         node_features[:, 0] = predicted[rows, self.pending_count - 1]
-        self.tree = tree
 
         def expand(nodes, tokens, depth):
             parents = tree.expand_plan(depth)[1]
@@ -92,8 +91,10 @@ class HeadProposer:
             node_features[:, nodes] = out
             return self._draft_logits(out)
 
-        return grow_tree(tree, seq[rows, lengths - 1], self._draft_logits(node_features[:, 0]), expand, sampling,
-                         skip_leaves=True)
+        draft = grow_tree(tree, seq[rows, lengths - 1], self._draft_logits(node_features[:, 0]), expand, sampling,
+                          skip_leaves=True)
+        self.tree = draft.tree or tree
+        return draft
 
     def commit(self, outcome: StepOutcome) -> None:
         """Queue the accepted path's true pairs (target feature, next token) and roll the tree back."""

@@ -25,10 +25,12 @@ __all__ = ["Draft", "StepOutcome", "grow_tree", "DraftModel", "PromptLookup"]
 @dataclass
 class Draft:
     """``tokens`` (B, N+1), node 0 the root; ``probs`` (B, N+1, V) the draft distribution after each node
-    (rows of leaves unused; greedy drafting stores the ranking logits instead), or None for deterministic drafts."""
+    (rows of leaves unused; greedy drafting stores the ranking logits instead), or None for deterministic drafts;
+    ``tree`` the shape drafted this step when the proposer chose it (a dynamic tree), else None (the step's tree)."""
 
     tokens: torch.Tensor
     probs: torch.Tensor | None
+    tree: TokenTree | None = None
 
 
 @dataclass
@@ -59,7 +61,10 @@ def grow_tree(tree: TokenTree, root: torch.Tensor, root_logits: torch.Tensor, ex
     """Fill ``tree`` depth by depth: children of each node are its top candidates (greedy) or draws
     without replacement; ``expand(nodes, tokens, depth)`` returns the draft's logits after those nodes
     (with ``skip_leaves`` only the nodes with children, :meth:`TokenTree.expand_plan`: a leaf's
-    distribution is never needed; without, every node above the last depth)."""
+    distribution is never needed; without, every node above the last depth). A dynamic tree
+    (:class:`sdsl.torch.dynamic_tree.DynamicSpine`) grows itself and names the shape it chose."""
+    if hasattr(tree, "grow"):
+        return tree.grow(root, root_logits, expand, sampling)
     batch, vocab = root_logits.shape
     tokens = torch.zeros(batch, tree.size + 1, dtype=torch.long)
     tokens[:, 0] = root
@@ -102,7 +107,6 @@ class DraftModel:
         index = torch.minimum(self.cache.lengths[:, None] + torch.arange(width), (lengths - 1)[:, None])
         root_logits = self.model(seq[rows[:, None], index], self.cache)[rows, unseen - 1]
         self.cache.set_lengths(lengths)
-        self.tree = tree
 
         def expand(nodes, tokens, depth):
             if tree.drafts_chain:  # one node per depth, in consecutive slots: plain causal attention
@@ -111,7 +115,9 @@ class DraftModel:
             mask = tree_mask(tree, lengths - 1, nodes, tree.draft_slots, kv_len)
             return self.model(tokens, self.cache, positions=(lengths - 1)[:, None] + depth, mask=mask)
 
-        return grow_tree(tree, seq[rows, lengths - 1], root_logits, expand, sampling, skip_leaves=True)
+        draft = grow_tree(tree, seq[rows, lengths - 1], root_logits, expand, sampling, skip_leaves=True)
+        self.tree = draft.tree or tree  # the shape the outcome's path indexes
+        return draft
 
     def commit(self, outcome: StepOutcome) -> None:
         commit_path(self.cache, outcome.path, outcome.accepted, outcome.lengths - 1, self.tree.draft_slots)

@@ -50,3 +50,21 @@ def test_broken_tree_rule_fails_the_same_test(models):
     probs = exact_three_token_dist(target, torch.tensor(PROMPT), 1.0, 1.0)
     counts = tree_three_token_counts(target, DraftModel(draft), "3x1", 1.0, 1.0, tree_verify_fn=broken_tree_verify)
     assert chi2_pvalue(counts, probs) < 1e-3
+
+
+def test_dynamic_spine_sampling_is_lossless(models):
+    """A dynamic spine (side leaf where the draft's top-1 probability < 0.4, about half the depths here):
+    batch 1, one sequence per call, so that each sequence's shape follows its own draft; and the EAGLE-2
+    value rule at batch N_SAMPLES (one shape per step, a leaf where any sequence asks)."""
+    from sdsl.torch.dynamic_tree import parse_tree
+
+    target, draft, head = models
+    probs = exact_three_token_dist(target, torch.tensor(PROMPT), 1.0, 1.0)
+    tree, proposer = parse_tree("dspine2@0.4"), DraftModel(draft)
+    toks = np.array([generate(target, torch.tensor(PROMPT), 3, proposer, temperature=1.0, seed=i, tree=tree).tokens[0]
+                     for i in range(N_SAMPLES)])
+    counts = np.bincount(toks[:, 0] * V * V + toks[:, 1] * V + toks[:, 2], minlength=V ** 3)
+    assert 0.1 < tree.stats["leaves"] / (2 * tree.stats["steps"]) < 0.9, tree.stats  # both shapes were drafted
+    assert chi2_pvalue(counts, probs) > 1e-3
+    counts = tree_three_token_counts(target, HeadProposer(head, target), parse_tree("vspine2@0.1"), 1.0, 1.0, seed=2)
+    assert chi2_pvalue(counts, probs) > 1e-3
