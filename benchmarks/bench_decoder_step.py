@@ -12,7 +12,9 @@ static spines and the head trees named after it (e.g. the dynamic spine ``dspine
 :class:`sdsl.torch.dynamic_tree.DynamicSpine`); ``--tune`` times the tuning windows
 (:func:`sdsl.experiments.decoder_heads.tuning_prompts`) instead of the evaluation prompts. Each tree is
 built once per configuration (mask templates reused across prompts). To compare two versions of the
-decoder, run it with ``PYTHONPATH`` pointing at each checkout.
+decoder, run it with ``PYTHONPATH`` pointing at each checkout. Tokens/s, speedups and τ count every byte a run
+emits, the last step's overshoot included (``DecodeResult.new_tokens``), as the committed runs did; the
+validation (``sdsl validate decoder --heads``) counts only the requested bytes.
 """
 
 from __future__ import annotations
