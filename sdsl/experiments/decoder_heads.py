@@ -30,7 +30,7 @@ __all__ = ["HEAD_DEFAULTS", "heldout_prompts", "tuning_prompts", "head_tree_vali
            "count_requested_heads", "recount_file"]
 
 HEAD_DEFAULTS = {"target": "byte-d288", "drafts": ("byte-d64", "byte-d96", "byte-wide"), "gammas": (2, 3, 4, 5, 6),
-                 "head_gammas": (1, 2, 3, 4, 5, 6), "trees": ("2x1x1x1", "2x2x1x1", "3x1x1x1x1", "2x2x2x1x1",
+                 "head_gammas": (1, 2, 3, 4, 5, 6, 7, 8), "trees": ("2x1x1x1", "2x2x1x1", "3x1x1x1x1", "2x2x2x1x1",
                                                                 "3x2x1x1x1", "4x2x1x1x1x1"),
                  "draft_trees": ("2x1x1", "2x1x1x1", "2x2x1x1", "3x1x1x1x1"),
                  "n_prompts": 8, "prompt_len": 64, "max_new": 64, "temperature": 1.0, "repeats": 2}
