@@ -223,6 +223,8 @@ def test_committed_rows_count_only_the_requested_tokens(committed):
         assert r["requested_tau"] * r["steps"] == pytest.approx(requested)
         assert r["tokens_per_s"] * r["decode_s"] == pytest.approx(requested)
     assert count_requested_heads(heads["rows"], settings) == heads["rows"]
+    extra = [r["new_tokens"] / requested - 1 for r in heads["rows"]]  # "would raise a row's speedup by 0.6–4.3%"
+    assert (round(100 * min(extra), 1), round(100 * max(extra), 1)) == (0.6, 4.3)
     best = heads["head_best"]
     row = next(r for r in heads["rows"] if (r["proposer"], r["tree"]) == (best["proposer"], best["tree"]))
     assert round(best["speedup"] * row["new_tokens"] / requested, 2) == 2.46
