@@ -26,11 +26,14 @@ from sdsl.torch.checkpoint import load_checkpoint
 from sdsl.torch.head import HeadProposer, load_head
 from sdsl.torch.proposers import DraftModel
 
+#: what :func:`price_row` adds to the roofline on the CPU: the GEMM row factor κ (:mod:`sdsl.experiments.synthetic_terms`)
+PRICING_TERMS = ("gemm_rows",)
+
 __all__ = ["HEAD_DEFAULTS", "heldout_prompts", "tuning_prompts", "head_tree_validation", "summarise_heads",
            "count_requested_heads", "recount_file"]
 
 HEAD_DEFAULTS = {"target": "byte-d288", "drafts": ("byte-d64", "byte-d96", "byte-wide"), "gammas": (2, 3, 4, 5, 6),
-                 "head_gammas": (1, 2, 3, 4, 5, 6), "trees": ("2x1x1x1", "2x2x1x1", "3x1x1x1x1", "2x2x2x1x1",
+                 "head_gammas": (1, 2, 3, 4, 5, 6, 7, 8), "trees": ("2x1x1x1", "2x2x1x1", "3x1x1x1x1", "2x2x2x1x1",
                                                                 "3x2x1x1x1", "4x2x1x1x1x1"),
                  "draft_trees": ("2x1x1", "2x1x1x1", "2x2x1x1", "3x1x1x1x1"),
                  "n_prompts": 8, "prompt_len": 64, "max_new": 64, "temperature": 1.0, "repeats": 2}
@@ -99,7 +102,8 @@ def head_tree_validation(target: str = HEAD_DEFAULTS["target"], drafts=HEAD_DEFA
     proposers = {"head": HeadProposer(head, target_model)} | {d: DraftModel(load_checkpoint(d)[0], d) for d in drafts}
     settings = {"target": target, "n_prompts": n_prompts, "prompt_len": prompt_len, "max_new": max_new,
                 "temperature": temperature, "repeats": repeats, "seed": seed, "threads": threads, "batch": 1,
-                "clock": "process CPU time (1 torch thread)", "paired_plain": True, "counted": COUNTED}
+                "clock": "process CPU time (1 torch thread)", "paired_plain": True, "counted": COUNTED,
+                "pricing_terms": list(PRICING_TERMS)}
     prompts = heldout_prompts(n_prompts, prompt_len)
     tag = "|".join(f"{k}={settings[k]}" for k in ("target", "n_prompts", "prompt_len", "max_new", "temperature",
                                                    "repeats", "seed", "paired_plain"))
@@ -144,7 +148,8 @@ def core_tree(text: str):
     return CoreTree(tuple(p - 1 for p in TokenTree.parse(text).parents[1:]))
 
 
-def price_row(row: dict, target, proposer, deployment, prompt_len: int | None = None, max_new: int | None = None) -> float:
+def price_row(row: dict, target, proposer, deployment, prompt_len: int | None = None, max_new: int | None = None,
+              gemm_rows: bool = True) -> float:
     """sdsl's predicted speedup of one measured row from its measured τ (module docstring):
 
         speedup = τ_r · T_target(q=1) / (Σ_passes T_proposer(q_pass) + T_target(q=n+1, L + mask) + T_worker)
@@ -159,7 +164,10 @@ def price_row(row: dict, target, proposer, deployment, prompt_len: int | None = 
     path, depth + 1 per sequence (``benchmarks/results/head_step_accounting.json``), and adds its selection and
     verification kernels (:meth:`EagleHead.worker_time`, draft extend off). With ``prompt_len`` and ``max_new``
     it also pays the head's pass over the prompt's P − 1 pairs, which the decoder runs in its first step
-    instead of that first pass, spread over the run's max_new / τ_r steps."""
+    instead of that first pass, spread over the run's max_new / τ_r steps. With ``gemm_rows`` (on hardware "cpu")
+    every GEMM of the plain, verify and drafting forwards is priced at the CPU GEMM row factor κ(rows, weight bytes)
+    (:mod:`sdsl.experiments.synthetic_terms`, measured on weight shapes of no family model), as the synthetic sweep
+    and the SmolLM2 rows are."""
     from sdsl.core.proposers import EagleHead, forward_time
 
     tree, tau, context = core_tree(row["tree"]), float(row["tau"]), deployment.context
@@ -178,13 +186,35 @@ def price_row(row: dict, target, proposer, deployment, prompt_len: int | None = 
     mask = 0.0 if tree.width == 1 else tree.verify_tokens / 2.0
     verify = float(forward_time(target, deployment, batch=1, q=tree.verify_tokens, context=context + mask))
     plain = float(forward_time(target, deployment, batch=1, q=1, context=context))
+    if gemm_rows and deployment.hardware.kind == "cpu":
+        x_plain, x_verify, x_draft = _row_factor_extras(target, proposer, deployment, passes, tree.verify_tokens)
+        plain, verify, draft = plain + x_plain, verify + x_verify, draft + x_draft
     return tokens * plain / (draft + verify + worker)
 
 
+def _row_factor_extras(target, proposer, deployment, passes, verify_tokens) -> tuple[float, float, float]:
+    """Seconds κ adds to the plain forward (1 row), the verification (all its rows, logits at every one) and the
+    drafting passes (a draft model's logits at every row; the head's first pass at the last accepted slot only,
+    its later passes at every drafted row) (:func:`sdsl.experiments.synthetic_terms.forward_extra_s`)."""
+    from sdsl.core.latency import ModelShapes
+    from sdsl.core.proposers import EagleHead
+    from sdsl.experiments.synthetic_terms import forward_extra_s
+
+    shapes = ModelShapes.of(target, deployment.tp)
+    x = lambda sh, q, **kw: float(forward_extra_s(sh, deployment, q, **kw))  # noqa: E731
+    if isinstance(proposer, EagleHead):
+        head, fc_in = proposer.shapes(target, deployment.tp), proposer.fused_features * target.d_model
+        draft = sum(x(head, q, fc_in=fc_in, lm_tokens=1.0 if i == 0 else q) for i, q in enumerate(passes))
+    else:
+        draft = sum(x(ModelShapes.of(proposer.model, deployment.tp), q) for q in passes)
+    return x(shapes, 1.0), x(shapes, float(verify_tokens)), draft
+
+
 def _price_rows(rows: list[dict], target_meta: dict, draft_metas: dict, context: int, prompt_len: int | None = None,
-                max_new: int | None = None) -> list[dict]:
+                max_new: int | None = None, gemm_rows: bool = True) -> list[dict]:
     """Every row (chains and trees, draft models and the head) with ``pred_speedup`` (:func:`price_row`,
-    the shipped CPU calibration) and ``speedup_error`` = predicted / measured − 1."""
+    the shipped CPU calibration; ``gemm_rows=False`` leaves κ out, for the ablation) and ``speedup_error`` =
+    predicted / measured − 1."""
     from sdsl.core.deployment import Deployment
     from sdsl.core.proposers import DraftModel, EagleHead
 
@@ -194,7 +224,7 @@ def _price_rows(rows: list[dict], target_meta: dict, draft_metas: dict, context:
         d: DraftModel(family_spec(m["spec"])) for d, m in draft_metas.items()}
     out = []
     for r in rows:
-        pred = price_row(r, target, proposers[r["proposer"]], deployment, prompt_len, max_new)
+        pred = price_row(r, target, proposers[r["proposer"]], deployment, prompt_len, max_new, gemm_rows)
         out.append(r | {"pred_speedup": pred, "speedup_error": pred / r["speedup"] - 1})
     return out
 
@@ -229,7 +259,7 @@ def recount_file(path) -> dict:
 
     d = json.loads(Path(path).read_text())
     h = d["heads"]
-    settings = h["settings"] | {"counted": COUNTED}
+    settings = h["settings"] | {"counted": COUNTED, "pricing_terms": list(PRICING_TERMS)}
     rows = count_requested_heads([{k: v for k, v in r.items() if k not in ("pred_speedup", "speedup_error")}
                                   for r in h["rows"]], settings)
     drafts = sorted({r["proposer"] for r in rows if r["proposer"] != "head"})

@@ -153,6 +153,10 @@ def test_committed_sweep_recomputes_from_its_rows(committed_sweep):
     for key, (med, signed) in expected.items():
         assert by[key] == pytest.approx((med, signed), rel=1e-3), key
     assert again["median_error_by_proposer"] == pytest.approx({"draft": 0.054751, "head": 0.062616}, rel=1e-3)
+    # overshoot the old count included: up to 33% (16 of 12 tokens, batch 1), 27% at batch 4 (VALIDATION.md)
+    extra = {b: max(r["new_tokens"] / (b * 12) - 1 for r in s["rows"] if r["batch"] == b) for b in (1, 4)}
+    assert s["settings"]["counted"] == "first max_new tokens of each sequence"
+    assert (round(100 * extra[1]), round(100 * extra[4])) == (33, 27)
     pair_spread = np.median([abs(r["pair_speedups"][0] / r["pair_speedups"][1] - 1) for r in s["rows"]])
     assert pair_spread == pytest.approx(0.022249, rel=1e-3)
 
