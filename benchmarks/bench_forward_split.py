@@ -12,7 +12,9 @@ thread, wall clock on the otherwise idle core, median of 15 after 2 warm-ups):
 on every decoder layer and nn.Linear, ``in_layers_ms`` (sum of the layers) and ``in_linear_ms`` (sum of the
 layers' GEMMs) inside the forward; ``solo_layers_ms`` / ``solo_linear_ms`` the same modules each run on its
 own back to back (weights warm). ``--synthetic`` times random-weight models of shapes no family checkpoint
-has (:data:`SYNTHETIC`, 2-65 MiB of weights) instead. The gap in - solo splits the in-forward cost a layer profile misses into
+has (:data:`SYNTHETIC` and :data:`SYNTHETIC_KNEE`, 2-65 MiB of weights) instead; ``--models a,b`` times only those.
+Idle-machine run (both cores quiet, one model per hold, ``benchmarks/run_forward_split_idle.sh`` loops and merges):
+    flock /work/wt/idle.lock flock /work/wt/core1.lock taskset -c 1 .venv/bin/python benchmarks/bench_forward_split.py --synthetic --models synth-d224x4 --out part.json The gap in - solo splits the in-forward cost a layer profile misses into
 GEMMs (weights re-read after other layers evicted them) and the rest.
 """
 
@@ -39,6 +41,8 @@ SHAPES = [(b, q) for b in (1, 8) for q in (1, 2, 5, 9)]
 #: ``--synthetic``: random-weight models of widths and depths of no family checkpoint, 2-65 MiB of weights
 #: (d_model, n_layer; 32-wide heads, n_kv the largest divisor of n_head up to n_head // 3, d_ff = 8/3·d rounded to 32, vocab 256)
 SYNTHETIC = ((112, 4), (160, 4), (224, 4), (224, 8), (320, 4), (160, 16), (320, 8), (384, 8), (448, 8))
+#: more of them around the knee (6-25 MiB; timed with both cores idle for the residency curve, VALIDATION.md "Forward terms")
+SYNTHETIC_KNEE = ((160, 6), (224, 3), (224, 5), (160, 10), (320, 3), (224, 6), (224, 12), (320, 6))
 SYNTHETIC_SHAPES = ((1, 1), (1, 5), (8, 1), (8, 5))
 
 
@@ -46,7 +50,7 @@ def _synthetic_models() -> dict:
     from sdsl.torch.model import Shape, Transformer
 
     out = {}
-    for d, n in SYNTHETIC:
+    for d, n in SYNTHETIC + SYNTHETIC_KNEE:
         h = d // 32
         shape = Shape(n_layer=n, d_model=d, n_head=h, n_kv_head=max(k for k in range(1, max(1, h // 3) + 1) if h % k == 0), d_ff=int(round(8 / 3 * d / 32)) * 32,
                       vocab_size=256, head_dim=32, tied_embeddings=True, max_context=512)
@@ -115,9 +119,16 @@ def main() -> None:
     synthetic = "--synthetic" in sys.argv
     if synthetic:
         sys.argv.remove("--synthetic")
+    only = None
+    if "--models" in sys.argv:  # a comma-separated subset (one model per lock hold)
+        i = sys.argv.index("--models")
+        only = sys.argv[i + 1].split(",")
+        del sys.argv[i:i + 2]
     args, models = family_benchmark(__doc__.splitlines()[0])
     if synthetic:
         models = _synthetic_models()
+    if only is not None:
+        models = {k: models[k] for k in only}
     flush = torch.ones(64 * 2**20 // 4)
     rows = []
     with torch.no_grad():

@@ -5,6 +5,7 @@ the forward terms, each (target, proposer) pair with its own held-out fit (no ro
 switched off one at a time (ablations, each refitted). About a minute on one core:
 
     taskset -c 0 .venv/bin/python benchmarks/reprice_decoder_forward.py --out benchmarks/results/validate_decoder_forward.json
+    taskset -c 0 .venv/bin/python benchmarks/reprice_decoder_forward.py --residency idle --out benchmarks/results/validate_decoder_forward_idle.json
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 
@@ -57,23 +59,26 @@ def _summary(rows) -> dict:
 def main() -> None:
     from sdsl.experiments.decoder_pricing import heldout_inputs, measured_dram_ratio, pair_models
     from sdsl.experiments.decoder_validation import model_spec
-    from sdsl.experiments.forward_forms import fit_residency, heldout_form, heldout_form_capacity, sweep_residency
+    from sdsl.experiments.forward_forms import SYNTHETIC_IDLE, fit_residency, heldout_form, heldout_form_capacity, sweep_residency
     from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
     from sdsl._io import atomic_write_text
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", default="benchmarks/results/validate_decoder.json")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--residency", choices=("forwards", "sweep", "fitted"), default="forwards",
-                    help="m(W) from the synthetic in-forward benchmark (default), the idle bandwidth sweep, or C chosen per "
-                         "held-out fit by the kept forward rows (k from the synthetic benchmark; the full variant only)")
+    ap.add_argument("--residency", choices=("forwards", "idle", "sweep", "fitted"), default="forwards",
+                    help="m(W) from the synthetic in-forward benchmark timed with core 0 busy (default), the same with both "
+                         "cores idle (run and repeat pooled), the idle bandwidth sweep, or C chosen per held-out fit by the "
+                         "kept forward rows (k from the synthetic benchmark; the full variant only)")
+    ap.add_argument("--residency-files", default=None, help="with --residency idle: these comma-separated synthetic files instead")
     args = ap.parse_args()
     data = json.load(open(args.rows))
     spec = {p.stem: model_spec(load_checkpoint(p)[1]["spec"]) for p in list_checkpoints(CHECKPOINT_DIR)}
     inputs, rho = heldout_inputs(), measured_dram_ratio()
-    residency = sweep_residency() if args.residency == "sweep" else fit_residency()
+    idle = args.residency_files.split(",") if args.residency_files else SYNTHETIC_IDLE
+    residency = {"sweep": sweep_residency, "idle": lambda: fit_residency(idle)}.get(args.residency, fit_residency)()
     pairs = sorted({tuple(sorted(pair_models(r["target"], r["draft"]))) for r in data["rows"]})
-    result = {"residency_source": args.residency, "residency": residency, "rho": rho, "source_rows": args.rows, "variants": {}}
+    result = {"residency_source": args.residency, "residency": residency | ({"files": [str(Path(p).relative_to(Path.cwd()) if Path(p).is_absolute() else p) for p in idle]} if args.residency == "idle" else {}), "rho": rho, "source_rows": args.rows, "variants": {}}
     for name, terms in VARIANTS.items():
         res = residency if "cold" in terms else dict(residency, capacity_bytes=math.inf)
         if args.residency == "fitted":

@@ -37,9 +37,11 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["FormParams", "fit_residency", "sweep_residency", "heldout_form_capacity", "CAPACITY_GRID_MIB", "residency_miss", "gemm_weight_bytes", "forward_extra_s",
-           "fit_forward_form", "heldout_form", "step_extras"]
+           "fit_forward_form", "SYNTHETIC_IDLE", "heldout_form", "step_extras"]
 
 SYNTHETIC = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "forward_split_synthetic.json"
+#: the same benchmark (plus 8 shapes at 6-25 MiB) with BOTH cores idle, run and repeat (``benchmarks/run_forward_split_idle.sh``)
+SYNTHETIC_IDLE = tuple(SYNTHETIC.parent / f"forward_split_synthetic_idle{s}.json" for s in ("", "_repeat"))
 
 
 @dataclass(frozen=True)
@@ -67,11 +69,13 @@ class FormParams:
 
 
 def fit_residency(path=SYNTHETIC) -> dict:
-    """(a, c, C, k) of in-forward − solo GEMM ms = a·n_linear + c·W_MiB·m(W) over the synthetic benchmark's rows:
-    a the per-call cost of the timing hooks, c the cold cost per MiB, C (bytes) and k of :func:`residency_miss`."""
+    """(a, c, C, k) of in-forward − solo GEMM ms = a·n_linear + c·W_MiB·m(W) over the synthetic benchmark's rows
+    (one file, or the rows of several pooled): a the per-call cost of the timing hooks, c the cold cost per MiB,
+    C (bytes) and k of :func:`residency_miss`."""
     from scipy.optimize import least_squares
 
-    rows = json.loads(Path(path).read_text())["rows"]
+    paths = [path] if isinstance(path, (str, Path)) else list(path)
+    rows = [r for p in paths for r in json.loads(Path(p).read_text())["rows"]]
     w = np.array([r["weight_bytes"] for r in rows], dtype=float) / 2**20
     n = np.array([r["n_linear"] for r in rows], dtype=float)
     gap = np.array([r["in_linear_ms"] - r["solo_linear_ms"] for r in rows])
