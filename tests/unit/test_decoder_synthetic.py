@@ -111,7 +111,8 @@ def test_gpu_script_runs_at_tiny_shapes_on_cpu(tmp_path, repo_root):
     spec.loader.exec_module(module)
     summary = module.main(["--out", str(tmp_path), "--tiny"])
     assert summary["errors"] == [] and summary["rows"] == 8 and len(summary["profiles"]) == 2
-    for name in ("summary.json", "synthetic.json", "synthetic_rows.json", "cpu-tiny-target.csv", "cpu-tiny-draft.csv"):
+    for name in ("summary.json", "synthetic.json", "synthetic_rows.json", "cpu-tiny-target.csv", "cpu-tiny-draft.csv",
+                 "family_trees.json"):
         assert (tmp_path / name).exists(), name
     out = json.loads((tmp_path / "synthetic.json").read_text())
     assert {r["proposer"] for r in out["rows"]} == {"draft", "head"}
@@ -119,6 +120,10 @@ def test_gpu_script_runs_at_tiny_shapes_on_cpu(tmp_path, repo_root):
         assert r["pred_speedup"] > 0 and r["speedup"] > 0 and r["overhead_s"] > 0
         assert r["speedup_error"] == pytest.approx(r["pred_speedup"] / r["speedup"] - 1)
     assert out["median_speedup_error"] == pytest.approx(np.median([abs(r["speedup_error"]) for r in out["rows"]]))
+    trees = json.loads((tmp_path / "family_trees.json").read_text())  # part 3: byte-d288 + head, chains vs trees
+    assert trees["rounds"] == 1 and [r["tree"] for r in trees["rows"]] == ["chain4", "chain5", "dspine7@0.3"]
+    assert all(r["speedup_median"] > 0 and r["tau"] >= 1 for r in trees["rows"])
+    assert summary["tree_beats_chain"] == trees["tree_beats_chain"] and summary["best_chain"] in ("chain4", "chain5")
 
 
 @pytest.fixture(scope="module")
