@@ -16,12 +16,14 @@ kernels), on the ``cpu`` hardware with the shipped CPU calibration
 are held out of it), with the decoder's own per-step overhead T_overhead measured with zero-cost
 stand-ins (:func:`sdsl.torch.synthetic.loop_overhead`, once per proposer × k × batch, at α = 0.7):
 
-    predicted speedup = τ(α, k) · s_b · (T_t(b, 1) + o₀ + Δ₀) / (T_propose(b, k) + T_t(b, k+1) + o + Δ)
+    predicted speedup = n / E[K_b] · (T_t(b, 1) + o₀ + Δ₀) / (T_propose(b, k) + T_t(b, k+1) + o + Δ)
                                                                                      (docs/model.md §3.3, §3.6)
 
 with the terms of :data:`TERMS` (:mod:`sdsl.experiments.synthetic_terms`): Δ, Δ₀ the CPU GEMM row factor's
-extra seconds (every forward's GEMMs at κ(rows, weight bytes)) and the draft's two-token re-read, s_b the
-static batch's tail share (1 at batch 1), the EAGLE head's draft-extend logits at the last token only, and the
+extra seconds (every forward's GEMMs at κ(rows, weight bytes)) and the draft's two-token re-read, n / E[K_b] the
+requested tokens per sequence per step (``finish``: n = max_new, E[K_b] the expected steps until the slowest of b
+sequences has n tokens, :func:`sdsl.core.finish.effective_tau`; τ(α, k) without the term; only the first n tokens
+of a sequence count, in the measurement too), the EAGLE head's draft-extend logits at the last token only, and the
 reference head's own work counted exactly (``benchmarks/head_step_accounting.py``): its extend pass over all
 k + 1 slots and its prompt pass in the first decode step (:func:`prompt_pass_s`). The head drafts k − 1 passes
 after the extend pass (:meth:`sdsl.core.proposers.EagleHead.draft_time`).
