@@ -186,28 +186,13 @@ def price_row(row: dict, target, proposer, deployment, prompt_len: int | None = 
     mask = 0.0 if tree.width == 1 else tree.verify_tokens / 2.0
     verify = float(forward_time(target, deployment, batch=1, q=tree.verify_tokens, context=context + mask))
     plain = float(forward_time(target, deployment, batch=1, q=1, context=context))
-    if gemm_rows and deployment.hardware.kind == "cpu":
-        x_plain, x_verify, x_draft = _row_factor_extras(target, proposer, deployment, passes, tree.verify_tokens)
-        plain, verify, draft = plain + x_plain, verify + x_verify, draft + x_draft
+    if gemm_rows and deployment.hardware.kind == "cpu":  # the head's first pass: logits at the last accepted slot
+        from sdsl.experiments.synthetic_terms import model_extra_s, passes_extra_s
+
+        plain += model_extra_s(target, deployment, 1.0)
+        verify += model_extra_s(target, deployment, float(tree.verify_tokens))
+        draft += passes_extra_s(proposer, target, deployment, passes)
     return tokens * plain / (draft + verify + worker)
-
-
-def _row_factor_extras(target, proposer, deployment, passes, verify_tokens) -> tuple[float, float, float]:
-    """Seconds κ adds to the plain forward (1 row), the verification (all its rows, logits at every one) and the
-    drafting passes (a draft model's logits at every row; the head's first pass at the last accepted slot only,
-    its later passes at every drafted row) (:func:`sdsl.experiments.synthetic_terms.forward_extra_s`)."""
-    from sdsl.core.latency import ModelShapes
-    from sdsl.core.proposers import EagleHead
-    from sdsl.experiments.synthetic_terms import forward_extra_s
-
-    shapes = ModelShapes.of(target, deployment.tp)
-    x = lambda sh, q, **kw: float(forward_extra_s(sh, deployment, q, **kw))  # noqa: E731
-    if isinstance(proposer, EagleHead):
-        head, fc_in = proposer.shapes(target, deployment.tp), proposer.fused_features * target.d_model
-        draft = sum(x(head, q, fc_in=fc_in, lm_tokens=1.0 if i == 0 else q) for i, q in enumerate(passes))
-    else:
-        draft = sum(x(ModelShapes.of(proposer.model, deployment.tp), q) for q in passes)
-    return x(shapes, 1.0), x(shapes, float(verify_tokens)), draft
 
 
 def _price_rows(rows: list[dict], target_meta: dict, draft_metas: dict, context: int, prompt_len: int | None = None,

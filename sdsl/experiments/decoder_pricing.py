@@ -95,14 +95,11 @@ def priced_speedup(target, draft, gamma, alpha, batch, ctx, params, hw, *, overh
 
 def _rows_extra_s(target, draft, dep, gamma, batch, resync: bool) -> tuple[float, float]:
     """Seconds κ(rows) adds to a speculative step and to a plain step (module docstring, ``rows``)."""
-    from sdsl.core.latency import ModelShapes
-    from sdsl.experiments.synthetic_terms import forward_extra_s
+    from sdsl.experiments.synthetic_terms import model_extra_s, passes_extra_s
 
-    extra = lambda spec, rows: float(forward_extra_s(ModelShapes.of(spec, dep.tp), dep, rows))  # noqa: E731
-    plain, step = extra(target, batch), extra(target, batch * (gamma + 1))
+    plain, step = model_extra_s(target, dep, batch), model_extra_s(target, dep, batch * (gamma + 1))
     if draft is not None:
-        first = 2 * batch if resync else batch
-        step += extra(draft, first) + (gamma - 1) * extra(draft, batch)
+        step += passes_extra_s(draft, target, dep, [2.0 if resync else 1.0] + [1.0] * (gamma - 1), batch)
     return step, plain
 
 

@@ -187,24 +187,22 @@ def _extra_terms(row, specs, deployment, proposer, alpha, tau, terms, hardware) 
     """Seconds the terms add to a speculative step and to a plain step (:mod:`sdsl.experiments.synthetic_terms`)."""
     from sdsl.core.latency import ModelShapes
     from sdsl.core.proposers import forward_time
-    from sdsl.experiments.synthetic_terms import forward_extra_s, reread_probability
+    from sdsl.experiments.synthetic_terms import model_extra_s, passes_extra_s, reread_probability
 
-    b, g, ctx = row["batch"], row["gamma"], deployment.context
+    b, g, ctx, target = row["batch"], row["gamma"], deployment.context, specs["target"]
     gemm = "gemm_rows" in terms and hardware == "cpu"
-    target = ModelShapes.of(specs["target"], deployment.tp)
-    extra = (lambda shapes, tokens, fc_in=0.0, lm=None: float(forward_extra_s(shapes, deployment, tokens, fc_in=fc_in,
-                                                                               lm_tokens=lm)) if gemm else 0.0)
+    extra = (lambda spec, tokens: model_extra_s(spec, deployment, tokens)) if gemm else (lambda spec, tokens: 0.0)
     step, plain = extra(target, b * (g + 1)), extra(target, b)
     if row["proposer"] == "head":  # depth 1 comes out of the extend pass: g - 1 drafting passes (EagleHead.draft_time)
-        head, fc_in = proposer.shapes(specs["target"], deployment.tp), proposer.fused_features * specs["target"].d_model
         n = float(proposer.extend_rows(tau, g))
-        lm_rows = b if proposer.extend_logits == "last" else b * n
-        return step + (g - 1) * extra(head, b, fc_in) + extra(head, b * n, fc_in, lm_rows), plain
-    draft = ModelShapes.of(specs["draft"], deployment.tp)
-    step += g * extra(draft, b)
+        passes = [n] + [1.0] * (g - 1)
+        first = 1.0 if proposer.extend_logits == "last" else n
+        return step + (passes_extra_s(proposer, target, deployment, passes, b, first) if gemm else 0.0), plain
+    step += extra(specs["draft"], b) * g
     if "reread" in terms:
+        draft = ModelShapes.of(specs["draft"], deployment.tp)
         two, one = (float(forward_time(draft, deployment, batch=b, q=q, context=ctx)) for q in (2, 1))
-        step += float(reread_probability(alpha, g, b)) * (two + extra(draft, 2 * b) - one - extra(draft, b))
+        step += float(reread_probability(alpha, g, b)) * (two + extra(specs["draft"], 2 * b) - one - extra(specs["draft"], b))
     return step, plain
 
 
@@ -214,15 +212,14 @@ def prompt_pass_s(row, specs, deployment, proposer, alpha, tau, terms, settings)
     (``benchmarks/results/head_step_accounting.json``), once per run; spread over the run's expected steps
     E[K_b] (:func:`sdsl.core.finish.steps_to_finish`). Priced like the extend pass (same form, same terms)."""
     from sdsl.core.finish import steps_to_finish
-    from sdsl.experiments.synthetic_terms import forward_extra_s
+    from sdsl.experiments.synthetic_terms import passes_extra_s
 
     b, g, target = row["batch"], row["gamma"], specs["target"]
-    head, fc_in = proposer.shapes(target, deployment.tp), proposer.fused_features * target.d_model
     gemm = "gemm_rows" in terms and settings["hardware"] == "cpu"
 
     def first_pass(n, context):
-        lm = b if proposer.extend_logits == "last" else b * n
-        kappa = float(forward_extra_s(head, deployment, b * n, fc_in=fc_in, lm_tokens=lm)) if gemm else 0.0
+        first = 1.0 if proposer.extend_logits == "last" else n
+        kappa = passes_extra_s(proposer, target, deployment, [n], b, first) if gemm else 0.0
         return float(proposer.extend_time(target, deployment, batch=b, tau=n, context=context)) + kappa
 
     once = first_pass(settings["prompt_len"] - 1.0, 0.0) - first_pass(float(proposer.extend_rows(tau, g)),

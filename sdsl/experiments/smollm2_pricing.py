@@ -24,14 +24,12 @@ def price_smollm2(result: dict, params, hardware: str = "cpu") -> dict:
     from sdsl.core.architecture import get_model
     from sdsl.core.deployment import Deployment
     from sdsl.core.finish import effective_tau
-    from sdsl.core.latency import ModelShapes
     from sdsl.core.throughput import predict
-    from sdsl.experiments.synthetic_terms import forward_extra_s
+    from sdsl.experiments.synthetic_terms import model_extra_s
 
     spec = get_model("smollm2-135m")
     deployment = Deployment(hardware, dtype="fp32", context=result["prompt_len"] + result["max_new"] // 2, params=params)
-    shapes = ModelShapes.of(spec, deployment.tp)
-    extra = (lambda q: float(forward_extra_s(shapes, deployment, q))) if hardware == "cpu" else (lambda q: 0.0)
+    extra = (lambda q: model_extra_s(spec, deployment, q)) if hardware == "cpu" else (lambda q: 0.0)
     rows = []
     for r in result["rows"]:
         g, alpha = r["gamma"], min(r["alpha"], 1 - 1e-9)

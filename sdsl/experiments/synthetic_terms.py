@@ -25,7 +25,8 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["GEMM_ROWS_FILE", "gemm_row_table", "row_factor", "forward_extra_s", "reread_probability"]
+__all__ = ["GEMM_ROWS_FILE", "gemm_row_table", "row_factor", "forward_extra_s", "model_extra_s", "passes_extra_s",
+           "reread_probability"]
 
 GEMM_ROWS_FILE = "cpu-gemm-rows.json"
 
@@ -89,6 +90,29 @@ def forward_extra_s(shapes, deployment, tokens, table=None, fc_in: float = 0.0, 
         kappa = row_factor(rows, width * float(n_in) * float(n_out), table)
         total = total + count * (kappa - 1.0) * _gemm_time(rows, n_in, n_out, deployment)
     return total
+
+
+def model_extra_s(spec, deployment, tokens) -> float:
+    """:func:`forward_extra_s` of a whole model's forward over ``tokens`` rows (logits at every row)."""
+    from sdsl.core.latency import ModelShapes
+
+    return float(forward_extra_s(ModelShapes.of(spec, deployment.tp), deployment, tokens))
+
+
+def passes_extra_s(proposer, target, deployment, passes, batch=1, first_logits=1.0) -> float:
+    """What κ adds to a proposer's drafting passes, ``passes[i]`` rows per sequence in pass i, ``batch`` sequences.
+    A draft model (a :class:`sdsl.core.proposers.DraftModel` or its ModelSpec) computes logits at every row; an
+    EAGLE head (:class:`sdsl.core.proposers.EagleHead`) runs its fc too, and its first pass — the draft extend, whose
+    logits draft depth 1 — computes logits at ``first_logits`` rows per sequence (1: the last accepted token)."""
+    from sdsl.core.proposers import EagleHead
+
+    b = float(batch)
+    if not isinstance(proposer, EagleHead):
+        spec = getattr(proposer, "model", proposer)
+        return sum(model_extra_s(spec, deployment, b * q) for q in passes)
+    head, fc_in = proposer.shapes(target, deployment.tp), proposer.fused_features * target.d_model
+    return sum(float(forward_extra_s(head, deployment, b * q, fc_in=fc_in, lm_tokens=b * (first_logits if i == 0 else q)))
+               for i, q in enumerate(passes))
 
 
 def reread_probability(alpha, gamma, batch) -> np.ndarray:
