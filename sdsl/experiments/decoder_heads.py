@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from sdsl.errors import InvalidInputError
-from sdsl.experiments.decoder_synthetic import COUNTED, cpu_params, family_spec, measure
+from sdsl.experiments.decoder_synthetic import COUNTED, cpu_params, family_spec, measure, to_requested, without_predictions
 from sdsl.experiments.row_cache import RowCache
 from sdsl.torch.checkpoint import load_checkpoint
 from sdsl.torch.head import HeadProposer, load_head
@@ -228,9 +228,7 @@ def count_requested_heads(rows: list[dict], settings: dict) -> list[dict]:
         n = round(r["tau"] * r["steps"])
         if abs(n - r["tokens_per_s"] * r["decode_s"]) > 1e-6 * n or not requested <= n:
             raise InvalidInputError(f"row {r['proposer']} {r['tree']}: tokens emitted do not match τ × steps.")
-        f = requested / n
-        out.append(r | {"tokens_per_s": r["tokens_per_s"] * f, "speedup": r["speedup"] * f, "new_tokens": n,
-                        "requested_tau": requested / r["steps"]})
+        out.append(to_requested(r, n, requested) | {"requested_tau": requested / r["steps"]})
     return out
 
 
@@ -245,8 +243,7 @@ def recount_file(path) -> dict:
     d = json.loads(Path(path).read_text())
     h = d["heads"]
     settings = h["settings"] | {"counted": COUNTED, "pricing_terms": list(PRICING_TERMS)}
-    rows = count_requested_heads([{k: v for k, v in r.items() if k not in ("pred_speedup", "speedup_error")}
-                                  for r in h["rows"]], settings)
+    rows = count_requested_heads(without_predictions(h["rows"]), settings)
     drafts = sorted({r["proposer"] for r in rows if r["proposer"] != "head"})
     out = summarise_heads(_price_rows(rows, load_checkpoint(settings["target"])[1], {d_: load_checkpoint(d_)[1] for d_ in drafts},
                                       settings["prompt_len"] + settings["max_new"] // 2, settings["prompt_len"],

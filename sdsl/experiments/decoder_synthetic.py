@@ -43,7 +43,7 @@ from sdsl.torch.decoder import generate
 from sdsl.torch.synthetic import draft_spec_for, head_spec_for, loop_overhead, random_model, synthetic_proposer
 
 __all__ = ["SYNTHETIC_DEFAULTS", "COUNTED", "cpu_params", "family_spec", "measure", "measure_paired", "synthetic_sweep", "reprice",
-           "count_requested", "emitted_tokens",
+           "count_requested", "emitted_tokens", "to_requested", "without_predictions",
            "reprice_file", "summarise_synthetic"]
 
 SYNTHETIC_DEFAULTS = {"target": "qwen2.5-0.5b", "draft": "smollm2-135m", "gammas": (1, 2, 3, 4, 5, 6),
@@ -169,18 +169,23 @@ def count_requested(rows: list[dict], max_new: int) -> list[dict]:
     """Rows measured when tokens/s counted overshoot, converted to the first ``max_new`` tokens of each sequence
     (issue 11's rule; plain decoding never overshoots): tokens/s and every speedup × b·max_new / n. Rows that
     carry ``new_tokens`` were measured that way already and are returned as they are."""
-    out = []
-    for row in rows:
-        if "new_tokens" in row:
-            out.append(row)
-            continue
-        n = emitted_tokens(row, max_new)
-        f = row["batch"] * max_new / n
-        scaled = {"tokens_per_s": row["tokens_per_s"] * f, "speedup": row["speedup"] * f, "new_tokens": n}
-        if "pair_speedups" in row:
-            scaled["pair_speedups"] = [v * f for v in row["pair_speedups"]]
-        out.append(row | scaled)
+    return [row if "new_tokens" in row else to_requested(row, emitted_tokens(row, max_new), row["batch"] * max_new)
+            for row in rows]
+
+
+def to_requested(row: dict, emitted: int, requested: int) -> dict:
+    """A row whose tokens/s counted ``emitted`` tokens, counted by the ``requested`` ones instead: tokens/s and every
+    speedup × requested / emitted (the paired plain runs never overshoot); ``new_tokens`` records ``emitted``."""
+    f = requested / emitted
+    out = row | {"tokens_per_s": row["tokens_per_s"] * f, "speedup": row["speedup"] * f, "new_tokens": emitted}
+    if "pair_speedups" in row:
+        out["pair_speedups"] = [v * f for v in row["pair_speedups"]]
     return out
+
+
+def without_predictions(rows: list[dict]) -> list[dict]:
+    """The measured part of result rows (``pred_speedup`` and ``speedup_error`` dropped), for re-pricing."""
+    return [{k: v for k, v in r.items() if k not in ("pred_speedup", "speedup_error")} for r in rows]
 
 
 def _extra_terms(row, specs, deployment, proposer, alpha, tau, terms, hardware) -> tuple[float, float]:
@@ -259,8 +264,7 @@ def reprice_file(path, terms=TERMS) -> dict:
 
     s = json.loads(Path(path).read_text())["synthetic"]
     settings = s["settings"] | {"terms": list(terms), "counted": COUNTED}
-    measured = count_requested([{k: v for k, v in r.items() if k not in ("pred_speedup", "speedup_error")}
-                                for r in s["rows"]], settings["max_new"])
+    measured = count_requested(without_predictions(s["rows"]), settings["max_new"])
     out = summarise_synthetic(reprice(measured, settings)) | {"settings": settings}
     atomic_write_text(path, json.dumps({"synthetic": out}, indent=2, sort_keys=True) + "\n")
     return out
