@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["FormParams", "fit_residency", "sweep_residency", "heldout_form_capacity", "CAPACITY_GRID_MIB", "residency_miss", "gemm_weight_bytes", "forward_extra_s",
+__all__ = ["FormParams", "fit_residency", "sweep_residency", "heldout_form_capacity", "CAPACITY_GRID_MIB", "residency_miss", "gemm_weight_bytes", "form_extra_s",
            "fit_forward_form", "SYNTHETIC_IDLE", "heldout_form", "step_extras"]
 
 SYNTHETIC = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "forward_split_synthetic.json"
@@ -135,7 +135,7 @@ def _layer_extra_s(spec, tokens, eta_m, bw, kappa, t_row):
     return sum(_pack_s(tokens, sh.gemm_in[o], sh.gemm_out[o], eta_m, bw, kappa) for o in GEMM_OPS) + t_row * tokens
 
 
-def forward_extra_s(spec, dep, batch, q, form: FormParams, cold: bool = True):
+def form_extra_s(spec, dep, batch, q, form: FormParams, cold: bool = True):
     """Seconds the forward terms add to :func:`sdsl.core.latency.step_time_s` of one forward (b, q)."""
     from sdsl.core.latency import ModelShapes
 
@@ -152,7 +152,7 @@ def forward_extra_s(spec, dep, batch, q, form: FormParams, cold: bool = True):
 
 def step_extras(target, draft, dep, gamma: int, batch: int, resync: bool, form: FormParams) -> tuple[float, float, float]:
     """(seconds added to a speculative step, to a plain step, factor on the draft's switch term 1 − m(W_draft))."""
-    ex = lambda spec, q: float(forward_extra_s(spec, dep, batch, q, form))  # noqa: E731
+    ex = lambda spec, q: float(form_extra_s(spec, dep, batch, q, form))  # noqa: E731
     step, plain = ex(target, gamma + 1), ex(target, 1)
     scale = 1.0
     if draft is not None:
@@ -202,7 +202,7 @@ def fit_forward_form(ops, hardware, layers, steps, *, capacity: float, sharpness
         dep = Deployment(hardware, dtype="fp32", params=p)
         for st, spec in pb.steps:
             b, q = st["batch"].to_numpy(dtype=float), st["q"].to_numpy(dtype=float)
-            out.append(predict_step_times(st, spec, hardware, p, "fp32") + forward_extra_s(spec, dep, b, q, form))
+            out.append(predict_step_times(st, spec, hardware, p, "fp32") + form_extra_s(spec, dep, b, q, form))
         return np.concatenate(out)
 
     x0 = np.array([0.01, 0.05, 1e-6, 2e-4, 1e-4, 1.5, 0.5, 1e-6])[free]
@@ -247,7 +247,7 @@ def _forward_rms(form: FormParams, steps) -> float:
     dep, err = Deployment(hw, dtype="fp32", params=form.params), []
     for st, sp in steps:
         b, q = st["batch"].to_numpy(dtype=float), st["q"].to_numpy(dtype=float)
-        pred = predict_step_times(st, sp, hw, form.params, "fp32") + forward_extra_s(sp, dep, b, q, form)
+        pred = predict_step_times(st, sp, hw, form.params, "fp32") + form_extra_s(sp, dep, b, q, form)
         err.append(np.log(pred) - np.log(st["time_s"].to_numpy(dtype=float)))
     return float(np.sqrt(np.mean(np.concatenate(err) ** 2)))
 

@@ -77,7 +77,7 @@ def test_forward_extra_terms_arithmetic():
     from sdsl.core.architecture import ModelSpec
     from sdsl.core.deployment import Deployment
     from sdsl.core.latency import LatencyParams
-    from sdsl.experiments.forward_forms import FormParams, forward_extra_s, gemm_weight_bytes, residency_miss
+    from sdsl.experiments.forward_forms import FormParams, form_extra_s, gemm_weight_bytes, residency_miss
 
     spec = ModelSpec(name="t", family="test", n_layer=3, d_model=128, n_head=4, n_kv_head=2, d_ff=320, vocab_size=256, tied_embeddings=True)
     p = LatencyParams(eta_compute=0.01, eta_memory=0.05)
@@ -86,9 +86,9 @@ def test_forward_extra_terms_arithmetic():
     w = gemm_weight_bytes(spec)
     form = FormParams(p, kappa_pack=0.7, t_row=2e-6, capacity=4e6, sharpness=3.0, rho=3.2)
     cold = residency_miss(w, 4e6, 3.0) * w * 2.2 / bw
-    assert forward_extra_s(spec, dep, 1, 1, form) == pytest.approx(cold + 3 * 2e-6)  # M = 1: a GEMV, no packing pass
-    assert forward_extra_s(spec, dep, 2, 3, form) == pytest.approx(cold + 3 * 6 * 2e-6 + 0.7 * w / bw)
-    assert forward_extra_s(spec, dep, 2, 3, form, cold=False) == pytest.approx(3 * 6 * 2e-6 + 0.7 * w / bw)
+    assert form_extra_s(spec, dep, 1, 1, form) == pytest.approx(cold + 3 * 2e-6)  # M = 1: a GEMV, no packing pass
+    assert form_extra_s(spec, dep, 2, 3, form) == pytest.approx(cold + 3 * 6 * 2e-6 + 0.7 * w / bw)
+    assert form_extra_s(spec, dep, 2, 3, form, cold=False) == pytest.approx(3 * 6 * 2e-6 + 0.7 * w / bw)
     assert FormParams.from_dict(form.to_dict()) == form
 
 
@@ -160,7 +160,7 @@ def test_forward_terms_evidence_numbers(repo_root):
 
     from sdsl.core.deployment import Deployment
     from sdsl.core.latency import step_time_s
-    from sdsl.experiments.forward_forms import FormParams, forward_extra_s
+    from sdsl.experiments.forward_forms import FormParams, form_extra_s
 
     rows = {(r["model"], r["batch"], r["q"]): r for r in _load(repo_root, "benchmarks/results/forward_split.json")["rows"]}
     r = lambda m, b, q, k: round(rows[(m, b, q)][k], 2)  # noqa: E731
@@ -197,7 +197,7 @@ def test_forward_terms_evidence_numbers(repo_root):
     spec = _spec()
     form = FormParams.from_dict(next(f for f in fits if f["held_out"] == ["byte-d288"]))
     dep = Deployment("cpu", dtype="fp32", context=96, params=form.params)
-    t = lambda q: float(step_time_s(spec["byte-d288"], dep, batch=8, q=q) + forward_extra_s(spec["byte-d288"], dep, 8, q, form))  # noqa: E731
+    t = lambda q: float(step_time_s(spec["byte-d288"], dep, batch=8, q=q) + form_extra_s(spec["byte-d288"], dep, 8, q, form))  # noqa: E731
     assert t(9) / t(1) == pytest.approx(2.50, abs=0.005)
     summary = out["variants"]["forward"]["summary"]
     assert summary["by_batch_target"]["1|byte-d192"]["share_over"] == 1.0 and summary["by_batch_target"]["1|byte-d192"]["n"] == 18
