@@ -178,7 +178,9 @@ def allreduce_validation(network: Path, gpu: str, hardware, base: LatencyParams)
     rows (GPUs bridged in pairs: another interconnect) are predicted by the DGX fit, never fitted
     (``pairwise_*``); ``heldout_tp_mape_with_pairwise`` repeats the previous protocol (both nodes pooled,
     one TP held out); ``ring_only_heldout_tp_mape`` the DGX protocol with the previous form (the Simple
-    ring alone). ``None`` and ``base`` unchanged when the GPU has no DGX file or no interconnect."""
+    ring alone); ``limits`` what bounds the held-out error (:func:`sdsl.experiments.allreduce_forms.allreduce_limits`).
+    ``None`` and ``base`` unchanged when the GPU has no DGX file or no interconnect."""
+    from sdsl.experiments.allreduce_forms import allreduce_limits
     from sdsl.fit.allreduce import fit_allreduce, nvlink_rows, predict_allreduce, read_allreduce, switch_rows
 
     dgx, pair = network / f"{gpu}_dgx_all_reduce.csv", network / f"{gpu}_pairwise_nvlink_all_reduce.csv"
@@ -193,7 +195,8 @@ def allreduce_validation(network: Path, gpu: str, hardware, base: LatencyParams)
                  heldout_pooled_mape=float(held["rel"].abs().mean()), heldout_pooled_bias=float(held["rel"].median()),
                  heldout_worst_tp_mape=float(by_tp.apply(lambda g: g.abs().mean()).max()), files=[dgx.name],
                  ring_only_heldout_tp_mape={int(n): float(g.abs().mean()) for n, g in
-                                            _leave_one_tp_out(rows, hardware, base, ring_only=True).groupby("n_gpu")["rel"]})
+                                            _leave_one_tp_out(rows, hardware, base, ring_only=True).groupby("n_gpu")["rel"]},
+                 limits=allreduce_limits(rows, hardware, base, nvls=gpu == "h100"))
     if pair.exists():
         both = nvlink_rows([read_allreduce(pair), read_allreduce(dgx)])
         two = both[both["source"] == pair.name]
