@@ -27,7 +27,8 @@ from sdsl.core.kernels import allreduce_time, smooth_max
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["size_noise_ape", "nvls_time", "fit_nvls", "nvls_heldout", "allreduce_limits", "SMALL_MESSAGE_BYTES"]
+__all__ = ["size_noise_ape", "nvls_time", "fit_nvls", "nvls_heldout", "allreduce_limits", "SMALL_MESSAGE_BYTES",
+           "MULTICAST_ARCHITECTURES"]
 
 
 def size_noise_ape(rows: "pd.DataFrame", k: int = 5) -> np.ndarray:
@@ -93,15 +94,18 @@ def nvls_heldout(rows: "pd.DataFrame", hardware) -> dict:
             "nvls_efficiency": float(x[8]), "nvls_latency_s": float(x[7])}
 
 
+#: Architectures with NVLink multicast, which NVLS needs (NVSwitch from Hopper on; Ampere has none).
+MULTICAST_ARCHITECTURES = ("hopper", "blackwell")
+
 #: Messages up to this size (bytes) are where Vidur's repeats are bimodal (VALIDATION.md).
 SMALL_MESSAGE_BYTES = 4e6
 
 
-def allreduce_limits(rows: "pd.DataFrame", hardware, base=None, *, nvls: bool = True) -> dict:
+def allreduce_limits(rows: "pd.DataFrame", hardware, base=None) -> dict:
     """What bounds the held-out all-reduce error, per GPU count: the size noise floor (all rows, and
     the ≤ 4 MB rows with their share), the production form (:func:`sdsl.fit.allreduce.fit_allreduce`)
-    fitted on that GPU count's rows alone, and with ``nvls`` (Hopper: Ampere has no multicast) the NVLS
-    form (:func:`nvls_heldout`)."""
+    fitted on that GPU count's rows alone, and on a GPU with NVLink multicast
+    (:data:`MULTICAST_ARCHITECTURES`) the NVLS form (:func:`nvls_heldout`)."""
     from sdsl.fit.allreduce import fit_allreduce
 
     ape = size_noise_ape(rows)
@@ -111,4 +115,4 @@ def allreduce_limits(rows: "pd.DataFrame", hardware, base=None, *, nvls: bool = 
     return {"noise_floor_tp_mape": {n: float(ape[n_gpu == n].mean()) for n in counts},
             "noise_floor_small_tp_mape": {n: float(ape[(n_gpu == n) & small].mean()) for n in counts},
             "small_share": {n: float(small[n_gpu == n].mean()) for n in counts},
-            "own_tp_fit_mape": own, **(nvls_heldout(rows, hardware) if nvls else {})}
+            "own_tp_fit_mape": own, **(nvls_heldout(rows, hardware) if hardware.architecture in MULTICAST_ARCHITECTURES else {})}

@@ -196,7 +196,7 @@ def allreduce_validation(network: Path, gpu: str, hardware, base: LatencyParams)
                  heldout_worst_tp_mape=float(by_tp.apply(lambda g: g.abs().mean()).max()), files=[dgx.name],
                  ring_only_heldout_tp_mape={int(n): float(g.abs().mean()) for n, g in
                                             _leave_one_tp_out(rows, hardware, base, ring_only=True).groupby("n_gpu")["rel"]},
-                 limits=allreduce_limits(rows, hardware, base, nvls=gpu == "h100"))
+                 limits=allreduce_limits(rows, hardware, base))
     if pair.exists():
         both = nvlink_rows([read_allreduce(pair), read_allreduce(dgx)])
         two = both[both["source"] == pair.name]
