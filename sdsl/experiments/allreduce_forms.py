@@ -68,30 +68,31 @@ def nvls_time(message_bytes, n_gpu, bandwidth: float, x) -> np.ndarray:
 
 def fit_nvls(rows: "pd.DataFrame", bandwidth: float) -> np.ndarray:
     """Least squares on log-time, best of three starts (as :func:`sdsl.fit.allreduce.fit_allreduce`)."""
-    from scipy.optimize import least_squares
+    from sdsl.fit.allreduce import best_least_squares
 
     b, n, logt = (rows[c].to_numpy(float) for c in ("bytes", "n_gpu", "time_s"))
     logt = np.log(logt)
-    sols = [least_squares(lambda x: np.log(nvls_time(b, n, bandwidth, x)) - logt, x0, bounds=(_LO, _HI),
-                          x_scale=[abs(v) for v in x0]) for x0 in _X0]
-    return min(sols, key=lambda s: s.cost).x
+    return best_least_squares(lambda x: np.log(nvls_time(b, n, bandwidth, x)) - logt, _X0, _LO, _HI)
 
 
 def nvls_heldout(rows: "pd.DataFrame", hardware) -> dict:
     """Each TP degree predicted by a fit of the NVLS form on the others (MAPE, median signed error
     per TP), and the in-sample MAPE per TP of a fit on all of them."""
+    from sdsl.fit.allreduce import leave_one_tp_out
+
     bw = hardware.interconnect_bandwidth
-    mape, bias = {}, {}
-    for n in sorted(rows["n_gpu"].unique()):
-        x = fit_nvls(rows[rows["n_gpu"] != n], bw)
-        test = rows[rows["n_gpu"] == n]
-        rel = nvls_time(test["bytes"], test["n_gpu"], bw, x) / test["time_s"].to_numpy(float) - 1.0
-        mape[int(n)], bias[int(n)] = float(np.mean(np.abs(rel))), float(np.median(rel))
+
+    def fit_predict(train, test):
+        return nvls_time(test["bytes"], test["n_gpu"], bw, fit_nvls(train, bw))
+
+    held = leave_one_tp_out(rows, fit_predict).groupby("n_gpu")["rel"]
     x = fit_nvls(rows, bw)
-    rel = nvls_time(rows["bytes"], rows["n_gpu"], bw, x) / rows["time_s"].to_numpy(float) - 1.0
-    in_sample = {int(n): float(np.mean(np.abs(rel[(rows["n_gpu"] == n).to_numpy()]))) for n in sorted(rows["n_gpu"].unique())}
-    return {"nvls_heldout_tp_mape": mape, "nvls_heldout_tp_bias": bias, "nvls_in_sample_tp_mape": in_sample,
-            "nvls_efficiency": float(x[8]), "nvls_latency_s": float(x[7])}
+    ape = np.abs(nvls_time(rows["bytes"], rows["n_gpu"], bw, x) / rows["time_s"].to_numpy(float) - 1.0)
+    n_gpu = rows["n_gpu"].to_numpy()
+    in_sample = {int(n): float(ape[n_gpu == n].mean()) for n in np.unique(n_gpu)}
+    return {"nvls_heldout_tp_mape": {int(n): float(g.abs().mean()) for n, g in held},
+            "nvls_heldout_tp_bias": {int(n): float(g.median()) for n, g in held},
+            "nvls_in_sample_tp_mape": in_sample, "nvls_efficiency": float(x[8]), "nvls_latency_s": float(x[7])}
 
 
 #: Architectures with NVLink multicast, which NVLS needs (NVSwitch from Hopper on; Ampere has none).

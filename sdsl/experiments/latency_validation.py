@@ -159,16 +159,12 @@ def elementwise_scores(p: "pd.DataFrame") -> dict[str, Any]:
 
 def _leave_one_tp_out(rows: "pd.DataFrame", hardware, base: LatencyParams, ring_only: bool = False) -> "pd.DataFrame":
     """Every row of ``rows`` predicted by a fit on the other GPU counts only (column ``rel`` = pred/meas − 1)."""
-    import pandas as pd
+    from sdsl.fit.allreduce import fit_allreduce, leave_one_tp_out, predict_allreduce
 
-    from sdsl.fit.allreduce import fit_allreduce, predict_allreduce
+    def fit_predict(train, test):
+        return predict_allreduce(test, hardware.interconnect_bandwidth, fit_allreduce(train, hardware, base, ring_only=ring_only)[0])
 
-    parts = []
-    for n in sorted(rows["n_gpu"].unique()):
-        p_n, _ = fit_allreduce(rows[rows["n_gpu"] != n], hardware, base, ring_only=ring_only)
-        test = rows[rows["n_gpu"] == n]
-        parts.append(test.assign(rel=predict_allreduce(test, hardware.interconnect_bandwidth, p_n) / test["time_s"] - 1.0))
-    return pd.concat(parts, ignore_index=True)
+    return leave_one_tp_out(rows, fit_predict)
 
 
 def allreduce_validation(network: Path, gpu: str, hardware, base: LatencyParams) -> tuple[LatencyParams, dict | None]:

@@ -26,7 +26,8 @@ from sdsl.errors import ProfileError
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["read_allreduce", "nvlink_rows", "switch_rows", "fit_allreduce", "predict_allreduce"]
+__all__ = ["read_allreduce", "nvlink_rows", "switch_rows", "fit_allreduce", "predict_allreduce", "best_least_squares",
+           "leave_one_tp_out"]
 
 
 def read_allreduce(path: str | os.PathLike, dtype_bytes: int = 2) -> "pd.DataFrame":
@@ -76,6 +77,28 @@ def predict_allreduce(rows: "pd.DataFrame", bandwidth: float, params: LatencyPar
     return allreduce_time_with(rows["bytes"].to_numpy(float), rows["n_gpu"].to_numpy(float), bandwidth, params)
 
 
+def best_least_squares(residual, starts, lo, hi) -> np.ndarray:
+    """The lowest-cost :func:`scipy.optimize.least_squares` solution over ``starts`` (each scaled by its
+    start values), within the bounds ``lo``, ``hi``."""
+    from scipy.optimize import least_squares
+
+    sols = [least_squares(residual, x0, bounds=(lo, hi), x_scale=[abs(v) for v in x0]) for x0 in starts]
+    return min(sols, key=lambda s: s.cost).x
+
+
+def leave_one_tp_out(rows: "pd.DataFrame", fit_predict) -> "pd.DataFrame":
+    """Every row of ``rows`` predicted with its GPU count held out: ``fit_predict(train, test)`` returns
+    the test rows' predicted seconds from a fit on the train rows (column ``rel`` = pred/meas − 1)."""
+    import pandas as pd
+
+    parts = []
+    for n in sorted(rows["n_gpu"].unique()):
+        test = rows[rows["n_gpu"] == n]
+        pred = np.asarray(fit_predict(rows[rows["n_gpu"] != n], test), dtype=float)
+        parts.append(test.assign(rel=pred / test["time_s"].to_numpy(float) - 1.0))
+    return pd.concat(parts, ignore_index=True)
+
+
 #: Fitted fields, their start values (three starts: the fit has two regimes and a floor), bounds and scales.
 _FIELDS = ("allreduce_floor", "allreduce_floor_smoothness", "allreduce_ll_latency", "allreduce_ll_efficiency",
            "allreduce_latency", "eta_interconnect", "allreduce_step_latency")
@@ -95,8 +118,6 @@ def fit_allreduce(rows: "pd.DataFrame", hardware, base: LatencyParams | None = N
     ``hardware`` (catalog name or Hardware) gives the per-direction link bandwidth. With one GPU
     count only, the step latency cannot be told from the fixed one and stays 0. Returns the
     updated params and stats (fitted values, MAPE overall and per GPU count, n)."""
-    from scipy.optimize import least_squares
-
     from sdsl.core.hardware import get_hardware
 
     hw = hardware if hasattr(hardware, "kind") else get_hardware(hardware)
@@ -113,10 +134,9 @@ def fit_allreduce(rows: "pd.DataFrame", hardware, base: LatencyParams | None = N
     def params_of(x):
         return base.replace(**dict(zip([_FIELDS[i] for i in use], map(float, x))), **fixed)
 
-    sols = [least_squares(lambda x: np.log(predict_allreduce(rows, bw, params_of(x))) - logt, [x0[i] for i in use],
-                          bounds=([_LO[i] for i in use], [_HI[i] for i in use]), x_scale=[abs(x0[i]) for i in use])
-            for x0 in _STARTS[:1 if ring_only else None]]
-    params = params_of(min(sols, key=lambda s: s.cost).x)
+    params = params_of(best_least_squares(lambda x: np.log(predict_allreduce(rows, bw, params_of(x))) - logt,
+                                          [[x0[i] for i in use] for x0 in _STARTS[:1 if ring_only else None]],
+                                          [_LO[i] for i in use], [_HI[i] for i in use]))
     ape = np.abs(predict_allreduce(rows, bw, params) / rows["time_s"].to_numpy(float) - 1.0)
     by_gpu = {int(n): float(ape[(rows["n_gpu"] == n).to_numpy()].mean()) for n in sorted(rows["n_gpu"].unique())}
     return params, {**{f: getattr(params, f) for f in _FIELDS}, "mape": float(ape.mean()), "mape_by_gpus": by_gpu,
