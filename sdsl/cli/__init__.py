@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "train-family": ("sdsl.cli.train_family", "train_family", "Train the byte-level reference model family (torch)."),
     "train-head": ("sdsl.cli.train_head", "train_head", "Train an EAGLE-style draft head on a family target (torch)."),
     "figures": ("sdsl.cli.figures", "figures", "Regenerate the paper figures (PNG) into paper_figures/."),
-    "acceptance": ("sdsl.cli.acceptance", "acceptance", "Per-position acceptance from an engine log (vLLM, SGLang) or an accepted length."),
+    "acceptance": ("sdsl.cli.acceptance", "acceptance", "Per-position acceptance from an engine log (vLLM, SGLang), a prompt-lookup replay, or an accepted length."),
     "simulate": ("sdsl.cli.simulate", "simulate", "Serving simulation of speculation policies (none, k=N, adaptive) under load."),
 }
 

@@ -13,23 +13,38 @@ from sdsl.cli._common import acceptance_options, echo_json, json_option
               help="Engine log holding acceptance metrics (vLLM 'SpecDecoding metrics', SGLang 'accept len', llama.cpp).")
 @click.option("--engine", type=click.Choice(["auto", "vllm", "sglang", "llamacpp"]), default="auto", show_default=True,
               help="Which engine wrote the log.")
+@click.option("--ngram", "ngram", type=click.Path(dir_okay=False), default=None,
+              help="JSONL of {\"prompt\", \"response\"} texts (UTF-8 bytes as tokens) or {\"prompt_ids\", "
+                   "\"response_ids\"}: prompt-lookup acceptance replayed exactly with vLLM's n-gram rule.")
+@click.option("--ngram-min", type=int, default=2, show_default=True, help="Smallest n-gram matched (vLLM prompt_lookup_min).")
+@click.option("--ngram-max", type=int, default=5, show_default=True, help="Largest n-gram matched (vLLM prompt_lookup_max).")
 @click.option("--k", "k", type=int, default=None,
-              help="Draft tokens per step, when the log gives no per-position rates and does not state it "
-                   "(SGLang: --speculative-num-steps).")
+              help="Draft tokens per step: with --ngram the lookup's k (default 5); with --from-log when the log "
+                   "gives no per-position rates and does not state it (SGLang: --speculative-num-steps).")
 @acceptance_options
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the acceptance JSON here (atomically).")
 @json_option
-def acceptance(log, engine, k, acceptance, out, as_json):
+def acceptance(log, engine, ngram, ngram_min, ngram_max, k, acceptance, out, as_json):
     """Show per-position acceptance (conditional and marginal rates, tau) and write it as JSON.
 
-    Reads an engine log with --from-log, or converts --alpha / --accepted-length / --acceptance;
-    pass the written file to predict/optimize with --acceptance-file.
+    Reads an engine log with --from-log, replays prompt lookup over your own prompt/response pairs with
+    --ngram, or converts --alpha / --accepted-length / --acceptance; pass the written file to
+    predict/optimize with --acceptance-file.
     """
     from sdsl.errors import InvalidInputError
 
     if k is not None and k < 1:
         raise InvalidInputError("--k must be a positive integer.")
-    if log is not None:
+    if ngram is not None:
+        if log is not None or acceptance.given is not None:
+            raise InvalidInputError(f"Give either --ngram or {'--from-log' if log is not None else acceptance.given}, not both.")
+        from sdsl.core.ngram_replay import prompt_lookup_acceptance, read_pairs
+
+        pairs, tokenizer = read_pairs(ngram)
+        result = prompt_lookup_acceptance(pairs, k=5 if k is None else k, min_n=ngram_min, max_n=ngram_max,
+                                          tokenizer=tokenizer, source=f"ngram-replay:{ngram}")
+        data, text = result.to_dict(), result.report()
+    elif log is not None:
         if acceptance.given is not None:
             raise InvalidInputError(f"Give either --from-log or {acceptance.given}, not both.")
         from sdsl.fit.engine_logs import read_acceptance_log
