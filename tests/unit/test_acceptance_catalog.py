@@ -166,3 +166,9 @@ def test_speedup_ratio_and_to_dict():
     assert r.speedup is None and r.speedup_ratio == pytest.approx(r.throughput_tok_s / r.baseline_tok_s)
     d = r.to_dict()
     assert d["row_id"] == r.row_id and isinstance(d["marginal"], list) and set(d) == set(cat.COLUMNS)
+
+
+def test_integrity_readme_counts_match_the_file():
+    text = data_path("acceptance", "README.md").read_text(encoding="utf-8")
+    m = re.search(r"`catalog.csv` has (\d+) rows: (\d+) carry", text)
+    assert m and (int(m.group(1)), int(m.group(2))) == (len(ROWS), len(ACC))
