@@ -156,7 +156,7 @@ def default_params(hardware) -> LatencyParams:
     """Latency parameters shipped for ``hardware``: its own calibration when sdsl ships one
     (sdsl/data/latency/<name>.json, fitted by ``sdsl calibrate`` to Vidur's H100-SXM, A100-80GB and A40
     timings; the H100 all-reduce to its 2-GPU NVLink rows, the A100 and A40 all-reduce unfitted); for another accelerator, the cross-GPU efficiency
-    model's prediction from its datasheet (:func:`sdsl.core.efficiency.transfer_params`; its ``source``
+    model's prediction from its datasheet (:func:`sdsl.core.gpu_transfer.transfer_params`; its ``source``
     names the calibrated GPUs it leans on); otherwise (CPUs) :data:`DEFAULT_PARAMS`. No CPU
     calibration ships: ``profiles/cpu.calib.json`` describes one 2-core machine; pass it with
     ``--calibration``."""
@@ -168,7 +168,7 @@ def default_params(hardware) -> LatencyParams:
     if own is not None:
         return own
     if hardware.kind == "gpu":
-        from sdsl.core.efficiency import transfer_params
+        from sdsl.core.gpu_transfer import transfer_params
 
         measured = {k: (get_hardware(k), _packaged_params(k)) for k in _packaged_names()}
         measured = {k: v for k, v in measured.items() if v[0].kind == "gpu"}
