@@ -1,4 +1,5 @@
 """Proposers: what drafts the tokens a speculative step verifies, each priced on the target's roofline.
+Summary of docs/model.md §3.5 (and §3.7 for a draft model's resync and switch terms).
 
 Every proposer's cost is one or more forward passes priced by :mod:`sdsl.core.latency` (the same
 kernels, calibrated efficiencies, launch overheads and tensor-parallel all-reduces as the target);

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sdsl._result import Result
-from sdsl.core.acceptance import acceptance_levels
+from sdsl.core.acceptance import acceptance_levels, given_acceptance, tau
 from sdsl.core.deployment import Deployment
 from sdsl.core.proposers import make_proposer
 from sdsl.core.config_table import config_row, frame_columns, report_rows
@@ -152,8 +152,25 @@ class ProposerRanking(Result):
 
 
 def _level_taus(levels, ks: np.ndarray) -> np.ndarray:
-    """τ on (k, acceptance level) from a proposer's Acceptance levels."""
+    """τ on (k, acceptance level) from a proposer's Acceptance levels (i.i.d. levels in one call of Eq. 1)."""
+    if all(a.is_iid for a in levels):
+        return tau(np.array([a.positions[0] for a in levels])[None, :], ks[:, None])
     return np.stack([np.asarray(a.tau(ks), dtype=float) for a in levels], axis=-1)
+
+
+def _levels(props, target, acceptance, options) -> tuple:
+    """Each proposer's acceptance levels; a spec shared by several proposers is turned into levels once."""
+    shared: dict = {}
+    out = []
+    for p in props:
+        spec = given_acceptance(p, acceptance)
+        if spec is None:
+            out.append(acceptance_levels(p, target, None, **options))
+        else:
+            if id(spec) not in shared:
+                shared[id(spec)] = acceptance_levels(p, target, spec, **options)
+            out.append(shared[id(spec)])
+    return tuple(out)
 
 
 def _draft_groups(props) -> dict:
@@ -187,7 +204,7 @@ def rank_proposers(target, proposers, deployment, *, acceptance=None, gammas=ran
     b = np.asarray(list(np.atleast_1d(batches)), dtype=float)
     if g.size == 0 or b.size == 0 or np.any(g < 0):
         raise InvalidInputError("Need at least one k >= 0 and one batch size.")
-    levels = tuple(acceptance_levels(p, target, acceptance, **(acceptance_options or {})) for p in props)
+    levels = _levels(props, target, acceptance, acceptance_options or {})
     if len({len(x) for x in levels}) > 1:
         raise InvalidInputError("Every proposer ranked needs the same number of acceptance levels.")
     host = dict(pass_overhead_s=pass_overhead_s)

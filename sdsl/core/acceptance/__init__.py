@@ -14,8 +14,8 @@ from sdsl.core.acceptance.converters import (accepted_length_with_bonus, alpha_f
                                              check_marginal, conditional_from_marginal, marginal_from_conditional,
                                              positional_acceptance)
 from sdsl.core.acceptance.decay import DEFAULT_DECAY, decay_conditional, decay_tau, fit_decay_ratio, solve_decay
-from sdsl.core.acceptance.resolve import (ACCEPTANCE_RULES, PLANE_SOURCE, acceptance_levels, resolve_acceptance,
-                                          sdsl_plane_rule)
+from sdsl.core.acceptance.resolve import (ACCEPTANCE_RULES, PLANE_SOURCE, acceptance_levels, given_acceptance,
+                                          resolve_acceptance, sdsl_plane_rule)
 from sdsl.core.acceptance.tau import (alpha_from_tau, chain_tau, check_alpha, check_gamma, tau, tau_from_conditional,
                                       tau_unchecked)
 from sdsl.core.acceptance.vector import Acceptance
@@ -25,6 +25,6 @@ __all__ = [
     "check_gamma", "alpha_from_mean_accepted", "alpha_from_accept_histogram", "positional_acceptance",
     "alpha_from_vllm", "alpha_from_spec_bench", "marginal_from_conditional", "conditional_from_marginal",
     "check_marginal", "accepted_length_with_bonus", "DEFAULT_DECAY", "decay_conditional", "decay_tau",
-    "solve_decay", "fit_decay_ratio", "resolve_acceptance", "acceptance_levels", "ACCEPTANCE_RULES",
+    "solve_decay", "fit_decay_ratio", "resolve_acceptance", "acceptance_levels", "given_acceptance", "ACCEPTANCE_RULES",
     "sdsl_plane_rule", "PLANE_SOURCE",
 ]

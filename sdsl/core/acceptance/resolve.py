@@ -20,7 +20,8 @@ from sdsl.core.acceptance.tau import check_alpha
 from sdsl.core.acceptance.vector import Acceptance
 from sdsl.errors import InvalidInputError
 
-__all__ = ["resolve_acceptance", "acceptance_levels", "sdsl_plane_rule", "ACCEPTANCE_RULES", "PLANE_SOURCE"]
+__all__ = ["resolve_acceptance", "acceptance_levels", "given_acceptance", "sdsl_plane_rule", "ACCEPTANCE_RULES",
+           "PLANE_SOURCE"]
 
 PLANE_SOURCE = "sdsl-plane"
 
@@ -49,7 +50,7 @@ def _as_acceptance(spec) -> Acceptance:
     return Acceptance.from_iid(float(check_alpha(spec)))
 
 
-def _given_for(proposer, given):
+def given_acceptance(proposer, given):
     """The caller's acceptance for ``proposer`` (a mapping is looked up by name, then by kind), or None."""
     if isinstance(given, Mapping):
         return given.get(proposer.name, given.get(proposer.kind))
@@ -65,7 +66,7 @@ def resolve_acceptance(proposer, target, given=None, *, rules=None, **options) -
     from sdsl.core.proposers import make_proposer
 
     proposer = make_proposer(proposer)
-    spec = _given_for(proposer, given)
+    spec = given_acceptance(proposer, given)
     if spec is not None:
         return _as_acceptance(spec)
     target = get_model(target)
@@ -84,7 +85,7 @@ def acceptance_levels(proposer, target, given=None, **options) -> tuple:
     from sdsl.core.proposers import make_proposer
 
     proposer = make_proposer(proposer)
-    spec = _given_for(proposer, given)
+    spec = given_acceptance(proposer, given)
     if isinstance(spec, np.ndarray) or isinstance(spec, (list, tuple)):
         levels = list(np.atleast_1d(spec)) if isinstance(spec, np.ndarray) else list(spec)
         if not levels:
