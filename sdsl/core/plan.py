@@ -47,21 +47,21 @@ class SpeculationPlan(Result):
     for, its batch → k table, and what goes with them. Result protocol: ``report()``, ``to_dict()`` (the
     ``sdsl optimize --json`` schema, docs/json.md), ``to_json()``, ``plot()``."""
 
-    target: object
+    target: object  # the target's ModelSpec
     deployment: Deployment
-    ranking: ProposerRanking
-    batches: tuple
-    top: int
+    ranking: ProposerRanking  # over every batch 1..max_batch and the batches asked for
+    batches: tuple  # the batches asked for
+    top: int  # rows per batch in the table
     max_batch: int
-    pick: dict
-    k_table: list
-    flop_optimum: dict
-    given: Acceptance | None = None
+    pick: dict  # {"proposer", "gamma", "tree"} at the first batch asked for
+    k_table: list  # the pick's batch -> k ranges
+    flop_optimum: dict  # SDSL's continuous N*
+    host_step_s: float = 0.0
+    given: Acceptance | None = None  # the acceptance the caller gave for every proposer
+    pass_overhead_s: float = 0.0
     trees: TreeRanking | None = None
     tree_pick: dict | None = None
     export: dict | None = None
-    host_step_s: float = 0.0
-    pass_overhead_s: float = 0.0
 
     @property
     def configs(self) -> list[dict]:
@@ -182,7 +182,7 @@ def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gam
         engine_pick = tree_pick or pick if export.lower() == "sglang" else pick
         engine = {"engine": export, "pick": engine_pick, "config": export_config(export, engine_pick, table)}
     given = acceptance if isinstance(acceptance, Acceptance) else None
-    return SpeculationPlan(target, dep, ranking, batches, top, max_batch, pick, table,
-                           flop_optimum(target, pretrain_tokens), given, tree_ranking, tree_pick, engine, host_step_s,
-                           pass_overhead_s)
+    return SpeculationPlan(target, dep, ranking, batches, top, max_batch, pick, table, flop_optimum(target, pretrain_tokens),
+                           host_step_s=host_step_s, given=given, pass_overhead_s=pass_overhead_s, trees=tree_ranking,
+                           tree_pick=tree_pick, export=engine)
 

@@ -81,12 +81,15 @@ class PricedStep(Result):
                 "acceptance": None if self.acceptance is None else self.acceptance.to_dict()}
 
     def to_dict(self) -> dict:
-        """Plain Python values: every array field (lists), ``t_overhead_s`` (= ``t_host_s``), the inputs."""
+        """Plain Python values: every array field (lists), ``t_overhead_s`` (= ``t_host_s``), ``verify_step`` (the
+        verify forward's :class:`~sdsl.core.latency.StepTime` parts), the inputs."""
         out = {}
         for name in ARRAY_FIELDS:
             v = np.asarray(getattr(self, name))
             out[name] = v.item() if v.ndim == 0 else v.tolist()
         out["t_overhead_s"] = out["t_host_s"]
+        if self.verify_time is not None:  # the verify forward's parts (every field its StepTime carries)
+            out["verify_step"] = self.verify_time.to_dict()
         return {**out, **self.inputs()}
 
     def take(self, index: int, **changes) -> "PricedStep":

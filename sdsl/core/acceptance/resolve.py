@@ -26,9 +26,10 @@ __all__ = ["resolve_acceptance", "acceptance_levels", "given_acceptance", "sdsl_
 PLANE_SOURCE = "sdsl-plane"
 
 
-def sdsl_plane_rule(proposer, target, *, draft_tokens=1e12, target_tokens=1e12, law=None, plane=None):
+def sdsl_plane_rule(proposer, target, *, draft_tokens=1e12, target_tokens=1e12, law=None, plane=None, **_):
     """SDSL's acceptance plane for a draft model with a catalog shape (α from both sizes and the pre-training
-    tokens D, D′ through the loss law; docs/model.md §3.2); None for any other proposer."""
+    tokens D, D′ through the loss law; docs/model.md §3.2); None for any other proposer. Options other rules
+    read (a workload, say) are ignored."""
     from sdsl.core.architecture import ModelSpec
     from sdsl.core.scaling import CHINCHILLA, SDSL_PLANE, acceptance_from_sizes
 
@@ -40,7 +41,8 @@ def sdsl_plane_rule(proposer, target, *, draft_tokens=1e12, target_tokens=1e12, 
     return Acceptance((float(a),), 1.0, PLANE_SOURCE)
 
 
-#: Rules asked in order when no acceptance is given: ``rule(proposer, target, **options)`` → Acceptance or None.
+#: Rules asked in order when no acceptance is given: ``rule(proposer, target, **options)`` → Acceptance or None
+#: (every rule takes every option and ignores those it does not read).
 ACCEPTANCE_RULES: tuple[Callable, ...] = (sdsl_plane_rule,)
 
 
