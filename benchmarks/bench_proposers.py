@@ -32,7 +32,7 @@ def run(repeats: int = 5) -> dict:
         times.append(time.perf_counter() - t0)
     out = {"rank_configs": int(np.prod(r.tokens_per_s.shape)), "rank_best_s": min(times),
            "rank_median_s": float(np.median(times))}
-    from sdsl.core.acceptance_vector import Acceptance
+    from sdsl.core.acceptance import Acceptance
     from sdsl.core.ranking import rank_trees
 
     acc = Acceptance.from_accepted_length(3.1, 4)

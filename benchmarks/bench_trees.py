@@ -26,7 +26,7 @@ def _median_time(fn, repeats: int) -> float:
 
 
 def main() -> None:
-    from sdsl.core.acceptance_vector import Acceptance
+    from sdsl.core.acceptance import Acceptance
     from sdsl.core.tree_search import best_tree, sglang_grid
     from sdsl.core.trees import rank_acceptance
 

@@ -122,7 +122,7 @@ def parse_float_list(text: str, name: str) -> list[float]:
 
 class AcceptanceChoice:
     """What the user gave for acceptance: at most one of --alpha, --accepted-length, --acceptance,
-    --acceptance-file. :meth:`resolve` turns it into a :class:`sdsl.core.acceptance_vector.Acceptance`."""
+    --acceptance-file. :meth:`resolve` turns it into a :class:`sdsl.core.acceptance.vector.Acceptance`."""
 
     def __init__(self, alpha=None, accepted_length=None, accepted_at=None, acceptance=None, acceptance_kind="marginal",
                  acceptance_file=None):
@@ -142,7 +142,7 @@ class AcceptanceChoice:
         """The Acceptance, or None when nothing was given (the caller then uses SDSL's plane). ``k`` is the
         draft length --accepted-length was measured at when --accepted-at is absent (predict's --gamma)."""
         from sdsl.core.acceptance import check_alpha
-        from sdsl.core.acceptance_vector import Acceptance
+        from sdsl.core.acceptance import Acceptance
         from sdsl.errors import InvalidInputError
 
         if self.given is None:

@@ -15,7 +15,7 @@ from sdsl.cli._common import echo_json, json_option
 def law(draft_tokens, target_tokens, targets, as_json):
     """Per-target optimal draft size N* (SDSL acceptance plane + Chinchilla loss law + Lambert-W
     speedup) and the fitted line N* = mu*M + M0, next to the paper's mu = 2.71e-3, M0 = 8.71e7."""
-    from sdsl.core.optimize import SDSL_TARGETS, fit_draft_law
+    from sdsl.core.analytic_optimum import SDSL_TARGETS, fit_draft_law
 
     names = [t.strip() for t in targets.split(",") if t.strip()] if targets else SDSL_TARGETS
     result = fit_draft_law(names, draft_tokens, target_tokens if target_tokens is not None else draft_tokens)

@@ -28,9 +28,8 @@ def predict(target, draft, proposers, gamma, tree, deployment, acceptance, batch
     time per output token and speedup over plain decoding of the target. A chain (--gamma) or an
     SGLang-style tree (--tree STEPS,TOPK,TOKENS) of any proposer (--proposer or --draft). --engine-host or
     --host-step-us add an engine's host time per speculative step (engines without spec overlap)."""
-    from sdsl.core.architecture import get_model
     from sdsl.core.proposers import make_proposer
-    from sdsl.core.speculation import parse_tree, price_speculation
+    from sdsl.core.speculation import parse_tree, price_step
     from sdsl.errors import InvalidInputError
 
     if gamma is None and tree is None:
@@ -44,52 +43,38 @@ def predict(target, draft, proposers, gamma, tree, deployment, acceptance, batch
     shape = parse_tree(tree) if tree else None
     host_s = resolve_host_step_s(engine_host, host_step_us)
     proposer = make_proposer(proposers[0] if proposers else f"draft:{draft}")
-    t, dep = get_model(target), deployment
-    hw, params, context, tp, dtype = dep.hardware, dep.params, dep.context, dep.tp, dep.dtype
-    tau_value, source, acc = _tau(acceptance, gamma, shape, proposer, t)
-    p = price_speculation(t, proposer, dep, tau_value=tau_value, gamma=None if shape else gamma, tree=shape, batch=batch,
-                          pass_overhead_s=1e-6 * pass_overhead_us, overhead_s=host_s)
-    chain = {} if shape is not None or acc is None else {"alpha": float(acc.iid_alpha(gamma)) if gamma else None,
-                                                         "alpha_source": "given" if acc.is_iid and source != "sdsl-plane" else source}
-    out = {"target": t.name, "draft": getattr(getattr(proposer, "model", None), "name", None), **chain,
-           "proposer": proposer.name, "proposer_source": proposer.source, "hardware": hw.name,
-           "gamma": None if shape else gamma, "tree": None if shape is None else [shape.steps, shape.topk, shape.tokens],
-           "acceptance_source": source, "engine_host": engine_host if host_step_us is None else "given",
-           "host_step_s": host_s, "batch": batch, "context": context, "tp": tp, "dtype": dtype,
-           **{key: (v.item() if hasattr(v, "item") else v) for key, v in p.items()}, "latency_params": params.to_dict(),
-           **({"acceptance": acc.to_dict(gamma if shape is None else None)} if acc is not None else {})}
+    step = price_step(target, proposer, deployment, gamma=None if shape else gamma, tree=shape, batch=batch,
+                      pass_overhead_s=1e-6 * pass_overhead_us, overhead_s=host_s, **_acceptance(acceptance, gamma, shape))
+    out = _json(step, proposer, gamma, shape, engine_host if host_step_us is None else "given", host_s)
     if as_json:
         echo_json(out)
         return
-    _echo(out, hw.name)
+    _echo(out, deployment.hardware.name)
 
 
-def _tau(acceptance, gamma, shape, proposer, target):
-    """(τ, where it came from, the Acceptance or None) for a chain or a tree."""
-    from sdsl.core.proposers import DraftModel
-    from sdsl.core.scaling import acceptance_from_sizes
-    from sdsl.errors import InvalidInputError
-
+def _acceptance(acceptance, gamma, shape) -> dict:
+    """price_step's τ arguments from the acceptance options: with --tree, an --accepted-length alone is the tree's
+    own measured τ; otherwise the Acceptance (None: the proposer's own, SDSL's plane for a draft model)."""
     if shape is not None and acceptance.given == "--accepted-length" and acceptance.accepted_at is None and gamma is None:
-        return float(acceptance.accepted_length), "accepted-length of this tree (measured)", None
-    k = gamma if shape is None else (gamma if gamma is not None else acceptance.accepted_at)
-    acc = acceptance.resolve(k=k)
-    if acc is None and isinstance(proposer, DraftModel):
-        from sdsl.core.acceptance_vector import Acceptance
+        return {"tau": float(acceptance.accepted_length), "tau_source": "accepted-length of this tree (measured)"}
+    return {"acceptance": acceptance.resolve(k=gamma if shape is None else (gamma if gamma is not None
+                                                                            else acceptance.accepted_at))}
 
-        acc = Acceptance.from_iid(float(acceptance_from_sizes(proposer.model.total_params, target.total_params)))
-        acc = Acceptance(acc.positions, acc.tail_ratio, "sdsl-plane")
-    if acc is None:
-        raise InvalidInputError(f"{proposer.name} needs a measured acceptance: --alpha, --accepted-length, "
-                                "--acceptance or --acceptance-file.")
-    if shape is None:
-        return float(acc.tau(gamma)), acc.source, acc
-    if shape.is_chain:
-        return float(acc.tau(shape.steps)), acc.source, acc
-    from sdsl.core.trees import TokenTree, rank_acceptance
 
-    P = rank_acceptance(acc.conditional_at(shape.steps), shape.topk)
-    return float(TokenTree.sglang(shape.steps, shape.topk, shape.tokens, P).tau(P)), f"{acc.source} (tree model)", acc
+def _json(step, proposer, gamma, shape, engine_host: str, host_s: float) -> dict:
+    """``sdsl predict --json``: the priced step's fields (docs/json.md) and the inputs."""
+    acc, dep = step.acceptance, step.deployment
+    chain = {} if shape is not None or acc is None else {
+        "alpha": float(acc.iid_alpha(gamma)) if gamma else None,
+        "alpha_source": "given" if acc.is_iid and acc.source != "sdsl-plane" else acc.source}
+    values = {k: v for k, v in step.to_dict().items() if k not in ("gamma", "tree", "batch", "deployment", "acceptance",
+                                                                   "target", "proposer")}
+    return {"target": step.target, "draft": getattr(getattr(proposer, "model", None), "name", None), **chain,
+            "proposer": proposer.name, "proposer_source": proposer.source, "hardware": dep.hardware.name,
+            "gamma": None if shape else gamma, "tree": None if shape is None else [shape.steps, shape.topk, shape.tokens],
+            "engine_host": engine_host, "host_step_s": host_s, "batch": int(step.batch), "context": dep.context,
+            "tp": dep.tp, "dtype": dep.dtype, **values, "latency_params": dep.params.to_dict(),
+            **({"acceptance": acc.to_dict(gamma if shape is None else None)} if acc is not None else {})}
 
 
 def _echo(out: dict, hw_name: str) -> None:

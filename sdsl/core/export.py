@@ -1,4 +1,5 @@
 """A pick (proposer, k or tree) and a batch-size → k table in each serving engine's own configuration form.
+The table is :meth:`sdsl.core.ranking.ProposerRanking.k_table` (docs/model.md §3.4–§3.5; JSON: docs/json.md).
 
 Field names follow each engine's documentation (the tests cite the pages):
 - vLLM: ``speculative_config`` {"method", "model", "num_speculative_tokens"}; methods "draft_model",

@@ -14,7 +14,7 @@ import numpy as np
 
 from sdsl.core.architecture import ModelSpec, get_model
 from sdsl.errors import InvalidInputError
-from sdsl.core.optimize import best_speedup, gamma_star
+from sdsl.core.analytic_optimum import best_speedup, gamma_star
 from sdsl.core.scaling import CHINCHILLA, SDSL_PLANE, AcceptancePlane, LossLaw
 from sdsl.core.search import evaluate_grid
 

@@ -1,4 +1,5 @@
 """Steps a speculative decoder needs to emit ``n`` tokens per sequence: overshoot and the batch tail.
+A τ for :func:`sdsl.core.speculation.price_step` when only the first ``n`` tokens count (docs/model.md §3.3).
 
 τ(α, γ) (Leviathan et al. 2023, Eq. 1) is the mean number of tokens one SD step emits per sequence,
 so b·τ/T_step is the throughput of an endless stream. A request of ``n`` tokens is not endless:

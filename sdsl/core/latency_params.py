@@ -22,45 +22,57 @@ ELEMENTWISE_ROWS = ("row_norm", "row_rope", "row_act")
 
 @dataclass(frozen=True)
 class LatencyParams:
-    """What calibration fits (sdsl.fit.calibration): efficiencies and fixed overheads of the roofline.
+    """What calibration fits (:mod:`sdsl.fit.calibration`): the efficiencies and fixed costs of the roofline
+    (docs/model.md §3.3). Field by field, in groups (times in seconds):
 
-    eta_compute, eta_memory: fractions of datasheet peak FLOP/s and bandwidth reached by kernels.
-    t_kernel: fixed cost of one kernel launch (s). t_layer: fixed cost per decoder layer beyond its
-    kernels (s; framework dispatch, e.g. eager PyTorch on CPU). t_step: fixed cost per forward pass (s).
-    smoothness: p of the smooth maximum between compute and memory time (inf = hard max).
-    m_tile: GEMM rows (tokens) per tile of the GPU's GEMM kernels; compute is priced on the token
-    count padded to whole tiles (:func:`padded_tokens`); 0 = no padding (CPU, uncalibrated).
-    m_tile_min: smallest row tile (tensor-core instruction rows, :func:`~sdsl.core.kernels.min_row_tile`;
-    set from the hardware by calibration, 0 = none). tail_waves: the tail of a GEMM's last wave of
-    output tiles, in waves (compute time × (1 + tail_waves/W), W from :func:`~sdsl.core.kernels.gemm_waves`).
-    t_kernel_size, kernel_size_bytes: a GEMM's fixed cost beyond ``t_kernel`` saturating with the bytes it
-    moves (:func:`~sdsl.core.kernels.kernel_size_overhead`). All three 0: the form without them.
-    t_elementwise: fixed cost (s) of one elementwise kernel (norm, RoPE, activation, residual add);
-    ``None`` prices them like GEMMs (``t_kernel`` + bytes/(η_m·bw)). When set, ``eta_norm``,
-    ``eta_rope``, ``eta_act``, ``eta_add`` are their bandwidth fractions and ``row_norm``,
-    ``row_rope``, ``row_act`` the time per element of one token's row (s) of the one-CTA-per-token
-    kernels (:func:`elementwise_time`).
-    allreduce_latency: fixed latency (s) of one all-reduce; allreduce_step_latency: latency (s) of
-    each of a ring's 2(t−1) steps; eta_interconnect: achieved over the per-direction link bandwidth in
-    the ring formula (up to 2: NVSwitch in-switch reduction, NVLS, sends each byte once, not 2(t−1)/t times).
-    These three price NCCL's Simple protocol; ``allreduce_ll_latency`` and ``allreduce_ll_efficiency``
-    price its low-latency protocol (LL: no per-step latency, a fraction of the link bandwidth; 0 = not
-    modelled), and NCCL runs whichever is faster. ``allreduce_floor`` (s) is the floor of a measured
-    all-reduce (the profiler waits for the last rank to arrive), joined to the protocol time by a smooth
-    maximum of power ``allreduce_floor_smoothness``; 0 = no floor (:func:`allreduce_time`).
+    **Rates** — ``eta_compute``, ``eta_memory``: the fractions of the datasheet's peak FLOP/s and memory
+    bandwidth that kernels reach. ``smoothness``: p of the smooth maximum between a kernel's compute and memory
+    time (inf = the hard max of the plain roofline).
+
+    **Fixed costs** — ``t_kernel``: one kernel launch. ``t_layer``: each decoder layer beyond its kernels
+    (framework dispatch, e.g. eager PyTorch on a CPU). ``t_step``: each forward pass.
+
+    **GEMM shape terms** — ``m_tile``: GEMM rows (tokens) per tile of the GPU's GEMM kernels; compute is priced
+    on the token count padded to whole tiles (:func:`padded_tokens`; 0 = no padding: CPU, uncalibrated).
+    ``m_tile_min``: the smallest row tile (tensor-core instruction rows,
+    :func:`~sdsl.core.kernels.min_row_tile`; set from the hardware by calibration, 0 = none). ``tail_waves``:
+    the tail of a GEMM's last wave of output tiles, in waves (compute × (1 + tail_waves/W), W from
+    :func:`~sdsl.core.kernels.gemm_waves`). ``t_kernel_size``, ``kernel_size_bytes``: a GEMM's fixed cost beyond
+    ``t_kernel``, saturating with the bytes it moves (:func:`~sdsl.core.kernels.kernel_size_overhead`). All
+    of these 0: the form without them.
+
+    **Elementwise kernels** (norm, RoPE, activation, residual add) — ``t_elementwise``: the fixed cost of one;
+    ``None`` prices them like GEMMs (``t_kernel`` + bytes/(η_m·bandwidth)). When it is set, ``eta_norm``,
+    ``eta_rope``, ``eta_act``, ``eta_add`` are their bandwidth fractions and ``row_norm``, ``row_rope``,
+    ``row_act`` the time per element of one token's row of the one-CTA-per-token kernels (:func:`elementwise_time`).
+
+    **Tensor-parallel all-reduce** (:func:`allreduce_time`) — NCCL's Simple protocol: ``allreduce_latency``,
+    the fixed latency of one all-reduce; ``allreduce_step_latency``, the latency of each of a ring's 2(t−1)
+    steps; ``eta_interconnect``, the achieved fraction of the per-direction link bandwidth in the ring formula
+    (up to 2: NVSwitch in-switch reduction, NVLS, sends each byte once, not 2(t−1)/t times). Its low-latency
+    protocol: ``allreduce_ll_latency`` and ``allreduce_ll_efficiency`` (no per-step latency, a fraction of the
+    link bandwidth; 0 = not modelled); NCCL runs whichever is faster. ``allreduce_floor``: the floor of a
+    measured all-reduce (the profiler waits for the last rank), joined to the protocol time by a smooth
+    maximum of power ``allreduce_floor_smoothness``; 0 = no floor.
+
+    **Provenance** — ``source``: where the numbers come from (a fit and its data, a transfer, or defaults).
     """
 
+    # rates
     eta_compute: float = 0.7
     eta_memory: float = 0.8
+    # fixed costs (s), then the roofline's smooth maximum (a rate term; its place keeps the JSON field order)
     t_kernel: float = 4e-6
     t_layer: float = 0.0
     t_step: float = 0.0
     smoothness: float = math.inf
+    # GEMM shape terms
     m_tile: int = 0
     m_tile_min: int = 0
     tail_waves: float = 0.0
     t_kernel_size: float = 0.0
     kernel_size_bytes: float = 1.0e7
+    # elementwise kernels
     t_elementwise: float | None = None
     eta_norm: float = 1.0
     eta_rope: float = 1.0
@@ -69,6 +81,7 @@ class LatencyParams:
     row_norm: float = 0.0
     row_rope: float = 0.0
     row_act: float = 0.0
+    # tensor-parallel all-reduce
     allreduce_latency: float = 1.0e-5
     allreduce_step_latency: float = 0.0
     eta_interconnect: float = 0.7
@@ -76,6 +89,7 @@ class LatencyParams:
     allreduce_ll_efficiency: float = 0.0
     allreduce_floor: float = 0.0
     allreduce_floor_smoothness: float = 4.0
+    # provenance
     source: str = "uncalibrated defaults (assumed, not measured)"
 
     def __post_init__(self) -> None:
@@ -156,7 +170,7 @@ def default_params(hardware) -> LatencyParams:
     """Latency parameters shipped for ``hardware``: its own calibration when sdsl ships one
     (sdsl/data/latency/<name>.json, fitted by ``sdsl calibrate`` to Vidur's H100-SXM, A100-80GB and A40
     timings; the H100 all-reduce to its 2-GPU NVLink rows, the A100 and A40 all-reduce unfitted); for another accelerator, the cross-GPU efficiency
-    model's prediction from its datasheet (:func:`sdsl.core.efficiency.transfer_params`; its ``source``
+    model's prediction from its datasheet (:func:`sdsl.core.gpu_transfer.transfer_params`; its ``source``
     names the calibrated GPUs it leans on); otherwise (CPUs) :data:`DEFAULT_PARAMS`. No CPU
     calibration ships: ``profiles/cpu.calib.json`` describes one 2-core machine; pass it with
     ``--calibration``."""
@@ -168,7 +182,7 @@ def default_params(hardware) -> LatencyParams:
     if own is not None:
         return own
     if hardware.kind == "gpu":
-        from sdsl.core.efficiency import transfer_params
+        from sdsl.core.gpu_transfer import transfer_params
 
         measured = {k: (get_hardware(k), _packaged_params(k)) for k in _packaged_names()}
         measured = {k: v for k, v in measured.items() if v[0].kind == "gpu"}

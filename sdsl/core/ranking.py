@@ -1,9 +1,14 @@
-"""Rank proposers × speculation length k over batch sizes and acceptance levels, in one array per proposer.
+"""Rank proposers × speculation length k over batch sizes and acceptance levels: draft models, heads and lookup
+in one ranking, one table. Summary of docs/model.md §3.4–§3.5.
 
-Each proposer is priced by :func:`sdsl.core.speculation.price_speculation` on a (k, batch, acceptance)
-grid; τ(k) per acceptance level comes from an i.i.d. α (Leviathan et al. 2023, Eq. 1) or any acceptance
-object with ``tau(k)``. The pick per (batch, acceptance) is the (proposer, k) with the most tokens/s;
-k = 0 is plain decoding, so speculation "stops paying" at the first batch whose pick is k = 0.
+Each proposer is priced by :func:`sdsl.core.speculation.price_step` on a (k, batch, acceptance) grid; the
+separate draft models are stacked as one :class:`~sdsl.core.latency.ModelShapes` and priced in one call
+(:func:`sdsl.core.search.price_draft_stack`, the draft grid's pricing), every other proposer in one call each.
+Acceptance per proposer is the one given or :func:`sdsl.core.acceptance.resolve_acceptance`'s (SDSL's plane
+for a draft model). τ(k) per level is Leviathan et al. 2023 Eq. 1 for an i.i.d. α or the acceptance's
+per-position sum. The pick per (batch, acceptance) is the (proposer, k) with the most tokens/s; k = 0 is
+plain decoding, so speculation "stops paying" at the first batch whose pick is k = 0. One batch → k table
+(:meth:`ProposerRanking.k_table`) serves the engine export and the serving simulator.
 """
 
 from __future__ import annotations
@@ -13,34 +18,50 @@ from dataclasses import dataclass
 import numpy as np
 
 from sdsl._result import Result
+from sdsl.core.acceptance import acceptance_levels, given_acceptance, tau
+from sdsl.core.deployment import Deployment
 from sdsl.core.proposers import make_proposer
-from sdsl.core.speculation import resolve_deployment, price_speculation, tau_of
+from sdsl.core.config_table import config_row, frame_columns, report_rows
+from sdsl.core.speculation import price_step
 from sdsl.errors import InvalidInputError
 
-__all__ = ["ProposerRanking", "rank_proposers", "k_table", "TreeRanking", "rank_trees"]
+__all__ = ["ProposerRanking", "rank_proposers", "k_table", "k_ranges", "TreeRanking", "rank_trees"]
 
 
-def _report(rows: list[dict]) -> str:
-    lines = [f"{'batch':>6} {'proposer':<22} {'k/tree':>9} {'tau':>6} {'tokens/s':>10} {'TPOT ms':>8} {'speedup':>8}"]
-    for r in rows:
-        shape = ",".join(map(str, r["tree"])) if r.get("tree") else str(r["gamma"])
-        lines.append(f"{r['batch']:>6} {r['proposer']:<22} {shape:>9} {r['tau']:6.2f} {r['tokens_per_s']:10.1f} "
-                     f"{1e3 * r['tpot_s']:8.2f} {r['speedup']:8.2f}")
-    return "\n".join(lines)
+def k_ranges(ks, batches) -> list[dict]:
+    """Best k per batch (``ks[i]`` at ``batches[i]``, ascending) merged into ranges {batch_min, batch_max, k}."""
+    rows = []
+    for b, k in zip(np.asarray(batches).astype(int), np.asarray(ks).astype(int)):
+        if rows and rows[-1]["k"] == k:
+            rows[-1]["batch_max"] = int(b)
+        else:
+            rows.append({"batch_min": int(b), "batch_max": int(b), "k": int(k)})
+    return rows
 
 
 @dataclass(frozen=True)
 class ProposerRanking(Result):
-    """tokens/s on (proposer, k, batch, acceptance); ``acceptance[p]`` is what priced proposer p.
-    Result protocol: ``report()`` (best 3 per batch), ``to_dict()``, ``to_json()``, ``plot()``."""
+    """tokens/s on (proposer, k, batch, acceptance); ``priced[p]`` is proposer p's :class:`PricedStep` on
+    (k, batch, acceptance) and ``acceptance[p]`` its levels. Result protocol: ``report()`` (the best 3 per
+    batch), ``to_dict()``, ``to_json()``, ``plot()``; ``to_frame()`` has every configuration."""
 
     proposers: tuple
     gammas: np.ndarray
     batches: np.ndarray
-    n_acceptance: int
+    acceptance: tuple  # per proposer: its Acceptance levels
+    priced: tuple  # per proposer: PricedStep on (k, batch, acceptance)
     tokens_per_s: np.ndarray  # (proposer, k, batch, acceptance); -inf where a proposer cannot draft k
-    taus: tuple  # per proposer: τ on (k, 1, acceptance)
     plain_tokens_per_s: np.ndarray  # (batch,)
+
+    @property
+    def n_acceptance(self) -> int:
+        return self.tokens_per_s.shape[-1]
+
+    @property
+    def taus(self) -> tuple:
+        """Per proposer: τ on (k, 1, acceptance)."""
+        shape = self.tokens_per_s.shape[1:]
+        return tuple(np.broadcast_to(s.tau, shape)[:, :1, :] for s in self.priced)
 
     @property
     def tpot_s(self) -> np.ndarray:
@@ -57,8 +78,65 @@ class ProposerRanking(Result):
         return {"proposer": i // n_k, "gamma": self.gammas[i % n_k].astype(int), "tokens_per_s": tps,
                 "speedup": tps / self.plain_tokens_per_s[:, None]}
 
+    def best_k_index(self) -> np.ndarray:
+        """(proposer, batch, acceptance): index into ``gammas`` of each proposer's best k."""
+        return np.argmax(self.tokens_per_s, axis=1)
+
+    def pick(self, batch, acceptance_index: int = 0) -> tuple[int, int]:
+        """(proposer index, k) of the best speculating configuration (k ≥ 1 when any is searched) at ``batch``."""
+        b = int(np.flatnonzero(self.batches == batch)[0]) if np.any(self.batches == batch) else None
+        if b is None:
+            raise InvalidInputError(f"Batch {batch} was not ranked.")
+        spec = self.gammas > 0 if np.any(self.gammas > 0) else np.ones(self.gammas.size, bool)
+        sub = np.where(spec[None, :], self.tokens_per_s[:, :, b, acceptance_index], -np.inf)
+        i, g = np.unravel_index(np.argmax(sub), sub.shape)
+        return int(i), int(self.gammas[g])
+
+    def k_table(self, proposer_index: int, acceptance_index: int = 0) -> list[dict]:
+        """The best k of one proposer per ranked batch, as ranges {batch_min, batch_max, k} (k = 0: do not
+        speculate): the table the engine export and the serving simulator use."""
+        tps = self.tokens_per_s[proposer_index, :, :, acceptance_index]
+        return k_ranges(self.gammas[np.argmax(tps, axis=0)], self.batches)
+
+    def break_even_batch(self) -> np.ndarray:
+        """Per acceptance level: the smallest batch at which no (proposer, k ≥ 1) beats plain decoding
+        (NaN when speculation pays at every batch searched)."""
+        stops = ~(self.best()["gamma"] > 0)
+        first = np.argmax(stops, axis=0)
+        return np.where(stops.any(axis=0), self.batches[first], np.nan)
+
+    def row(self, p: int, g: int, b: int, a: int) -> dict:
+        """The configuration (proposer p, k index g, batch index b, acceptance a) as one table row."""
+        return config_row(self.proposers[p], self.priced[p], (g, b, a), self.acceptance[p][a],
+                          gamma=int(self.gammas[g]), batch=int(self.batches[b]), acceptance_index=a)
+
+    def records(self, top: int | None = None, batches=None) -> list[dict]:
+        """The table: each proposer at its best k, per (batch, acceptance), best first (ties keep the proposers'
+        order); only ``batches`` when given, and only the ``top`` best of each (batch, acceptance) when given."""
+        keep = np.ones(self.batches.size, bool) if batches is None else np.isin(self.batches, list(batches))
+        best_k = self.best_k_index()
+        rows = []
+        for b in np.flatnonzero(keep):
+            for a in range(self.n_acceptance):
+                tps = self.tokens_per_s[np.arange(len(self.proposers)), best_k[:, b, a], b, a]
+                for p in np.argsort(-tps, kind="stable")[: top or len(self.proposers)]:
+                    if np.isfinite(tps[p]):
+                        rows.append(self.row(int(p), int(best_k[p, b, a]), int(b), a))
+        return rows
+
+    def to_frame(self, batches=None):
+        """Every (proposer, k, batch, acceptance) ranked (only ``batches`` when given) as a pandas DataFrame with
+        the table's columns (:data:`sdsl.core.config_table.ROW_KEYS`), in (proposer, k, batch, acceptance) order."""
+        import pandas as pd
+
+        keep = np.ones(self.batches.size, bool) if batches is None else np.isin(self.batches, list(batches))
+        parts = [frame_columns(prop, step, self.acceptance[p], self.gammas, self.batches, keep,
+                               np.isfinite(self.tokens_per_s[p])) for p, (prop, step) in
+                 enumerate(zip(self.proposers, self.priced))]
+        return pd.concat([pd.DataFrame(x) for x in parts], ignore_index=True)
+
     def report(self, top: int = 3) -> str:
-        return _report(self.records(top=top))
+        return report_rows(self.records(top=top))
 
     def to_dict(self, top: int | None = 3) -> dict:
         stop = self.break_even_batch()
@@ -72,108 +150,109 @@ class ProposerRanking(Result):
 
         return plot_speedup_by_batch(self.batches[:, None], self.best()["speedup"], ax=ax)
 
-    def break_even_batch(self) -> np.ndarray:
-        """Per acceptance level: the smallest batch at which no (proposer, k ≥ 1) beats plain decoding
-        (NaN when speculation pays at every batch searched)."""
-        gain = self.best()["gamma"] > 0
-        stops = ~gain
-        first = np.argmax(stops, axis=0)
-        return np.where(stops.any(axis=0), self.batches[first], np.nan)
 
-    def records(self, top: int | None = None, batches=None) -> list[dict]:
-        """Configurations as records, best first within each (batch, acceptance); only ``batches`` when
-        given, and only the ``top`` best of each (batch, acceptance) when given."""
-        tpot = self.tpot_s
-        keep = np.ones(self.batches.size, bool) if batches is None else np.isin(self.batches, list(batches))
-        order = np.argsort(-self.tokens_per_s.reshape(-1, *self.tokens_per_s.shape[2:]), axis=0, kind="stable")
-        n_k = self.gammas.size
-        rows = []
-        for b in np.flatnonzero(keep):
-            for a in range(self.n_acceptance):
-                for i in order[: top or order.shape[0], b, a]:
-                    p, g = divmod(int(i), n_k)
-                    if not np.isfinite(self.tokens_per_s[p, g, b, a]):
-                        continue
-                    tps = float(self.tokens_per_s[p, g, b, a])
-                    rows.append({"proposer": self.proposers[p].name, "gamma": int(self.gammas[g]),
-                                 "batch": int(self.batches[b]), "acceptance_index": a,
-                                 "tau": float(self.taus[p][g, 0, a]), "tokens_per_s": tps,
-                                 "tpot_s": float(tpot[p, g, b, a]), "speedup": tps / float(self.plain_tokens_per_s[b])})
-        return rows
+def _level_taus(levels, ks: np.ndarray) -> np.ndarray:
+    """τ on (k, acceptance level) from a proposer's Acceptance levels (i.i.d. levels in one call of Eq. 1)."""
+    if all(a.is_iid for a in levels):
+        return tau(np.array([a.positions[0] for a in levels])[None, :], ks[:, None])
+    return np.stack([np.asarray(a.tau(ks), dtype=float) for a in levels], axis=-1)
 
 
-def _taus(acceptance, gammas: np.ndarray) -> np.ndarray:
-    """τ on (k, acceptance): i.i.d. α levels (array) or a list of acceptance objects with ``tau(k)``."""
-    if isinstance(acceptance, (list, tuple)) and acceptance and hasattr(acceptance[0], "tau"):
-        return np.stack([np.asarray(a.tau(gammas), dtype=float) for a in acceptance], axis=-1)
-    a = np.atleast_1d(np.asarray(acceptance, dtype=float))
-    return tau_of(a[None, :], gammas[:, None])
+def _levels(props, target, acceptance, options) -> tuple:
+    """Each proposer's acceptance levels; a spec shared by several proposers is turned into levels once."""
+    shared: dict = {}
+    out = []
+    for p in props:
+        spec = given_acceptance(p, acceptance)
+        if spec is None:
+            out.append(acceptance_levels(p, target, None, **options))
+        else:
+            if id(spec) not in shared:
+                shared[id(spec)] = acceptance_levels(p, target, spec, **options)
+            out.append(shared[id(spec)])
+    return tuple(out)
 
 
-def rank_proposers(target, proposers, deployment, *, acceptance, gammas=range(0, 9), batches=(1,),
-                   pass_overhead_s=0.0, host_step_s=0.0) -> ProposerRanking:
-    """Price every proposer × k × batch × acceptance. ``acceptance`` is one spec for all proposers or a
-    dict {proposer name: spec}; a spec is i.i.d. α level(s) or a list of objects with ``tau(k)``.
-    ``pass_overhead_s``: an engine's host time per forward pass (:func:`price_speculation`);
-    ``host_step_s``: its exposed host time per speculative step (k > 0 only; :mod:`sdsl.core.engine_host`)."""
+def _draft_groups(props) -> dict:
+    """Indices of the separate draft models with catalog shapes, grouped by their latency params (each group is
+    priced as one stack)."""
+    from sdsl.core.architecture import ModelSpec
+
+    groups: dict = {}
+    for i, p in enumerate(props):
+        if p.kind == "draft" and isinstance(getattr(p, "model", None), ModelSpec):
+            groups.setdefault(id(p.params), []).append(i)
+    return groups
+
+
+def rank_proposers(target, proposers, deployment, *, acceptance=None, gammas=range(0, 9), batches=(1,),
+                   pass_overhead_s=0.0, host_step_s=0.0, acceptance_options: dict | None = None) -> ProposerRanking:
+    """Price every proposer × k × batch × acceptance. ``acceptance``: None (each proposer's own,
+    :func:`sdsl.core.acceptance.resolve_acceptance`; SDSL's plane for draft models), one spec for all proposers,
+    or a mapping {proposer name or kind: spec}; a spec is an Acceptance, i.i.d. α level(s), or a list of
+    Acceptance levels (every proposer needs the same number). ``pass_overhead_s``: an engine's host time per
+    forward pass; ``host_step_s``: its exposed host time per speculative step (k > 0 only;
+    :mod:`sdsl.core.engine_host`); ``acceptance_options`` go to the acceptance rules (e.g. ``draft_tokens``)."""
+    from sdsl.core.architecture import get_model
+    from sdsl.core.search import price_draft_stack
+
+    target, dep = get_model(target), Deployment.of(deployment)
     props = tuple(make_proposer(p) for p in proposers)
-    deployment = resolve_deployment(deployment)
     if not props:
         raise InvalidInputError("Need at least one proposer to rank.")
     g = np.asarray(list(gammas), dtype=float)
     b = np.asarray(list(np.atleast_1d(batches)), dtype=float)
     if g.size == 0 or b.size == 0 or np.any(g < 0):
         raise InvalidInputError("Need at least one k >= 0 and one batch size.")
-    tps, taus = [], []
-    for p in props:
-        spec = acceptance.get(p.name, acceptance.get(p.kind)) if isinstance(acceptance, dict) else acceptance
-        if spec is None:
-            raise InvalidInputError(f"No acceptance given for proposer {p.name}.")
-        usable = g if p.max_depth is None else np.minimum(g, p.max_depth)
-        t = _taus(spec, usable)[:, None, :]  # (k, 1, acceptance)
-        out = price_speculation(target, p, deployment, tau_value=t, gamma=usable[:, None, None], batch=b[None, :, None],
-                                overhead_s=host_step_s * (usable[:, None, None] > 0), pass_overhead_s=pass_overhead_s)
-        tp = out["tokens_per_s"]
-        if p.max_depth is not None:
-            tp = np.where((g > p.max_depth)[:, None, None], -np.inf, tp)
-        tps.append(tp)
-        taus.append(t)
-    shape = np.broadcast_shapes(*(x.shape for x in tps))
-    stacked = np.stack([np.broadcast_to(x, shape) for x in tps])
-    plain = np.broadcast_to(out["plain_tokens_per_s"], (1, b.size, 1))[0, :, 0]
-    return ProposerRanking(props, g, b, shape[-1], stacked, tuple(np.broadcast_to(t, (g.size, 1, shape[-1])) for t in taus),
-                           plain)
+    levels = _levels(props, target, acceptance, acceptance_options or {})
+    if len({len(x) for x in levels}) > 1:
+        raise InvalidInputError("Every proposer ranked needs the same number of acceptance levels.")
+    host = dict(pass_overhead_s=pass_overhead_s)
+    steps = [None] * len(props)
+    for group in _draft_groups(props).values():
+        taus = np.stack([_level_taus(levels[i], g) for i in group])[:, :, None, :]  # (draft, k, 1, acceptance)
+        stack = price_draft_stack(target, [props[i].model for i in group], dep, tau=taus, gamma=g[None, :, None, None],
+                                  batch=b[None, None, :, None], draft_params=props[group[0]].params,
+                                  overhead_s=host_step_s * (g[None, :, None, None] > 0), **host)
+        for j, i in enumerate(group):
+            steps[i] = stack.take(j, proposer=props[i].name, acceptance_source=levels[i][0].source)
+    for i, p in enumerate(props):
+        if steps[i] is None:
+            usable = g if p.max_depth is None else np.minimum(g, p.max_depth)
+            steps[i] = price_step(target, p, dep, tau=_level_taus(levels[i], usable)[:, None, :],
+                                  gamma=usable[:, None, None], batch=b[None, :, None], tau_source=levels[i][0].source,
+                                  overhead_s=host_step_s * (usable[:, None, None] > 0), **host)
+    shape = (g.size, b.size, len(levels[0]))
+    tps = np.stack([np.where((g > (p.max_depth if p.max_depth is not None else np.inf))[:, None, None], -np.inf,
+                             np.broadcast_to(s.tokens_per_s, shape)) for p, s in zip(props, steps)])
+    plain = np.broadcast_to(steps[0].plain_tokens_per_s, shape)[0, :, 0]
+    return ProposerRanking(props, g, b, levels, tuple(steps), tps, np.array(plain))
 
 
 def k_table(ranking: ProposerRanking, proposer_index: int, acceptance_index: int = 0) -> list[dict]:
-    """The best k of one proposer per batch, as ranges {batch_min, batch_max, k} (k = 0: do not speculate)."""
-    tps = ranking.tokens_per_s[proposer_index, :, :, acceptance_index]
-    ks = ranking.gammas[np.argmax(tps, axis=0)].astype(int)
-    rows = []
-    for b, k in zip(ranking.batches.astype(int), ks):
-        if rows and rows[-1]["k"] == k:
-            rows[-1]["batch_max"] = int(b)
-        else:
-            rows.append({"batch_min": int(b), "batch_max": int(b), "k": int(k)})
-    return rows
+    """:meth:`ProposerRanking.k_table` as a function."""
+    return ranking.k_table(proposer_index, acceptance_index)
 
 
 @dataclass(frozen=True)
 class TreeRanking(Result):
-    """tokens/s of SGLang trees on (proposer, triple, batch); τ per triple from the tree model.
-    Result protocol: ``report()``, ``to_dict()``, ``to_json()``, ``plot()``."""
+    """tokens/s of SGLang trees on (proposer, triple, batch); τ per triple from the tree model; ``priced[p]`` is
+    proposer p's :class:`PricedStep` on (triple, batch). Result protocol: ``report()``, ``to_dict()``,
+    ``to_json()``, ``plot()``."""
 
     proposers: tuple
-    steps: np.ndarray
+    steps: np.ndarray  # SGLang --speculative-num-steps of each triple
     topk: np.ndarray
     tokens: np.ndarray
     tau: np.ndarray  # (proposer, triple)
     batches: np.ndarray
-    tokens_per_s: np.ndarray
+    tokens_per_s: np.ndarray  # (proposer, triple, batch); -inf where a proposer cannot draft that deep
     plain_tokens_per_s: np.ndarray
+    acceptance: tuple = ()  # per proposer: the Acceptance its trees were built from
+    priced: tuple = ()  # per proposer: PricedStep on (triple, batch)
 
     def report(self, top: int = 3) -> str:
-        return _report(self.records(top=top))
+        return report_rows(self.records(top=top))
 
     def to_dict(self, top: int = 5) -> dict:
         return {"proposers": [p.name for p in self.proposers], "batches": self.batches.tolist(),
@@ -187,59 +266,50 @@ class TreeRanking(Result):
         return plot_speedup_by_batch(self.batches, best, ax=ax)
 
     def records(self, top: int = 5, batches=None) -> list[dict]:
-        """The ``top`` best (proposer, tree) per batch, best first."""
+        """The ``top`` best (proposer, tree) per batch, best first, as table rows."""
         keep = np.ones(self.batches.size, bool) if batches is None else np.isin(self.batches, list(batches))
         flat = self.tokens_per_s.reshape(-1, self.batches.size)
         rows = []
         for b in np.flatnonzero(keep):
             for i in np.argsort(-flat[:, b], kind="stable")[:top]:
                 p, j = divmod(int(i), self.steps.size)
-                tps = float(flat[i, b])
-                rows.append({"proposer": self.proposers[p].name, "tree": [int(self.steps[j]), int(self.topk[j]),
-                                                                            int(self.tokens[j])],
-                             "gamma": None, "batch": int(self.batches[b]), "tau": float(self.tau[p, j]),
-                             "tokens_per_s": tps, "tpot_s": float(self.batches[b]) / tps,
-                             "speedup": tps / float(self.plain_tokens_per_s[b])})
+                tree = [int(self.steps[j]), int(self.topk[j]), int(self.tokens[j])]
+                rows.append(config_row(self.proposers[p], self.priced[p], (j, int(b)), self.acceptance[p], gamma=None,
+                                       tree=tree, batch=int(self.batches[b]), acceptance_index=0))
         return rows
 
 
-def rank_trees(target, proposers, deployment, *, acceptance, batches=(1,), steps=range(1, 9), topks=(1, 2, 4, 8),
-               max_tokens: int = 64, rank_ratio: float | None = None, pass_overhead_s=0.0,
-               host_step_s=0.0) -> TreeRanking:
-    """``acceptance`` is one Acceptance for all proposers or a dict {proposer name: [Acceptance]};
-    ``pass_overhead_s``/``host_step_s`` as in :func:`rank_proposers` (every tree step is speculative)."""
-    props = tuple(make_proposer(p) for p in proposers)
-    grid = (steps, topks, max_tokens, rank_ratio, pass_overhead_s, host_step_s)
-    if isinstance(acceptance, dict):
-        parts = [_rank_trees(target, (p,), deployment, acceptance[p.name][0], batches, *grid) for p in props]
-        return TreeRanking(props, parts[0].steps, parts[0].topk, parts[0].tokens, np.concatenate([r.tau for r in parts]),
-                           parts[0].batches, np.concatenate([r.tokens_per_s for r in parts]),
-                           parts[0].plain_tokens_per_s)
-    return _rank_trees(target, props, deployment, acceptance, batches, *grid)
-
-
-def _rank_trees(target, props, deployment, acceptance, batches, steps, topks, max_tokens, rank_ratio,
-                pass_overhead_s, host_step_s) -> TreeRanking:
+def rank_trees(target, proposers, deployment, *, acceptance=None, batches=(1,), steps=range(1, 9), topks=(1, 2, 4, 8),
+               max_tokens: int = 64, rank_ratio: float | None = None, pass_overhead_s=0.0, host_step_s=0.0,
+               acceptance_options: dict | None = None) -> TreeRanking:
     """Price every SGLang (steps, topk, num_draft_tokens) triple for each proposer and batch: τ from the
-    SpecInfer/Sequoia tree model (:func:`sdsl.core.tree_search.sglang_grid`) over per-rank acceptance built
-    from ``acceptance`` (an :class:`~sdsl.core.acceptance_vector.Acceptance`) by
-    :func:`sdsl.core.trees.rank_acceptance`; cost from :func:`price_speculation` on the roofline."""
+    SpecInfer/Sequoia tree model (:func:`sdsl.core.tree_search.sglang_grid`) over per-rank acceptance built from
+    the proposer's acceptance (its first level; resolved as in :func:`rank_proposers`) by
+    :func:`sdsl.core.trees.rank_acceptance`; cost from :func:`price_step`; every tree step is speculative."""
+    from sdsl.core.architecture import get_model
     from sdsl.core.tree_search import sglang_grid
     from sdsl.core.trees import DEFAULT_RANK_RATIO, rank_acceptance
 
-    deployment = resolve_deployment(deployment)
-    P = rank_acceptance(acceptance.conditional_at(max(steps)), max(topks),
-                        DEFAULT_RANK_RATIO if rank_ratio is None else rank_ratio)
-    grid = sglang_grid(P, steps, topks, max_tokens)
+    target, dep = get_model(target), Deployment.of(deployment)
+    props = tuple(make_proposer(p) for p in proposers)
     b = np.asarray(list(np.atleast_1d(batches)), dtype=float)
-    trees = {"steps": grid.steps[:, None], "topk": grid.topk[:, None], "tokens": grid.num_draft_tokens[:, None]}
-    tps = []
-    for p in props:
+    accs = tuple(acceptance_levels(p, target, acceptance, **(acceptance_options or {}))[0] for p in props)
+    grids, priced, tps = {}, [], []
+    for p, acc in zip(props, accs):
+        if acc not in grids:
+            P = rank_acceptance(acc.conditional_at(max(steps)), max(topks),
+                                DEFAULT_RANK_RATIO if rank_ratio is None else rank_ratio)
+            grids[acc] = sglang_grid(P, steps, topks, max_tokens)
+        grid = grids[acc]
         usable = grid.steps <= (p.max_depth or np.inf)
+        trees = {"steps": grid.steps[:, None], "topk": grid.topk[:, None], "tokens": grid.num_draft_tokens[:, None]}
         sub = {k: np.where(usable[:, None], v, 1 + (k == "tokens")) for k, v in trees.items()}
-        out = price_speculation(target, p, deployment, tau_value=np.where(usable, grid.tau, 1.0)[:, None], tree=sub,
-                                batch=b[None, :], overhead_s=host_step_s, pass_overhead_s=pass_overhead_s)
-        tps.append(np.where(usable[:, None], out["tokens_per_s"], -np.inf))
-    plain = np.broadcast_to(out["plain_tokens_per_s"], (1, b.size))[0]
-    return TreeRanking(props, grid.steps, grid.topk, grid.num_draft_tokens, np.broadcast_to(grid.tau, (len(props),
-                       grid.tau.size)), b, np.stack(tps), plain)
+        step = price_step(target, p, dep, tau=np.where(usable, grid.tau, 1.0)[:, None], tree=sub, batch=b[None, :],
+                          overhead_s=host_step_s, pass_overhead_s=pass_overhead_s, tau_source=f"{acc.source} (tree model)")
+        priced.append(step)
+        tps.append(np.where(usable[:, None], step.tokens_per_s, -np.inf))
+    grid = grids[accs[0]]
+    plain = np.broadcast_to(priced[0].plain_tokens_per_s, (1, b.size))[0]
+    taus = np.stack([grids[a].tau for a in accs])
+    return TreeRanking(props, grid.steps, grid.topk, grid.num_draft_tokens, taus, b, np.stack(tps), plain, accs,
+                       tuple(priced))

@@ -1,4 +1,4 @@
-"""Pre-training loss laws and SDSL's acceptance plane.
+"""Pre-training loss laws and SDSL's acceptance plane. Summary of docs/model.md §3.2.
 
 - Loss law: Hoffmann et al., "Training Compute-Optimal LLMs" (Chinchilla, 2022), Eq. (2) /
   Approach 3: L(N, D) = E + A/N^a + B/D^b, fitted E=1.69, A=406.4, B=410.7, a=0.34, b=0.28.

@@ -1,9 +1,11 @@
-"""Hardware-aware search over draft models × γ × batch × α, one vectorised evaluation.
+"""Hardware-aware search over draft models × γ × batch × α, one vectorised evaluation. Summary of
+docs/model.md §3.2–§3.3.
 
-The grid is laid out on four axes — (draft, γ, batch, α) — and priced by
-:func:`sdsl.core.throughput.predict` with the drafts stacked as :class:`~sdsl.core.latency.ModelShapes`, so
-there is no Python loop over configurations. Without measured α, α comes from SDSL's acceptance
-plane through the Chinchilla loss law (arXiv 2603.11053), from each draft's and the target's size.
+The grid is laid out on four axes — (draft, γ, batch, α) — and priced by one call of
+:func:`sdsl.core.speculation.price_step` with the drafts stacked as :class:`~sdsl.core.latency.ModelShapes`
+(:func:`price_draft_stack`, which the proposer ranking shares), so there is no Python loop over
+configurations. Without measured α, α comes from SDSL's acceptance plane through the Chinchilla loss law
+(arXiv 2603.11053), from each draft's and the target's size.
 """
 
 from __future__ import annotations
@@ -13,16 +15,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from sdsl._result import Result
-from sdsl.core.acceptance import check_alpha
-from sdsl.core.acceptance_vector import Acceptance
+from sdsl.core.acceptance import Acceptance, check_alpha, tau
 from sdsl.core.architecture import ModelSpec, get_model, list_models
 from sdsl.core.deployment import Deployment
-from sdsl.errors import InvalidInputError
 from sdsl.core.latency import LatencyParams, ModelShapes
+from sdsl.core.priced_step import PricedStep
 from sdsl.core.scaling import CHINCHILLA, SDSL_PLANE, AcceptancePlane, LossLaw, acceptance_from_sizes
-from sdsl.core.throughput import SDPrediction, predict
+from sdsl.errors import InvalidInputError
 
-__all__ = ["candidate_drafts", "SearchGrid", "evaluate_grid", "search"]
+__all__ = ["candidate_drafts", "SearchGrid", "evaluate_grid", "search", "price_draft_stack"]
 
 
 def candidate_drafts(target: ModelSpec, *, max_fraction: float = 0.25, same_tokenizer: bool = True) -> list[ModelSpec]:
@@ -49,7 +50,7 @@ class SearchGrid(Result):
     batches: np.ndarray
     alpha: np.ndarray  # broadcastable to the grid: (n_drafts,1,1,1) from the plane, or (1,1,1,n_alpha) given
     alpha_source: str
-    prediction: SDPrediction
+    prediction: PricedStep
 
     @property
     def shape(self) -> tuple:
@@ -123,7 +124,7 @@ def evaluate_grid(target, deployment, *, drafts=None, gammas=range(0, 11), batch
     :class:`~sdsl.core.deployment.Deployment` or a hardware name/file/Hardware); see :class:`SearchGrid`.
 
     Without ``alpha``, each draft's α comes from SDSL's plane through the loss law (D, D′ given).
-    ``alpha`` may be an :class:`~sdsl.core.acceptance_vector.Acceptance` (per-position acceptance).
+    ``alpha`` may be an :class:`~sdsl.core.acceptance.Acceptance` (per-position acceptance).
     """
     target = get_model(target) if not isinstance(target, ModelSpec) else target
     dep = Deployment.of(deployment)
@@ -147,10 +148,27 @@ def evaluate_grid(target, deployment, *, drafts=None, gammas=range(0, 11), batch
     else:
         a_grid = check_alpha(np.atleast_1d(alpha), open_interval=True).reshape(1, 1, 1, -1)
         source = "given"
-    shapes = ModelShapes.of(list(drafts), dep.draft_tp, extra_dims=3)
-    pred = predict(target, shapes, dep, gamma=g.reshape(1, -1, 1, 1), alpha=a_grid, batch=b.reshape(1, 1, -1, 1),
-                   draft_params=draft_params)
+    g_grid = g.reshape(1, -1, 1, 1)
+    tau_grid = np.asarray(alpha.tau(g.astype(int)), dtype=float).reshape(1, -1, 1, 1) if isinstance(alpha, Acceptance) \
+        else tau(a_grid, g_grid)
+    pred = price_draft_stack(target, drafts, dep, tau=tau_grid, gamma=g_grid, batch=b.reshape(1, 1, -1, 1),
+                             draft_params=draft_params)
     return SearchGrid(drafts, g, b, a_grid, source, pred)
+
+
+def price_draft_stack(target, drafts, deployment, *, tau, gamma, batch, draft_params: LatencyParams | None = None,
+                      overhead_s=0.0, pass_overhead_s=0.0) -> PricedStep:
+    """Every draft of ``drafts`` (ModelSpecs) as one :class:`~sdsl.core.proposers.DraftModel` over their stacked
+    shapes, priced by one :func:`~sdsl.core.speculation.price_step` call: the drafts lie on axis 0, ``tau``,
+    ``gamma`` and ``batch`` broadcast on three trailing axes (the draft grid's (γ, batch, α) and the proposer
+    ranking's (k, batch, acceptance))."""
+    from sdsl.core.proposers import DraftModel
+    from sdsl.core.speculation import price_step
+
+    dep = Deployment.of(deployment)
+    shapes = ModelShapes.of(list(drafts), dep.draft_tp, extra_dims=3)
+    return price_step(target, DraftModel(shapes, params=draft_params), dep, tau=tau, gamma=gamma, batch=batch,
+                      overhead_s=overhead_s, pass_overhead_s=pass_overhead_s, tau_source="draft grid")
 
 
 def search(target, deployment, **kwargs):

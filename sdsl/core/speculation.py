@@ -1,32 +1,38 @@
-"""One speculative step of any proposer, chain or tree, priced on the roofline (docs/model.md §3.3).
+"""One speculative step of any proposer, chain or tree, priced on the roofline: :func:`price_step`, the one
+function every sdsl caller prices a step with (``predict``, the draft grid, the proposer ranking, the serving
+simulator's step tables, the validations). Summary of docs/model.md §3.3 and §3.5.
 
 A step drafts (``proposer.draft_time``: γ passes for a chain, steps passes over the top-k frontier for
 an SGLang-style tree, one pass for Medusa, CPU time for n-gram lookup), then the target verifies
 n tokens per sequence in one forward (n = γ + 1 for a chain; n = the tree's draft tokens, root
 included). A tree's tokens attend to every tree position under a mask (the kernel computes the whole
 n × n block, not the causal half), priced as context L + n/2. Emitted tokens per step τ come from the
-acceptance (Leviathan et al. 2023 Eq. 1 for i.i.d. α; measured accepted length for a tree):
+acceptance (Leviathan et al. 2023 Eq. 1 for i.i.d. α, the per-position sum for a vector, the
+SpecInfer/Sequoia tree sum for a tree; :func:`step_tau`) or are given (a measured accepted length):
 
-    tokens/s = b·τ / (T_draft + T_verify(b, n) + T_worker + T_overhead),   TPOT = T_step / τ.
+    tokens/s = b·τ / (T_draft + T_verify(b, n) + T_worker + T_host),   TPOT = T_step / τ.
 
-T_worker is what an engine's speculative worker runs besides drafting and verifying
+T_worker is what an engine's speculative worker runs on the GPU besides drafting and verifying
 (:meth:`Proposer.worker_time`; for EAGLE heads the draft-extend pass over the τ accepted tokens, top-k
-selection per depth and the tree-verification kernels; docs/model.md §3.5).
+selection per depth and the tree-verification kernels; docs/model.md §3.5). T_host is the host time the
+GPU waits for, from :func:`_host_seconds` alone (the one place an engine's execution is priced).
 
-Everything broadcasts over batch, γ and τ; γ = 0 is plain decoding.
+Everything broadcasts over batch, γ (or arrays of trees), τ and context; γ = 0 is plain decoding.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from sdsl.core.acceptance import check_alpha, check_gamma, tau
-from sdsl.core.proposers import forward_step, forward_time, make_proposer
+from sdsl.core.acceptance import Acceptance, check_gamma, chain_tau, resolve_acceptance
+from sdsl.core.deployment import Deployment
+from sdsl.core.priced_step import PricedStep
+from sdsl.core.proposers import forward_step, make_proposer
 from sdsl.errors import InvalidInputError
 
-__all__ = ["TreeShape", "parse_tree", "price_speculation", "tau_of", "resolve_deployment"]
+__all__ = ["TreeShape", "parse_tree", "price_step", "step_tau", "price_speculation"]
 
 
 @dataclass(frozen=True)
@@ -63,22 +69,6 @@ def parse_tree(text) -> TreeShape:
     return TreeShape(s, k, n)
 
 
-def tau_of(acceptance, gamma) -> np.ndarray:
-    """τ for a chain of ``gamma`` drafts: an i.i.d. α (number/array; Leviathan Eq. 1) or an
-    :class:`~sdsl.core.acceptance_vector.Acceptance` (anything with ``tau(gamma)``)."""
-    if hasattr(acceptance, "tau"):
-        return np.asarray(acceptance.tau(gamma), dtype=float)
-    return tau(check_alpha(acceptance), gamma)
-
-
-def resolve_deployment(deployment):
-    """:meth:`Deployment.of <sdsl.core.deployment.Deployment.of>` (a Deployment passes through; a hardware
-    name, file or Hardware gets the defaults)."""
-    from sdsl.core.deployment import Deployment
-
-    return Deployment.of(deployment)
-
-
 def _chain(gamma, proposer):
     g = check_gamma(gamma)
     if np.any(g != np.round(g)):
@@ -104,68 +94,146 @@ def _trees(tree, proposer):
     return s, k, n, np.where(np.asarray(k) == 1, 0.0, np.asarray(n) / 2.0)
 
 
-def _distinct(price, x, y, many: bool):
-    """``price(x, y)`` → (seconds, bound or None). With ``many`` (an array of trees on axis 0, shape (T, 1, ...)),
-    each distinct (x, y) is priced once and gathered back: a 949-triple SGLang grid has 128 verify sizes and
-    32 drafting shapes."""
-    def split(out):
-        return (out.total_s, out.bound) if hasattr(out, "total_s") else out
 
+def _price_distinct_shapes(price, x, y, many: bool):
+    """``price(x, y)`` (a StepTime-like dataclass or an array) for every (x, y). With ``many`` (an array of trees on
+    axis 0, shape (T, 1, ...)), each distinct (x, y) pair is priced once and every field gathered back: a
+    949-triple SGLang grid has 128 verify sizes and 32 drafting shapes."""
     if not many:
-        return split(price(x, y))
+        return price(x, y)
     x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
     pairs, inverse = np.unique(np.stack([x.reshape(len(x), -1)[:, 0], y.reshape(len(y), -1)[:, 0]], axis=1), axis=0,
                                return_inverse=True)
     lead = (-1,) + (1,) * (x.ndim - 1)
-    total, bound = split(price(pairs[:, 0].reshape(lead), pairs[:, 1].reshape(lead)))
+    out = price(pairs[:, 0].reshape(lead), pairs[:, 1].reshape(lead))
 
     def gather(a):
-        if a is None:
-            return None
         a = np.asarray(a)
         return np.take(np.broadcast_to(a, (len(pairs),) + a.shape[1:]), inverse.ravel(), axis=0)
 
-    return gather(total), gather(bound)
+    if hasattr(out, "__dataclass_fields__"):
+        return replace(out, **{f.name: gather(getattr(out, f.name)) for f in fields(out)})
+    return gather(out)
 
 
-def price_speculation(target, proposer, deployment, *, tau_value, gamma=None, tree=None, batch=1,
-                      overhead_s=0.0, pass_overhead_s=0.0) -> dict:
-    """Price one speculative step; see the module docstring. Returns arrays (each broadcast over the inputs it
-    depends on; tokens/s, speedup, TPOT and step time over all of batch, γ or trees, and τ):
-    tau, t_draft_s (one drafting pass at q = 1), t_propose_s (all drafting), t_verify_s, t_overhead_s,
-    t_step_s, t_plain_s, tokens_per_s, plain_tokens_per_s, speedup, tpot_s, cost_ratio, bound, verify_tokens.
+def _host_seconds(proposer, deployment, *, steps, verify_tokens, batch, gpu_step_s, gpu_plain_s, overhead_s,
+                  pass_overhead_s, plain_overhead_s):
+    """Exposed host seconds (the GPU waits for them) of one speculative step and of one plain step: every host-time
+    term of :func:`price_step` comes from here, and only here, so an engine execution model replaces this one
+    function (it gets the deployment, the step's shape and the GPU seconds it could overlap with).
 
-    Give ``gamma`` (chain lengths) or ``tree`` (a TreeShape, "S,K,N", or a dict of arrays steps/topk/tokens);
-    ``tau_value`` is the expected emitted tokens per step. ``overhead_s`` is added once per step;
-    ``pass_overhead_s`` (an engine's host time per forward, which operator-level calibration does not see) to
-    the verify pass, to every separate drafting pass (:meth:`Proposer.passes`) and to the plain step.
+    Today's terms, all added to the GPU time (no overlap): ``overhead_s`` once per speculative step;
+    ``pass_overhead_s`` per forward — the verify pass, every separate drafting pass (:meth:`Proposer.passes`) and
+    every worker pass (:meth:`Proposer.worker_passes`) of the step, and the plain step's one forward;
+    ``plain_overhead_s`` once per plain step."""
+    forwards = 1.0 + proposer.passes(steps) + proposer.worker_passes()
+    spec = overhead_s + pass_overhead_s * forwards
+    return spec + 0.0 * gpu_step_s, plain_overhead_s + pass_overhead_s + 0.0 * gpu_plain_s
+
+
+def _check_seconds(**values):
+    out = {}
+    for name, v in values.items():
+        a = np.asarray(v, dtype=float)
+        if np.any(~np.isfinite(a)) or np.any(a < 0):
+            raise InvalidInputError("Overheads (per step and per forward pass) must be finite non-negative seconds.")
+        out[name] = a
+    return out
+
+
+def step_tau(acceptance, *, gamma=None, tree=None, rank_ratio=None):
+    """(τ, its source) of a chain of ``gamma`` drafts or an SGLang ``tree`` (TreeShape or "S,K,N") under
+    ``acceptance`` — an :class:`~sdsl.core.acceptance.Acceptance`, or for a chain an i.i.d. α (number/array):
+    Leviathan et al. Eq. (1), its per-position sum, or the tree model (:func:`sdsl.core.trees.sglang_tree_tau`)."""
+    if tree is None:
+        return chain_tau(acceptance, gamma), getattr(acceptance, "source", "given")
+    if isinstance(tree, dict):
+        raise InvalidInputError("An array of trees needs its tau given (e.g. from sdsl.core.tree_search.sglang_grid).")
+    if not isinstance(acceptance, Acceptance):
+        acceptance = Acceptance.from_iid(float(acceptance))
+    from sdsl.core.trees import sglang_tree_tau
+
+    shape = parse_tree(tree)
+    t = sglang_tree_tau(acceptance, shape.steps, shape.topk, shape.tokens, rank_ratio)
+    return np.asarray(t), acceptance.source if shape.is_chain else f"{acceptance.source} (tree model)"
+
+
+def _resolve_tau(target, proposer, tau, acceptance, gamma, tree, rank_ratio, tau_source, options):
+    """(τ, the Acceptance or None, source): ``tau`` as given, else from ``acceptance`` (an i.i.d. α array for a
+    chain is used as is) or, without either, :func:`sdsl.core.acceptance.resolve_acceptance`."""
+    if tau is not None:
+        if acceptance is not None:
+            raise InvalidInputError("Give tau or an acceptance, not both.")
+        return np.asarray(tau, dtype=float), None, tau_source
+    if acceptance is None or isinstance(acceptance, dict) or tree is not None and not isinstance(acceptance, Acceptance):
+        acceptance = resolve_acceptance(proposer, target, acceptance, **options)
+    t, source = step_tau(acceptance, gamma=gamma, tree=tree, rank_ratio=rank_ratio)
+    return np.asarray(t, dtype=float), acceptance if isinstance(acceptance, Acceptance) else None, source
+
+
+def price_step(target, proposer, deployment, *, tau=None, acceptance=None, gamma=None, tree=None, batch=1,
+               context=None, overhead_s=0.0, pass_overhead_s=0.0, plain_overhead_s=0.0, rank_ratio=None,
+               tau_source: str = "given", acceptance_options: dict | None = None) -> PricedStep:
+    """Price one speculative step (module docstring) → :class:`~sdsl.core.priced_step.PricedStep`.
+
+    ``target``: ModelSpec or catalog name; ``proposer``: a :class:`~sdsl.core.proposers.Proposer` or its name
+    ("eagle3", "draft:llama-3.2-1b", ...); ``deployment``: a Deployment or anything ``Deployment.of`` takes.
+    Give ``gamma`` (chain lengths, broadcast) or ``tree`` (a TreeShape, "S,K,N", or a dict of arrays
+    steps/topk/tokens). τ: ``tau`` (expected emitted tokens per step, e.g. a measured accepted length; its
+    ``tau_source`` is recorded), else from ``acceptance`` (an Acceptance; an i.i.d. α, number or array, for a
+    chain; a mapping proposer → either), else resolved (:func:`sdsl.core.acceptance.resolve_acceptance`:
+    SDSL's plane for a draft model; ``acceptance_options``, e.g. ``{"draft_tokens": 3e11}``, go to its
+    rules). ``context`` (default the deployment's) broadcasts. Host time (:func:`_host_seconds`):
+    ``overhead_s`` once per speculative step, ``pass_overhead_s`` per forward (an engine's host time per pass,
+    which operator-level calibration does not see; plain step included), ``plain_overhead_s`` once per plain
+    step.
     """
-    dep = resolve_deployment(deployment)
+    from sdsl.core.architecture import get_model
+
+    dep = Deployment.of(deployment)
     proposer = make_proposer(proposer)
+    target = target if hasattr(target, "d_model") else get_model(target)
     if (gamma is None) == (tree is None):
         raise InvalidInputError("Give a chain length gamma or a tree shape, not both.")
     steps, topk, n_verify, mask_extra = _chain(gamma, proposer) if tree is None else _trees(tree, proposer)
-    t = np.asarray(tau_value, dtype=float)
+    t, acc, source = _resolve_tau(target, proposer, tau, acceptance, gamma, tree, rank_ratio, tau_source,
+                                  acceptance_options or {})
     if np.any(~np.isfinite(t)) or np.any(t < 1) or np.any(t > n_verify + 1e-9):
         raise InvalidInputError(f"Expected tokens per step must lie in [1, {float(np.max(n_verify)):g}] (verified tokens).")
-    overhead, per_pass = np.asarray(overhead_s, dtype=float), np.asarray(pass_overhead_s, dtype=float)
-    if np.any(~np.isfinite(overhead)) or np.any(overhead < 0) or np.any(~np.isfinite(per_pass)) or np.any(per_pass < 0):
-        raise InvalidInputError("Overheads (per step and per forward pass) must be finite non-negative seconds.")
-    b, context = np.asarray(batch, dtype=float), dep.context
-    t_plain = forward_time(target, dep, batch=b, q=1, context=context) + per_pass
+    host = _check_seconds(overhead_s=overhead_s, pass_overhead_s=pass_overhead_s, plain_overhead_s=plain_overhead_s)
+    b = np.asarray(batch, dtype=float)
+    ctx = np.asarray(dep.context if context is None else context, dtype=float)
     many = isinstance(tree, dict)
-    verify_s, bound = _distinct(lambda n, m: forward_step(target, dep, batch=b, q=n, context=context + m),
-                                n_verify, mask_extra, many)
-    t_draft = proposer.step_time(target, dep, batch=b, q=1, context=context)
-    t_propose, _ = _distinct(lambda s_, k_: (proposer.draft_time(target, dep, batch=b, steps=s_, topk=k_,
-                                                                 context=context), None), steps, topk, many)
+    plain = forward_step(target, dep, batch=b, q=1, context=ctx)
+    verify = _price_distinct_shapes(lambda n, m: forward_step(target, dep, batch=b, q=n, context=ctx + m),
+                                    n_verify, mask_extra, many)
+    t_draft = proposer.step_time(target, dep, batch=b, q=1, context=ctx)
+    t_propose = _price_distinct_shapes(lambda s_, k_: proposer.draft_time(target, dep, batch=b, steps=s_, topk=k_,
+                                                                          context=ctx), steps, topk, many)
     worker = proposer.worker_time(target, dep, batch=b, steps=steps, topk=topk, tau=t, verify_tokens=n_verify,
-                                  context=context)
-    overhead = overhead + per_pass * (1.0 + proposer.passes(steps) + proposer.worker_passes())
-    t_step = t_propose + verify_s + worker + overhead
-    tps = b * t / t_step
-    plain = b / t_plain
-    return {"tau": t, "t_draft_s": t_draft, "t_propose_s": t_propose, "t_verify_s": verify_s,
-            "t_worker_s": worker + 0.0 * t_step, "t_overhead_s": overhead + 0.0 * t_step, "t_step_s": t_step, "t_plain_s": t_plain, "tokens_per_s": tps,
-            "plain_tokens_per_s": plain, "speedup": tps / plain, "tpot_s": t_step / t, "cost_ratio": t_draft / t_plain,
-            "bound": bound, "verify_tokens": n_verify}
+                                  context=ctx)
+    gpu_step = t_propose + verify.total_s + worker
+    host_step, host_plain = _host_seconds(proposer, dep, steps=steps, verify_tokens=n_verify, batch=b,
+                                          gpu_step_s=gpu_step, gpu_plain_s=plain.total_s, **host)
+    t_step = gpu_step + host_step
+    t_plain = plain.total_s + host_plain
+    tps, plain_tps = b * t / t_step, b / t_plain
+    return PricedStep(
+        tau=t, t_draft_s=t_draft, t_propose_s=t_propose, t_verify_s=verify.total_s, t_worker_s=worker + 0.0 * t_step,
+        t_host_s=host_step + 0.0 * t_step, t_step_s=t_step, t_plain_s=t_plain, tokens_per_s=tps,
+        plain_tokens_per_s=plain_tps, speedup=tps / plain_tps, tpot_s=t_step / t, cost_ratio=t_draft / t_plain,
+        bound=verify.bound, verify_tokens=n_verify, verify_time=verify, plain_time=plain,
+        target=getattr(target, "name", ""), proposer=proposer.name, gamma=gamma,
+        tree=_tree_input(tree), batch=np.asarray(batch), deployment=dep, acceptance=acc, acceptance_source=source)
+
+
+def _tree_input(tree):
+    if tree is None or isinstance(tree, dict):
+        return tree
+    shape = parse_tree(tree)
+    return [shape.steps, shape.topk, shape.tokens]
+
+
+def price_speculation(target, proposer, deployment, *, tau_value, **kwargs) -> PricedStep:
+    """:func:`price_step` under its earlier name and τ keyword (``tau_value``)."""
+    return price_step(target, proposer, deployment, tau=tau_value, **kwargs)

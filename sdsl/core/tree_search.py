@@ -1,4 +1,5 @@
 """Searching token trees: Sequoia's dynamic program and the grid of SGLang (steps, topk, tokens) triples.
+Summary of docs/model.md §3.5.
 
 - :func:`best_tree`: the tree of at most n draft tokens and depth ≤ D with the largest expected accepted
   length under per-depth/per-rank acceptance P (Sequoia, Chen et al. 2024, §3.1, the dynamic program

@@ -1,4 +1,5 @@
 """Token trees: shape, expected accepted length, verify/draft work, and SGLang (steps, topk, tokens) triples.
+Summary of docs/model.md §3.5.
 
 A tree holds n draft tokens below the root (the last verified token). Node i has a parent (−1 = the
 root) and a *rank*: its position among its siblings in the draft's ranking (0 = the draft's top
@@ -10,7 +11,7 @@ candidates in one pass). The expected tokens per target pass, bonus included, is
     τ = 1 + Σ_{nodes v} Π_{u on the path root→v} P[depth(u) − 1, rank(u)]        (SpecInfer/Sequoia)
 
 A chain (every rank 0) with P[d, 0] = p_{d+1} is Leviathan et al. (2023) Eq. (1) generalised per
-position (:meth:`sdsl.core.acceptance_vector.Acceptance.tau`), exactly.
+position (:meth:`sdsl.core.acceptance.Acceptance.tau`), exactly.
 
 Work: verification feeds n + 1 tokens per sequence (the root and every node) through the target with a
 tree attention mask (each token attends to the context and its ancestors only; dense kernels compute the
@@ -25,10 +26,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sdsl.core.acceptance import check_alpha
+from sdsl.core.acceptance.tau import check_alpha
 from sdsl.errors import InvalidInputError
 
-__all__ = ["TokenTree", "check_rank_acceptance", "rank_acceptance", "sglang_pool", "tree_tau", "DEFAULT_RANK_RATIO"]
+__all__ = ["TokenTree", "check_rank_acceptance", "rank_acceptance", "sglang_pool", "tree_tau", "sglang_tree_tau",
+           "DEFAULT_RANK_RATIO"]
 
 # Assumed, not fitted (the development set has no per-rank rates): each lower-ranked sibling is accepted
 # with half the chance an independent retry would have. See :func:`rank_acceptance`.
@@ -191,6 +193,18 @@ class TokenTree:
 def tree_tau(tree: TokenTree, P) -> np.ndarray:
     """:meth:`TokenTree.tau` as a function."""
     return tree.tau(P)
+
+
+def sglang_tree_tau(acceptance, steps: int, topk: int, tokens: int, rank_ratio: float | None = None) -> float:
+    """τ of SGLang's (steps, topk, tokens) tree from a chain's :class:`~sdsl.core.acceptance.Acceptance`: its
+    conditional rates are the top candidate's per depth, lower ranks follow :func:`rank_acceptance` (ratio
+    ``rank_ratio``, default :data:`DEFAULT_RANK_RATIO`), and τ is the SpecInfer/Sequoia sum over the tree
+    :meth:`TokenTree.sglang` verifies. A top-1 tree is the chain: ``acceptance.tau(steps)``."""
+    if int(topk) == 1:
+        return float(acceptance.tau(int(steps)))
+    P = rank_acceptance(acceptance.conditional_at(int(steps)), int(topk),
+                        DEFAULT_RANK_RATIO if rank_ratio is None else rank_ratio)
+    return float(TokenTree.sglang(int(steps), int(topk), int(tokens), P).tau(P))
 
 
 def _top_nodes(prob: np.ndarray, n: int) -> list[int]:

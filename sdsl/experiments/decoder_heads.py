@@ -159,7 +159,9 @@ def price_row(row: dict, target, proposer, deployment, prompt_len: int | None = 
 
     Passes and verified tokens come from the tree (:class:`sdsl.core.trees.TokenTree`:
     ``draft_tokens_per_pass``, ``verify_tokens``); a tree's mask is priced as context L + (n+1)/2 as in
-    :func:`sdsl.core.speculation.price_speculation`. The head (:class:`sdsl.core.proposers.EagleHead`)
+    :func:`sdsl.core.speculation.price_step`. This is a variant of the shared step pricing (it prices the
+    reference decoder's own tree passes, any :class:`~sdsl.core.trees.TokenTree`, where ``price_step`` prices
+    SGLang's (steps, topk, tokens) trees). The head (:class:`sdsl.core.proposers.EagleHead`)
     merges EAGLE's draft-extend into its first pass, which the decoder runs over every slot of the accepted
     path, depth + 1 per sequence (``benchmarks/results/head_step_accounting.json``), and adds its selection and
     verification kernels (:meth:`EagleHead.worker_time`, draft extend off). With ``prompt_len`` and ``max_new``

@@ -5,24 +5,33 @@
 of either model: its operator and decoder-layer profiles (``profiles/cpu-*.csv`` whose model has the
 same name or the same layer width ``d_model``) and its whole-forward rows (``profiles/model-*-cpu.csv``).
 
-**Terms.** A speculative step is priced as docs/model.md §3.3 (``sdsl.core.throughput.predict``):
-γ·T_draft(b, 1) + T_target(b, γ + 1) + T_overhead, with τ(α, γ) tokens per sequence. Three terms are
-switched on one by one so each can be judged on its own (:data:`MODELS`):
+**Terms.** A speculative step is priced by the shared step function users call
+(:func:`sdsl.core.speculation.price_step`, docs/model.md §3.3 and §3.7): T_draft + T_target(b, γ + 1) +
+T_host, with τ tokens per sequence (:func:`shared_step`). The terms are switched on one by one so each can be
+judged on its own (:data:`MODELS`); the first four are terms of the shared pricing, set from what the
+reference decoder and its benchmark do:
 
 * ``overhead`` — the decoder's own per-step work outside model forwards (sampling, verification,
-  accept/rollback bookkeeping, prompt lookup), T_overhead, measured with zero-cost stand-in models
-  (``loop_overhead``); plain decoding gets its own;
+  accept/rollback bookkeeping, prompt lookup), measured with zero-cost stand-in models (``loop_overhead``):
+  the step's host time, ``price_step(overhead_s=...)``; plain decoding gets its own (``plain_overhead_s``);
 * ``resync`` — the reference decoder re-feeds the last two tokens to the draft at the start of each
-  step (its cache may hold a rejected draft), so the first draft forward is over q = 2 tokens;
+  step (its cache may hold a rejected draft), so the first draft forward is over q = 2 tokens:
+  ``DraftModel(first_pass_tokens=2)``;
 * ``finish`` — only the first ``max_new`` tokens of a sequence count and a batch steps until its
-  slowest sequence is done: τ becomes :func:`sdsl.core.finish.effective_tau`;
+  slowest sequence is done: τ becomes :func:`sdsl.core.finish.effective_tau` (the step is priced at that τ);
 * ``switch`` — switching models: the target's forward evicts the draft's weights and KV cache, so the
   draft's first forward of each step re-reads them from DRAM (:func:`sdsl.core.model_switch.switch_time_s`,
-  ρ from the committed bandwidth sweep ``profiles/bandwidth-cpu.csv``, :func:`measured_dram_ratio`);
+  ρ from the committed bandwidth sweep ``profiles/bandwidth-cpu.csv``, :func:`measured_dram_ratio`):
+  ``DraftModel(switch_ratio=ρ)``.
+
+The headline ``pred_speedup`` (:data:`DEFAULT_MODEL`, ``switch``) is the shared step's speedup. Two reported
+variants add CPU-only seconds outside the shared pricing, and say so:
+
 * ``rows`` — this CPU's GEMM cost over M = b·q rows: every forward's GEMMs at κ(M, weight bytes) times sdsl's
   price (:func:`sdsl.experiments.synthetic_terms.forward_extra_s`; κ measured on weight shapes of no family
   model, ``profiles/cpu-gemm-rows.json``), target at b·(γ + 1) rows, each draft forward at b rows (the
-  resync pass at 2b), the plain step at b rows.
+  resync pass at 2b), the plain step at b rows;
+* ``forward`` (:data:`FORWARD_MODEL`) — the CPU forward terms of :mod:`sdsl.experiments.forward_forms`.
 """
 
 from __future__ import annotations
@@ -32,14 +41,14 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["MODELS", "DEFAULT_MODEL", "measured_dram_ratio", "priced_speedup", "heldout_inputs", "heldout_params", "pair_models", "pair_params", "price_rows",
-           "error_stats"]
+__all__ = ["MODELS", "DEFAULT_MODEL", "measured_dram_ratio", "priced_speedup", "shared_step", "heldout_inputs",
+           "heldout_params", "pair_models", "pair_params", "price_rows", "error_stats"]
 
-# model variant -> terms it prices (the first is the model before issue 11; the last the full one)
+# model variant -> terms it prices (from the step alone to every shared term, then the CPU-only rows variant)
 MODELS = {"base": ("overhead",), "finish": ("overhead", "finish"), "full": ("overhead", "finish", "resync"),
           "switch": ("overhead", "finish", "resync", "switch"),
           "rows": ("overhead", "finish", "resync", "switch", "rows")}
-DEFAULT_MODEL = "switch"  # what ``pred_speedup`` (the headline) prices: every term
+DEFAULT_MODEL = "switch"  # what ``pred_speedup`` (the headline) prices: every term of the shared pricing
 #: ``switch`` plus the CPU forward terms of :mod:`sdsl.experiments.forward_forms` (a reported variant, own held-out fits)
 FORWARD_MODEL = MODELS["switch"] + ("forward",)
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
@@ -56,41 +65,59 @@ def measured_dram_ratio(path=None) -> float:
     return dram_ratio(sweep["size_bytes"], sweep["warm_gbs"], sweep["cold_gbs"])
 
 
+def shared_step(target, draft, gamma, alpha, batch, dep, *, overhead=0.0, overhead_plain=0.0,
+                max_new: int | None = None, terms=MODELS[DEFAULT_MODEL], dram_ratio: float | None = None):
+    """The row's step priced by the shared step function (:func:`sdsl.core.speculation.price_step`, what
+    ``sdsl predict`` calls), with the shared terms among ``terms`` (module docstring): ``overhead`` as the host
+    time per speculative and per plain step, ``resync`` and ``switch`` as the draft model's
+    ``first_pass_tokens = 2`` and ``switch_ratio = ρ`` (:class:`sdsl.core.proposers.DraftModel`), ``finish`` as
+    the τ the benchmark's max_new and static batch leave (:func:`sdsl.core.finish.effective_tau`)."""
+    from sdsl.core.acceptance import tau
+    from sdsl.core.finish import effective_tau
+    from sdsl.core.proposers import DraftModel, NGramLookup
+    from sdsl.core.speculation import price_step
+
+    ovh, ovh0 = (overhead, overhead_plain) if "overhead" in terms else (0.0, 0.0)
+    if draft is None:
+        proposer = NGramLookup()
+    else:
+        rho = (measured_dram_ratio() if dram_ratio is None else dram_ratio) if "switch" in terms else 1.0
+        proposer = DraftModel(draft, first_pass_tokens=2 if "resync" in terms else 1, switch_ratio=rho)
+    finish = "finish" in terms and max_new
+    tokens = effective_tau(alpha, gamma, max_new, batch) if finish else tau(alpha, gamma)
+    return price_step(target, proposer, dep, tau=tokens, gamma=gamma, batch=batch, overhead_s=ovh,
+                      plain_overhead_s=ovh0, tau_source="effective tau (max_new, batch tail)" if finish else "iid")
+
+
 def priced_speedup(target, draft, gamma, alpha, batch, ctx, params, hw, *, overhead=0.0, overhead_plain=0.0,
                    max_new: int | None = None, terms=MODELS[DEFAULT_MODEL], dram_ratio: float | None = None,
                    form=None) -> float:
-    """Predicted speedup over plain decoding of the same target, with the listed ``terms`` (module docstring);
-    ``dram_ratio`` (ρ) prices the ``switch`` term (default: :func:`measured_dram_ratio`); ``form``
-    (:class:`sdsl.experiments.forward_forms.FormParams`, its fit replacing ``params``) prices the ``forward`` term."""
+    """Predicted speedup over plain decoding of the same target, with the listed ``terms`` (module docstring).
+    Without ``rows`` or ``forward`` it is the shared step's speedup (:func:`shared_step`); those two variant
+    terms add CPU-only seconds to it here, outside the shared pricing. ``dram_ratio`` (ρ) prices the ``switch``
+    term (default: :func:`measured_dram_ratio`); ``form`` (:class:`sdsl.experiments.forward_forms.FormParams`,
+    its fit replacing ``params``) prices the ``forward`` term."""
     from sdsl.core.deployment import Deployment
-    from sdsl.core.finish import effective_tau
-    from sdsl.core.latency import step_time_s
-    from sdsl.core.throughput import predict
 
-    ovh, ovh0 = (overhead, overhead_plain) if "overhead" in terms else (0.0, 0.0)
     forward = "forward" in terms and form is not None
     dep = Deployment(hw, dtype="fp32", context=ctx, params=form.params if forward else params)
-    pr = predict(target, draft, dep, gamma=gamma, alpha=alpha, batch=batch, overhead_s=ovh)
-    t_step, switch = float(pr.t_step_s), 0.0
-    if "resync" in terms and draft is not None:
-        t_step += float(step_time_s(draft, dep, batch=batch, q=2) - pr.t_draft_s)
-    if "switch" in terms and draft is not None:
-        from sdsl.core.model_switch import switch_time_s
-
-        rho = measured_dram_ratio() if dram_ratio is None else dram_ratio
-        switch = float(switch_time_s(draft, dep, batch=batch, ratio=rho))
-    t_plain = float(pr.t_plain_s) + ovh0
+    step = shared_step(target, draft, gamma, alpha, batch, dep, overhead=overhead, overhead_plain=overhead_plain,
+                       max_new=max_new, terms=terms, dram_ratio=dram_ratio)
+    if not forward and "rows" not in terms:
+        return float(step.speedup)
+    t_step, t_plain = float(step.t_step_s), float(step.t_plain_s)
     if forward:
+        from sdsl.core.model_switch import switch_time_s
         from sdsl.experiments.forward_forms import step_extras
 
         extra, plain, scale = step_extras(target, draft, dep, gamma, batch, "resync" in terms, form)
-        t_step, t_plain, switch = t_step + extra, t_plain + plain, switch * scale
-    t_step += switch
+        rho = measured_dram_ratio() if dram_ratio is None else dram_ratio
+        switch = float(switch_time_s(draft, dep, batch=batch, ratio=rho)) if "switch" in terms and draft else 0.0
+        t_step, t_plain = t_step + extra + switch * (scale - 1.0), t_plain + plain
     if "rows" in terms:
         extra, plain = _rows_extra_s(target, draft, dep, gamma, batch, "resync" in terms)
         t_step, t_plain = t_step + extra, t_plain + plain
-    tokens = float(effective_tau(alpha, gamma, max_new, batch)) if "finish" in terms and max_new else float(pr.tau)
-    return tokens / t_step * t_plain
+    return float(step.tau) / t_step * t_plain
 
 
 def _rows_extra_s(target, draft, dep, gamma, batch, resync: bool) -> tuple[float, float]:

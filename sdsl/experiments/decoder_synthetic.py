@@ -9,7 +9,7 @@ target's vocabulary) and an EAGLE-shaped head (fc + one decoder layer at the tar
 target's LM head). For every proposer × k × batch × α the measured speedup over plain decoding (process
 CPU time, one torch thread; each row paired with its own plain decoding at the same batch, adjacent in time,
 ``repeats`` pairs in ABBA order, the median pair's ratio: :func:`measure_paired`) is compared with sdsl's prediction:
-:func:`sdsl.core.speculation.price_speculation` with the proposer's cost model from
+:func:`sdsl.core.speculation.price_step` with the proposer's cost model from
 :mod:`sdsl.core.proposers` (a draft model; EAGLE-1's head with its draft-extend pass and selection
 kernels), on the ``cpu`` hardware with the shipped CPU calibration
 (``profiles/cpu.calib.json``, fitted to the byte-level family and llama-68m only: the synthetic shapes
@@ -113,13 +113,13 @@ COUNTED = "first max_new tokens of each sequence"
 
 
 def _price(row: dict, specs: dict, settings: dict, params, terms=TERMS) -> float:
-    """sdsl's predicted speedup of one row (module docstring): :func:`sdsl.core.speculation.price_speculation`
+    """sdsl's predicted speedup of one row (module docstring): :func:`sdsl.core.speculation.price_step`
     with the proposer's cost model (:mod:`sdsl.core.proposers`: a draft model, or EAGLE-1's head with its
     draft-extend pass and selection kernels), τ from the row's α, the measured overheads, and ``terms``
     (:mod:`sdsl.experiments.synthetic_terms`: the CPU GEMM row factor, the draft's re-read)."""
     from sdsl.core.deployment import Deployment
     from sdsl.core.proposers import DraftModel, EagleHead
-    from sdsl.core.speculation import price_speculation
+    from sdsl.core.speculation import price_step
 
     deployment = Deployment(settings["hardware"], dtype=settings["dtype"],
                             context=settings["prompt_len"] + settings["max_new"] // 2, params=params)
@@ -129,14 +129,14 @@ def _price(row: dict, specs: dict, settings: dict, params, terms=TERMS) -> float
     proposer = (EagleHead(extend_logits=extend, extend_tokens=rows_) if row["proposer"] == "head"
                 else DraftModel(specs["draft"]))
     tau = (1 - alpha ** (gamma + 1)) / (1 - alpha)
-    pr = price_speculation(specs["target"], proposer, deployment, tau_value=tau,
-                           gamma=gamma, batch=row["batch"], overhead_s=row["overhead_s"])
+    pr = price_step(specs["target"], proposer, deployment, tau=tau, gamma=gamma, batch=row["batch"],
+                    overhead_s=row["overhead_s"], plain_overhead_s=row["overhead_plain_s"])
     step_extra, plain_extra = _extra_terms(row, specs, deployment, proposer, alpha, tau, terms, settings["hardware"])
     if "prompt_pass" in terms and row["proposer"] == "head":
         step_extra += prompt_pass_s(row, specs, deployment, proposer, alpha, tau, terms, settings)
-    t_plain = np.asarray(pr["t_plain_s"]) + row["overhead_plain_s"] + plain_extra
+    t_plain = np.asarray(pr.t_plain_s) + plain_extra
     return float(_tokens_per_step(alpha, gamma, tau, row["batch"], settings["max_new"], terms)
-                 / (np.asarray(pr["t_step_s"]) + step_extra) * t_plain)
+                 / (np.asarray(pr.t_step_s) + step_extra) * t_plain)
 
 
 def _tokens_per_step(alpha, gamma, tau, batch, max_new, terms) -> float:

@@ -298,7 +298,8 @@ def _plane(models, ppl, prompts, max_new, temperature, seed, tag, cache) -> dict
 
 
 def _optimize_pick(rows, best_cfg, spec, ctx, fits, params, in_sample: bool) -> dict:
-    """The pick of ``sdsl optimize``'s ranking (:func:`sdsl.core.search.evaluate_grid`, no decoder overhead),
+    """The pick of ``sdsl optimize``'s ranking (the draft grid, :func:`sdsl.core.search.evaluate_grid`, which prices
+    drafts with the same stacked :func:`sdsl.core.speculation.price_step` call; no decoder overhead),
     each model draft at its pooled measured α, for the best row's target and batch; each draft is
     priced with its pair's held-out fit (or the committed calibration when ``in_sample``)."""
     from sdsl.core.deployment import Deployment

@@ -4,7 +4,7 @@ Data: sdsl/data/published/per_position.csv (marginal rates as vLLM/llama.cpp log
 the chain rows of sdsl/data/published/speculative.csv that give a mean accepted length at two k for one
 proposer (vLLM PR #16035: EAGLE-1, k = 2 and 4). The use being checked is the one sdsl makes of the form:
 only a mean accepted length τ(K) at the engine's K is known, and the per-position rates and τ at other k
-are predicted from it (:func:`sdsl.core.acceptance_decay.solve_decay`). The i.i.d. α (r = 1) is the
+are predicted from it (:func:`sdsl.core.acceptance.decay.solve_decay`). The i.i.d. α (r = 1) is the
 baseline. Results: VALIDATION.md "Acceptance decay form" (recomputed by tests/unit/test_acceptance_fit.py).
 """
 
@@ -15,7 +15,7 @@ import csv
 import numpy as np
 
 from sdsl._paths import data_path
-from sdsl.core.acceptance_decay import decay_conditional, decay_tau, fit_decay_ratio, solve_decay
+from sdsl.core.acceptance import decay_conditional, decay_tau, fit_decay_ratio, solve_decay
 
 __all__ = ["load_per_position", "decay_fit_report", "published_k_pairs"]
 

@@ -1,8 +1,8 @@
-"""Leave-one-GPU-out validation of the cross-GPU efficiency model (:mod:`sdsl.core.efficiency`).
+"""Leave-one-GPU-out validation of the cross-GPU efficiency model (:mod:`sdsl.core.gpu_transfer`).
 
 For every GPU with measurements (Vidur's ``<gpu>/<org>/<model>/mlp.csv`` folders), fit the latency
 model (:func:`sdsl.fit.calibration.fit_latency`) to each OTHER GPU's data, predict this GPU's
-parameters from its datasheet with :func:`sdsl.core.efficiency.transfer_params`, and price all of
+parameters from its datasheet with :func:`sdsl.core.gpu_transfer.transfer_params`, and price all of
 its operator timings with them. The held-out GPU contributes no row to any fit that prices it; the
 feature scales come from the catalog, not from measurements. Reported per GPU: MAPE over all its
 points (``transfer_overall_mape``) and at num_tokens <= 64 (``transfer_decode_mape``), signed
@@ -124,12 +124,12 @@ def leave_one_gpu_out(data: "pd.DataFrame", hardware: Mapping[str, Any] | None =
     """Leave-one-GPU-out over the ``hardware`` column of ``data`` (Vidur long format); see the module docstring.
 
     ``hardware``: optional folder -> catalog name / file mapping (:func:`resolve_gpu_folders`);
-    ``rule``: which calibrated GPUs a held-out GPU may lean on (:data:`sdsl.core.efficiency.TRANSFER_RULES`).
+    ``rule``: which calibrated GPUs a held-out GPU may lean on (:data:`sdsl.core.gpu_transfer.TRANSFER_RULES`).
     Needs at least two GPUs.
     """
     import pandas as pd
 
-    from sdsl.core.efficiency import transfer_params, transfer_weights
+    from sdsl.core.gpu_transfer import transfer_params, transfer_weights
 
     hw, frames, fits = fit_each_gpu(data, hardware, smoothness, dtype)
     per_gpu, points = {}, []

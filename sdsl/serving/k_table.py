@@ -1,9 +1,10 @@
 """Batch-size → speculation-length tables and speedup-vs-batch sweeps (TurboSpec, docs/model.md §3.4).
 
 A serving engine with dynamic speculation (e.g. a vLLM config that maps batch-size ranges to a
-speculation length) needs one k per batch size. :func:`serving_k_table` evaluates the goodput
-controller for a uniform acceptance rate at every batch size 1..max_batch at once and merges
-equal neighbours into ranges. :func:`speedup_vs_batch` tabulates the throughput of each fixed k and
+speculation length) needs one k per batch size. :func:`serving_k_table` is the table ``sdsl optimize``
+prints and exports (:meth:`sdsl.core.ranking.ProposerRanking.k_table`: the draft ranked at every batch size
+1..max_batch, equal neighbours merged into ranges); with a custom :class:`BatchStepModel` it takes the
+goodput controller's choice on that model's table instead. :func:`speedup_vs_batch` tabulates the throughput of each fixed k and
 of the goodput-optimal k relative to plain decoding (k = 0).
 """
 
@@ -49,24 +50,22 @@ def serving_k_table(target, draft, deployment, *, alpha: float = 0.7, max_batch:
 
     Ranges cover 1..max_batch without gaps; k = 0 means "do not speculate at this batch size".
     The deployment's ``context`` is the mean tokens per sequence in the KV cache the table is tuned for.
+    Without ``step_model`` this is ``sdsl optimize``'s table for the draft (:mod:`sdsl.core.ranking`).
     """
     from sdsl.core.deployment import Deployment
+    from sdsl.core.proposers import DraftModel
+    from sdsl.core.ranking import k_ranges, rank_proposers
 
     a = _check_alpha(alpha)
     if a.size != 1:
         raise InvalidInputError("serving_k_table takes one acceptance rate.")
     dep = Deployment.of(deployment)
-    context = float(dep.context)
-    sm = step_model or BatchStepModel.from_catalog(target, draft, dep, draft_params=draft_params,
-                                                   max_batch=max_batch, max_k=max_k,
-                                                   max_context=max(int(context) * 2, 64))
-    ks = best_k_by_batch(sm, a, context=context, max_k=max_k)[0][:max_batch]
-    table, start = [], 0
-    for i in range(1, ks.size + 1):
-        if i == ks.size or ks[i] != ks[start]:
-            table.append({"batch_min": start + 1, "batch_max": i, "k": int(ks[start])})
-            start = i
-    return table
+    if step_model is None:
+        ranking = rank_proposers(target, [DraftModel(draft, params=draft_params)], dep, acceptance=float(a[0]),
+                                 gammas=range(0, int(max_k) + 1), batches=range(1, int(max_batch) + 1))
+        return ranking.k_table(0)
+    ks = best_k_by_batch(step_model, a, context=float(dep.context), max_k=max_k)[0][:max_batch]
+    return k_ranges(ks, np.arange(1, ks.size + 1))
 
 
 def speedup_vs_batch(step_model: BatchStepModel, alphas, batches, *, ks=(1, 3, 5, 7), context: float = 1024.0,

@@ -15,7 +15,9 @@ Any ``step_fn(batch, q, context) -> seconds`` can price the forwards: the roofli
 :mod:`sdsl.core.latency` (:func:`roofline_step_fn`), a calibrated one, or TurboSpec's linear form
 (:mod:`sdsl.serving.linear_model`). :class:`BatchStepModel` evaluates the step function once on a
 (batch × q × context) grid and interpolates linearly in context, so the simulator's inner loop
-costs a few array lookups per step.
+costs a few array lookups per step. On the roofline (:meth:`BatchStepModel.from_catalog`) the decode tables
+are the shared priced step itself (:func:`priced_step_tables`, :func:`sdsl.core.speculation.price_step`), so
+the simulator prices a speculative step exactly as ``sdsl predict`` and ``sdsl optimize`` do.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from sdsl.errors import InvalidInputError
 __all__ = [
     "StepFn",
     "roofline_step_fn",
+    "priced_step_tables",
     "mixed_batch_time",
     "MemoryBudget",
     "memory_budget",
@@ -56,6 +59,25 @@ def roofline_step_fn(model, deployment) -> StepFn:
 
     fn.__doc__ = f"Roofline step time of {spec.name} on {dep.hardware.name} (tp={dep.tp}, {dep.dtype})."
     return fn
+
+
+def priced_step_tables(target, draft, deployment, *, max_batch: int, max_k: int, context_grid, draft_params=None):
+    """(target[n, q, c], draft[n, c], decode[n, k, c]) for n = 1..max_batch, q = k + 1, k = 0..max_k and the contexts
+    of ``context_grid``, all from one :func:`sdsl.core.speculation.price_step` call: the verify forward, one
+    drafting pass and the whole speculative step of a draft-model chain (``draft`` None: the target alone, only
+    k = 0 is a real step). τ does not enter a draft model's step time; it is priced at τ = 1."""
+    from sdsl.core.architecture import get_model
+    from sdsl.core.proposers import DraftModel, NGramLookup
+    from sdsl.core.speculation import price_step
+
+    proposer = DraftModel(get_model(draft), params=draft_params) if draft else NGramLookup()
+    n = np.arange(1, int(max_batch) + 1, dtype=float)[:, None, None]
+    k = np.arange(int(max_k) + 1, dtype=float)[None, :, None]
+    c = np.asarray(context_grid, dtype=float)[None, None, :]
+    step = price_step(target, proposer, deployment, tau=1.0, gamma=k, batch=n, context=c)
+    full = (n.shape[0], k.shape[1], c.shape[2])
+    draft_table = np.broadcast_to(step.t_draft_s, full)[:, 0, :].copy()
+    return (np.broadcast_to(step.t_verify_s, full).copy(), draft_table, np.broadcast_to(step.t_step_s, full).copy())
 
 
 def mixed_batch_time(target_fn: StepFn, decode_contexts, k: int = 0, prefill_tokens=(), prefill_contexts=None,
@@ -150,7 +172,7 @@ class BatchStepModel:
 
     def __init__(self, target_fn: StepFn, draft_fn: StepFn | None = None, *, max_batch: int = 256, max_k: int = 7,
                  max_context: int = 4096, max_prompt: int | None = None, spec_overhead_frac: float = 0.0,
-                 context_points: int = 65, prompt_points: int = 48, name: str = "") -> None:
+                 context_points: int = 65, prompt_points: int = 48, name: str = "", tables=None) -> None:
         if max_batch < 1 or max_k < 0 or max_context < 1:
             raise InvalidInputError("max_batch and max_context must be >= 1 and max_k >= 0.")
         if spec_overhead_frac < 0:
@@ -165,18 +187,18 @@ class BatchStepModel:
         self.ctx_grid = np.linspace(0.0, float(self.max_context), int(context_points))
         self._inv_dctx = 1.0 / (self.ctx_grid[1] - self.ctx_grid[0])
         self._last_cell = len(self.ctx_grid) - 2
-        # target[n-1, q-1, c]; draft[n-1, c] (q = 1)
-        self.target = np.asarray(target_fn(n[:, None, None], q[None, :, None], self.ctx_grid[None, None, :]), float)
-        self.target = np.broadcast_to(self.target, (len(n), len(q), len(self.ctx_grid))).copy()
-        if draft_fn is not None:
-            self.draft = np.broadcast_to(np.asarray(draft_fn(n[:, None], 1.0, self.ctx_grid[None, :]), float),
-                                         (len(n), len(self.ctx_grid))).copy()
+        oh = 1.0 + self.spec_overhead_frac * (np.arange(self.max_k + 1) > 0)
+        # target[n-1, q-1, c]; draft[n-1, c] (q = 1); decode[n-1, k, c] = k·T_draft + T_target(q=k+1)·(1 + o·[k>0])
+        if tables is not None:  # (target, draft, step) of priced_step_tables on this grid: the step is the shared one
+            self.target, self.draft, step = tables(self.max_batch, self.max_k, self.ctx_grid)
+            self.decode = step + self.target * (oh - 1.0)[None, :, None]
         else:
-            self.draft = np.zeros((len(n), len(self.ctx_grid)))
-        ks = np.arange(self.max_k + 1, dtype=float)
-        oh = 1.0 + self.spec_overhead_frac * (ks > 0)
-        # decode[n-1, k, c] = k·T_draft + T_target(q=k+1)·(1 + o·[k>0])
-        self.decode = ks[None, :, None] * self.draft[:, None, :] + self.target * oh[None, :, None]
+            self.target = np.asarray(target_fn(n[:, None, None], q[None, :, None], self.ctx_grid[None, None, :]), float)
+            self.target = np.broadcast_to(self.target, (len(n), len(q), len(self.ctx_grid))).copy()
+            self.draft = np.zeros((len(n), len(self.ctx_grid))) if draft_fn is None else np.broadcast_to(
+                np.asarray(draft_fn(n[:, None], 1.0, self.ctx_grid[None, :]), float), (len(n), len(self.ctx_grid))).copy()
+            ks = np.arange(self.max_k + 1, dtype=float)
+            self.decode = ks[None, :, None] * self.draft[:, None, :] + self.target * oh[None, :, None]
         if draft_fn is None:
             self.decode[:, 1:, :] = np.inf
         self.log_p_grid = np.linspace(0.0, np.log(self.max_prompt), int(prompt_points))
@@ -188,8 +210,9 @@ class BatchStepModel:
 
     @classmethod
     def from_catalog(cls, target, draft, deployment, *, draft_params=None, **kwargs) -> "BatchStepModel":
-        """Roofline step times (sdsl.core.latency) of a target and an optional draft on ``deployment``
-        (the draft on its ``draft_tp`` GPUs, priced with ``draft_params`` when given)."""
+        """Roofline step times of a target and an optional draft on ``deployment`` (the draft on its ``draft_tp``
+        GPUs, priced with ``draft_params`` when given): the decode tables from the shared priced step
+        (:func:`priced_step_tables`), prefill from :func:`roofline_step_fn`."""
         from sdsl.core.architecture import get_model
         from sdsl.core.deployment import Deployment
 
@@ -198,7 +221,12 @@ class BatchStepModel:
         d_fn = roofline_step_fn(draft, dep.for_draft(draft_params)) if draft else None
         kwargs.setdefault("max_context", get_model(target).max_context)
         name = f"{get_model(target).name}" + (f" + {get_model(draft).name}" if draft else "")
-        return cls(t_fn, d_fn, name=name, **kwargs)
+
+        def tables(max_batch, max_k, context_grid):
+            return priced_step_tables(target, draft, dep, max_batch=max_batch, max_k=max_k, context_grid=context_grid,
+                                      draft_params=draft_params)
+
+        return cls(t_fn, d_fn, name=name, tables=tables, **kwargs)
 
     def check_batch(self, n: int) -> int:
         """``n`` as an int, or an InvalidInputError when it lies outside the tabulated batch sizes."""

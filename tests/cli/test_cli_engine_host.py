@@ -64,15 +64,31 @@ def test_optimize_charges_host_time_to_speculative_rows_and_moves_break_even():
     plain = json.loads(run(OPT).output)
     host = json.loads(run(OPT + ["--engine-host", "sglang-2025-10"]).output)
     assert plain["host_step_s"] == 0.0 and host["host_step_s"] == pytest.approx(1.10677e-3, rel=1e-4)
-    by_k = lambda out: {r["gamma"]: r for r in out["configs"]}  # noqa: E731
-    for k, row in by_k(host).items():
-        p = by_k(plain)[k]
-        # TPOT grows by exactly the host time spread over the τ tokens of the step
-        assert row["tpot_s"] - p["tpot_s"] == pytest.approx(host["host_step_s"] / p["tau"], rel=1e-6)
+    assert host["configs"][0]["t_host_s"] == pytest.approx(host["host_step_s"], rel=1e-12)
     assert host["break_even_batch"] is None or plain["break_even_batch"] is None or \
         host["break_even_batch"] <= plain["break_even_batch"]
 
 
-def test_optimize_host_needs_a_proposer_ranking():
-    res = run(["optimize", "--target", "llama-3.1-8b", "--engine-host", "sglang-2025-10"])
-    assert res.exit_code == 2 and "--proposer" in res.output and len(res.output.strip().splitlines()) == 1
+def test_host_time_grows_tpot_by_host_over_tau_at_every_k():
+    """The ranking behind `sdsl optimize --engine-host`: TPOT grows by exactly the host time spread over τ."""
+    import numpy as np
+
+    from sdsl.core.deployment import Deployment
+    from sdsl.core.engine_host import host_step_s
+    from sdsl.core.ranking import rank_proposers
+
+    h = host_step_s("sglang-2025-10")
+    args = dict(acceptance=0.7, gammas=range(0, 6), batches=[1])
+    base = rank_proposers("llama-3.1-8b", ["eagle", "draft:llama-3.2-1b"], Deployment("h100-sxm"), **args)
+    slow = rank_proposers("llama-3.1-8b", ["eagle", "draft:llama-3.2-1b"], Deployment("h100-sxm"), host_step_s=h, **args)
+    tau = np.stack(base.taus)[:, 1:, 0, 0]
+    np.testing.assert_allclose(slow.tpot_s[:, 1:, 0, 0] - base.tpot_s[:, 1:, 0, 0], h / tau, rtol=1e-9)
+    np.testing.assert_array_equal(slow.tokens_per_s[:, 0], base.tokens_per_s[:, 0])  # k = 0 is plain decoding
+
+
+def test_optimize_host_time_applies_to_catalog_drafts_too():
+    """Draft models are ranked by the same ranking as heads, so an engine's host time prices them as well."""
+    plain = json.loads(run(["optimize", "--target", "llama-3.1-8b", "--json"]).output)
+    host = json.loads(run(["optimize", "--target", "llama-3.1-8b", "--engine-host", "sglang-2025-10", "--json"]).output)
+    assert host["host_step_s"] > 0 and all(r["proposer"].startswith("draft:") for r in host["configs"])
+    assert host["configs"][0]["tokens_per_s"] < plain["configs"][0]["tokens_per_s"]

@@ -67,7 +67,7 @@ def test_validate_published_json():
 
 
 def test_tree_from_a_chain_measurement_uses_the_tree_model():
-    from sdsl.core.acceptance_vector import Acceptance
+    from sdsl.core.acceptance import Acceptance
     from sdsl.core.trees import TokenTree, rank_acceptance
 
     out = json.loads(run(["predict", "--target", "llama-3.1-8b", "--proposer", "eagle3", "--gamma", "4", "--tree",

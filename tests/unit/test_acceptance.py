@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 from sdsl.core.acceptance import (
     alpha_from_accept_histogram, alpha_from_mean_accepted, alpha_from_spec_bench, alpha_from_tau, alpha_from_vllm,
-    positional_acceptance, tau, tau_positional,
+    positional_acceptance, tau, tau_from_conditional,
 )
 from sdsl.errors import InvalidInputError, SDSLError
 
@@ -64,7 +64,7 @@ def test_histogram_mle_recovers_alpha():
     counts = np.bincount(accepted, minlength=g + 1)
     assert alpha_from_accept_histogram(counts) == pytest.approx(a, abs=0.005)
     np.testing.assert_allclose(positional_acceptance(counts), a, atol=0.01)
-    assert tau_positional(np.full(g, a)) == pytest.approx(tau(a, g))
+    assert tau_from_conditional(np.full(g, a)) == pytest.approx(tau(a, g))
 
 
 def test_bad_inputs():

@@ -4,8 +4,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sdsl.core.acceptance import tau
-from sdsl.core.acceptance_decay import decay_tau, solve_decay
-from sdsl.core.acceptance_vector import (Acceptance, accepted_length_with_bonus, conditional_from_marginal,
+from sdsl.core.acceptance import decay_tau, solve_decay
+from sdsl.core.acceptance import (Acceptance, accepted_length_with_bonus, conditional_from_marginal,
                                          marginal_from_conditional)
 from sdsl.errors import InvalidInputError
 

@@ -4,7 +4,7 @@ and timing tables checked against the checkpoints and the saved benchmark runs.
 
 Each test names the document line it guards, checks that the document still says it (`_says`), and pins
 the reproduced value at ~1e-3 relative (the values are deterministic). The law, γ* and Lambert-W tests
-live in test_optimize.py, Leviathan's Table 1 in test_throughput.py, parameter counts in
+live in test_analytic_optimum.py, Leviathan's Table 1 in test_throughput.py, parameter counts in
 test_architecture.py. Inputs that are oracles rather than sdsl outputs are named where they enter: the
 acceptance plane's constants and Chinchilla's loss law (published fits), the H100 latency parameters
 (fitted to Vidur's measurements, sdsl/data/latency/h100-sxm.json), Leviathan's T5 inputs (α, c, γ quoted
@@ -20,7 +20,7 @@ from sdsl._paths import REPO_ROOT
 from sdsl.core.architecture import get_model, list_models
 from sdsl.core.deployment import Deployment
 from sdsl.core.hardware import get_hardware, list_hardware
-from sdsl.core.optimize import SDSL_PAPER_LAW, SDSL_TARGETS, best_speedup, gamma_star, optimal_draft_size
+from sdsl.core.analytic_optimum import SDSL_PAPER_LAW, SDSL_TARGETS, best_speedup, gamma_star, optimal_draft_size
 from sdsl.core.scaling import SDSL_PLANE, acceptance_from_sizes, perplexity
 from sdsl.core.throughput import speedup
 
@@ -71,8 +71,8 @@ def test_readme_catalog_sizes_and_70b_memory():
 def test_readme_and_validation_law_rows():
     # README.md "How accurate is it": "μ = 2.721e-3 (paper 2.71e-3, +0.4%), M₀ = 8.03e7 (paper 8.71e7, −7.8%)";
     # VALIDATION.md "Analytic core": "μ = 2.721e-3 (+0.4%), M₀ = 8.03e7 (−7.8%), R² = 0.988 ... μ 2.53–2.92e-3,
-    # M₀ 6.91–9.14e7" — the values themselves are pinned in test_optimize.py (test_sdsl_law_*)
-    from sdsl.core.optimize import fit_draft_law
+    # M₀ 6.91–9.14e7" — the values themselves are pinned in test_analytic_optimum.py (test_sdsl_law_*)
+    from sdsl.core.analytic_optimum import fit_draft_law
 
     _says("README.md", "μ = 2.721e-3 (paper 2.71e-3, +0.4%), M₀ = 8.03e7 (paper 8.71e7, −7.8%)")
     _says("VALIDATION.md", "μ = 2.721e-3 (+0.4%), M₀ = 8.03e7 (−7.8%), R² = 0.988",

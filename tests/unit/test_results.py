@@ -64,7 +64,7 @@ def _calibration():
 
 
 def _acceptance():
-    from sdsl.core.acceptance_vector import Acceptance
+    from sdsl.core.acceptance import Acceptance
 
     return Acceptance.from_conditional([0.9, 0.8, 0.7])
 

@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sdsl.core.acceptance import tau
-from sdsl.core.acceptance_vector import Acceptance
+from sdsl.core.acceptance import Acceptance
 from sdsl.core.tree_search import best_tree, sglang_grid
 from sdsl.core.trees import TokenTree, check_rank_acceptance, rank_acceptance, sglang_pool
 from sdsl.errors import InvalidInputError

@@ -44,7 +44,7 @@ _E = FigureEntry
 FIGURES: list[FigureEntry] = [
     _E("sdsl_acceptance_plane.png", "sdsl.experiments.figures.scaling:fig_sdsl_acceptance_plane", "SDSL: alpha over the (draft ppl, target ppl) plane, and alpha along the draft size", "SDSL plane constants (arXiv 2603.11053) + Chinchilla loss law"),
     _E("sdsl_speedup_vs_gamma.png", "sdsl.experiments.figures.scaling:fig_sdsl_speedup_vs_gamma", "SDSL/Leviathan: speedup vs continuous gamma with the Lambert-W optimum marked", "analytic (Leviathan Thm 3.8, Lambert-W gamma*)"),
-    _E("sdsl_draft_law.png", "sdsl.experiments.figures.scaling:fig_sdsl_draft_law", "SDSL: optimal draft size N* vs target size M, 13 targets, fitted law vs paper's", "model catalog parameter counts + SDSL law (sdsl.core.optimize.fit_draft_law)"),
+    _E("sdsl_draft_law.png", "sdsl.experiments.figures.scaling:fig_sdsl_draft_law", "SDSL: optimal draft size N* vs target size M, 13 targets, fitted law vs paper's", "model catalog parameter counts + SDSL law (sdsl.core.analytic_optimum.fit_draft_law)"),
     _E("sdsl_nstar_vs_tokens.png", "sdsl.experiments.figures.scaling:fig_sdsl_nstar_vs_tokens", "SDSL: N*/M vs pre-training tokens D", "SDSL law with Chinchilla loss, D from 1e10 to 3e13"),
     _E("hardware_draft_size.png", "sdsl.experiments.figures.scaling:fig_hardware_draft_size", "sdsl extension: hardware-aware N* (H100, batch 1/8/32) next to the FLOP-model N*", "roofline step time (sdsl.core.latency, shipped params) + SDSL plane"),
     _E("leviathan_table1.png", "sdsl.experiments.figures.leviathan:fig_leviathan_table1", "Leviathan Table 1 (speed and ops factors) reproduced, plus the T5-XXL/T5-small check", "Leviathan et al. 2023 Table 1 and Sec. 4"),

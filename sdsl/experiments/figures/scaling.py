@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sdsl.core.optimize import SDSL_PAPER_LAW
+from sdsl.core.analytic_optimum import SDSL_PAPER_LAW
 from sdsl.plots._common import _figure, _finish
 
 __all__ = ["fig_sdsl_acceptance_plane", "fig_sdsl_speedup_vs_gamma", "fig_sdsl_draft_law", "fig_sdsl_nstar_vs_tokens", "fig_hardware_draft_size"]
@@ -14,7 +14,7 @@ def fig_sdsl_acceptance_plane(quick: bool = False):
     import numpy as np
 
     from sdsl.core.architecture import get_model
-    from sdsl.core.optimize import SDSL_TARGETS
+    from sdsl.core.analytic_optimum import SDSL_TARGETS
     from sdsl.core.scaling import SDSL_PLANE, acceptance_from_sizes, perplexity
 
     n = 60 if quick else 240
@@ -48,7 +48,7 @@ def fig_sdsl_speedup_vs_gamma(quick: bool = False):
     """Leviathan speedup S(α, γ, c) over continuous γ, with the Lambert-W optimum (γ*, S*) marked."""
     import numpy as np
 
-    from sdsl.core.optimize import best_speedup, gamma_star
+    from sdsl.core.analytic_optimum import best_speedup, gamma_star
     from sdsl.core.throughput import speedup
 
     g = np.linspace(0, 30, 80 if quick else 400)
@@ -73,7 +73,7 @@ def fig_sdsl_draft_law(quick: bool = False):
     """N* vs target size M for SDSL's 13 targets, the line fitted by sdsl and the paper's line."""
     import numpy as np
 
-    from sdsl.core.optimize import fit_draft_law
+    from sdsl.core.analytic_optimum import fit_draft_law
 
     law = fit_draft_law()
     m = np.array([t["params"] for t in law.targets])
@@ -103,7 +103,7 @@ def fig_sdsl_nstar_vs_tokens(quick: bool = False):
     import numpy as np
 
     from sdsl.core.architecture import get_model
-    from sdsl.core.optimize import optimal_draft_size
+    from sdsl.core.analytic_optimum import optimal_draft_size
 
     targets = ("opt-13b", "llama-3.1-70b", "qwen1.5-110b")
     m = np.array([get_model(t).total_params for t in targets], dtype=float)

@@ -1,26 +1,19 @@
 """Acceptance as a per-position vector: one value type, :class:`Acceptance`, that sdsl takes everywhere.
+Summary of docs/model.md §2 and §3.5 (acceptance vectors and trees).
 
-Notation. Draft position i = 1..k is accepted with *conditional* probability p_i = P(i accepted | 1..i−1
-accepted); the *marginal* rate m_i = P(i accepted) = Π_{j≤i} p_j (acceptance stops at the first
-rejection). Expected tokens emitted per target forward pass, bonus token included, generalise
+Draft position i = 1..k is accepted with *conditional* probability p_i; the *marginal* rate is
+m_i = Π_{j≤i} p_j. Expected tokens emitted per target forward pass, bonus token included, generalise
 Leviathan et al. (ICML 2023) Eq. (1) to position-dependent acceptance:
 
     τ(k) = 1 + Σ_{i=1..k} m_i = 1 + Σ_{i=1..k} Π_{j≤i} p_j,
 
-which is the chain case of the SpecInfer (Miao et al., ASPLOS 2024) / Sequoia (Chen et al., 2024)
-token-tree formula τ = 1 + Σ_nodes P(path to node accepted) (:mod:`sdsl.core.trees`). The i.i.d. α of
-Leviathan et al. is the special case p_i = α, priced with their closed form (1 − α^{k+1})/(1 − α).
-
-Engines' conventions (what each prints; see README "Acceptance conventions"):
-- vLLM v1 "Per-position acceptance rate" = marginal m_i (accepted at position i / drafts,
-  vllm/v1/spec_decode/metrics.py); "Mean acceptance length" = 1 + Σ m_i (bonus included since vLLM
-  PR #17908, May 2025; before it the same line printed Σ m_i, bonus excluded).
-- SGLang "accept len" = (accepted drafts + 1 per request) / verify passes: bonus included.
-- Spec-Bench "#Mean Accepted Tokens", EAGLE papers' τ, llama.cpp "mean acceptance length": bonus included.
-- gpt-fast "Mean Accepted" and per-step accepted-draft counts: bonus excluded (τ − 1).
+the chain case of the SpecInfer (Miao et al., ASPLOS 2024) / Sequoia (Chen et al., 2024) token-tree
+formula τ = 1 + Σ_nodes P(path to node accepted) (:mod:`sdsl.core.trees`). The i.i.d. α of Leviathan et
+al. is the special case p_i = α, priced with their closed form (1 − α^{k+1})/(1 − α). Engines' conventions
+and the converters are :mod:`sdsl.core.acceptance.converters`.
 
 When only a mean accepted length is known, :meth:`Acceptance.from_accepted_length` fits the decay form
-of :mod:`sdsl.core.acceptance_decay` (conditional p_i = min(1, a·r^{i−1}); r from published
+of :mod:`sdsl.core.acceptance.decay` (conditional p_i = min(1, a·r^{i−1}); r from published
 per-position rates, VALIDATION.md "Acceptance decay form").
 """
 
@@ -31,48 +24,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sdsl.core.acceptance import alpha_from_tau, check_alpha, tau as tau_iid
-from sdsl.core.acceptance_decay import DEFAULT_DECAY, decay_conditional, solve_decay
 from sdsl._result import Result
+from sdsl.core.acceptance.converters import accepted_length_with_bonus, conditional_from_marginal, positional_acceptance
+from sdsl.core.acceptance.decay import DEFAULT_DECAY, decay_conditional, solve_decay
+from sdsl.core.acceptance.tau import alpha_from_tau, check_alpha, tau as tau_iid
 from sdsl.errors import InvalidInputError
 
-__all__ = ["Acceptance", "conditional_from_marginal", "marginal_from_conditional", "accepted_length_with_bonus",
-           "check_marginal"]
-
-
-def marginal_from_conditional(p) -> np.ndarray:
-    """Marginal rates m_i = Π_{j≤i} p_j over the last axis (what vLLM logs per position)."""
-    return np.cumprod(check_alpha(p, name="conditional acceptance"), axis=-1)
-
-
-def check_marginal(m) -> np.ndarray:
-    """Return ``m`` as a float array, raising InvalidInputError unless it lies in [0, 1] and is
-    non-increasing along the last axis (a marginal rate cannot grow with position)."""
-    m = check_alpha(m, name="marginal acceptance")
-    if m.ndim == 0:
-        raise InvalidInputError("A marginal acceptance vector needs one rate per draft position.")
-    if np.any(np.diff(m, axis=-1) > 1e-9):
-        raise InvalidInputError(f"Marginal (per-position) acceptance must be non-increasing; got {np.round(m, 4).tolist()}.")
-    return m
-
-
-def conditional_from_marginal(m) -> np.ndarray:
-    """Conditional rates p_i = m_i / m_{i−1} (m_0 = 1) from marginal rates; 0 once m reaches 0."""
-    m = check_marginal(m)
-    prev = np.concatenate([np.ones(m.shape[:-1] + (1,)), m[..., :-1]], axis=-1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p = np.where(prev > 0, m / np.where(prev > 0, prev, 1.0), 0.0)
-    return np.clip(p, 0.0, 1.0)  # m_i <= m_{i-1} up to the 1e-9 check tolerance: rounding only
-
-
-def accepted_length_with_bonus(value, *, bonus_included: bool = True) -> np.ndarray:
-    """Mean accepted length with the bonus token (τ) from an engine's number: unchanged when the engine
-    counts the bonus token (vLLM ≥ PR #17908, SGLang, Spec-Bench), + 1 when it does not (gpt-fast)."""
-    v = np.asarray(value, dtype=float)
-    lo = 1.0 if bonus_included else 0.0
-    if np.any(~np.isfinite(v)) or np.any(v < lo):
-        raise InvalidInputError(f"Mean accepted length must be at least {lo:g}; got {float(np.min(v)):g}.")
-    return v if bonus_included else v + 1.0
+__all__ = ["Acceptance"]
 
 
 @dataclass(frozen=True)
@@ -115,8 +73,6 @@ class Acceptance(Result):
     @classmethod
     def from_histogram(cls, counts, *, source: str = "histogram") -> Acceptance:
         """From an accept-count histogram (counts[i] = steps with exactly i drafts accepted, gpt-fast)."""
-        from sdsl.core.acceptance import positional_acceptance
-
         p = positional_acceptance(counts)
         return cls(tuple(np.nan_to_num(p, nan=0.0).tolist()), None, source)
 
@@ -124,7 +80,7 @@ class Acceptance(Result):
     def from_accepted_length(cls, mean, k: int, *, bonus_included: bool = True, decay: float | None = None,
                              source: str = "accepted-length") -> Acceptance:
         """Fit the decay form p_i = min(1, a·r^{i−1}) to a mean accepted length measured at k drafts
-        (:func:`sdsl.core.acceptance_decay.solve_decay`; r defaults to the published-data fit)."""
+        (:func:`sdsl.core.acceptance.decay.solve_decay`; r defaults to the published-data fit)."""
         if int(k) != k or k < 1:
             raise InvalidInputError(f"k (draft tokens per step) must be a positive integer; got {k}.")
         t = float(accepted_length_with_bonus(mean, bonus_included=bonus_included))

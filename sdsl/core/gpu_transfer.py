@@ -1,4 +1,5 @@
-"""Latency parameters for a GPU nobody measured, from the GPUs somebody did (cross-GPU efficiency model).
+"""Latency parameters for a GPU nobody measured, transferred from the GPUs somebody did (the cross-GPU
+efficiency model). Summary of docs/model.md §3.3.
 
 Each calibrated GPU contributes its fitted :class:`~sdsl.core.latency_params.LatencyParams` (efficiencies
 η_c, η_m, kernel floor t_kernel, per-layer/step overheads, smoothness p and the all-reduce terms).
@@ -17,7 +18,7 @@ closest calibrated GPU's.
 
 Nearest architecture first (``rule="architecture"``, the default): when some calibrated GPU shares
 the target's architecture, the average runs over those GPUs only; otherwise over all of them.
-Evidence (VALIDATION.md, issue 13, leave one GPU out over Vidur's H100-SXM, A100-80GB and A40):
+Evidence (VALIDATION.md "Cross-GPU transfer", leave one GPU out over Vidur's H100-SXM, A100-80GB and A40):
 the memory efficiency η_m follows the architecture, not the memory class or the bandwidth
 (A100, HBM2e, 0.83 and A40, GDDR6, 0.81 against H100, HBM3, 0.99), so an Ampere card priced from
 the other Ampere card beats one priced from the HBM-sharing Hopper card in the decode regime.
@@ -136,6 +137,6 @@ def transfer_params(hardware, measured: Mapping[str, tuple], rule: str = "archit
         else:
             out[f.name] = sum(w[k] * float(v) for k, v in vals.items())
     names = ", ".join(f"{measured[k][0].name} {w[k]:.2f}" for k in sorted(w, key=w.get, reverse=True))
-    src = (f"cross-GPU efficiency model (sdsl.core.efficiency; datasheet-feature kernel weights {names}) "
+    src = (f"cross-GPU efficiency model (sdsl.core.gpu_transfer; datasheet-feature kernel weights {names}) "
            f"for {hardware.name}, not measured on it")
     return cls(**out, source=src)

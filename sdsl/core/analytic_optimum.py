@@ -1,4 +1,5 @@
-"""Optimal speculation length and optimal draft size.
+"""The analytic optima: Leviathan's optimal speculation length γ* (closed form) and SDSL's optimal draft
+size N* (FLOP model). Summary of docs/model.md §3.1–§3.2; the hardware-aware choice is :mod:`sdsl.core.plan`.
 
 - γ*: maximiser of Leviathan's speedup S(α, γ, c) = (1 − α^{γ+1}) / ((1 − α)(1 + γc)) over real γ.
   Setting dS/dγ = 0 gives, with L = ln(1/α) and z = −α^{1/c − 1}/e (docs/model.md §3.1),

@@ -1,4 +1,5 @@
-"""The decay form: per-position acceptance when only a mean accepted length is known.
+"""The decay form: per-position acceptance when only a mean accepted length is known. Summary of the
+acceptance notes in docs/model.md §2; its evidence is VALIDATION.md "Acceptance decay form".
 
 Measured acceptance is front-loaded for draft models and EAGLE heads (later positions are accepted less
 often, given the earlier ones were) and back-loaded for n-gram lookup (a matched n-gram keeps matching),
@@ -18,13 +19,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from sdsl.core.acceptance.tau import tau_from_conditional
 from sdsl.errors import InvalidInputError
 
 __all__ = ["DEFAULT_DECAY", "decay_conditional", "decay_tau", "solve_decay", "fit_decay_ratio"]
 
 # r fitted on the model-based proposers' vectors (draft models, EAGLE/MTP heads; n-gram lookup excluded,
 # its acceptance rises with position) of sdsl/data/published/per_position.csv; recomputed by
-# tests/unit/test_acceptance_decay.py; reported leave-one-source-out in VALIDATION.md.
+# tests/unit/test_acceptance_fit.py; reported leave-one-source-out in VALIDATION.md.
 DEFAULT_DECAY = 0.915
 
 _ITER = 64  # bisection halvings: below float resolution for a, r in [0, 1]
@@ -42,7 +44,7 @@ def decay_conditional(a, r, k: int) -> np.ndarray:
 
 def decay_tau(a, r, k: int) -> np.ndarray:
     """τ(k) = 1 + Σ_{i≤k} Π_{j≤i} p_j of the decay form (Leviathan Eq. (1) generalised per position)."""
-    return 1.0 + np.cumprod(decay_conditional(a, r, k), axis=-1).sum(axis=-1)
+    return tau_from_conditional(decay_conditional(a, r, k))
 
 
 def _bisect(f, target, lo, hi):

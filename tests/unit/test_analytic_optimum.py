@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sdsl.errors import InvalidInputError
-from sdsl.core.optimize import (best_integer_gamma, best_speedup, fit_draft_law, gamma_star, lambert_w_minus1,
+from sdsl.core.analytic_optimum import (best_integer_gamma, best_speedup, fit_draft_law, gamma_star, lambert_w_minus1,
                            lambert_w_minus1_from_log, optimal_draft_size)
 from sdsl.core.throughput import speedup
 

@@ -1,0 +1,30 @@
+"""Acceptance: how many drafted tokens the target keeps, in every form sdsl prices. Summary of
+docs/model.md §2 (notation) and §3.5; one value type, :class:`Acceptance`, behind every form:
+
+- :mod:`.tau` — τ, the expected tokens per step: Leviathan et al.'s closed form for an i.i.d. α, its
+  per-position generalisation, and the inverse α(τ);
+- :mod:`.vector` — :class:`Acceptance`, conditional rates per draft position with an optional tail;
+- :mod:`.decay` — the decay form fitted when only a mean accepted length is known;
+- :mod:`.converters` — what engines and benchmarks print (vLLM, SGLang, Spec-Bench, gpt-fast) → α or rates;
+- :mod:`.resolve` — which acceptance prices a proposer when none is given (:func:`resolve_acceptance`).
+"""
+
+from sdsl.core.acceptance.converters import (accepted_length_with_bonus, alpha_from_accept_histogram,
+                                             alpha_from_mean_accepted, alpha_from_spec_bench, alpha_from_vllm,
+                                             check_marginal, conditional_from_marginal, marginal_from_conditional,
+                                             positional_acceptance)
+from sdsl.core.acceptance.decay import DEFAULT_DECAY, decay_conditional, decay_tau, fit_decay_ratio, solve_decay
+from sdsl.core.acceptance.resolve import (ACCEPTANCE_RULES, PLANE_SOURCE, acceptance_levels, given_acceptance,
+                                          resolve_acceptance, sdsl_plane_rule)
+from sdsl.core.acceptance.tau import (alpha_from_tau, chain_tau, check_alpha, check_gamma, tau, tau_from_conditional,
+                                      tau_unchecked)
+from sdsl.core.acceptance.vector import Acceptance
+
+__all__ = [
+    "Acceptance", "tau", "tau_unchecked", "tau_from_conditional", "chain_tau", "alpha_from_tau", "check_alpha",
+    "check_gamma", "alpha_from_mean_accepted", "alpha_from_accept_histogram", "positional_acceptance",
+    "alpha_from_vllm", "alpha_from_spec_bench", "marginal_from_conditional", "conditional_from_marginal",
+    "check_marginal", "accepted_length_with_bonus", "DEFAULT_DECAY", "decay_conditional", "decay_tau",
+    "solve_decay", "fit_decay_ratio", "resolve_acceptance", "acceptance_levels", "given_acceptance", "ACCEPTANCE_RULES",
+    "sdsl_plane_rule", "PLANE_SOURCE",
+]

@@ -1,0 +1,75 @@
+"""The table of ranked speculative configurations: one row schema for draft models, heads, lookup and trees.
+Summary of docs/model.md §3.5; the schema is documented field by field in docs/json.md.
+
+A row is one (proposer, k or tree, batch, acceptance level) read from that proposer's
+:class:`~sdsl.core.priced_step.PricedStep`: the ranking's table (:meth:`ProposerRanking.records`), its CSV
+(:meth:`ProposerRanking.to_frame`), the tree ranking's rows and ``sdsl optimize --json``'s ``configs`` all
+carry exactly :data:`ROW_KEYS`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sdsl.core.priced_step import ARRAY_FIELDS
+
+__all__ = ["ROW_KEYS", "config_row", "frame_columns", "report_rows"]
+
+#: Every row's keys, in order (docs/json.md).
+ROW_KEYS = ("proposer", "draft", "draft_params", "gamma", "tree", "batch", "acceptance_index", "alpha",
+            "acceptance_source", "tau", "tokens_per_s", "plain_tokens_per_s", "speedup", "tpot_s", "bound",
+            "t_draft_s", "t_propose_s", "t_verify_s", "t_worker_s", "t_host_s", "t_step_s", "cost_ratio")
+_PRICED = ("tau", "tokens_per_s", "plain_tokens_per_s", "speedup", "tpot_s", "bound", "t_draft_s", "t_propose_s",
+           "t_verify_s", "t_worker_s", "t_host_s", "t_step_s", "cost_ratio")
+
+
+def _draft(proposer) -> tuple:
+    """(draft model name, its parameters) of a draft-model proposer with a catalog shape, else (None, None)."""
+    from sdsl.core.architecture import ModelSpec
+
+    model = getattr(proposer, "model", None)
+    return (model.name, float(model.total_params)) if isinstance(model, ModelSpec) else (None, None)
+
+
+def _full(step, name: str, shape):
+    return np.broadcast_to(np.asarray(getattr(step, name)), shape)
+
+
+def config_row(proposer, step, index: tuple, acceptance, *, gamma, batch: int, acceptance_index: int,
+               tree=None) -> dict:
+    """One row (:data:`ROW_KEYS`) of ``step`` at ``index``. ``alpha`` is the i.i.d. α with the same τ at that k
+    (Leviathan Eq. (1) inverted; the α itself for an i.i.d. acceptance), None for a tree."""
+    shape = np.broadcast_shapes(*(np.shape(getattr(step, k)) for k in ARRAY_FIELDS))
+    values = {k: _full(step, k, shape)[index].item() for k in _PRICED}
+    draft, params = _draft(proposer)
+    alpha = None if tree is not None else float(acceptance.iid_alpha(int(gamma)))
+    row = {"proposer": proposer.name, "draft": draft, "draft_params": params, "gamma": gamma, "tree": tree,
+           "batch": batch, "acceptance_index": acceptance_index, "alpha": alpha,
+           "acceptance_source": step.acceptance_source, **values}
+    return {k: row[k] for k in ROW_KEYS}
+
+
+def frame_columns(proposer, step, levels, gammas, batches, keep, finite) -> dict:
+    """Columns (:data:`ROW_KEYS`) of every (k, batch in ``keep``, acceptance level) of one proposer's ``step``
+    where ``finite`` (k, batch, acceptance) holds, in C order."""
+    shape = (gammas.size, batches.size, len(levels))
+    mask = np.broadcast_to(np.asarray(finite), shape) & keep[None, :, None]
+    k_idx, b_idx, a_idx = np.nonzero(mask)
+    alpha = np.stack([np.asarray(a.iid_alpha(gammas.astype(int)), dtype=float) for a in levels], axis=-1)
+    draft, params = _draft(proposer)
+    n = k_idx.size
+    cols = {"proposer": [proposer.name] * n, "draft": [draft] * n, "draft_params": [params] * n,
+            "gamma": gammas[k_idx].astype(int), "tree": [None] * n, "batch": batches[b_idx].astype(int),
+            "acceptance_index": a_idx, "alpha": alpha[k_idx, a_idx], "acceptance_source": [step.acceptance_source] * n}
+    cols.update({k: _full(step, k, shape)[mask] for k in _PRICED})
+    return {k: cols[k] for k in ROW_KEYS}
+
+
+def report_rows(rows: list[dict]) -> str:
+    """Text table of rows: batch, proposer, k or tree, τ, tokens/s, TPOT and speedup."""
+    lines = [f"{'batch':>6} {'proposer':<22} {'k/tree':>9} {'tau':>6} {'tokens/s':>10} {'TPOT ms':>8} {'speedup':>8}"]
+    for r in rows:
+        shape = ",".join(map(str, r["tree"])) if r.get("tree") else str(r["gamma"])
+        lines.append(f"{r['batch']:>6} {r['proposer']:<22} {shape:>9} {r['tau']:6.2f} {r['tokens_per_s']:10.1f} "
+                     f"{1e3 * r['tpot_s']:8.2f} {r['speedup']:8.2f}")
+    return "\n".join(lines)

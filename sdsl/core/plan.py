@@ -1,0 +1,188 @@
+"""What ``sdsl optimize`` computes, in one core call: rank the proposers (catalog draft models by default, or
+heads, lookup and named drafts) × k over batch sizes, the batch at which speculation stops paying, the
+pick's batch → k table, SGLang trees on request, the engine configuration, and SDSL's continuous N*.
+Summary of docs/model.md §3.2–§3.5; the JSON schema is docs/json.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sdsl._result import Result
+from sdsl.core.acceptance import Acceptance
+from sdsl.core.config_table import report_rows
+from sdsl.core.deployment import Deployment
+from sdsl.core.ranking import ProposerRanking, TreeRanking, rank_proposers, rank_trees
+from sdsl.errors import InvalidInputError
+
+__all__ = ["SpeculationPlan", "plan_speculation", "flop_optimum", "default_proposers"]
+
+
+def default_proposers(target, *, any_tokenizer: bool = False) -> list:
+    """A :class:`~sdsl.core.proposers.DraftModel` per catalog draft candidate of ``target``
+    (:func:`sdsl.core.search.candidate_drafts`: ≤ 1/4 of its size, its vocabulary unless ``any_tokenizer``)."""
+    from sdsl.core.proposers import DraftModel
+    from sdsl.core.search import candidate_drafts
+
+    drafts = candidate_drafts(target, same_tokenizer=not any_tokenizer)
+    if not drafts:
+        raise InvalidInputError(f"No catalog draft shares {target.name}'s vocabulary; pass --drafts or --any-tokenizer.")
+    return [DraftModel(d) for d in drafts]
+
+
+def flop_optimum(target, pretrain_tokens: float = 1e12) -> dict:
+    """SDSL's continuous FLOP-model optimum N* for the target (docs/model.md §3.2)."""
+    from sdsl.core.analytic_optimum import optimal_draft_size
+
+    n_star, s_star, a_star, g_star = optimal_draft_size(target.total_params, pretrain_tokens, pretrain_tokens)
+    return {"n_star": float(n_star[0]), "flop_speedup": float(s_star[0]), "alpha": float(a_star[0]),
+            "gamma_star": float(g_star[0]), "pretrain_tokens": float(pretrain_tokens)}
+
+
+@dataclass(frozen=True)
+class SpeculationPlan(Result):
+    """The ranking over every batch 1..max_batch (and the batches asked for), the pick at the first batch asked
+    for, its batch → k table, and what goes with them. Result protocol: ``report()``, ``to_dict()`` (the
+    ``sdsl optimize --json`` schema, docs/json.md), ``to_json()``, ``plot()``."""
+
+    target: object  # the target's ModelSpec
+    deployment: Deployment
+    ranking: ProposerRanking  # over every batch 1..max_batch and the batches asked for
+    batches: tuple  # the batches asked for
+    top: int  # rows per batch in the table
+    max_batch: int
+    pick: dict  # {"proposer", "gamma", "tree"} at the first batch asked for
+    k_table: list  # the pick's batch -> k ranges
+    flop_optimum: dict  # SDSL's continuous N*
+    host_step_s: float = 0.0
+    given: Acceptance | None = None  # the acceptance the caller gave for every proposer
+    pass_overhead_s: float = 0.0
+    trees: TreeRanking | None = None
+    tree_pick: dict | None = None
+    export: dict | None = None
+
+    @property
+    def configs(self) -> list[dict]:
+        """The table rows (docs/json.md) at the batches asked for, each proposer at its best k, best first."""
+        return self.ranking.records(top=self.top, batches=self.batches)
+
+    @property
+    def break_even_batch(self) -> int | None:
+        stop = self.ranking.break_even_batch()[0]
+        return None if np.isnan(stop) else int(stop)
+
+    @property
+    def alpha_source(self) -> str:
+        """Where the acceptance came from: the given one's source, else SDSL's plane or "per-proposer"."""
+        if self.given is not None:
+            return "given" if self.given.is_iid else self.given.source
+        sources = {levels[0].source for levels in self.ranking.acceptance}
+        return sources.pop() if len(sources) == 1 else "per-proposer"
+
+    def fits_in_memory(self) -> bool:
+        """Whether the target and the best first-batch configuration's draft (when it speculates) fit at the
+        largest batch asked for."""
+        from sdsl.core.architecture import get_model
+        from sdsl.core.latency import memory_with_draft_per_gpu
+
+        head = self.configs[0] if self.configs else None
+        draft = get_model(head["draft"]) if head and head["draft"] and head["gamma"] else None
+        need = memory_with_draft_per_gpu(self.target, draft, self.deployment, batch=max(self.batches))
+        return bool(float(need) <= self.deployment.hardware.mem_capacity)
+
+    def serving(self) -> dict:
+        """The pick's batch → k table with what it was tuned for (the ``serving`` object of the JSON)."""
+        p = [q.name for q in self.ranking.proposers].index(self.pick["proposer"])
+        prop = self.ranking.proposers[p]
+        alpha = float(self.ranking.acceptance[p][0].iid_alpha(self.pick["gamma"]))
+        return {"proposer": prop.name, "draft": getattr(getattr(prop, "model", None), "name", None), "alpha": alpha,
+                "context": self.deployment.context, "max_batch": self.max_batch, "k_table": self.k_table}
+
+    def to_dict(self) -> dict:
+        dep = self.deployment
+        out = {"target": self.target.name, "hardware": dep.hardware.name, "context": dep.context, "tp": dep.tp,
+               "draft_tp": dep.draft_tp, "dtype": dep.dtype, "alpha_source": self.alpha_source,
+               "latency_params": dep.params.to_dict(),
+               **({"acceptance": self.given.to_dict()} if self.given is not None else {}),
+               "acceptance_by_proposer": {p.name: levels[0].to_dict() for p, levels in
+                                          zip(self.ranking.proposers, self.ranking.acceptance)},
+               "fits_in_memory": self.fits_in_memory(), "pass_overhead_s": self.pass_overhead_s,
+               "host_step_s": self.host_step_s, "configs": self.configs, "break_even_batch": self.break_even_batch,
+               "max_batch": self.max_batch, "pick": self.pick, "k_table": self.k_table, "sdsl": self.flop_optimum}
+        if self.trees is not None:
+            out["trees"] = self.trees.records(self.top, self.batches)
+            if self.tree_pick is not None:
+                out["tree_pick"] = self.tree_pick
+        if self.export is not None:
+            out["export"] = self.export
+        return out
+
+    def report(self) -> str:
+        stop = self.break_even_batch
+        lines = [report_rows(self.configs), "",
+                 "speculation stops paying at batch " + (str(stop) if stop else f"> {self.max_batch}"),
+                 f"best k by batch for {self.pick['proposer']}: " +
+                 ", ".join(f"{r['batch_min']}-{r['batch_max']}: {r['k']}" for r in self.k_table)]
+        return "\n".join(lines)
+
+    def plot(self, ax=None):
+        """Best speedup over plain decoding per batch size (:meth:`ProposerRanking.plot`)."""
+        return self.ranking.plot(ax=ax)
+
+
+def _tree_pick(trees: TreeRanking, ranking: ProposerRanking, batches) -> dict | None:
+    """The best tree at the first batch when it is a real tree (topk > 1) that beats the best chain."""
+    best_tree = trees.records(1, batches[:1])[0]
+    chain_best = ranking.records(top=1, batches=batches[:1])[0]
+    if best_tree["tokens_per_s"] > chain_best["tokens_per_s"] and best_tree["tree"][1] > 1:
+        return {"proposer": best_tree["proposer"], "gamma": None, "tree": best_tree["tree"]}
+    return None
+
+
+def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gamma_max: int = 10, batches=(1,),
+                     max_batch: int = 256, trees: bool = False, export: str | None = None, pass_overhead_s=0.0,
+                     host_step_s=0.0, pretrain_tokens: float = 1e12, any_tokenizer: bool = False,
+                     top: int = 10) -> SpeculationPlan:
+    """Everything ``sdsl optimize`` reports (module docstring). ``proposers``: names or Proposers (default: the
+    catalog's draft candidates, :func:`default_proposers`); ``acceptance``: one Acceptance for every proposer, a
+    mapping, or None (each proposer's own: SDSL's plane with D = D′ = ``pretrain_tokens`` for draft models)."""
+    from sdsl.core.architecture import get_model
+    from sdsl.core.export import ENGINES, export_config
+    from sdsl.core.proposers import make_proposer
+
+    target, dep = get_model(target), Deployment.of(deployment)
+    batches = tuple(int(b) for b in batches)
+    if not batches or min(batches) < 1 or max_batch < 1:
+        raise InvalidInputError("Batch sizes and --max-batch must be positive integers.")
+    if gamma_max < 0 or top < 1:
+        raise InvalidInputError("--gamma-max must be >= 0 and --top positive.")
+    if export and export.lower().replace("-", "") not in ENGINES:
+        raise InvalidInputError(f"Unknown engine {export!r}; expected one of {', '.join(ENGINES)}.")
+    props = [make_proposer(p) for p in proposers] if proposers else default_proposers(target, any_tokenizer=any_tokenizer)
+    if isinstance(acceptance, Acceptance) and np.isfinite(acceptance.max_k):
+        gamma_max = min(gamma_max, int(acceptance.max_k))  # a measured vector prices only the positions it covers
+    dense = np.unique(np.concatenate([np.arange(1, max_batch + 1), batches]))
+    options = {"draft_tokens": pretrain_tokens, "target_tokens": pretrain_tokens}
+    host = {"pass_overhead_s": pass_overhead_s, "host_step_s": host_step_s}
+    ranking = rank_proposers(target, props, dep, acceptance=acceptance, gammas=range(0, gamma_max + 1),
+                             batches=dense, acceptance_options=options, **host)
+    pick_i, pick_k = ranking.pick(batches[0])
+    pick = {"proposer": ranking.proposers[pick_i].name, "gamma": pick_k, "tree": None}
+    table = ranking.k_table(pick_i)
+    tree_ranking = tree_pick = None
+    if trees:
+        depth = range(1, max(1, min(8, gamma_max)) + 1)
+        tree_ranking = rank_trees(target, props, dep, acceptance=acceptance, batches=batches, steps=depth,
+                                  acceptance_options=options, **host)
+        tree_pick = _tree_pick(tree_ranking, ranking, batches)
+    engine = None
+    if export:
+        engine_pick = tree_pick or pick if export.lower() == "sglang" else pick
+        engine = {"engine": export, "pick": engine_pick, "config": export_config(export, engine_pick, table)}
+    given = acceptance if isinstance(acceptance, Acceptance) else None
+    return SpeculationPlan(target, dep, ranking, batches, top, max_batch, pick, table, flop_optimum(target, pretrain_tokens),
+                           host_step_s=host_step_s, given=given, pass_overhead_s=pass_overhead_s, trees=tree_ranking,
+                           tree_pick=tree_pick, export=engine)
+
