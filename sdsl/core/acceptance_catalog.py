@@ -1,7 +1,7 @@
 """The published acceptance catalog (``sdsl/data/acceptance/catalog.csv``) as frozen records.
 
 Each :class:`CatalogRow` is one published measurement: a mean accepted length τ (bonus token
-included, τ = 1 + Σ m_i as in :mod:`sdsl.core.acceptance_vector`) and/or per-position marginal rates
+included, τ = 1 + Σ m_i as in :mod:`sdsl.core.acceptance`) and/or per-position marginal rates
 m_1..m_k, or only a speedup, with the proposer, target, task, workload, temperature, k or tree, engine
 and hardware, and its source with an exact quote. Columns, conventions and sources:
 ``sdsl/data/acceptance/README.md``.
@@ -126,9 +126,9 @@ class CatalogRow:
         return None
 
     def acceptance(self):
-        """This row as an :class:`~sdsl.core.acceptance_vector.Acceptance`: the measured marginal vector
+        """This row as an :class:`~sdsl.core.acceptance.Acceptance`: the measured marginal vector
         when complete, else the decay form fitted to τ at k (chains and blocks only)."""
-        from sdsl.core.acceptance_vector import Acceptance
+        from sdsl.core.acceptance import Acceptance
 
         src = f"catalog:{self.row_id}"
         if self.marginal_complete:

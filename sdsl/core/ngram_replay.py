@@ -146,8 +146,8 @@ class NgramReplay(Result):
         return 1.0 + float(self.marginal_over_drafts.sum())
 
     def acceptance(self):
-        """The all-steps marginal vector as an :class:`~sdsl.core.acceptance_vector.Acceptance`."""
-        from sdsl.core.acceptance_vector import Acceptance
+        """The all-steps marginal vector as an :class:`~sdsl.core.acceptance.Acceptance`."""
+        from sdsl.core.acceptance import Acceptance
 
         return Acceptance.from_marginal(self.marginal, source=self.source)
 

@@ -16,7 +16,7 @@ import pytest
 
 from sdsl._paths import data_path
 from sdsl.core import acceptance_catalog as cat
-from sdsl.core.acceptance_vector import Acceptance
+from sdsl.core.acceptance import Acceptance
 from sdsl.errors import UnknownNameError
 
 ROWS = cat.catalog_rows()

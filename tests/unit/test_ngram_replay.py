@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from sdsl._paths import data_path
-from sdsl.core.acceptance_vector import Acceptance
+from sdsl.core.acceptance import Acceptance
 from sdsl.core.ngram_replay import (accepted_runs, draft_starts, prompt_lookup_acceptance, read_pairs,
                                     replay_sequence)
 from sdsl.errors import ConfigError, InvalidInputError
