@@ -39,6 +39,7 @@ MODELS = {
     "llama-2-7b": "llama-2-7b", "llama-2-7b-chat": "llama-2-7b", "llama-2-70b": "llama-2-70b",
     "llama-3.1-8b": "llama-3.1-8b", "llama-3.1-8b-instruct": "llama-3.1-8b", "llama-3.1-70b": "llama-3.1-70b",
     "llama-3-8b-instruct": "llama-3-8b", "vicuna-7b-v1.3": "llama-2-7b", "vicuna-13b-v1.3": "llama-2-13b",
+    "llama-2-13b-chat": "llama-2-13b", "llama-3.3-70b-instruct": "llama-3.1-70b",  # 3.3-70B: 3.1-70B's config shapes
 }
 GPT_FAST_CONTEXT = 105
 CHAT_CONTEXT = 512
@@ -70,10 +71,16 @@ class RowSpec:
     assumptions: list = field(default_factory=list)
 
 
-def load_rows(name: str) -> list[dict]:
-    """The rows of sdsl/data/published/<name>.csv as dicts."""
+DEV_SET = ("dev",)
+
+
+def load_rows(name: str, row_sets: tuple | None = DEV_SET) -> list[dict]:
+    """The rows of sdsl/data/published/<name>.csv as dicts whose ``row_set`` is in ``row_sets`` (None: every row).
+    ``dev`` is the development set ``sdsl validate published`` prices; ``engine`` rows (accepted length with TPOT or
+    tokens/s per engine build, sdsl/data/published/README.md) wait for the engine execution profiles."""
     with open(data_path("published", f"{name}.csv"), newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
+        rows = list(csv.DictReader(fh))
+    return rows if row_sets is None else [r for r in rows if (r.get("row_set") or "dev") in row_sets]
 
 
 def _engine(source: str) -> str:
@@ -100,6 +107,8 @@ def _hardware(gpu: str, assumptions: list) -> str:
         return "a100-80gb"
     if g.startswith("h100"):
         return "h100-sxm"
+    if g.startswith("h200"):
+        return "h200"
     if g.startswith("unstated"):
         assumptions.append("assumed_gpu: GPU unstated, priced as H100-SXM")
         return "h100-sxm"

@@ -39,7 +39,7 @@ def published_k_pairs(path=None) -> list[dict]:
     groups: dict[tuple, list] = {}
     with open(path, newline="", encoding="utf-8") as fh:
         for r in csv.DictReader(fh):
-            if r["gamma"].isdigit() and r["mean_accepted_len"]:
+            if r["gamma"].isdigit() and r["mean_accepted_len"] and (r.get("row_set") or "dev") == "dev":
                 groups.setdefault((r["source"].split(" (")[0], r["target"], r["draft"]), []).append(
                     (int(r["gamma"]), float(r["mean_accepted_len"])))
     return [{"source": s, "target": t, "draft": d, "k": [k for k, _ in sorted(v)], "tau": [x for _, x in sorted(v)]}
