@@ -15,7 +15,8 @@ def result():
 
 
 def test_row_accounting(result):
-    assert len(result["rows"]) == 38 and len(result["unpriced"]) == 14  # of 20 + 32 rows
+    # of 20 + 32 dense rows; the 101 mixture-of-experts rows stay unpriced until their models/GPUs are catalogued
+    assert len(result["rows"]) == 38 and len(result["unpriced"]) == 14 + 101
     reasons = " ".join(u["reason"] for u in result["unpriced"])
     assert "RTX 3090" in reasons and "Hydra" in reasons and "Lookahead" in reasons and "no accepted length" in reasons
 
