@@ -1,6 +1,6 @@
 """Hardware catalog: datasheet peaks of the accelerators sdsl prices forward passes on.
 
-The catalog lives in ``sdsl/data/hardware.toml`` in human units (TFLOP/s, GB/s, GB) with a
+The catalog lives in ``sdsl/data/hardware.toml`` in human units (TFLOP/s, GB/s, GiB) with a
 source per entry; :class:`Hardware` holds the same numbers in SI units (FLOP/s, bytes/s, bytes).
 All FLOP/s figures are *dense* tensor-core peaks (the "with sparsity" datasheet figure halved).
 These are the starting point of the roofline in docs/model.md §3.3; calibration fits efficiencies on top.
@@ -26,6 +26,10 @@ __all__ = ["ARCHITECTURES", "Hardware", "get_hardware", "list_hardware", "load_h
 
 _TERA = 1e12
 _GIGA = 1e9
+#: Device memory is binary: a datasheet's "80 GB" of HBM or GDDR is 80 GiB (DRAM dies come in powers of two;
+#: ``nvidia-smi`` reports 81920 MiB on an A100 80GB and 81559 MiB on an H100 80GB, i.e. 80 and 79.6 GiB,
+#: modal-labs/modal-client PR #2797). Bandwidths and FLOP/s are decimal (1 GB/s = 1e9 bytes/s).
+_GIB = 2.0**30
 _KINDS = ("gpu", "cpu")
 # keys of an entry in a hardware file (human units) -> accepted
 _REQUIRED = ("bf16_tflops", "mem_bandwidth_gbs", "mem_gb")
@@ -47,7 +51,7 @@ class Hardware:
         peak_flops: dense bf16/fp16 tensor peak, FLOP/s.
         peak_flops_fp8: dense fp8 tensor peak, FLOP/s, or ``None`` when there are no fp8 tensor cores.
         mem_bandwidth: peak device-memory bandwidth, bytes/s.
-        mem_capacity: device memory, bytes.
+        mem_capacity: device memory, bytes: the catalog's ``mem_gb`` read as GiB (2^30 bytes, :data:`_GIB`).
         interconnect_bandwidth: GPU-to-GPU bandwidth per GPU and PER DIRECTION, bytes/s (NVLink4 on
             H100-SXM: 450e9; PCIe cards: their PCIe x16 link), or ``None``.
         kind: ``"gpu"`` (any accelerator with its own memory) or ``"cpu"``.
@@ -130,7 +134,7 @@ class Hardware:
             "kind": self.kind,
             "bf16_tflops": self.peak_flops / _TERA,
             "mem_bandwidth_gbs": self.mem_bandwidth / _GIGA,
-            "mem_gb": self.mem_capacity / _GIGA,
+            "mem_gb": self.mem_capacity / _GIB,
             "source": self.source,
         }
         if self.peak_flops_fp8 is not None:
@@ -186,7 +190,7 @@ def _from_entry(key: str, entry: Mapping[str, Any], origin: str) -> Hardware:
             peak_flops=float(entry["bf16_tflops"]) * _TERA,
             peak_flops_fp8=scaled("fp8_tflops", _TERA),
             mem_bandwidth=float(entry["mem_bandwidth_gbs"]) * _GIGA,
-            mem_capacity=float(entry["mem_gb"]) * _GIGA,
+            mem_capacity=float(entry["mem_gb"]) * _GIB,
             interconnect_bandwidth=scaled("interconnect_gbs", _GIGA),
             kind=str(entry.get("kind", "gpu")).lower(),
             source=str(entry.get("source", origin)),

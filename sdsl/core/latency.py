@@ -47,6 +47,7 @@ __all__ = [
     "step_time",
     "step_time_s",
     "memory_per_gpu",
+    "kv_cache_bytes_per_gpu",
     "memory_with_draft_per_gpu",
     "prefill_time_s",
     "allreduce_time",
@@ -123,6 +124,11 @@ class ModelShapes:
     lm_in: np.ndarray = field(repr=False)
     lm_out: np.ndarray = field(repr=False)
     tp: int = 1
+
+    @property
+    def kv_elements(self) -> np.ndarray:
+        """KV-cache elements one token adds to one layer on one GPU: K and V of its ceil(n_kv_head/tp) heads."""
+        return 2.0 * self.kv_width
 
     @classmethod
     def of(cls, models, tp: int = 1, extra_dims: int = 0) -> "ModelShapes":
@@ -236,12 +242,18 @@ def _gemm(tokens, n_in, n_out, dt: int, params: LatencyParams, sm_count):
     return flops, nbytes, gemm_waves(tokens, n_out, params.m_tile, sm_count), True
 
 
+def _cached_kv_elements(shapes: ModelShapes, b, L) -> np.ndarray:
+    """KV-cache elements ``b`` sequences of ``L`` cached tokens hold in one layer on one GPU: what that layer's
+    attention reads per step and what :func:`memory_per_gpu` counts (one formula for both)."""
+    return b * L * shapes.kv_elements
+
+
 def _layer_ops(shapes: ModelShapes, b, q, L, dt: int, params: LatencyParams, sm_count):
     """(FLOPs, bytes, waves, is a GEMM) of one layer's four GEMMs and its attention over the KV cache."""
     tokens = b * q
     ops = [_gemm(tokens, shapes.gemm_in[op], shapes.gemm_out[op], dt, params, sm_count) for op in GEMM_OPS]
     attn_flops = 4.0 * shapes.q_width * tokens * (L + q / 2.0)
-    attn_bytes = dt * (b * L * 2.0 * shapes.kv_width + tokens * 2.0 * shapes.kv_width + tokens * 2.0 * shapes.q_width)
+    attn_bytes = dt * (_cached_kv_elements(shapes, b, L) + tokens * shapes.kv_elements + tokens * 2.0 * shapes.q_width)
     return ops + [(attn_flops, attn_bytes, None, False)]
 
 
@@ -284,6 +296,15 @@ def _price(shapes: ModelShapes, hardware, b, q, L, dtype: str, params: LatencyPa
     return total, compute, memory, overhead + 0.0 * total, allreduce + 0.0 * total, bound
 
 
+def _spec(model):
+    """A ModelSpec from a ModelSpec or a catalog name / config.json path."""
+    if isinstance(model, str):
+        from sdsl.core.architecture import get_model
+
+        return get_model(model)
+    return model
+
+
 def _shapes(model, tp) -> ModelShapes:
     if isinstance(model, ModelShapes):
         return model
@@ -312,14 +333,26 @@ def step_time(model, deployment, *, batch=1, q=1, context=None) -> StepTime:
     return StepTime(total, compute, memory, overhead, allreduce, bound)
 
 
-def memory_per_gpu(model, deployment, *, batch=1, context=None) -> np.ndarray:
-    """Bytes each of the deployment's ``tp`` GPUs holds: its share of the weights plus the KV cache
-    of ``batch`` sequences of ``context`` tokens (default: the deployment's; activations and
-    workspace excluded)."""
+def kv_cache_bytes_per_gpu(model, deployment, *, batch=1, context=None) -> np.ndarray:
+    """KV-cache bytes ``batch`` sequences of ``context`` cached tokens (default: the deployment's) hold on each
+    of the deployment's ``tp`` GPUs: every layer's K and V of the ceil(n_kv_head/tp) heads a GPU keeps (KV heads
+    fewer than tp are replicated, as vLLM does), in the deployment's dtype. The same elements the step time's
+    attention reads (:func:`_cached_kv_elements`), so memory and latency agree on the KV cache."""
     dep = Deployment.of(deployment)
     b = np.asarray(batch, dtype=float)
     L = np.asarray(dep.context if context is None else context, dtype=float)
-    return (model.weight_bytes(dep.dtype) + b * L * model.kv_bytes_per_token(dep.dtype)) / dep.tp
+    shapes = _shapes(model, dep.tp)
+    return shapes.n_layer * _cached_kv_elements(shapes, b, L) * dtype_bytes(dep.dtype)
+
+
+def memory_per_gpu(model, deployment, *, batch=1, context=None) -> np.ndarray:
+    """Bytes each of the deployment's ``tp`` GPUs holds: its share of the weights (total / tp) plus the KV
+    cache of ``batch`` sequences of ``context`` tokens on that GPU (:func:`kv_cache_bytes_per_gpu`; default
+    context: the deployment's; activations and workspace excluded). Compare with ``Hardware.mem_capacity``
+    (bytes; the datasheet's GB read as GiB)."""
+    dep = Deployment.of(deployment)
+    model = _spec(model)
+    return model.weight_bytes(dep.dtype) / dep.tp + kv_cache_bytes_per_gpu(model, dep, batch=batch, context=context)
 
 
 def memory_with_draft_per_gpu(target, draft, deployment, *, batch=1, context=None) -> np.ndarray:

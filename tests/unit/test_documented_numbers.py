@@ -65,7 +65,7 @@ def test_readme_catalog_sizes_and_70b_memory():
     names = [h.name for h in list_hardware()]
     assert len(names) == 22 and "CPU" in names and len(list_models()) == 43
     assert get_model("llama-3.1-70b").weight_bytes("bf16") / 1e9 == pytest.approx(141.107, rel=REL)
-    assert get_hardware("h100-sxm").mem_capacity / 1e9 == pytest.approx(80, rel=REL)
+    assert get_hardware("h100-sxm").mem_capacity / 2**30 == pytest.approx(80, rel=REL)
 
 
 def test_readme_and_validation_law_rows():
