@@ -34,9 +34,10 @@ _KINDS = ("gpu", "cpu")
 # keys of an entry in a hardware file (human units) -> accepted
 _REQUIRED = ("bf16_tflops", "mem_bandwidth_gbs", "mem_gb")
 _OPTIONAL = ("name", "aliases", "kind", "fp8_tflops", "interconnect_gbs", "source", "bf16_sparse_tflops",
-             "fp8_sparse_tflops", "interconnect", "architecture", "memory_type", "sm_count", "l2_mb")
+             "fp8_sparse_tflops", "interconnect", "architecture", "memory_type", "sm_count", "l2_mb", "fp4_tflops",
+             "fp4_sparse_tflops")
 _POSITIVE = ("bf16_tflops", "mem_bandwidth_gbs", "mem_gb", "fp8_tflops", "interconnect_gbs", "bf16_sparse_tflops",
-             "fp8_sparse_tflops", "sm_count", "l2_mb")
+             "fp8_sparse_tflops", "sm_count", "l2_mb", "fp4_tflops", "fp4_sparse_tflops")
 _TEXT = ("name", "kind", "source", "interconnect", "architecture", "memory_type")
 #: architecture generations in release order (what the cross-GPU efficiency model reads as "generation")
 ARCHITECTURES = ("volta", "ampere", "ada", "hopper", "blackwell", "cdna2", "cdna3", "gaudi3", "zen4")
@@ -64,6 +65,9 @@ class Hardware:
         peak_flops_sparse, peak_flops_fp8_sparse: the datasheets' 2:4-sparse figures (FLOP/s) where
             printed; never used for pricing, kept so that dense = sparse / 2 can be checked.
         interconnect: the GPU-to-GPU link in words.
+        peak_flops_fp4, peak_flops_fp4_sparse: dense (and 2:4-sparse) fp4 tensor peak, FLOP/s, on GPUs with
+            fp4 tensor cores (Blackwell), else ``None``; what NVFP4 weights with fp4 activations run at
+            (:func:`sdsl.core.weight_formats.gemm_peak`).
     """
 
     name: str
@@ -82,6 +86,8 @@ class Hardware:
     peak_flops_sparse: float | None = None
     peak_flops_fp8_sparse: float | None = None
     interconnect: str | None = None
+    peak_flops_fp4: float | None = None
+    peak_flops_fp4_sparse: float | None = None
 
     def __post_init__(self) -> None:
         for attr in ("peak_flops", "mem_bandwidth", "mem_capacity"):
@@ -89,7 +95,7 @@ class Hardware:
             if not _positive(value):
                 raise InvalidInputError(f"Hardware {self.name!r}: {attr} must be a positive number, got {value!r}.")
         for attr in ("peak_flops_fp8", "interconnect_bandwidth", "sm_count", "l2_cache", "peak_flops_sparse",
-                     "peak_flops_fp8_sparse"):
+                     "peak_flops_fp8_sparse", "peak_flops_fp4", "peak_flops_fp4_sparse"):
             value = getattr(self, attr)
             if value is not None and not _positive(value):
                 raise InvalidInputError(f"Hardware {self.name!r}: {attr} must be positive or absent, got {value!r}.")
@@ -143,6 +149,8 @@ class Hardware:
             d["interconnect_gbs"] = self.interconnect_bandwidth / _GIGA
         for key, value, unit in (("bf16_sparse_tflops", self.peak_flops_sparse, _TERA),
                                  ("fp8_sparse_tflops", self.peak_flops_fp8_sparse, _TERA),
+                                 ("fp4_tflops", self.peak_flops_fp4, _TERA),
+                                 ("fp4_sparse_tflops", self.peak_flops_fp4_sparse, _TERA),
                                  ("l2_mb", self.l2_cache, 1e6), ("sm_count", self.sm_count, 1)):
             if value is not None:
                 d[key] = value / unit if unit != 1 else value
@@ -202,6 +210,8 @@ def _from_entry(key: str, entry: Mapping[str, Any], origin: str) -> Hardware:
             peak_flops_sparse=scaled("bf16_sparse_tflops", _TERA),
             peak_flops_fp8_sparse=scaled("fp8_sparse_tflops", _TERA),
             interconnect=entry.get("interconnect"),
+            peak_flops_fp4=scaled("fp4_tflops", _TERA),
+            peak_flops_fp4_sparse=scaled("fp4_sparse_tflops", _TERA),
         )
     except InvalidInputError as exc:
         raise ConfigError(f"{exc} (in {origin})") from None
@@ -223,7 +233,7 @@ def load_hardware_file(path: str | Path) -> list[Hardware]:
     or several tables keyed by short name. Required keys: ``bf16_tflops``, ``mem_bandwidth_gbs``,
     ``mem_gb``; optional: ``name``, ``aliases``, ``kind``, ``fp8_tflops``, ``interconnect_gbs`` (per
     direction), ``interconnect``, ``architecture``, ``memory_type``, ``sm_count``, ``l2_mb``,
-    ``bf16_sparse_tflops``, ``fp8_sparse_tflops``, ``source`` (the catalog file's header explains
+    ``bf16_sparse_tflops``, ``fp8_sparse_tflops``, ``fp4_tflops``, ``fp4_sparse_tflops``, ``source`` (the catalog file's header explains
     each). A missing or malformed file, or one lacking a required key, raises :class:`~sdsl.errors.ConfigError`.
     """
     path = Path(path)
