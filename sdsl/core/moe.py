@@ -10,10 +10,11 @@ with probability π_i (Σ π_i = k, π_i ≤ 1) independently of the others,
 
 which for a uniform router (π_i = k/E) is E·(1 − (1 − k/E)^n). Tokens of one sequence's draft are treated
 as independent (no published evidence measures their expert overlap). A skewed router is given as a
-measured expert-load histogram (the share of token-expert assignments each expert receives) or a power
-law h_i ∝ i^(−α) (the "power_law" routing of ai-dynamo/aiconfigurator's MoE collector, α = 1.01 or 1.2);
-either becomes π = k·h, capped at 1 (a token picks an expert at most once) with the excess spread over the
-others in proportion.
+measured expert-load histogram (the share of token-expert assignments each expert receives) or a
+rank power law h_i ∝ i^(−α) (Zipf-like popularity; ai-dynamo/aiconfigurator's MoE collector instead draws
+each expert's load from a power-law density with α = 1.01 or 1.2, collector/helper.py ``sample_power_law``,
+so its exponents are not this α); either becomes π = k·h, capped at 1 (a token picks an expert at most
+once) with the excess spread over the others in proportion.
 """
 
 from __future__ import annotations
