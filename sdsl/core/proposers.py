@@ -20,7 +20,9 @@ each method ships as overridable defaults:
 - :class:`MTPLayers` — DeepSeek-V3 multi-token prediction (DeepSeek-AI, arXiv 2412.19437, §2.2, Eqs.
   21–23): module k projects [RMSNorm(h); RMSNorm(Emb(t))] with M_k ∈ R^{d×2d} and runs one
   Transformer block sharing the target's embedding and output head (V3 ships one module,
-  ``num_nextn_predict_layers = 1``); engines reuse it for deeper drafts, one pass per depth.
+  ``num_nextn_predict_layers = 1``); engines reuse it for deeper drafts, one pass per depth. The block is
+  the target's own layer: on DeepSeek-V3 and GLM-4.5 an MoE layer (with MLA on DeepSeek-V3), its routed
+  experts priced by the tokens it drafts (the checkpoints' MTP layer holds the full expert set).
 - :class:`NGramLookup` — prompt lookup / n-gram matching (Saxena 2023, "Prompt Lookup Decoding";
   vLLM ``method="ngram"``): no GPU work, a settable CPU time per step.
 """
@@ -192,9 +194,13 @@ class EagleHead(Proposer):
     qkv_input_factor = 1
     source = "Li et al., EAGLE (ICML 2024, arXiv 2401.15077) §4.1; SafeAILab/EAGLE model/cnets.py (fc 2d->d, 1 layer)"
 
-    def shapes(self, target: ModelSpec, tp: int) -> ModelShapes:
-        spec = _head_spec(target, self.layers, self.vocab or target.vocab_size, self.kind)
-        s = ModelShapes.of(spec, tp)
+    def head_spec(self, target: ModelSpec) -> ModelSpec:
+        """The head's decoder as a ModelSpec: ``layers`` dense layers at the target's width."""
+        return _head_spec(target, self.layers, self.vocab or target.vocab_size, self.kind)
+
+    def shapes(self, target: ModelSpec, tp: int, ep: int = 1) -> ModelShapes:
+        spec = self.head_spec(target)
+        s = ModelShapes.of(spec, tp, ep=ep if spec.is_moe else 1)
         if self.qkv_input_factor == 1:
             return s
         gemm_in = dict(s.gemm_in, attn_pre_proj=s.gemm_in["attn_pre_proj"] * self.qkv_input_factor)
@@ -224,7 +230,8 @@ class EagleHead(Proposer):
     def step_time(self, target, deployment, *, batch, q=1, context):
         tokens = np.asarray(batch, dtype=float) * np.asarray(q, dtype=float)
         fc = _gemm_time(tokens, self.fused_features * target.d_model, target.d_model / deployment.tp, deployment)
-        body = forward_time(self.shapes(target, deployment.tp), deployment, batch=batch, q=q, context=context)
+        body = forward_time(self.shapes(target, deployment.tp, deployment.ep), deployment, batch=batch, q=q,
+                            context=context)
         return fc + body
 
     def extend_rows(self, tau, steps) -> np.ndarray:
@@ -244,7 +251,7 @@ class EagleHead(Proposer):
             return self.step_time(target, deployment, batch=batch, q=tau, context=context)
         tokens = np.asarray(batch, dtype=float) * np.asarray(tau, dtype=float)
         fc = _gemm_time(tokens, self.fused_features * target.d_model, target.d_model / deployment.tp, deployment)
-        return fc + prefill_time_s(self.shapes(target, deployment.tp), deployment, batch=batch, prompt=tau,
+        return fc + prefill_time_s(self.shapes(target, deployment.tp, deployment.ep), deployment, batch=batch, prompt=tau,
                                    context=context)
 
     def worker_time(self, target, deployment, *, batch, steps, topk, tau, verify_tokens, context):
@@ -300,7 +307,28 @@ class MTPLayers(EagleHead):
     reuse it for deeper drafts), so the cost per depth is EAGLE-1's shape at the target's own layer."""
 
     kind = "mtp"
-    source = "DeepSeek-AI, DeepSeek-V3 Technical Report (arXiv 2412.19437) §2.2, Eqs. 21-23; num_nextn_predict_layers=1"
+    source = ("DeepSeek-AI, DeepSeek-V3 Technical Report (arXiv 2412.19437) §2.2, Eqs. 21-23; num_nextn_predict_layers=1; "
+              "the block is the target's own (MoE, MLA) layer")
+
+    def head_spec(self, target: ModelSpec) -> ModelSpec:
+        """On an MoE or MLA target, ``layers`` copies of the target's last layer (MoE when that layer is, MLA as
+        the target has it; local attention only when every target layer is local) with the target's full
+        vocabulary head (shared, ``vocab`` None); on a dense target, EAGLE-1's shape."""
+        n = int(self.layers)
+        if n < 1:
+            raise InvalidInputError("An MTP proposer needs at least one layer.")
+        if not (target.is_moe or target.is_mla):  # a dense target's block is EAGLE-1's shape (unchanged)
+            return super().head_spec(target)
+        last_is_moe = target.is_moe and target.n_layer - 1 >= target.first_dense_layers and (
+            target.n_layer % target.moe_layer_step == 0)
+        local = n if target.local_layers == target.n_layer else 0
+        return replace(target, name=f"{target.name}-{self.kind}", n_layer=n, first_dense_layers=0 if last_is_moe else n,
+                       moe_layer_step=1, local_layers=local, sliding_window=target.sliding_window if local else 0,
+                       vocab_size=int(self.vocab or target.vocab_size), published_params=None,
+                       published_active_params=None, mtp_layers=0, n_experts=target.n_experts if last_is_moe else 0,
+                       experts_per_token=target.experts_per_token if last_is_moe else 0,
+                       n_shared_experts=target.n_shared_experts if last_is_moe else 0,
+                       expert_load=target.expert_load if last_is_moe else ())
 
 
 @dataclass(frozen=True, eq=False)
