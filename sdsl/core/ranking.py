@@ -280,15 +280,16 @@ class TreeRanking(Result):
 
 
 def rank_trees(target, proposers, deployment, *, acceptance=None, batches=(1,), steps=range(1, 9), topks=(1, 2, 4, 8),
-               max_tokens: int = 64, rank_ratio: float | None = None, pass_overhead_s=0.0, host_step_s=0.0,
-               acceptance_options: dict | None = None) -> TreeRanking:
+               max_tokens: int = 64, rank_ratio: float | None = None, draft_temperature: float | None = None,
+               pass_overhead_s=0.0, host_step_s=0.0, acceptance_options: dict | None = None) -> TreeRanking:
     """Price every SGLang (steps, topk, num_draft_tokens) triple for each proposer and batch: τ from the
     SpecInfer/Sequoia tree model (:func:`sdsl.core.tree_search.sglang_grid`) over per-rank acceptance built from
     the proposer's acceptance (its first level; resolved as in :func:`rank_proposers`) by
-    :func:`sdsl.core.trees.rank_acceptance`; cost from :func:`price_step`; every tree step is speculative."""
+    :func:`sdsl.core.trees.rank_acceptance`, the nodes chosen by the draft's scores as SGLang does
+    (:func:`sdsl.core.trees.draft_scores`); cost from :func:`price_step`; every tree step is speculative."""
     from sdsl.core.architecture import get_model
     from sdsl.core.tree_search import sglang_grid
-    from sdsl.core.trees import DEFAULT_RANK_RATIO, rank_acceptance
+    from sdsl.core.trees import tree_matrices
 
     target, dep = get_model(target), Deployment.of(deployment)
     props = tuple(make_proposer(p) for p in proposers)
@@ -297,9 +298,8 @@ def rank_trees(target, proposers, deployment, *, acceptance=None, batches=(1,), 
     grids, priced, tps = {}, [], []
     for p, acc in zip(props, accs):
         if acc not in grids:
-            P = rank_acceptance(acc.conditional_at(max(steps)), max(topks),
-                                DEFAULT_RANK_RATIO if rank_ratio is None else rank_ratio)
-            grids[acc] = sglang_grid(P, steps, topks, max_tokens)
+            P, S = tree_matrices(acc.conditional_at(max(steps)), max(topks), rank_ratio, "draft", draft_temperature)
+            grids[acc] = sglang_grid(P, steps, topks, max_tokens, scores=S)
         grid = grids[acc]
         usable = grid.steps <= (p.max_depth or np.inf)
         trees = {"steps": grid.steps[:, None], "topk": grid.topk[:, None], "tokens": grid.num_draft_tokens[:, None]}
