@@ -48,15 +48,7 @@ def acceptance(log, engine, ngram, ngram_min, ngram_max, k, proposer, target, wo
         others = [n for n, v in (("--from-log", log), ("--ngram", ngram), (acceptance.given, acceptance.given)) if v]
         if others:
             raise InvalidInputError(f"Give either --proposer or {others[0]}, not both.")
-        from sdsl.core.acceptance import resolve_acceptance
-
-        acc = resolve_acceptance(proposer, target, workload=workload, spread_k=k)
-        shown = k if k is not None else (acc.evidence["spread"]["k"] if acc.evidence else 4)
-        data, text = acc.to_dict(shown), acc.report(shown)
-        if acc.evidence:
-            from sdsl.cli.optimize import describe_acceptance
-
-            text += "\n  from " + describe_acceptance(data)
+        data, text = _default_acceptance(proposer, target, workload, k)
     elif ngram is not None:
         if log is not None or acceptance.given is not None:
             raise InvalidInputError(f"Give either --ngram or {'--from-log' if log is not None else acceptance.given}, not both.")
@@ -91,3 +83,14 @@ def acceptance(log, engine, ngram, ngram_min, ngram_max, k, proposer, target, wo
         click.echo(text)
         if out:
             click.echo(f"wrote {out} (use it with --acceptance-file)")
+
+
+def _default_acceptance(proposer, target, workload, k):
+    """(JSON, text) of a proposer's default acceptance on a target: per-position rates at k, τ and its evidence."""
+    from sdsl.cli.optimize import describe_acceptance
+    from sdsl.core.acceptance import resolve_acceptance
+
+    acc = resolve_acceptance(proposer, target, workload=workload, spread_k=k)
+    shown = k if k is not None else (acc.evidence["spread"]["k"] if acc.evidence else 4)
+    data, text = acc.to_dict(shown), acc.report(shown)
+    return data, text + ("\n  from " + describe_acceptance(data) if acc.evidence else "")

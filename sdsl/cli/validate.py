@@ -1,6 +1,8 @@
 """``sdsl validate``: hold sdsl's predictions against measurements.
 
-Subcommands: ``latency`` (operator step-time model vs Vidur's real H100/A100/A40 measurements).
+Subcommands: ``latency`` (operator step-time model vs Vidur's real H100/A100/A40 measurements), ``decoder``,
+``published`` (published engine measurements) and ``acceptance`` (the published acceptance catalog, each row
+predicted from the other sources).
 """
 
 from __future__ import annotations
@@ -170,6 +172,9 @@ def acceptance(engine, pass_overhead_us, as_json):
     click.echo("  by tier: " + ", ".join(f"{t} {pct(s['median_abs_error'])} (n={s['n']})" for t, s in acc["by_tier"].items()))
     click.echo(f"  not predicted: {len(acc['not_predicted'])} rows (" + "; ".join(
         f"{n}: {why}" for why, n in acc["not_predicted_reasons"].items()) + ")")
+    ws = out["within_source"]
+    click.echo(f"  inside {ws['source']} ({ws['n_rows']} chains, not held out by source): " + ", ".join(
+        f"{name} {pct(v['median_abs_error'])}" for name, v in ws["by_rule"].items()))
     ks = out["k_sweeps"]
     click.echo(f"across k ({ks['n_sweeps']} sweeps, upwards from the smallest k): " + ", ".join(
         f"{name} median {pct(s['median_abs_error'])} worst {pct(s['worst_abs_error'])} signed "

@@ -34,6 +34,7 @@ import numpy as np
 from sdsl.errors import InvalidInputError
 
 __all__ = ["validate_acceptance", "loso_predictions", "k_sweep_check", "tree_pair_check", "specbench_ranking",
+           "within_source_check",
            "kendall_tau", "COST_ENGINES", "GOALS"]
 
 COST_ENGINES = ("roofline",)
@@ -149,8 +150,50 @@ def k_sweep_check() -> dict:
         for src in sorted({x["source"] for x in rows}):
             per_source.setdefault(src, {})[name] = _stats(x["error"] for x in rows if x["model"] == name and x["source"] == src)
     medians = {name: float(np.median([per_source[s][name]["median_abs_error"] for s in per_source])) for name in out}
+    from sdsl.fit.acceptance_fit import DECAY_GRID, fit_group_decay
+
+    own = [fit_group_decay([s]) for s in catalog_sweeps() if s["source"] == "sgl-project/SpecForge" and len(s["k"]) >= 3]
     return {"summary": summary, "median_of_source_medians": medians, "specforge": specforge, "per_source": per_source,
-            "n_sweeps": len(catalog_sweeps()), "rows": rows}
+            "n_sweeps": len(catalog_sweeps()), "rows": rows,
+            "specforge_own_r": {"n": len(own), "min": float(min(own)), "median": float(np.median(own)),
+                                "max": float(max(own)), "grid": [float(DECAY_GRID[0]), float(DECAY_GRID[-1])]}}
+
+
+def within_source_check(source: str = "sgl-project/SpecForge") -> dict:
+    """Inside one multi-target source (not held out by source): each chain row predicted from the same source's
+    other rows at the same k, by which rows are used — the evidence for putting workload before target in the tiers."""
+    from sdsl.core.acceptance.catalog_rules import row_fit, target_family
+
+    rows = [r for r in _evidence() if r.source_id == source and r.structure == "chain"]
+    fits = {r.row_id: row_fit(r) for r in rows}
+    rules = {"other targets, same dataset": lambda x, r: x.target != r.target and x.dataset == r.dataset,
+             "other targets of the family, same workload": lambda x, r: x.target != r.target and x.workload == r.workload
+             and target_family(x.target) == target_family(r.target),
+             "other targets, same workload": lambda x, r: x.target != r.target and x.workload == r.workload,
+             "same target, other workloads": lambda x, r: x.target == r.target and x.workload != r.workload,
+             "other targets, any workload": lambda x, r: x.target != r.target}
+    out = {}
+    for name, keep in rules.items():
+        errors = []
+        for r in rows:
+            a = [fits[x.row_id].a for x in rows if x.k == r.k and keep(x, r)]
+            if a:
+                errors.append(_tau(np.median(a), fits[r.row_id].r, r.k) / r.accepted_length - 1)
+        out[name] = _stats(errors)
+    return {"source": source, "n_rows": len(rows), "by_rule": out}
+
+
+def _tau(a, r, k):
+    from sdsl.core.acceptance.decay import decay_tau
+
+    return float(decay_tau(a, r, int(k)))
+
+
+def _evidence():
+    from sdsl.core.acceptance.catalog_rules import row_is_evidence
+    from sdsl.core.acceptance_catalog import catalog_rows
+
+    return [r for r in catalog_rows() if row_is_evidence(r) is None]
 
 
 @lru_cache(maxsize=64)
@@ -317,5 +360,5 @@ def validate_acceptance(*, engine: str = "roofline", pass_overhead_s: float = 0.
                                 "not_predicted_reasons": dict(sorted(reasons.items(), key=lambda x: -x[1])),
                                 "goal": {k: GOALS[k] for k in ("median_abs_error", "worst_abs_error", "min_rows",
                                                                  "min_sources")}},
-            "k_sweeps": k_sweep_check(), "trees": tree_pair_check(),
+            "within_source": within_source_check(), "k_sweeps": k_sweep_check(), "trees": tree_pair_check(),
             "ranking": specbench_ranking({p["row_id"]: p for p in done}, engine=engine, pass_overhead_s=pass_overhead_s)}

@@ -15,9 +15,9 @@ has any (:data:`TIERS`):
 4. ``same-target-any-workload``: the target itself, any workload;
 5. ``any``: every target and workload.
 
-Across targets the workload matters more than the target (within SpecForge's ten targets, one task's
-accepted length is predicted to 13-16% from the other targets on that task, to 23% from the same target's
-other tasks), hence the order. A source weighs the same however many rows it has (SpecForge has 440).
+The workload matters more than the target (within SpecForge's ten targets, a chain's accepted length is
+predicted to a median 14-16% from the other targets on that task or workload, to 21% from the same target's
+other workloads; VALIDATION.md), hence the order. A source weighs the same however many rows it has (SpecForge has 440).
 :func:`catalog_same_target_rule` answers tier 1 (before SDSL's plane for draft models, and for a draft model
 only when the catalog has that draft on that target); :func:`catalog_transfer_rule` answers tiers 2-5 for
 heads and lookup. The Acceptance they return carries ``evidence``: the tier, the rows and sources used,
@@ -137,7 +137,7 @@ def row_is_evidence(row) -> str | None:
     return f"structure {row.structure} (sdsl models chains, blocks and top-k trees)"
 
 
-_A_GRID = np.linspace(0.0, 1.0, 401)
+_A_GRID = np.linspace(0.0, 1.0, 801)
 
 
 def _tree_taus(row, a, r: float, tree: TreeModel) -> np.ndarray:
@@ -174,8 +174,17 @@ def _row_a(row, r: float, tree: TreeModel) -> float:
     if row.structure in ("chain", "block"):
         a, r2 = solve_decay(min(t, row.k + 1.0), row.k, r)
         return float(a) if float(r2) == r else 1.0  # τ beyond what r reaches with a = 1: a saturates
-    taus = np.maximum.accumulate(_tree_taus(row, _A_GRID, r, tree))  # monotone envelope, then invert
-    return float(np.interp(t, taus, _A_GRID)) if t < taus[-1] else 1.0
+    # τ(a) of a dynamic tree rises with a but can drop where the draft's scores switch nodes: take the first
+    # crossing of the measured τ and interpolate inside that grid step
+    taus = _tree_taus(row, _A_GRID, r, tree)
+    above = np.flatnonzero(taus >= t)
+    if above.size == 0:
+        return 1.0
+    i = int(above[0])
+    if i == 0:
+        return 0.0
+    lo, hi = taus[i - 1], taus[i]
+    return float(_A_GRID[i - 1] + (_A_GRID[i] - _A_GRID[i - 1]) * (t - lo) / (hi - lo))
 
 
 def row_fit(row, ratios: dict | None = None, tree: TreeModel = TreeModel()) -> RowFit:
