@@ -135,8 +135,6 @@ class AcceptanceChoice:
             raise InvalidInputError(f"Give at most one of {', '.join(given)}: each sets the acceptance.")
         self.alpha, self.accepted_length, self.accepted_at = alpha, accepted_length, accepted_at
         self.acceptance, self.kind, self.file = acceptance, acceptance_kind, acceptance_file
-        if accepted_at is not None and accepted_length is None:
-            raise InvalidInputError("--accepted-at only qualifies --accepted-length; give both or neither.")
         self.given = given[0] if given else None
 
     @property
@@ -145,14 +143,17 @@ class AcceptanceChoice:
         nothing or an i.i.d. what-if level (--alpha)."""
         return self.given not in (None, "--alpha")
 
-    def resolve(self, k: int | None = None, decay: float | None = None):
+    def resolve(self, k: int | None = None, decay: float | None = None, bare_accepted_at: bool = False):
         """The Acceptance, or None when nothing was given (the caller then resolves each proposer's own). ``k``
         is the draft length --accepted-length was measured at when --accepted-at is absent (predict's --gamma);
-        ``decay`` the decay ratio of the proposer it was measured on (default: the generic fit)."""
+        ``decay`` the decay ratio of the proposer it was measured on (default: the generic fit);
+        ``bare_accepted_at``: --accepted-at may stand alone (it qualifies --acceptance-for values)."""
         from sdsl.core.acceptance import check_alpha
         from sdsl.core.acceptance import Acceptance
         from sdsl.errors import InvalidInputError
 
+        if self.accepted_at is not None and self.accepted_length is None and not bare_accepted_at:
+            raise InvalidInputError("--accepted-at only qualifies --accepted-length; give both or neither.")
         if self.given is None:
             return None
         if self.alpha is not None:

@@ -103,9 +103,10 @@ def _acceptance(target, names, acceptance, acceptance_for, any_tokenizer):
         raise InvalidInputError(f"{acceptance.given} is one proposer's measurement but {len(ranked)} are ranked; give "
                                 "--acceptance-for PROPOSER=TAU@K for each one you measured (the others use the "
                                 "published catalog or SDSL's plane).")
-    if acceptance.accepted_at is not None and acceptance.given is None and not overrides:
+    if acceptance.accepted_at is not None and acceptance.accepted_length is None and not overrides:
         raise InvalidInputError("--accepted-at only qualifies --accepted-length or --acceptance-for; give one of them.")
-    shared = acceptance.resolve(decay=group_decay(ranked[0].kind) if acceptance.measured else None)
+    shared = acceptance.resolve(decay=group_decay(ranked[0].kind) if acceptance.measured else None,
+                                bare_accepted_at=bool(overrides))
     if not overrides:
         return shared
     by_name = {}

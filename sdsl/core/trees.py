@@ -46,9 +46,9 @@ __all__ = ["TokenTree", "check_rank_acceptance", "rank_acceptance", "draft_score
            "tree_tau", "sglang_tree_tau", "sglang_tree_tau_stack", "DEFAULT_RANK_RATIO", "DEFAULT_DRAFT_TEMPERATURE", "TREE_SELECTIONS"]
 
 # s of :func:`rank_acceptance`: each lower-ranked sibling is accepted with half the chance an independent
-# retry would have. Not identified by the published chain/tree pairs (every s in 0.05-0.55 fits them within
-# 0.7 points of median error; s > 0.6 fits worse: VALIDATION.md "Acceptance catalog: defaults, k and trees"),
-# so it stays at 0.5.
+# retry would have. Not identified by the published chain/tree pairs (s = 0.1, 0.25, 0.5 and 0.55 fit them to a
+# median 6.7-7.0% with their best draft temperature, s = 0.75 and 1 worse: VALIDATION.md "Acceptance catalog:
+# defaults, k and trees"), so it stays at 0.5.
 DEFAULT_RANK_RATIO = 0.5
 
 # T of :func:`draft_scores`, fitted on SpecForge's 174 chain/tree pairs at equal verified-token budget

@@ -54,6 +54,8 @@ def test_acceptance_for_overrides_one_proposer_only():
 
     got = Acceptance.from_dict(over["acceptance_by_proposer"]["eagle3"])
     assert float(got.tau(4)) == pytest.approx(2.0, rel=1e-9)
+    at = _optimize("--proposer", "eagle3", "--proposer", "ngram", "--acceptance-for", "eagle3=2.0", "--accepted-at", "4")
+    assert at["acceptance_by_proposer"]["eagle3"] == over["acceptance_by_proposer"]["eagle3"]
 
 
 def test_workload_picks_the_catalog_tasks():
