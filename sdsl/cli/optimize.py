@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import click
 
-from sdsl.cli._common import acceptance_options, deployment_options, echo_json, format_table, json_option, parse_int_list
+from sdsl.cli._common import (acceptance_for_option, acceptance_options, deployment_options, echo_json, format_table,
+                              json_option, parse_acceptance_for, parse_int_list, workload_option)
 from sdsl.cli._speculation import host_step_options, pass_overhead_option, proposer_option, resolve_host_step_s
 
 ALL_PROPOSERS = ("eagle", "eagle3", "medusa", "mtp", "ngram")  # what --proposer all ranks
@@ -19,6 +20,8 @@ ALL_PROPOSERS = ("eagle", "eagle3", "medusa", "mtp", "ngram")  # what --proposer
 @deployment_options()
 @click.option("--batch", default="1", show_default=True, help="Batch size(s), comma-separated.")
 @acceptance_options
+@acceptance_for_option
+@workload_option
 @click.option("--gamma-max", default=10, show_default=True, type=int, help="Largest speculation length searched.")
 @click.option("--drafts", default=None, help="Comma-separated draft names (default, without --proposer: catalog models "
                                              "sharing the target's vocabulary, <= 1/4 its size).")
@@ -38,14 +41,19 @@ ALL_PROPOSERS = ("eagle", "eagle3", "medusa", "mtp", "ngram")  # what --proposer
               help="Print the pick's configuration for an engine: vllm | sglang | trtllm.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print every evaluated configuration as CSV.")
 @json_option
-def optimize(target, deployment, batch, acceptance, gamma_max, drafts, any_tokenizer, pretrain_tokens, top, serving,
-             max_batch, proposers, trees, pass_overhead_us, engine_host, host_step_us, export, as_csv, as_json):
+def optimize(target, deployment, batch, acceptance, acceptance_for, workload, gamma_max, drafts, any_tokenizer,
+             pretrain_tokens, top, serving, max_batch, proposers, trees, pass_overhead_us, engine_host, host_step_us,
+             export, as_csv, as_json):
     """Rank proposers and speculation lengths by predicted tokens/s.
 
     Every (proposer, k, batch) is priced on the calibrated roofline of the hardware. Without --proposer or
     --drafts, the proposers are the catalog's draft models for the target; --proposer (repeatable; 'all' =
-    every head kind and n-gram lookup) and --drafts name them. Acceptance is the one given (--alpha, ...) for
-    every proposer, else each proposer's own (SDSL's acceptance plane for draft models). Prints each
+    every head kind and n-gram lookup) and --drafts name them. Each proposer is priced with its own acceptance:
+    --acceptance-for PROPOSER=TAU@K where you measured it, else the published catalog's for the target and
+    --workload (the same target when catalogued, else a transfer across targets; the output names the rows or
+    rule) and SDSL's acceptance plane for draft models. --accepted-length, --acceptance and --acceptance-file
+    are one proposer's measurement (several proposers: --acceptance-for); --alpha is a what-if level for
+    every proposer without --acceptance-for. Prints each
     proposer at its best k per batch, the batch at which speculation stops paying, the best k by batch for
     the pick, the engine's configuration with --export, and SDSL's continuous FLOP-optimal draft size N*.
     """
@@ -57,11 +65,12 @@ def optimize(target, deployment, batch, acceptance, gamma_max, drafts, any_token
         raise InvalidInputError("--batch must be a positive integer.")
     names = [n for p in proposers for n in (ALL_PROPOSERS if p == "all" else (p,))]
     names += [f"draft:{d.strip()}" for d in (drafts or "").split(",") if d.strip()]
-    plan = plan_speculation(target, deployment, proposers=names or None, acceptance=acceptance.resolve(),
+    plan = plan_speculation(target, deployment, proposers=names or None,
+                            acceptance=_acceptance(target, names, acceptance, acceptance_for, any_tokenizer),
                             gamma_max=gamma_max, batches=batches, max_batch=max_batch, trees=trees, export=export,
                             pass_overhead_s=1e-6 * pass_overhead_us, host_step_s=resolve_host_step_s(engine_host,
                                                                                                      host_step_us),
-                            pretrain_tokens=pretrain_tokens, any_tokenizer=any_tokenizer, top=top)
+                            pretrain_tokens=pretrain_tokens, any_tokenizer=any_tokenizer, top=top, workload=workload)
     if as_csv:
         click.echo(plan.ranking.to_frame(batches=batches).to_csv(index=False), nl=False)
         return
@@ -72,6 +81,40 @@ def optimize(target, deployment, batch, acceptance, gamma_max, drafts, any_token
         echo_json(out)
     else:
         _echo(out, plan)
+
+
+def _acceptance(target, names, acceptance, acceptance_for, any_tokenizer):
+    """The acceptance argument of plan_speculation: None (every proposer's own), one Acceptance (--alpha for all;
+    a measurement when one proposer is ranked), or {proposer name: Acceptance} with the --acceptance-for ones."""
+    from sdsl.core.acceptance import group_decay
+    from sdsl.core.architecture import get_model
+    from sdsl.core.plan import default_proposers
+    from sdsl.core.proposers import make_proposer
+    from sdsl.errors import InvalidInputError
+
+    ranked = [make_proposer(n) for n in names] if names else default_proposers(get_model(target), any_tokenizer=any_tokenizer)
+    overrides = parse_acceptance_for(acceptance_for, acceptance.accepted_at)
+    known = {p.name for p in ranked} | {p.kind for p in ranked}
+    unknown = [n for n in overrides if n not in known]
+    if unknown:
+        raise InvalidInputError(f"--acceptance-for names {', '.join(unknown)}, which is not ranked (ranked: "
+                                f"{', '.join(p.name for p in ranked)}).")
+    if acceptance.measured and len(ranked) > 1:
+        raise InvalidInputError(f"{acceptance.given} is one proposer's measurement but {len(ranked)} are ranked; give "
+                                "--acceptance-for PROPOSER=TAU@K for each one you measured (the others use the "
+                                "published catalog or SDSL's plane).")
+    if acceptance.accepted_at is not None and acceptance.accepted_length is None and not overrides:
+        raise InvalidInputError("--accepted-at only qualifies --accepted-length or --acceptance-for; give one of them.")
+    shared = acceptance.resolve(decay=group_decay(ranked[0].kind) if acceptance.measured else None,
+                                bare_accepted_at=bool(overrides))
+    if not overrides:
+        return shared
+    by_name = {}
+    for p in ranked:
+        spec = overrides.get(p.name, overrides.get(p.kind, shared))
+        if spec is not None:
+            by_name[p.name] = spec
+    return by_name
 
 
 def _echo_header(out: dict, plan) -> None:
@@ -89,7 +132,23 @@ def _echo_header(out: dict, plan) -> None:
                    f"{dep.hardware.mem_capacity / 1e9:.0f} GB per GPU (weights + KV cache); raise --tp or use --dtype fp8.")
     if out["host_step_s"] > 0:
         click.echo(f"engine host time per speculative step: {1e3 * out['host_step_s']:.3f} ms")
+    if source == "per-proposer" or any("evidence" in a for a in out["acceptance_by_proposer"].values()):
+        click.echo("acceptance by proposer:")
+        for name, acc in out["acceptance_by_proposer"].items():
+            click.echo(f"  {name}: {describe_acceptance(acc)}")
     click.echo("")
+
+
+def describe_acceptance(acc: dict) -> str:
+    """One line on where an acceptance came from: its source, and for a catalog default its rows and spread."""
+    ev = acc.get("evidence")
+    if not ev:
+        return acc["source"]
+    sp = ev["spread"]
+    plural = lambda n, word: f"{n} {word}" + ("" if n == 1 else "s")  # noqa: E731
+    return (f"{acc['source']} ({plural(len(ev['rows']), 'row')} from {plural(len(ev['sources']), 'source')}: "
+            f"{', '.join(ev['sources'])}; tau({sp['k']}) {sp['min']:.2f}-{sp['max']:.2f} over "
+            f"{plural(len(sp['by_task']), 'task')})")
 
 
 def _params(p):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from sdsl.cli._common import acceptance_options, deployment_options, echo_json, json_option
+from sdsl.cli._common import acceptance_options, deployment_options, echo_json, json_option, workload_option
 from sdsl.cli._speculation import (host_step_options, pass_overhead_option, proposer_option, resolve_host_step_s,
                                    tree_option)
 
@@ -18,16 +18,19 @@ from sdsl.cli._speculation import (host_step_options, pass_overhead_option, prop
 @tree_option
 @deployment_options(tp_help="Tensor-parallel degree of the target (and its heads).")
 @acceptance_options
+@workload_option
 @click.option("--batch", default=1, show_default=True, type=int, help="Sequences decoded together.")
 @pass_overhead_option
 @host_step_options
 @json_option
-def predict(target, draft, proposers, gamma, tree, deployment, acceptance, batch, pass_overhead_us, engine_host,
-            host_step_us, as_json):
+def predict(target, draft, proposers, gamma, tree, deployment, acceptance, workload, batch, pass_overhead_us,
+            engine_host, host_step_us, as_json):
     """Predict one speculative-decoding configuration: draft and verify step times, tau, tokens/s,
     time per output token and speedup over plain decoding of the target. A chain (--gamma) or an
-    SGLang-style tree (--tree STEPS,TOPK,TOKENS) of any proposer (--proposer or --draft). --engine-host or
-    --host-step-us add an engine's host time per speculative step (engines without spec overlap)."""
+    SGLang-style tree (--tree STEPS,TOPK,TOKENS) of any proposer (--proposer or --draft). Without a given
+    acceptance the proposer's own prices it: the published catalog's for the target and --workload (the output
+    names the rows or the transfer rule), SDSL's plane for a draft model. --engine-host or --host-step-us add
+    an engine's host time per speculative step (engines without spec overlap)."""
     from sdsl.core.proposers import make_proposer
     from sdsl.core.speculation import parse_tree, price_step
     from sdsl.errors import InvalidInputError
@@ -43,8 +46,10 @@ def predict(target, draft, proposers, gamma, tree, deployment, acceptance, batch
     shape = parse_tree(tree) if tree else None
     host_s = resolve_host_step_s(engine_host, host_step_us)
     proposer = make_proposer(proposers[0] if proposers else f"draft:{draft}")
+    options = {"workload": workload, "spread_k": gamma if gamma else (shape.steps if shape else None)}
     step = price_step(target, proposer, deployment, gamma=None if shape else gamma, tree=shape, batch=batch,
-                      pass_overhead_s=1e-6 * pass_overhead_us, overhead_s=host_s, **_acceptance(acceptance, gamma, shape))
+                      pass_overhead_s=1e-6 * pass_overhead_us, overhead_s=host_s, acceptance_options=options,
+                      **_acceptance(acceptance, gamma, shape, proposer))
     out = _json(step, proposer, gamma, shape, engine_host if host_step_us is None else "given", host_s)
     if as_json:
         echo_json(out)
@@ -52,13 +57,17 @@ def predict(target, draft, proposers, gamma, tree, deployment, acceptance, batch
     _echo(out, deployment.hardware.name)
 
 
-def _acceptance(acceptance, gamma, shape) -> dict:
+def _acceptance(acceptance, gamma, shape, proposer) -> dict:
     """price_step's τ arguments from the acceptance options: with --tree, an --accepted-length alone is the tree's
-    own measured τ; otherwise the Acceptance (None: the proposer's own, SDSL's plane for a draft model)."""
+    own measured τ; otherwise the Acceptance (an accepted length fitted with the proposer's decay ratio; None: the
+    proposer's own, the published catalog or SDSL's plane)."""
+    from sdsl.core.acceptance import group_decay
+
     if shape is not None and acceptance.given == "--accepted-length" and acceptance.accepted_at is None and gamma is None:
         return {"tau": float(acceptance.accepted_length), "tau_source": "accepted-length of this tree (measured)"}
     return {"acceptance": acceptance.resolve(k=gamma if shape is None else (gamma if gamma is not None
-                                                                            else acceptance.accepted_at))}
+                                                                            else acceptance.accepted_at),
+                                             decay=group_decay(proposer.kind))}
 
 
 def _json(step, proposer, gamma, shape, engine_host: str, host_s: float) -> dict:
@@ -82,6 +91,10 @@ def _echo(out: dict, hw_name: str) -> None:
     shape = f"gamma {out['gamma']}" if out["tree"] is None else "tree " + ",".join(map(str, out["tree"]))
     click.echo(f"{out['target']} + {out['proposer']}, {shape}, tau {out['tau']:.3f} ({out['acceptance_source']}), "
                f"batch {out['batch']}, context {out['context']}, tp {out['tp']}, {out['dtype']} on {hw_name}")
+    if "evidence" in out.get("acceptance", {}):
+        from sdsl.cli.optimize import describe_acceptance
+
+        click.echo(f"  acceptance: {describe_acceptance(out['acceptance'])}")
     click.echo(f"  draft pass (q=1)      {ms(out['t_draft_s'])}")
     click.echo(f"  drafting, all passes  {ms(out['t_propose_s'])}")
     click.echo(f"  verify ({int(out['verify_tokens'])} tokens)    {ms(out['t_verify_s'])}   ({out['bound']}-bound)")

@@ -1,6 +1,8 @@
 """``sdsl validate``: hold sdsl's predictions against measurements.
 
-Subcommands: ``latency`` (operator step-time model vs Vidur's real H100/A100/A40 measurements).
+Subcommands: ``latency`` (operator step-time model vs Vidur's real H100/A100/A40 measurements), ``decoder``,
+``published`` (published engine measurements) and ``acceptance`` (the published acceptance catalog, each row
+predicted from the other sources).
 """
 
 from __future__ import annotations
@@ -130,3 +132,71 @@ def published(figure, as_json):
                f"{ks['sourced_host']['best_k']} (with the sourced vLLM host time)")
     if figure:
         click.echo(f"wrote {figure}")
+
+
+@validate.command("acceptance")
+@click.option("--engine", default="roofline", show_default=True,
+              help="Cost model that prices the Spec-Bench speedups: roofline (the shipped calibrated operator roofline "
+                   "at batch 1; Spec-Bench itself runs Hugging Face eager decoding).")
+@click.option("--pass-overhead-us", type=float, default=0.0, show_default=True,
+              help="Host time per forward pass (us) added to the roofline for the Spec-Bench speedups.")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+def acceptance(engine, pass_overhead_us, as_json):
+    """Hold the published acceptance catalog against itself: every catalogued accepted length predicted
+    leave-one-source-out by the rules that give sdsl's default acceptance (the row's whole source held out,
+    decay ratios and tree model refitted without it), pooled, per source and by rule tier; the decay form
+    across k (each k-sweep from its smallest k); the tree model on chain/tree pairs at equal budget; and the
+    order of Spec-Bench's methods per target and GPU, priced with the measured and the predicted accepted
+    length (Kendall tau against the measured speedup order)."""
+    from sdsl.cli._common import echo_json
+    from sdsl.experiments.acceptance_validation import validate_acceptance
+
+    out = validate_acceptance(engine=engine, pass_overhead_s=1e-6 * pass_overhead_us)
+    if as_json:
+        echo_json(out)
+        return
+    pct = lambda x: f"{100 * x:.1f}%"  # noqa: E731
+    acc = out["accepted_length"]
+    p, sw, goal = acc["pooled"], acc["source_weighted"], acc["goal"]
+    click.echo(f"accepted length, leave one source out: {p['n']} rows from {acc['n_sources']} sources; median |error| "
+               f"{pct(p['median_abs_error'])}, worst {pct(p['worst_abs_error'])}, median signed "
+               f"{100 * p['median_signed_error']:+.1f}% (goal: median <= {pct(goal['median_abs_error'])}, worst <= "
+               f"{pct(goal['worst_abs_error'])}, >= {goal['min_rows']} rows from >= {goal['min_sources']} sources: "
+               f"{'met' if acc['goals_met'] else 'NOT met'})")
+    click.echo(f"  source-weighted: median of per-source medians {pct(sw['median_of_source_medians'])}, worst source "
+               f"{pct(sw['worst_source_median'])}; without {acc['largest_source']}: "
+               f"{acc['without_largest_source']['n']} rows, median {pct(acc['without_largest_source']['median_abs_error'])}")
+    for src, s in acc["per_source"].items():
+        click.echo(f"  {src:<32} n={s['n']:<4} median |error| {pct(s['median_abs_error']):>7}  worst "
+                   f"{pct(s['worst_abs_error']):>7}  median signed {100 * s['median_signed_error']:+.1f}%")
+    click.echo("  by tier: " + ", ".join(f"{t} {pct(s['median_abs_error'])} (n={s['n']})" for t, s in acc["by_tier"].items()))
+    click.echo(f"  not predicted: {len(acc['not_predicted'])} rows (" + "; ".join(
+        f"{n}: {why}" for why, n in acc["not_predicted_reasons"].items()) + ")")
+    ws = out["within_source"]
+    click.echo(f"  inside {ws['source']} ({ws['n_rows']} chains, not held out by source): " + ", ".join(
+        f"{name} {pct(v['median_abs_error'])}" for name, v in ws["by_rule"].items()))
+    ks = out["k_sweeps"]
+    click.echo(f"across k ({ks['n_sweeps']} sweeps, upwards from the smallest k): " + ", ".join(
+        f"{name} median {pct(s['median_abs_error'])} worst {pct(s['worst_abs_error'])} signed "
+        f"{100 * s['median_signed_error']:+.1f}%" for name, s in ks["summary"].items()))
+    sf = ks["specforge"]
+    click.echo("  SpecForge k=3 -> 5 / 7 median signed: " + ", ".join(
+        f"{name} {100 * sf[f'{name}_k3_to_k5']['median_signed_error']:+.1f}% / "
+        f"{100 * sf[f'{name}_k3_to_k7']['median_signed_error']:+.1f}%" for name in ks["summary"]))
+    tr = out["trees"]
+    click.echo(f"trees ({tr['n_pairs']} chain/tree pairs at equal budget, tree below chain in "
+               f"{tr['measured_tree_below_chain']}): nodes by acceptance median |error| "
+               f"{pct(tr['acceptance_selection']['median_abs_error'])} (signed "
+               f"{100 * tr['acceptance_selection']['median_signed_error']:+.1f}%); by draft score (T = "
+               f"{tr['draft_selection']['temperature']:g}) {pct(tr['draft_selection']['median_abs_error'])} (signed "
+               f"{100 * tr['draft_selection']['median_signed_error']:+.1f}%), leave one target out "
+               f"{pct(tr['leave_one_target_out']['median_abs_error'])}")
+    rk = out["ranking"]
+    click.echo(f"Spec-Bench ranking (cost model {rk['engine']}, batch 1; Kendall tau >= {rk['goal']:g} per target):")
+    for g in rk["groups"]:
+        order = ", ".join(f"{m['method']} {m['measured_speedup']:.2f}x/{m['speedup_with_measured_tau']:.2f}x"
+                          + ("" if m["speedup_with_predicted_tau"] is None else f"/{m['speedup_with_predicted_tau']:.2f}x")
+                          for m in g["methods"])
+        click.echo(f"  {g['target']} {g['hardware']}: tau {g['kendall_tau_measured_tau']:.2f} with measured "
+                   f"acceptance, {g['kendall_tau_predicted_tau']:.2f} with predicted ({g['n_predicted']} methods); "
+                   f"measured/priced/predicted speedup: {order}")

@@ -144,10 +144,12 @@ def _tree_pick(trees: TreeRanking, ranking: ProposerRanking, batches) -> dict | 
 def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gamma_max: int = 10, batches=(1,),
                      max_batch: int = 256, trees: bool = False, export: str | None = None, pass_overhead_s=0.0,
                      host_step_s=0.0, pretrain_tokens: float = 1e12, any_tokenizer: bool = False,
-                     top: int = 10) -> SpeculationPlan:
+                     top: int = 10, workload: str = "chat") -> SpeculationPlan:
     """Everything ``sdsl optimize`` reports (module docstring). ``proposers``: names or Proposers (default: the
     catalog's draft candidates, :func:`default_proposers`); ``acceptance``: one Acceptance for every proposer, a
-    mapping, or None (each proposer's own: SDSL's plane with D = D′ = ``pretrain_tokens`` for draft models)."""
+    mapping (proposer name or kind → Acceptance; the others resolve on their own), or None (each proposer's
+    own, :func:`sdsl.core.acceptance.resolve_acceptance`: the published catalog for ``workload``, SDSL's plane
+    with D = D′ = ``pretrain_tokens`` for draft models)."""
     from sdsl.core.architecture import get_model
     from sdsl.core.export import ENGINES, export_config
     from sdsl.core.proposers import make_proposer
@@ -164,7 +166,7 @@ def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gam
     if isinstance(acceptance, Acceptance) and np.isfinite(acceptance.max_k):
         gamma_max = min(gamma_max, int(acceptance.max_k))  # a measured vector prices only the positions it covers
     dense = np.unique(np.concatenate([np.arange(1, max_batch + 1), batches]))
-    options = {"draft_tokens": pretrain_tokens, "target_tokens": pretrain_tokens}
+    options = {"draft_tokens": pretrain_tokens, "target_tokens": pretrain_tokens, "workload": workload}
     host = {"pass_overhead_s": pass_overhead_s, "host_step_s": host_step_s}
     ranking = rank_proposers(target, props, dep, acceptance=acceptance, gammas=range(0, gamma_max + 1),
                              batches=dense, acceptance_options=options, **host)
