@@ -117,14 +117,13 @@ def _holdout(profiles, steps, result, fit_layers, smoothness, hardware=None):
 
 def _with_allreduce(result, files, hardware=None):
     """The calibration with its all-reduce terms fitted to the single-node NVLink rows of ``files``
-    (message sizes in elements of the calibration's dtype), against ``hardware`` or the fit's own."""
+    (message sizes in bytes, Vidur's network format), against ``hardware`` or the fit's own."""
     from dataclasses import replace
     from pathlib import Path
 
-    from sdsl.core.architecture import dtype_bytes
     from sdsl.fit.allreduce import fit_allreduce, nvlink_rows, read_allreduce
 
-    rows = nvlink_rows([read_allreduce(f, dtype_bytes=dtype_bytes(result.dtype)) for f in files])
+    rows = nvlink_rows([read_allreduce(f) for f in files])
     params, stats = fit_allreduce(rows, hardware or result.hardware, result.params)
     names = ", ".join(Path(f).name for f in files)
     return replace(result, params=params.replace(

@@ -41,11 +41,12 @@ class LatencyParams:
     ``row_rope``, ``row_act`` the time per element of one token's row (s) of the one-CTA-per-token
     kernels (:func:`elementwise_time`).
     allreduce_latency: fixed latency (s) of one all-reduce; allreduce_step_latency: latency (s) of
-    each of a ring's 2(t−1) steps; eta_interconnect: achieved over the per-direction link bandwidth in
-    the ring formula (up to 2: NVSwitch in-switch reduction, NVLS, sends each byte once, not 2(t−1)/t times).
+    each of a ring's 2(t−1) steps; eta_interconnect: achieved fraction of the per-direction link
+    bandwidth in the ring formula, in (0, 1] (a ring moves 2(t−1)/t of the message over one direction
+    of each GPU's links and cannot beat the link; in-switch reduction, NVLS, is not in the shipped form).
     These three price NCCL's Simple protocol; ``allreduce_ll_latency`` and ``allreduce_ll_efficiency``
-    price its low-latency protocol (LL: no per-step latency, a fraction of the link bandwidth; 0 = not
-    modelled), and NCCL runs whichever is faster. ``allreduce_floor`` (s) is the floor of a measured
+    price its low-latency protocol (LL: no per-step latency, a fraction in [0, 1] of the link bandwidth;
+    0 = not modelled), and NCCL runs whichever is faster. ``allreduce_floor`` (s) is the floor of a measured
     all-reduce (the profiler waits for the last rank to arrive), joined to the protocol time by a smooth
     maximum of power ``allreduce_floor_smoothness``; 0 = no floor (:func:`allreduce_time`).
     """
@@ -79,10 +80,11 @@ class LatencyParams:
     source: str = "uncalibrated defaults (assumed, not measured)"
 
     def __post_init__(self) -> None:
-        if not (0 < self.eta_interconnect <= 2):  # > 1: in-switch reduction (NVLS) beats the ring, up to 2x
-            raise InvalidInputError(f"LatencyParams.eta_interconnect must lie in (0, 2]; got {self.eta_interconnect!r}.")
-        if not (0 <= self.allreduce_ll_efficiency <= 2):
-            raise InvalidInputError("LatencyParams.allreduce_ll_efficiency must lie in [0, 2] (0: no LL protocol); "
+        if not (0 < self.eta_interconnect <= 1):  # a ring cannot beat its link (docstring)
+            raise InvalidInputError("LatencyParams.eta_interconnect must lie in (0, 1] (a fraction of the per-direction "
+                                    f"link bandwidth); got {self.eta_interconnect!r}.")
+        if not (0 <= self.allreduce_ll_efficiency <= 1):
+            raise InvalidInputError("LatencyParams.allreduce_ll_efficiency must lie in [0, 1] (0: no LL protocol); "
                                     f"got {self.allreduce_ll_efficiency!r}.")
         if not (1 <= self.allreduce_floor_smoothness < math.inf):
             raise InvalidInputError("LatencyParams.allreduce_floor_smoothness must be finite and >= 1; "
