@@ -156,10 +156,13 @@ def _packaged_params(name: str) -> LatencyParams | None:
 
 def default_params(hardware) -> LatencyParams:
     """Latency parameters shipped for ``hardware``: its own calibration when sdsl ships one
-    (sdsl/data/latency/<name>.json, fitted by ``sdsl calibrate`` to Vidur's H100-SXM, A100-80GB and A40
-    timings; the H100 all-reduce to its 2-GPU NVLink rows, the A100 and A40 all-reduce unfitted); for another accelerator, the cross-GPU efficiency
-    model's prediction from its datasheet (:func:`sdsl.core.efficiency.transfer_params`; its ``source``
-    names the calibrated GPUs it leans on); otherwise (CPUs) :data:`DEFAULT_PARAMS`. No CPU
+    (sdsl/data/latency/<name>.json, written by ``sdsl calibrate`` from Vidur's H100-SXM, A100-80GB and
+    A40 timings, one form on all three: elementwise kernels, GEMMs with 128-row tiles and the kernel
+    terms; the H100 and A100 all-reduce fitted to their DGX (NVSwitch) rows, the A40's unfitted, as Vidur
+    has no A40 all-reduce; commands and held-out errors in VALIDATION.md, and ``sdsl validate latency
+    --json``, key ``shipped``, measures these files on every row); for another accelerator, the cross-GPU
+    efficiency model's prediction from its datasheet (:func:`sdsl.core.efficiency.transfer_params`; its
+    ``source`` names the calibrated GPUs it leans on); otherwise (CPUs) :data:`DEFAULT_PARAMS`. No CPU
     calibration ships: ``profiles/cpu.calib.json`` describes one 2-core machine; pass it with
     ``--calibration``."""
     from sdsl.core.hardware import get_hardware

@@ -355,3 +355,34 @@ def test_h100_tp2_form_on_its_own_rows():
     ape = np.abs(predict_allreduce(tp2, hw.interconnect_bandwidth, params) / tp2["time_s"].to_numpy() - 1.0)
     small = tp2["bytes"].to_numpy() <= 2e6
     assert (stats["mape"], ape[small].mean(), ape[~small].mean()) == pytest.approx((0.129611, 0.489452, 0.061603), rel=REL)
+
+
+# the shipped defaults' own error on every row (key `shipped`): pooled all / decode / worst model decode, elementwise
+# per kernel / per layer sum, all-reduce TP 2/4/8 and pooled (DGX rows; None on the A40: no Vidur all-reduce)
+SHIPPED = {"h100": ((0.082041, 0.069101, 0.090514), (0.122871, 0.068100), (0.149354, 0.070561, 0.058786, 0.092900)),
+           "a100": ((0.058710, 0.042387, 0.058632), (0.108575, 0.077620), (0.078091, 0.101280, 0.070245, 0.083205)),
+           "a40": ((0.074804, 0.066570, 0.073714), (0.101475, 0.059884), None)}
+
+
+@pytest.mark.parametrize("gpu", ["h100", "a100", "a40"])
+def test_shipped_defaults_measured_on_every_row(report, gpu):
+    """What `default_params` returns is the validated form (its parameters are this run's all-model fit) and its
+    own error on every row is reported beside the held-out one; README.md and VALIDATION.md quote both."""
+    from sdsl.core.latency import default_params
+    from sdsl.experiments.latency_validation import VIDUR_HARDWARE
+
+    s = report[gpu]["shipped"]
+    assert s["max_rel_diff_to_fit"] < 1e-9 and s["source"] == default_params(VIDUR_HARDWARE[gpu]).source
+    gemm, ew, ar = SHIPPED[gpu]
+    assert (s["pooled_overall_mape"], s["pooled_decode_mape"], s["worst_model_decode_mape"]) == pytest.approx(gemm, rel=REL)
+    assert (s["elementwise_mape"], s["elementwise_layer_mape"]) == pytest.approx(ew, rel=REL)
+    if ar is None:
+        assert s["allreduce"] is None
+    else:
+        a = s["allreduce"]
+        assert tuple(a["tp_mape"][k] for k in ("2", "4", "8")) + (a["pooled_mape"],) == pytest.approx(ar, rel=REL)
+    name = {"h100": "H100", "a100": "A100", "a40": "A40"}[gpu]
+    from sdsl._paths import REPO_ROOT
+
+    readme = " ".join((REPO_ROOT / "README.md").read_text().split())
+    assert f"{name} {100 * gemm[0]:.2f}% / {100 * gemm[1]:.2f}%" in readme  # the shipped files, in sample
