@@ -40,7 +40,7 @@ __version__ = "0.1.0"
 
 # Names of the layers above the core, imported on first use (``sdsl.simulate`` imports the serving simulator).
 _LAZY = {
-    "fit_latency": "sdsl.fit.calibration", "load_latency_params": "sdsl.fit.calibration",
+    "fit_latency": "sdsl.fit.calibration", "GPU_M_TILE": "sdsl.fit.calibration", "load_latency_params": "sdsl.fit.calibration",
     "read_vidur": "sdsl.fit.profiles", "read_profile": "sdsl.fit.profiles",
     "plot_calibration": "sdsl.plots",
     **{name: "sdsl.serving" for name in ("AcceptanceDist", "BatchStepModel", "GoodputController", "ServingSystem",

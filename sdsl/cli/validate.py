@@ -37,7 +37,8 @@ def latency(data, figure, as_json, transfer, hardware_map):
     GEMM times pooled over all held-out rows and in the decode regime (num_tokens <= 64), the worst
     held-out model, the signed bias by num_tokens, the elementwise kernels (per kernel and per layer
     sum), and the NCCL all-reduce across TP 2/4/8 where Vidur measured it (H100, A100; each TP degree
-    held out in turn). Also compares H100 step times with TurboSpec's fitted lines.
+    held out in turn); then the shipped defaults' own error on every row (JSON key "shipped").
+    Also compares H100 step times with TurboSpec's fitted lines.
     """
     from sdsl.experiments.latency_validation import validate_latency
     from sdsl.cli._common import echo_json
@@ -68,6 +69,15 @@ def latency(data, figure, as_json, transfer, hardware_map):
                 f"TP{k} {100 * v:.1f}% ({100 * ar['heldout_tp_bias'][k]:+.1f}%)" for k, v in ar["heldout_tp_mape"].items())
                 + f"; pooled {100 * ar['heldout_pooled_mape']:.1f}%, worst TP {100 * ar['heldout_worst_tp_mape']:.1f}%"
                 + (f"; pairwise node predicted {100 * ar['pairwise_mape']:.1f}%" if "pairwise_mape" in ar else ""))
+        sh = r["shipped"]
+        line = (f"    shipped defaults (default_params), every row: GEMMs {100 * sh['pooled_overall_mape']:.1f}%, decode "
+                f"{100 * sh['pooled_decode_mape']:.1f}%, worst model decode {100 * sh['worst_model_decode_mape']:.1f}%")
+        if "elementwise_mape" in sh:
+            line += (f"; elementwise {100 * sh['elementwise_mape']:.1f}% per kernel, "
+                     f"{100 * sh['elementwise_layer_mape']:.1f}% per layer sum")
+        if sh["allreduce"]:
+            line += "; all-reduce " + ", ".join(f"TP{k} {100 * v:.1f}%" for k, v in sh["allreduce"]["tp_mape"].items())
+        click.echo(line)
     ts = out.get("turbospec")
     if ts:
         click.echo("TurboSpec step-time lines (H100, batch 1..64, context 1024):")
