@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from sdsl.core.architecture import ModelSpec, dtype_bytes, get_model
+from sdsl.core.head_catalog import DEFAULT_MOE_HEAD_FF_RATIO, head_config
 from sdsl.core.latency import ModelShapes, gemm_flops_bytes, op_time, prefill_time_s, step_time
 from sdsl.errors import InvalidInputError, UnknownNameError
 
@@ -167,14 +168,22 @@ class DraftModel(Proposer):
         return forward_time(self.model, deployment, batch=batch, q=q, context=context, draft=True, params=self.params)
 
 
-def _head_spec(target: ModelSpec, layers: int, vocab: int, suffix: str) -> ModelSpec:
-    """A ``layers``-layer decoder at the target's width and head layout with an LM head over ``vocab``."""
+def _head_spec(target: ModelSpec, layers: int, vocab: int, suffix: str, config=None) -> ModelSpec:
+    """A ``layers``-layer dense decoder at the target's width with an LM head over ``vocab``: the attention shape
+    and MLP width of a released head's ``config`` (:func:`sdsl.core.head_catalog.head_config`), else the target's
+    attention shape and d_ff — on an MoE target, whose d_ff may be an expert's (gpt-oss: 2880), a dense MLP of
+    :data:`~sdsl.core.head_catalog.DEFAULT_MOE_HEAD_FF_RATIO` × d_model."""
     if int(layers) < 1 or int(vocab) < 1:
         raise InvalidInputError(f"A {suffix} head needs at least one layer and a positive vocabulary.")
+    if config is not None:
+        shape = dict(n_head=config.num_attention_heads, n_kv_head=config.num_key_value_heads, head_dim=config.head_dim,
+                     d_ff=config.intermediate_size, gated_mlp=True, norm="rmsnorm")
+    else:
+        d_ff = DEFAULT_MOE_HEAD_FF_RATIO * target.d_model if target.is_moe else target.d_ff
+        shape = dict(n_head=target.n_head, n_kv_head=target.n_kv_head, head_dim=target.head_dim, d_ff=d_ff,
+                     gated_mlp=target.gated_mlp, norm=target.norm)
     return ModelSpec(name=f"{target.name}-{suffix}", family=target.family, n_layer=int(layers), d_model=target.d_model,
-                     n_head=target.n_head, n_kv_head=target.n_kv_head, d_ff=target.d_ff, vocab_size=int(vocab),
-                     gated_mlp=target.gated_mlp, head_dim=target.head_dim, norm=target.norm,
-                     max_context=target.max_context)
+                     vocab_size=int(vocab), max_context=target.max_context, **shape)
 
 
 @dataclass(frozen=True, eq=False)
@@ -195,8 +204,10 @@ class EagleHead(Proposer):
     source = "Li et al., EAGLE (ICML 2024, arXiv 2401.15077) §4.1; SafeAILab/EAGLE model/cnets.py (fc 2d->d, 1 layer)"
 
     def head_spec(self, target: ModelSpec) -> ModelSpec:
-        """The head's decoder as a ModelSpec: ``layers`` dense layers at the target's width."""
-        return _head_spec(target, self.layers, self.vocab or target.vocab_size, self.kind)
+        """The head's decoder as a ModelSpec: ``layers`` dense layers at the target's width, shaped as the released
+        head's config when sdsl/data/heads.toml has one for this target (:func:`_head_spec`)."""
+        return _head_spec(target, self.layers, self.vocab or target.vocab_size, self.kind,
+                          head_config(self.kind, target))
 
     def shapes(self, target: ModelSpec, tp: int, ep: int = 1) -> ModelShapes:
         spec = self.head_spec(target)
