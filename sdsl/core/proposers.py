@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from sdsl.core.architecture import ModelSpec, dtype_bytes, get_model
-from sdsl.core.head_catalog import DEFAULT_MOE_HEAD_FF_RATIO, head_config
+from sdsl.core.head_catalog import dense_head_spec, head_config, target_layer_spec
 from sdsl.core.latency import ModelShapes, gemm_flops_bytes, op_time, prefill_time_s, step_time
 from sdsl.errors import InvalidInputError, UnknownNameError
 
@@ -168,24 +168,6 @@ class DraftModel(Proposer):
         return forward_time(self.model, deployment, batch=batch, q=q, context=context, draft=True, params=self.params)
 
 
-def _head_spec(target: ModelSpec, layers: int, vocab: int, suffix: str, config=None) -> ModelSpec:
-    """A ``layers``-layer dense decoder at the target's width with an LM head over ``vocab``: the attention shape
-    and MLP width of a released head's ``config`` (:func:`sdsl.core.head_catalog.head_config`), else the target's
-    attention shape and d_ff — on an MoE target, whose d_ff may be an expert's (gpt-oss: 2880), a dense MLP of
-    :data:`~sdsl.core.head_catalog.DEFAULT_MOE_HEAD_FF_RATIO` × d_model."""
-    if int(layers) < 1 or int(vocab) < 1:
-        raise InvalidInputError(f"A {suffix} head needs at least one layer and a positive vocabulary.")
-    if config is not None:
-        shape = dict(n_head=config.num_attention_heads, n_kv_head=config.num_key_value_heads, head_dim=config.head_dim,
-                     d_ff=config.intermediate_size, gated_mlp=True, norm="rmsnorm")
-    else:
-        d_ff = DEFAULT_MOE_HEAD_FF_RATIO * target.d_model if target.is_moe else target.d_ff
-        shape = dict(n_head=target.n_head, n_kv_head=target.n_kv_head, head_dim=target.head_dim, d_ff=d_ff,
-                     gated_mlp=target.gated_mlp, norm=target.norm)
-    return ModelSpec(name=f"{target.name}-{suffix}", family=target.family, n_layer=int(layers), d_model=target.d_model,
-                     vocab_size=int(vocab), max_context=target.max_context, **shape)
-
-
 @dataclass(frozen=True, eq=False)
 class EagleHead(Proposer):
     """EAGLE-1: FC 2d → d + ``layers`` decoder layers + the target's LM head (``vocab`` None = target's);
@@ -205,9 +187,9 @@ class EagleHead(Proposer):
 
     def head_spec(self, target: ModelSpec) -> ModelSpec:
         """The head's decoder as a ModelSpec: ``layers`` dense layers at the target's width, shaped as the released
-        head's config when sdsl/data/heads.toml has one for this target (:func:`_head_spec`)."""
-        return _head_spec(target, self.layers, self.vocab or target.vocab_size, self.kind,
-                          head_config(self.kind, target))
+        head's config when sdsl/data/heads.toml has one for this target (:func:`sdsl.core.head_catalog.dense_head_spec`)."""
+        return dense_head_spec(target, self.layers, self.vocab or target.vocab_size, self.kind,
+                               head_config(self.kind, target))
 
     def shapes(self, target: ModelSpec, tp: int, ep: int = 1) -> ModelShapes:
         spec = self.head_spec(target)
@@ -325,21 +307,9 @@ class MTPLayers(EagleHead):
         """On an MoE or MLA target, ``layers`` copies of the target's last layer (MoE when that layer is, MLA as
         the target has it; local attention only when every target layer is local) with the target's full
         vocabulary head (shared, ``vocab`` None); on a dense target, EAGLE-1's shape."""
-        n = int(self.layers)
-        if n < 1:
-            raise InvalidInputError("An MTP proposer needs at least one layer.")
         if not (target.is_moe or target.is_mla):  # a dense target's block is EAGLE-1's shape (unchanged)
             return super().head_spec(target)
-        last_is_moe = target.is_moe and target.n_layer - 1 >= target.first_dense_layers and (
-            target.n_layer % target.moe_layer_step == 0)
-        local = n if target.local_layers == target.n_layer else 0
-        return replace(target, name=f"{target.name}-{self.kind}", n_layer=n, first_dense_layers=0 if last_is_moe else n,
-                       moe_layer_step=1, local_layers=local, sliding_window=target.sliding_window if local else 0,
-                       vocab_size=int(self.vocab or target.vocab_size), published_params=None,
-                       published_active_params=None, mtp_layers=0, n_experts=target.n_experts if last_is_moe else 0,
-                       experts_per_token=target.experts_per_token if last_is_moe else 0,
-                       n_shared_experts=target.n_shared_experts if last_is_moe else 0,
-                       expert_load=target.expert_load if last_is_moe else ())
+        return target_layer_spec(target, self.layers, self.vocab or target.vocab_size, self.kind)
 
 
 @dataclass(frozen=True, eq=False)
