@@ -97,8 +97,8 @@ class _Op(NamedTuple):
 
 def roofline_sums(ops, params: LatencyParams, peak: float, bw: float):
     """Sums of compute times, memory times, roofline times split by what bounds each op, the GEMMs' size
-    overheads (:func:`kernel_size_overhead`), the memory-bound roofline time of the expert GEMMs and the roofline
-    time of attention over the KV cache; each op weighted by the share of layers that run it."""
+    overheads (:func:`kernel_size_overhead`), and the memory-bound roofline times of the expert GEMMs and of
+    attention over the KV cache; each op weighted by the share of layers that run it."""
     compute = memory = roof_c = roof_m = size = roof_experts = roof_attention = 0.0
     for op in ops:
         c = _compute_time(op.flops, peak if op.peak is None else op.peak, params, op.waves)
@@ -114,7 +114,7 @@ def roofline_sums(ops, params: LatencyParams, peak: float, bw: float):
         if op.experts:
             roof_experts = roof_experts + np.where(c > m, 0.0, roof)
         if op.attention:
-            roof_attention = roof_attention + roof
+            roof_attention = roof_attention + np.where(c > m, 0.0, roof)
         if over is not None:
             size = size + over
     return compute, memory, roof_c, roof_m, size, roof_experts, roof_attention
