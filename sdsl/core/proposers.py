@@ -13,7 +13,8 @@ each method ships as overridable defaults:
   one pass per further depth.
 - :class:`Eagle3Head` — EAGLE-3 (Li et al., arXiv 2503.01840, §3): FC 3d → d fusing low, middle and
   high target features, one decoder layer whose QKV projection reads [embedding; fused feature] (2d),
-  and an LM head over a reduced draft vocabulary (``draft_vocab_size`` = 32000 in the released heads).
+  and an LM head over a reduced draft vocabulary (``draft_vocab_size`` = 32000 in the released heads); on an
+  MoE target the layer is dense with the released head's shape (:mod:`sdsl.core.head_catalog`).
 - :class:`MedusaHeads` — Medusa-1 (Cai et al., ICML 2024, arXiv 2401.10774, §2.1.1, Eq. 1): head k is
   softmax(W2ᵏ·(SiLU(W1ᵏ·h) + h)), W1 ∈ R^{d×d}, W2 ∈ R^{d×V}; all heads run once per step on the last
   hidden state, so drafting costs one pass however deep the tree.
