@@ -129,7 +129,7 @@ def _echo_header(out: dict, plan) -> None:
         click.echo(f"warning: context {dep.context} exceeds {t.name}'s maximum of {t.max_context} tokens.")
     if not out["fits_in_memory"]:
         click.echo(f"warning: {t.name} (and its best draft) do not fit in {dep.hardware.name}'s "
-                   f"{dep.hardware.mem_capacity / 1e9:.0f} GB per GPU (weights + KV cache); raise --tp or use --dtype fp8.")
+                   f"{dep.hardware.mem_capacity / 2 ** 30:.0f} GiB per GPU (weights + KV cache); raise --tp or use --dtype fp8.")
     if out["host_step_s"] > 0:
         click.echo(f"engine host time per speculative step: {1e3 * out['host_step_s']:.3f} ms")
     if source == "per-proposer" or any("evidence" in a for a in out["acceptance_by_proposer"].values()):
@@ -179,6 +179,19 @@ def _echo(out: dict, plan) -> None:
     click.echo(f"best k by batch for {out['pick']['proposer']} (context {plan.deployment.context}; "
                "k = 0: do not speculate)")
     click.echo(format_table(out["k_table"], [("batch_min", "batch from", "d"), ("batch_max", "to", "d"), ("k", "k", "d")]))
+    pays = out["speculation_pays"]
+    click.echo("speculation pays at batch " + (", ".join(f"{r['batch_min']}-{r['batch_max']}" for r in pays) if pays
+                                               else "none of 1-" + str(out["max_batch"])))
+    click.echo(f"why, for {out['pick']['proposer']} (bound: what bounds the verify forward; cost driver: what speculation "
+               "adds most over the plain step, at k = 1 where k = 0; experts: per MoE layer, plain -> verify):")
+    rows = [dict(r, speedup=f"{r['speedup_min']:.2f}-{r['speedup_max']:.2f}",
+                 experts=f"{r['plain_distinct_experts']:.1f} -> {r['verify_distinct_experts']:.1f}")
+            for r in out["k_reasons"]]
+    columns = [("batch_min", "batch from", "d"), ("batch_max", "to", "d"), ("k", "k", "d"), ("speedup", "speedup", ""),
+               ("bound", "bound", ""), ("cost_driver", "cost driver", "")]
+    if any(r["verify_distinct_experts"] for r in out["k_reasons"]):
+        columns.append(("experts", "experts", ""))
+    click.echo(format_table(rows, columns))
     if "export" in out:
         click.echo(f"\n{out['export']['engine']} configuration:\n{out['export']['config']}")
     sdsl = out["sdsl"]

@@ -98,6 +98,9 @@ def _echo(out: dict, hw_name: str) -> None:
     click.echo(f"  draft pass (q=1)      {ms(out['t_draft_s'])}")
     click.echo(f"  drafting, all passes  {ms(out['t_propose_s'])}")
     click.echo(f"  verify ({int(out['verify_tokens'])} tokens)    {ms(out['t_verify_s'])}   ({out['bound']}-bound)")
+    if out.get("distinct_experts"):
+        click.echo(f"  experts per MoE layer {out['distinct_experts']:8.1f}      (plain step: {out['plain_distinct_experts']:.1f}; "
+                   "distinct experts the verified tokens route to)")
     if out["host_step_s"] > 0:
         click.echo(f"  engine host per step  {ms(out['host_step_s'])}   ({out['engine_host']})")
     click.echo(f"  SD step               {ms(out['t_step_s'])}")

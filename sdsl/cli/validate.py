@@ -210,3 +210,44 @@ def acceptance(engine, pass_overhead_us, as_json):
         click.echo(f"  {g['target']} {g['hardware']}: tau {g['kendall_tau_measured_tau']:.2f} with measured "
                    f"acceptance, {g['kendall_tau_predicted_tau']:.2f} with predicted ({g['n_predicted']} methods); "
                    f"measured/priced/predicted speedup: {order}")
+@validate.command("moe")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+def moe(as_json):
+    """Price the published mixture-of-experts rows (sdsl/data/published, row_set=moe) on the roofline with the
+    shipped calibration and no engine host time: plain-decode tokens/s, the speculative/plain ratio of each
+    source and whether speculation wins or loses, with the measured accepted length as an oracle τ; the rows it
+    cannot price and why; the verify-growth check (measured step time against the priced one within a source)."""
+    from sdsl.cli._common import echo_json
+    from sdsl.experiments.moe_validation import validate_moe
+
+    out = validate_moe()
+    if as_json:
+        echo_json(out)
+        return
+    click.echo(f"step model: {out['model']}; oracle input: {', '.join(out['oracle_inputs'])}")
+    for r in out["rows"]:
+        shape = r["tree"] and "tree " + ",".join(map(str, r["tree"])) or ("plain" if r["proposer"] is None else f"k {r['gamma']}")
+        line = (f"{r['class']:<16} {r['file'][:4]}#{r['row']:<3} {r['target']:<16} {r['hardware']:<9} tp{r['tp']} "
+                f"b{r['batch']:<3} {shape:<13} measured {r['measured']:8.1f}  predicted {r['predicted']:8.1f} "
+                f"({100 * r['error']:+6.1f}%)")
+        if r["proposer"] is not None:
+            line += (f"  ratio {r['ratio_measured']:.2f} vs {r['ratio_predicted']:.2f} ({100 * r['ratio_error']:+6.1f}%) "
+                     f"{r['outcome']}/{r['outcome_predicted']}")
+        click.echo(line)
+    for u in out["unpriced"]:
+        click.echo(f"not priced: {u['file']}#{u['row']} {u['model']}: {u['reason']}")
+    c, goals, met = out["claims"], out["goals"], out["goals_met"]
+    for key, goal in (("plain", "plain_median_abs_error_max"), ("ratio", "ratio_median_abs_error_max")):
+        s = c[key]
+        click.echo(f"{key}: n={s['n']} median |error| {100 * s['median_abs_error']:.1f}% (goal <= "
+                   f"{100 * goals[goal]:.0f}%: {'met' if met[key] else 'NOT met'}), worst {100 * s['worst_error']:+.1f}%, "
+                   f"median signed {100 * s['median_signed_error']:+.1f}%")
+    o = c["outcome"]
+    click.echo(f"wins/loses right: {o['right']} of {o['n']} ({100 * o['share_right']:.0f}%; goal >= "
+               f"{100 * goals['outcome_share_right_min']:.0f}%: {'met' if met['outcome'] else 'NOT met'}); measured losses "
+               f"{o['measured_losses']}, predicted losses {o['predicted_losses']}")
+    click.echo(f"coverage: {c['rows']} MoE rows priced, models {', '.join(c['models'])}")
+    for g in out["verify_growth"]:
+        if g["informative"]:
+            click.echo(f"verify growth {g['source']} {g['target']} tp{g['tp']} b{g['batch']} "
+                       f"{g['dataset']}: measured = {1e3 * g['intercept_s']:+.1f} ms + {g['slope']:.2f} x priced")

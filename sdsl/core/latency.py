@@ -88,6 +88,10 @@ class StepTime(Result):
     ``bound`` names what dominates: "memory", "compute", "overhead", "communication", or on an MoE model
     "expert-weights" (the memory-bound reads of the routed experts' weights). ``distinct_experts``: the
     expected routed experts one MoE layer reads for the step's b·q tokens, over all GPUs (0 for a dense model).
+    ``expert_weights_s``: the memory-bound roofline time of the routed experts' GEMMs (0 for a dense model);
+    ``attention_s``: the memory-bound roofline time of attention over the KV cache; ``compute_bound_s``: the
+    roofline time of the compute-bound kernels. All three are parts of ``total_s``, reported so a caller can say
+    what a step's time goes to (:mod:`sdsl.core.cost_drivers`).
     """
 
     total_s: np.ndarray
@@ -97,11 +101,15 @@ class StepTime(Result):
     allreduce_s: np.ndarray
     bound: np.ndarray
     distinct_experts: np.ndarray = 0.0
+    expert_weights_s: np.ndarray = 0.0
+    attention_s: np.ndarray = 0.0
+    compute_bound_s: np.ndarray = 0.0
 
     def to_dict(self) -> dict:
         """Every part as a Python number or (nested) list."""
         return {k: np.asarray(getattr(self, k)).tolist() for k in
-                ("total_s", "compute_s", "memory_s", "overhead_s", "allreduce_s", "bound", "distinct_experts")}
+                ("total_s", "compute_s", "memory_s", "overhead_s", "allreduce_s", "bound", "distinct_experts",
+                 "expert_weights_s", "attention_s", "compute_bound_s")}
 
     def report(self) -> str:
         """One line per configuration: total, compute, memory, overhead and all-reduce times (ms)."""
@@ -150,9 +158,9 @@ def _price(shapes: ModelShapes, dep: Deployment, b, q, L, *, logit_tokens=None):
     n = shapes.n_layer
     sms = getattr(hardware, "sm_count", None)
     ops, distinct, active = layer_ops(shapes, b, q, L, prec, params, sms)
-    c_layer, m_layer, rc_layer, rm_layer, size_layer, re_layer = roofline_sums(ops, params, peak, bw)
+    c_layer, m_layer, rc_layer, rm_layer, size_layer, re_layer, ra_layer = roofline_sums(ops, params, peak, bw)
     lm = gemm_op(tokens if logit_tokens is None else logit_tokens, shapes.lm_in, shapes.lm_out, dt, params, sms)
-    c_lm, m_lm, rc_lm, rm_lm, size_lm, _ = roofline_sums([lm], params, peak, bw)
+    c_lm, m_lm, rc_lm, rm_lm, size_lm, _, _ = roofline_sums([lm], params, peak, bw)
     t_ew = params.t_kernel if params.t_elementwise is None else params.t_elementwise
     if shapes.has_moe:  # the dense MLP's activation runs on the dense layers only
         ew_launches = (n * (shapes.norms + 3.0) + shapes.n_dense) * t_ew
@@ -187,7 +195,8 @@ def _price(shapes: ModelShapes, dep: Deployment, b, q, L, *, logit_tokens=None):
     compute = n * c_layer + c_lm
     memory = n * m_layer + m_lm + elementwise
     return (total, compute, memory, overhead + 0.0 * total, allreduce + 0.0 * total, bound,
-            np.asarray(distinct) + 0.0 * total)
+            np.asarray(distinct) + 0.0 * total, n * re_layer + 0.0 * total, n * ra_layer + 0.0 * total,
+            bound_compute + 0.0 * total)
 
 
 def _spec(model):

@@ -13,7 +13,8 @@ each method ships as overridable defaults:
   one pass per further depth.
 - :class:`Eagle3Head` — EAGLE-3 (Li et al., arXiv 2503.01840, §3): FC 3d → d fusing low, middle and
   high target features, one decoder layer whose QKV projection reads [embedding; fused feature] (2d),
-  and an LM head over a reduced draft vocabulary (``draft_vocab_size`` = 32000 in the released heads).
+  and an LM head over a reduced draft vocabulary (``draft_vocab_size`` = 32000 in the released heads); on an
+  MoE target the layer is dense with the released head's shape (:mod:`sdsl.core.head_catalog`).
 - :class:`MedusaHeads` — Medusa-1 (Cai et al., ICML 2024, arXiv 2401.10774, §2.1.1, Eq. 1): head k is
   softmax(W2ᵏ·(SiLU(W1ᵏ·h) + h)), W1 ∈ R^{d×d}, W2 ∈ R^{d×V}; all heads run once per step on the last
   hidden state, so drafting costs one pass however deep the tree.
@@ -34,6 +35,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from sdsl.core.architecture import ModelSpec, dtype_bytes, get_model
+from sdsl.core.head_catalog import dense_head_spec, head_config, target_layer_spec
 from sdsl.core.latency import ModelShapes, gemm_flops_bytes, op_time, prefill_time_s, step_time
 from sdsl.errors import InvalidInputError, UnknownNameError
 
@@ -167,16 +169,6 @@ class DraftModel(Proposer):
         return forward_time(self.model, deployment, batch=batch, q=q, context=context, draft=True, params=self.params)
 
 
-def _head_spec(target: ModelSpec, layers: int, vocab: int, suffix: str) -> ModelSpec:
-    """A ``layers``-layer decoder at the target's width and head layout with an LM head over ``vocab``."""
-    if int(layers) < 1 or int(vocab) < 1:
-        raise InvalidInputError(f"A {suffix} head needs at least one layer and a positive vocabulary.")
-    return ModelSpec(name=f"{target.name}-{suffix}", family=target.family, n_layer=int(layers), d_model=target.d_model,
-                     n_head=target.n_head, n_kv_head=target.n_kv_head, d_ff=target.d_ff, vocab_size=int(vocab),
-                     gated_mlp=target.gated_mlp, head_dim=target.head_dim, norm=target.norm,
-                     max_context=target.max_context)
-
-
 @dataclass(frozen=True, eq=False)
 class EagleHead(Proposer):
     """EAGLE-1: FC 2d → d + ``layers`` decoder layers + the target's LM head (``vocab`` None = target's);
@@ -195,8 +187,10 @@ class EagleHead(Proposer):
     source = "Li et al., EAGLE (ICML 2024, arXiv 2401.15077) §4.1; SafeAILab/EAGLE model/cnets.py (fc 2d->d, 1 layer)"
 
     def head_spec(self, target: ModelSpec) -> ModelSpec:
-        """The head's decoder as a ModelSpec: ``layers`` dense layers at the target's width."""
-        return _head_spec(target, self.layers, self.vocab or target.vocab_size, self.kind)
+        """The head's decoder as a ModelSpec: ``layers`` dense layers at the target's width, shaped as the released
+        head's config when sdsl/data/heads.toml has one for this target (:func:`sdsl.core.head_catalog.dense_head_spec`)."""
+        return dense_head_spec(target, self.layers, self.vocab or target.vocab_size, self.kind,
+                               head_config(self.kind, target))
 
     def shapes(self, target: ModelSpec, tp: int, ep: int = 1) -> ModelShapes:
         spec = self.head_spec(target)
@@ -314,21 +308,9 @@ class MTPLayers(EagleHead):
         """On an MoE or MLA target, ``layers`` copies of the target's last layer (MoE when that layer is, MLA as
         the target has it; local attention only when every target layer is local) with the target's full
         vocabulary head (shared, ``vocab`` None); on a dense target, EAGLE-1's shape."""
-        n = int(self.layers)
-        if n < 1:
-            raise InvalidInputError("An MTP proposer needs at least one layer.")
         if not (target.is_moe or target.is_mla):  # a dense target's block is EAGLE-1's shape (unchanged)
             return super().head_spec(target)
-        last_is_moe = target.is_moe and target.n_layer - 1 >= target.first_dense_layers and (
-            target.n_layer % target.moe_layer_step == 0)
-        local = n if target.local_layers == target.n_layer else 0
-        return replace(target, name=f"{target.name}-{self.kind}", n_layer=n, first_dense_layers=0 if last_is_moe else n,
-                       moe_layer_step=1, local_layers=local, sliding_window=target.sliding_window if local else 0,
-                       vocab_size=int(self.vocab or target.vocab_size), published_params=None,
-                       published_active_params=None, mtp_layers=0, n_experts=target.n_experts if last_is_moe else 0,
-                       experts_per_token=target.experts_per_token if last_is_moe else 0,
-                       n_shared_experts=target.n_shared_experts if last_is_moe else 0,
-                       expert_load=target.expert_load if last_is_moe else ())
+        return target_layer_spec(target, self.layers, self.vocab or target.vocab_size, self.kind)
 
 
 @dataclass(frozen=True, eq=False)

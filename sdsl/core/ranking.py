@@ -223,9 +223,12 @@ def rank_proposers(target, proposers, deployment, *, acceptance=None, gammas=ran
                                   gamma=usable[:, None, None], batch=b[None, :, None], tau_source=levels[i][0].source,
                                   overhead_s=host_step_s * (usable[:, None, None] > 0), **host)
     shape = (g.size, b.size, len(levels[0]))
-    tps = np.stack([np.where((g > (p.max_depth if p.max_depth is not None else np.inf))[:, None, None], -np.inf,
-                             np.broadcast_to(s.tokens_per_s, shape)) for p, s in zip(props, steps)])
     plain = np.broadcast_to(steps[0].plain_tokens_per_s, shape)[0, :, 0]
+    # k = 0 is plain decoding whatever the proposer: an EAGLE-style head priced at γ = 0 would still charge its
+    # worker's draft-extend pass, which a k = 0 step (no speculation) does not run
+    tps = np.stack([np.where((g > (p.max_depth if p.max_depth is not None else np.inf))[:, None, None], -np.inf,
+                             np.where((g == 0)[:, None, None], plain[None, :, None], np.broadcast_to(s.tokens_per_s, shape)))
+                    for p, s in zip(props, steps)])
     return ProposerRanking(props, g, b, levels, tuple(steps), tps, np.array(plain))
 
 

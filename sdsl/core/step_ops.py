@@ -82,8 +82,8 @@ def activation_time(shapes, rows, width, dtype_bytes: int, bandwidth, params) ->
 
 class _Op(NamedTuple):
     """One kernel of a layer: FLOPs, bytes, waves (None: not tiled), whether it is a GEMM, the share of layers
-    that run it (None: every layer), its tensor-core peak (None: the deployment's) and whether it reads routed
-    experts' weights (priced into the "expert-weights" bound)."""
+    that run it (None: every layer), its tensor-core peak (None: the deployment's), whether it reads routed
+    experts' weights (priced into the "expert-weights" bound) and whether it is attention over the KV cache."""
 
     flops: object
     nbytes: object
@@ -92,13 +92,14 @@ class _Op(NamedTuple):
     share: object = None
     peak: float | None = None
     experts: bool = False
+    attention: bool = False
 
 
 def roofline_sums(ops, params: LatencyParams, peak: float, bw: float):
     """Sums of compute times, memory times, roofline times split by what bounds each op, the GEMMs' size
-    overheads (:func:`kernel_size_overhead`) and the memory-bound roofline time of the expert GEMMs; each op
-    weighted by the share of layers that run it."""
-    compute = memory = roof_c = roof_m = size = roof_experts = 0.0
+    overheads (:func:`kernel_size_overhead`), and the memory-bound roofline times of the expert GEMMs and of
+    attention over the KV cache; each op weighted by the share of layers that run it."""
+    compute = memory = roof_c = roof_m = size = roof_experts = roof_attention = 0.0
     for op in ops:
         c = _compute_time(op.flops, peak if op.peak is None else op.peak, params, op.waves)
         m = op.nbytes / (params.eta_memory * bw)
@@ -112,9 +113,11 @@ def roofline_sums(ops, params: LatencyParams, peak: float, bw: float):
         roof_m = roof_m + np.where(c > m, 0.0, roof)
         if op.experts:
             roof_experts = roof_experts + np.where(c > m, 0.0, roof)
+        if op.attention:
+            roof_attention = roof_attention + np.where(c > m, 0.0, roof)
         if over is not None:
             size = size + over
-    return compute, memory, roof_c, roof_m, size, roof_experts
+    return compute, memory, roof_c, roof_m, size, roof_experts, roof_attention
 
 
 class Precision(NamedTuple):
@@ -165,7 +168,7 @@ def _attention(shapes: ModelShapes, b, q, L, dt: int, share=None) -> _Op:
     tokens = b * q
     flops = 4.0 * shapes.attn_width * tokens * (L + q / 2.0)
     nbytes = dt * (cached_kv_elements(shapes, b, L) + tokens * shapes.kv_elements + tokens * shapes.qo_elements)
-    return _Op(flops, nbytes, None, False, share)
+    return _Op(flops, nbytes, None, False, share, attention=True)
 
 
 def expert_rows(shapes: ModelShapes, tokens, params: LatencyParams):

@@ -49,3 +49,34 @@ def test_memory_capacity_is_binary():
     assert H100.mem_capacity == 80 * 2**30
     assert H100.mem_capacity == pytest.approx(81559 * 2**20, rel=0.005)
     assert get_hardware("a100-80gb").mem_capacity == 81920 * 2**20
+
+
+def test_serving_kv_budget_is_per_gpu():
+    """The serving simulator's KV budget (memory_budget) uses the per-GPU KV the step time reads: equal to the old
+    all-GPU count where KV heads divide TP and there is no draft; MLA's latent and too few KV heads stay whole on
+    every GPU; local-attention layers hold only their window; a TP-1 draft binds the GPU it lives on."""
+    from sdsl.core.latency import weight_bytes_per_gpu
+    from sdsl.serving.step_model import memory_budget
+
+    dep = Deployment(H100, tp=4, context=1024)
+    dense = get_model("llama-3.1-70b")
+    budget = memory_budget(dense, dep)
+    total = (4 * H100.mem_capacity * 0.9 - dense.weight_bytes("bf16")) // dense.kv_bytes_per_token("bf16")
+    assert abs(budget.kv_budget_tokens - int(total)) <= 1
+    assert budget.kv_bytes_per_token == pytest.approx(dense.kv_bytes_per_token("bf16") / 4, rel=1e-12)
+    moe = get_model("qwen3-30b-a3b")  # 4 KV heads on 8 GPUs: one head on each, as vLLM replicates them
+    b8 = memory_budget(moe, Deployment(H100, tp=8, context=1024))
+    assert b8.kv_bytes_per_token == pytest.approx(moe.kv_bytes_per_token("bf16") / 4, rel=1e-12)
+    v3 = get_model("deepseek-v3")  # MLA: every GPU keeps the whole latent and RoPE key
+    h200 = Deployment("h200", tp=8, dtype="bf16", weight_dtype="fp8", context=1024)
+    bv3 = memory_budget(v3, h200)
+    assert bv3.kv_bytes_per_token == pytest.approx(float(kv_cache_bytes_per_gpu(v3, h200, batch=1, context=1)), rel=1e-12)
+    assert bv3.target_weight_bytes == pytest.approx(weight_bytes_per_gpu(v3, h200), rel=1e-12)
+    oss = get_model("gpt-oss-20b")  # half its layers slide over 128 tokens
+    at_8k = memory_budget(oss, Deployment(H100, context=8192)).kv_bytes_per_token
+    assert at_8k < 0.52 * oss.kv_bytes_per_token("bf16")
+    with_draft = memory_budget(dense, Deployment(H100, tp=4, draft_tp=1, context=1024), draft="llama-3.2-1b")
+    draft = get_model("llama-3.2-1b")
+    assert with_draft.draft_weight_bytes == pytest.approx(draft.weight_bytes("bf16"), rel=1e-12)
+    assert with_draft.kv_bytes_per_token == pytest.approx(dense.kv_bytes_per_token("bf16") / 4
+                                                          + draft.kv_bytes_per_token("bf16"), rel=1e-12)

@@ -235,7 +235,7 @@ def test_mtp_on_deepseek_v3_is_its_own_moe_mla_layer():
     assert np.all(mtp > dense_stand_in)  # a dense stand-in misses the expert reads and MLA's extra GEMMs
     st = step_time(MTPLayers().shapes(target, 8), d, batch=b, q=1, context=2048)
     np.testing.assert_allclose(st.distinct_experts, expected_distinct_experts(256, 8, b), rtol=1e-12)
-    from sdsl.core.proposers import _head_spec
+    from sdsl.core.head_catalog import dense_head_spec
 
     dense = get_model("llama-3.1-8b")  # on a dense target the MTP block keeps EAGLE-1's shape
-    assert MTPLayers().head_spec(dense) == _head_spec(dense, 1, dense.vocab_size, "mtp")
+    assert MTPLayers().head_spec(dense) == dense_head_spec(dense, 1, dense.vocab_size, "mtp")
