@@ -24,14 +24,16 @@ reference decoder and its benchmark do:
   ρ from the committed bandwidth sweep ``profiles/bandwidth-cpu.csv``, :func:`measured_dram_ratio`):
   ``DraftModel(switch_ratio=ρ)``.
 
-The headline ``pred_speedup`` (:data:`DEFAULT_MODEL`, ``switch``) is the shared step's speedup. Two reported
-variants add CPU-only seconds outside the shared pricing, and say so:
+The headline ``pred_speedup`` (:data:`DEFAULT_MODEL`, ``switch``) is the shared step's speedup. One reported
+variant adds CPU-only seconds outside the shared pricing, and says so:
 
 * ``rows`` — this CPU's GEMM cost over M = b·q rows: every forward's GEMMs at κ(M, weight bytes) times sdsl's
   price (:func:`sdsl.experiments.synthetic_terms.forward_extra_s`; κ measured on weight shapes of no family
   model, ``profiles/cpu-gemm-rows.json``), target at b·(γ + 1) rows, each draft forward at b rows (the
-  resync pass at 2b), the plain step at b rows;
-* ``forward`` (:data:`FORWARD_MODEL`) — the CPU forward terms of :mod:`sdsl.experiments.forward_forms`.
+  resync pass at 2b), the plain step at b rows.
+
+The CPU forward terms (cold weights, GEMM packing, per-row cost) are a research variant outside the package:
+``research/forward_forms.py`` (VALIDATION.md, "Forward terms").
 """
 
 from __future__ import annotations
@@ -49,8 +51,6 @@ MODELS = {"base": ("overhead",), "finish": ("overhead", "finish"), "full": ("ove
           "switch": ("overhead", "finish", "resync", "switch"),
           "rows": ("overhead", "finish", "resync", "switch", "rows")}
 DEFAULT_MODEL = "switch"  # what ``pred_speedup`` (the headline) prices: every term of the shared pricing
-#: ``switch`` plus the CPU forward terms of :mod:`sdsl.experiments.forward_forms` (a reported variant, own held-out fits)
-FORWARD_MODEL = MODELS["switch"] + ("forward",)
 PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 
 
@@ -90,34 +90,20 @@ def shared_step(target, draft, gamma, alpha, batch, dep, *, overhead=0.0, overhe
 
 
 def priced_speedup(target, draft, gamma, alpha, batch, ctx, params, hw, *, overhead=0.0, overhead_plain=0.0,
-                   max_new: int | None = None, terms=MODELS[DEFAULT_MODEL], dram_ratio: float | None = None,
-                   form=None) -> float:
+                   max_new: int | None = None, terms=MODELS[DEFAULT_MODEL], dram_ratio: float | None = None) -> float:
     """Predicted speedup over plain decoding of the same target, with the listed ``terms`` (module docstring).
-    Without ``rows`` or ``forward`` it is the shared step's speedup (:func:`shared_step`); those two variant
-    terms add CPU-only seconds to it here, outside the shared pricing. ``dram_ratio`` (ρ) prices the ``switch``
-    term (default: :func:`measured_dram_ratio`); ``form`` (:class:`sdsl.experiments.forward_forms.FormParams`,
-    its fit replacing ``params``) prices the ``forward`` term."""
+    Without ``rows`` it is the shared step's speedup (:func:`shared_step`); ``rows`` adds CPU-only seconds to it
+    here, outside the shared pricing. ``dram_ratio`` (ρ) prices the ``switch`` term (default:
+    :func:`measured_dram_ratio`)."""
     from sdsl.core.deployment import Deployment
 
-    forward = "forward" in terms and form is not None
-    dep = Deployment(hw, dtype="fp32", context=ctx, params=form.params if forward else params)
+    dep = Deployment(hw, dtype="fp32", context=ctx, params=params)
     step = shared_step(target, draft, gamma, alpha, batch, dep, overhead=overhead, overhead_plain=overhead_plain,
                        max_new=max_new, terms=terms, dram_ratio=dram_ratio)
-    if not forward and "rows" not in terms:
+    if "rows" not in terms:
         return float(step.speedup)
-    t_step, t_plain = float(step.t_step_s), float(step.t_plain_s)
-    if forward:
-        from sdsl.core.model_switch import switch_time_s
-        from sdsl.experiments.forward_forms import step_extras
-
-        extra, plain, scale = step_extras(target, draft, dep, gamma, batch, "resync" in terms, form)
-        rho = measured_dram_ratio() if dram_ratio is None else dram_ratio
-        switch = float(switch_time_s(draft, dep, batch=batch, ratio=rho)) if "switch" in terms and draft else 0.0
-        t_step, t_plain = t_step + extra + switch * (scale - 1.0), t_plain + plain
-    if "rows" in terms:
-        extra, plain = _rows_extra_s(target, draft, dep, gamma, batch, "resync" in terms)
-        t_step, t_plain = t_step + extra, t_plain + plain
-    return float(step.tau) / t_step * t_plain
+    extra, plain = _rows_extra_s(target, draft, dep, gamma, batch, "resync" in terms)
+    return float(step.tau) / (float(step.t_step_s) + extra) * (float(step.t_plain_s) + plain)
 
 
 def _rows_extra_s(target, draft, dep, gamma, batch, resync: bool) -> tuple[float, float]:

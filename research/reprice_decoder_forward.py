@@ -1,11 +1,11 @@
-"""Re-price the committed ``sdsl validate decoder`` rows with the CPU forward terms (sdsl.experiments.forward_forms).
+"""Re-price the committed ``sdsl validate decoder`` rows with the CPU forward terms (research.forward_forms).
 
 No timing: the measured rows of ``benchmarks/results/validate_decoder.json`` are priced by the ``switch`` model plus
 the forward terms, each (target, proposer) pair with its own held-out fit (no row of its models), and the terms
 switched off one at a time (ablations, each refitted). About a minute on one core:
 
-    taskset -c 0 .venv/bin/python benchmarks/reprice_decoder_forward.py --out benchmarks/results/validate_decoder_forward.json
-    taskset -c 0 .venv/bin/python benchmarks/reprice_decoder_forward.py --residency idle --out benchmarks/results/validate_decoder_forward_idle.json
+    taskset -c 0 .venv/bin/python -m research.reprice_decoder_forward --out benchmarks/results/validate_decoder_forward.json
+    taskset -c 0 .venv/bin/python -m research.reprice_decoder_forward --residency idle --out benchmarks/results/validate_decoder_forward_idle.json
 """
 
 from __future__ import annotations
@@ -23,17 +23,17 @@ VARIANTS = {"forward": ("cold", "pack", "row"), "no_row": ("cold", "pack"), "no_
 
 def _price(data, spec, fits, rho):
     from sdsl.core.hardware import get_hardware
-    from sdsl.experiments.decoder_pricing import FORWARD_MODEL, pair_models, priced_speedup
+    from research.forward_forms import priced_speedup_forward
+    from sdsl.experiments.decoder_pricing import pair_models
 
     hw, s, out = get_hardware("cpu"), data["settings"], []
     for r in data["rows"]:
         t, d, g, b = r["target"], r["draft"], r["gamma"], r["batch"]
         form = fits[tuple(sorted(pair_models(t, d)))]
-        kw = dict(overhead=r["overhead_s"], overhead_plain=r["overhead_plain_s"], max_new=s["max_new"], dram_ratio=rho,
-                  terms=FORWARD_MODEL, form=form)
+        kw = dict(overhead=r["overhead_s"], overhead_plain=r["overhead_plain_s"], max_new=s["max_new"], dram_ratio=rho)
         args = (spec[t], None if d == "prompt-lookup" else spec[d], g)
-        pred = priced_speedup(*args, min(r["alpha"], 1 - 1e-9), b, s["context_for_prediction"], None, hw, **kw)
-        pooled = priced_speedup(*args, r["alpha_pooled"], b, s["context_for_prediction"], None, hw, **kw)
+        pred = priced_speedup_forward(*args, min(r["alpha"], 1 - 1e-9), b, s["context_for_prediction"], hw, form, **kw)
+        pooled = priced_speedup_forward(*args, r["alpha_pooled"], b, s["context_for_prediction"], hw, form, **kw)
         out.append({"target": t, "draft": d, "gamma": g, "batch": b, "speedup": r["speedup"], "pred_speedup": pred,
                     "speedup_error": pred / r["speedup"] - 1, "pred_speedup_pooled_alpha": pooled})
     return out
@@ -59,7 +59,7 @@ def _summary(rows) -> dict:
 def main() -> None:
     from sdsl.experiments.decoder_pricing import heldout_inputs, measured_dram_ratio, pair_models
     from sdsl.experiments.decoder_validation import model_spec
-    from sdsl.experiments.forward_forms import SYNTHETIC_IDLE, fit_residency, heldout_form, heldout_form_capacity, sweep_residency
+    from research.forward_forms import SYNTHETIC_IDLE, fit_residency, heldout_form, heldout_form_capacity, sweep_residency
     from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
     from sdsl._io import atomic_write_text
 

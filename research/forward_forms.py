@@ -1,4 +1,4 @@
-"""CPU forward-pass terms the roofline misses (issue 11, batch-8 follow-up): a reported decoder-pricing variant.
+"""CPU forward-pass terms the roofline misses at batch 8: a research variant of the decoder pricing, not the default.
 
 Measured on this 2-core AMD EPYC VM (``benchmarks/bench_forward_split.py``; VALIDATION.md, "Forward terms"),
 three things make a whole forward of the reference family cost more than its operator and layer profiles
@@ -37,9 +37,9 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["FormParams", "fit_residency", "sweep_residency", "heldout_form_capacity", "CAPACITY_GRID_MIB", "residency_miss", "gemm_weight_bytes", "form_extra_s",
-           "fit_forward_form", "SYNTHETIC_IDLE", "heldout_form", "step_extras"]
+           "fit_forward_form", "SYNTHETIC_IDLE", "heldout_form", "step_extras", "FORWARD_TERMS", "priced_speedup_forward"]
 
-SYNTHETIC = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "forward_split_synthetic.json"
+SYNTHETIC = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "forward_split_synthetic.json"
 #: the same benchmark (plus 8 shapes at 6-25 MiB) with BOTH cores idle, run and repeat (``benchmarks/run_forward_split_idle.sh``)
 SYNTHETIC_IDLE = tuple(SYNTHETIC.parent / f"forward_split_synthetic_idle{s}.json" for s in ("", "_repeat"))
 
@@ -98,7 +98,7 @@ def sweep_residency(path=None) -> dict:
 
     from sdsl.core.model_switch import CACHE_SIZES, DRAM_FROM
 
-    sw = pd.read_csv(Path(__file__).resolve().parents[2] / "profiles" / "bandwidth-cpu.csv" if path is None else path)
+    sw = pd.read_csv(Path(__file__).resolve().parents[1] / "profiles" / "bandwidth-cpu.csv" if path is None else path)
     size, warm, cold = (sw[c].to_numpy(dtype=float) for c in ("size_bytes", "warm_gbs", "cold_gbs"))
     b_cache = np.median(warm[(size >= CACHE_SIZES[0]) & (size <= CACHE_SIZES[1])])
     b_dram = np.median(cold[size >= DRAM_FROM])
@@ -263,3 +263,26 @@ def heldout_form_capacity(held, spec: dict, inputs, sharpness: float, rho: float
         if best is None or rms < best[0]:
             best = (rms, form, meta | {"capacity_mib": c, "forward_rms_log": rms})
     return best[1], best[2]
+
+
+#: the terms of the decoder pricing's ``switch`` model (:data:`sdsl.experiments.decoder_pricing.MODELS`)
+FORWARD_TERMS = ("overhead", "finish", "resync", "switch")
+
+
+def priced_speedup_forward(target, draft, gamma, alpha, batch, ctx, hw, form: FormParams, *, overhead=0.0,
+                           overhead_plain=0.0, max_new: int | None = None, dram_ratio: float | None = None,
+                           terms=FORWARD_TERMS) -> float:
+    """The ``switch`` model's speedup (:func:`sdsl.experiments.decoder_pricing.shared_step`) priced with ``form``'s
+    fit, plus the forward terms' seconds (:func:`step_extras`) and the draft's switch term scaled by 1 − m(W_draft)."""
+    from sdsl.core.deployment import Deployment
+    from sdsl.core.model_switch import switch_time_s
+    from sdsl.experiments.decoder_pricing import measured_dram_ratio, shared_step
+
+    dep = Deployment(hw, dtype="fp32", context=ctx, params=form.params)
+    step = shared_step(target, draft, gamma, alpha, batch, dep, overhead=overhead, overhead_plain=overhead_plain,
+                       max_new=max_new, terms=terms, dram_ratio=dram_ratio)
+    extra, plain, scale = step_extras(target, draft, dep, gamma, batch, "resync" in terms, form)
+    rho = measured_dram_ratio() if dram_ratio is None else dram_ratio
+    switch = float(switch_time_s(draft, dep, batch=batch, ratio=rho)) if "switch" in terms and draft else 0.0
+    t_step = float(step.t_step_s) + extra + switch * (scale - 1.0)
+    return float(step.tau) / t_step * (float(step.t_plain_s) + plain)

@@ -1,4 +1,4 @@
-"""CPU forward terms (sdsl.experiments.forward_forms; VALIDATION.md "Forward terms"): the evidence benchmarks,
+"""CPU forward terms (research.forward_forms; VALIDATION.md "Forward terms"): the evidence benchmarks,
 the terms' arithmetic, and the held-out re-pricing of the committed decoder rows recomputed and pinned."""
 
 from __future__ import annotations
@@ -26,11 +26,8 @@ def _load(repo_root, rel):
 
 
 def _script(repo_root):
-    import importlib.util
+    import research.reprice_decoder_forward as module
 
-    spec = importlib.util.spec_from_file_location("reprice_decoder_forward", repo_root / "benchmarks" / "reprice_decoder_forward.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     return module
 
 
@@ -65,7 +62,7 @@ def test_in_forward_gemms_of_large_models_read_cold_weights(repo_root):
 def test_residency_curves_from_the_two_benchmarks(repo_root):
     """m(W): C = 4.6 MiB, k = 7.5 from the synthetic in-forward benchmark; C = 32.9 MiB, k = 3.3 from the idle
     bandwidth sweep (a plain re-read of one buffer)."""
-    from sdsl.experiments.forward_forms import fit_residency, residency_miss, sweep_residency
+    from research.forward_forms import fit_residency, residency_miss, sweep_residency
 
     _load(repo_root, "benchmarks/results/forward_split_synthetic.json")
     fwd, sweep = fit_residency(), sweep_residency()
@@ -80,7 +77,7 @@ def test_forward_extra_terms_arithmetic():
     from sdsl.core.architecture import ModelSpec
     from sdsl.core.deployment import Deployment
     from sdsl.core.latency import LatencyParams
-    from sdsl.experiments.forward_forms import FormParams, form_extra_s, gemm_weight_bytes, residency_miss
+    from research.forward_forms import FormParams, form_extra_s, gemm_weight_bytes, residency_miss
 
     spec = ModelSpec(name="t", family="test", n_layer=3, d_model=128, n_head=4, n_kv_head=2, d_ff=320, vocab_size=256, tied_embeddings=True)
     p = LatencyParams(eta_compute=0.01, eta_memory=0.05)
@@ -97,7 +94,7 @@ def test_forward_extra_terms_arithmetic():
 
 def test_committed_forward_repricing_recomputes(repo_root):
     """Every variant of both result files re-priced from its stored held-out fits gives its stored summary."""
-    from sdsl.experiments.forward_forms import FormParams
+    from research.forward_forms import FormParams
 
     script, spec = _script(repo_root), _spec()
     data = _load(repo_root, "benchmarks/results/validate_decoder.json")
@@ -115,7 +112,7 @@ def test_committed_forward_repricing_recomputes(repo_root):
 def test_one_heldout_forward_fit_refits(repo_root):
     """The stored fit of (byte-d288, byte-d64) is what a refit without their rows gives."""
     from sdsl.experiments.decoder_pricing import heldout_inputs, measured_dram_ratio
-    from sdsl.experiments.forward_forms import heldout_form
+    from research.forward_forms import heldout_form
 
     res, spec = _load(repo_root, RESULT), _spec()
     stored = next(f for f in res["variants"]["forward"]["fits"] if f["held_out"] == ["byte-d288", "byte-d64"])
@@ -169,7 +166,7 @@ def test_forward_terms_evidence_numbers(repo_root):
 
     from sdsl.core.deployment import Deployment
     from sdsl.core.latency import step_time_s
-    from sdsl.experiments.forward_forms import FormParams, form_extra_s
+    from research.forward_forms import FormParams, form_extra_s
 
     rows = {(r["model"], r["batch"], r["q"]): r for r in _load(repo_root, "benchmarks/results/forward_split.json")["rows"]}
     r = lambda m, b, q, k: round(rows[(m, b, q)][k], 2)  # noqa: E731
@@ -185,7 +182,7 @@ def test_forward_terms_evidence_numbers(repo_root):
     grow = [rows[("byte-d192", 1, q)]["in_layers_ms"] - rows[("byte-d192", 1, q)]["in_linear_ms"] for q in (1, 9)]
     assert (grow[1] - grow[0]) / 8 == pytest.approx(0.046, abs=5e-4)
     res = _load(repo_root, "benchmarks/results/forward_split_synthetic.json")
-    from sdsl.experiments.forward_forms import fit_residency
+    from research.forward_forms import fit_residency
 
     fit = fit_residency()
     assert fit["a_ms_per_linear"] == pytest.approx(0.011, abs=5e-4) and fit["rel_rms"] == pytest.approx(0.16, abs=0.005)
@@ -223,7 +220,7 @@ def test_capacity_chosen_by_the_held_out_forward_rows(repo_root):
     """Integrity check (reads back committed measurements; nothing is re-run).
     --residency fitted: fits that keep byte-d192's idle forward rows choose C = 8 MiB (m = 0.78 for its
     9.5 MiB of GEMM weights), those without them 4-8 MiB; re-priced 7.4% / +3.7% (pinned with the table)."""
-    from sdsl.experiments.forward_forms import gemm_weight_bytes, residency_miss
+    from research.forward_forms import gemm_weight_bytes, residency_miss
 
     v = _load(repo_root, FITTED)["variants"]["forward"]
     caps = {tuple(f["held_out"]): f["capacity_mib"] for f in v["fits"]}
@@ -248,7 +245,7 @@ def test_idle_split_holds_and_residency(repo_root):
     """VALIDATION.md "Idle residency": every hold of the idle split had core 0 <= 5% busy; 17 synthetic shapes of no
     family model per pass; the residency curve fitted on them (pooled C = 10.35 MiB, k = 2.47; run 11.86 / 3.50,
     repeat 7.85 / 1.87) gives byte-d192 m = 0.43, while byte-d192's own idle in-forward GEMM excess implies 1.22 / 0.70."""
-    from sdsl.experiments.forward_forms import SYNTHETIC_IDLE, fit_residency, residency_miss
+    from research.forward_forms import SYNTHETIC_IDLE, fit_residency, residency_miss
 
     family = {"byte-d64", "byte-d96", "byte-d128", "byte-wide", "byte-deep", "byte-d192", "byte-d288"}
     splits = [_load(repo_root, f"benchmarks/results/forward_split{k}_idle{s}.json") for k in ("_synthetic", "") for s in ("", "_repeat")]

@@ -1,11 +1,11 @@
 """VALIDATION.md, "What three GPUs can and cannot identify": every transfer form, leave one GPU out over Vidur's
-H100-SXM, A100-80GB and A40 (sdsl.experiments.transfer_forms), pinned at 1e-3: with each GPU fitted in the
+H100-SXM, A100-80GB and A40 (research.transfer_forms), pinned at 1e-3: with each GPU fitted in the
 shipped form (``shipped_table``), and in the form shipped before, on which the rule was chosen (``table``)."""
 
 import pytest
 
 from sdsl._paths import data_path
-from sdsl.experiments.transfer_forms import TRANSFER_FORMS, compare_transfer_forms
+from research.transfer_forms import TRANSFER_FORMS, compare_transfer_forms
 from sdsl.fit.profiles import read_vidur
 
 # (form, held-out GPU): (overall MAPE, decode MAPE, signed bias, signed bias in decode, transferred eta_memory)
@@ -96,7 +96,7 @@ def test_a_wrong_transfer_is_measurably_worse(table):
 
 def test_pairwise_matrix_as_published():
     """VALIDATION.md's 3 x 3 table: each GPU priced with each GPU's own fit (overall, decode MAPE)."""
-    from sdsl.experiments.transfer_forms import pairwise_transfer
+    from research.transfer_forms import pairwise_transfer
 
     t = pairwise_transfer(read_vidur(data_path("vidur")), gpu_form="untiled")
     got = {(r["gpu"], r["fit"]): (r["transfer_overall_mape"], r["transfer_decode_mape"]) for r in t.to_dict("records")}

@@ -1,4 +1,4 @@
-"""Which cross-GPU transfer form the held-out GPUs support (issue 13; VALIDATION.md "Cross-GPU transfer").
+"""Which cross-GPU transfer form the held-out GPUs support (VALIDATION.md, "Cross-GPU transfer").
 
 Every form is scored the same way as ``sdsl validate latency --transfer``: each GPU with measurements
 is priced from the OTHER GPUs' own-data fits (:func:`sdsl.fit.transfer.fit_each_gpu`), so the
@@ -8,7 +8,7 @@ held-out GPU contributes no row to what prices it. Forms:
   (nearest architecture first; the plain kernel average; same memory class first).
 * ``bandwidth``: a feature trend instead of a neighbour: logit η_memory linear in log memory
   bandwidth, least squares over the calibrated GPUs, every other parameter as ``kernel``.
-* ``borrow-h100``: the rule before issue 13, every GPU borrows the H100-SXM fit as it is
+* ``borrow-h100``: the rule before the architecture rule, every GPU borrows the H100-SXM fit as it is
   (re-scaled only by its own datasheet peaks); not defined for H100 itself.
 * ``size-as-time``: ``architecture``, with the GEMM size overhead's saturation scale B carried as the
   time its bytes take to stream (B·bw_target/bw_source) instead of bytes: the A40's fit lets the size
@@ -119,3 +119,9 @@ def transfer_forms_report(vidur_root: str | os.PathLike | None = None) -> dict[s
     for r in table.to_dict("records"):
         out.setdefault(r.pop("form"), {})[r.pop("gpu")] = r
     return out
+
+
+if __name__ == "__main__":  # python -m research.transfer_forms: every form, each GPU held out, as JSON
+    import json
+
+    print(json.dumps(transfer_forms_report(), indent=1, sort_keys=True))
