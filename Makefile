@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 SMOLLM2 := .cache/smollm2/.fetched
 
-.PHONY: run test install install-dev figures bench clean smollm2
+.PHONY: run test install install-dev figures bench clean smollm2 docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,9 +26,15 @@ install-dev: $(STAMP)
 run: $(VENV)/.installed
 	$(BIN)/sdsl optimize --target llama-3.1-70b --hardware h100-sxm --tp 4
 
-## make test: install with the dev extras, fetch the SmolLM2 GGUF its tests need, run the whole test suite.
+## make test: install with the dev extras, fetch the SmolLM2 GGUF its tests need, run the whole test suite, build the docs.
 test: $(STAMP) $(SMOLLM2)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(MAKE) --no-print-directory docs
+
+## make docs: the documentation site (mkdocs.yml) into site/; --strict makes every warning an error (never -q:
+## a quiet build does not count warnings).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 figures: $(STAMP)
 	$(BIN)/sdsl figures -o paper_figures
@@ -47,4 +53,4 @@ smollm2: $(STAMP) $(SMOLLM2)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m slow tests/unit/test_reference_smollm2.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

@@ -1,4 +1,5 @@
-"""Generate the README's CLI reference from the commands' --help text.
+"""Generate the README's CLI reference from the commands' --help text (the documentation site's CLI page
+is built from the same :func:`sections` by tools/mkdocs_hooks.py).
 
     .venv/bin/python tools/readme_cli.py          # rewrite the section in README.md
     .venv/bin/python tools/readme_cli.py --check  # exit 1 if README.md is stale (tests do this)
@@ -24,21 +25,25 @@ def _help(args: list[str]) -> str:
     return result.output.rstrip()
 
 
-def reference() -> str:
+def sections(level: int = 3) -> list[str]:
+    """Markdown of ``sdsl --help`` and every command's (and subcommand's) help, headings at ``level``."""
     import click
 
     from sdsl.cli import COMMANDS, cli
 
-    parts = [START, "", "```text", "$ sdsl --help", _help([]), "```"]
+    parts = ["```text", "$ sdsl --help", _help([]), "```"]
     ctx = click.Context(cli)
     for name in sorted(COMMANDS):
         cmd = cli.get_command(ctx, name)
-        parts += ["", f"### `sdsl {name}`", "", "```text", _help([name]), "```"]
+        parts += ["", f"{'#' * level} `sdsl {name}`", "", "```text", _help([name]), "```"]
         if isinstance(cmd, click.Group):
             for sub in sorted(cmd.list_commands(ctx)):
-                parts += ["", f"#### `sdsl {name} {sub}`", "", "```text", _help([name, sub]), "```"]
-    parts += ["", END]
-    return "\n".join(parts)
+                parts += ["", f"{'#' * (level + 1)} `sdsl {name} {sub}`", "", "```text", _help([name, sub]), "```"]
+    return parts
+
+
+def reference() -> str:
+    return "\n".join([START, "", *sections(3), "", END])
 
 
 def render(readme: str) -> str:
