@@ -92,7 +92,7 @@ def latency(data, figure, as_json, transfer, hardware_map):
         click.echo(f"wrote {figure}")
 
 
-from sdsl.cli.validate_decoder import decoder as _decoder  # noqa: E402  (issue 4: torch reference decoder; imports torch lazily)
+from sdsl.cli.validate_decoder import decoder as _decoder  # noqa: E402  (the torch reference decoder; imports torch lazily)
 
 validate.add_command(_decoder)
 

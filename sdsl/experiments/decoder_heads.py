@@ -218,7 +218,7 @@ def _price_rows(rows: list[dict], target_meta: dict, draft_metas: dict, context:
 
 def count_requested_heads(rows: list[dict], settings: dict) -> list[dict]:
     """Rows measured when tokens/s counted every emitted token, converted to the first ``max_new`` of each prompt
-    (issue 11's rule): the tokens emitted are τ × steps (batch 1) = tokens/s × seconds (pooled rates), the requested
+    (only the requested tokens count): the tokens emitted are τ × steps (batch 1) = tokens/s × seconds (pooled rates), the requested
     ones prompts × max_new; tokens/s and the speedup scale by their ratio (plain decoding never overshoots). Rows
     that carry ``new_tokens`` are returned as they are."""
     requested = settings["n_prompts"] * settings["max_new"]

@@ -167,7 +167,7 @@ def emitted_tokens(row: dict, max_new: int) -> int:
 
 def count_requested(rows: list[dict], max_new: int) -> list[dict]:
     """Rows measured when tokens/s counted overshoot, converted to the first ``max_new`` tokens of each sequence
-    (issue 11's rule; plain decoding never overshoots): tokens/s and every speedup × b·max_new / n. Rows that
+    (only the requested tokens count; plain decoding never overshoots): tokens/s and every speedup × b·max_new / n. Rows that
     carry ``new_tokens`` were measured that way already and are returned as they are."""
     return [row if "new_tokens" in row else to_requested(row, emitted_tokens(row, max_new), row["batch"] * max_new)
             for row in rows]

@@ -52,7 +52,7 @@ def sourced_host(specs, price, summarize, hosts: dict | None = None) -> dict:
 
 
 def goal_status(result: dict, speculative_key: str = "sourced_host") -> dict:
-    """Issue 9's three goals on a ``validate_published`` result: speculative median |error| ≤ 10% (with the
+    """The published-measurement goals on a ``validate_published`` result: speculative median |error| ≤ 10% (with the
     host time of ``speculative_key``: ``"sourced_host"`` or ``"summary"`` for none), plain decode ≤ 5%, and
     the k-sweep's best k (with the same host time) within one of the measured best."""
     goals = result["goals"]

@@ -1,4 +1,4 @@
-"""The serving experiments behind VALIDATION.md and paper_figures/serving_*.png (issue 5).
+"""The serving experiments behind VALIDATION.md and paper_figures/serving_*.png.
 
 Each function returns a pandas DataFrame; :func:`main` (``python -m sdsl.experiments.serving_evidence``)
 prints them all. Deployments (H100-SXM, roofline step times with the shipped latency parameters):

@@ -1,4 +1,4 @@
-"""The two costs the synthetic sweep's rows pay on a CPU beyond the per-forward roofline (issue 10).
+"""The two costs the synthetic sweep's rows pay on a CPU beyond the per-forward roofline.
 
 1. **CPU GEMM rows.** On this CPU's fp32 BLAS (one thread), a GEMM over m = 1 row runs a GEMV that
    streams the weights once; m = 2–3 rows stream them once per row, and from m = 4 on a packed kernel

@@ -83,7 +83,7 @@ def test_a_bandwidth_trend_is_not_supported(table):
 
 
 def test_a_wrong_transfer_is_measurably_worse(table):
-    """Borrowing the H100 fit for the A40 (the rule before issue 13) against the shipped transfer: more than
+    """Borrowing the H100 fit for the A40 (the rule before the architecture rule) against the shipped transfer: more than
     twice the decode error, decode rows priced 12% too fast on average (H100's eta_memory 0.995 on a GDDR6 card).
     Over all rows it is the better of the two (9.4% vs 11.2%): the A40's compute efficiency is nearer the
     H100's than the A100's, which the architecture rule does not see (VALIDATION.md)."""

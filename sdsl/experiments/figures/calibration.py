@@ -15,7 +15,7 @@ def fig_latency_validation(quick: bool = False):
     from sdsl.experiments.latency_validation import leave_one_model_out
     from sdsl.fit.profiles import read_vidur, read_vidur_elementwise
 
-    data = read_vidur(data_path("vidur"), hardware=("h100", "a100"))  # the A40's panel: VALIDATION.md, issue 13
+    data = read_vidur(data_path("vidur"), hardware=("h100", "a100"))  # the A40's panel: VALIDATION.md, "Cross-GPU transfer"
     if quick:
         data = data[data["hardware"] == "h100"]
     _, points, _ = leave_one_model_out(data, elementwise=read_vidur_elementwise(data_path("vidur")))
