@@ -7,7 +7,9 @@
   paper_figures/README.md as they are in the repository, and ``figures/*.png`` — the committed figures;
 - ``<!-- sdsl: ARGS -->`` in a page becomes ``$ sdsl ARGS`` and the command's real output, and
   ``<!-- python: FILE ARGS -->`` the script's source and its output;
-- a registered figure appears after the first paragraph of a page that names its file (``serving_k_vs_batch.png``).
+- a registered figure appears after the first paragraph of a page that names its file (``serving_k_vs_batch.png``);
+- a list that starts right under a paragraph (GitHub renders it as a list, Python-Markdown would not) gets the
+  blank line before it.
 
 Configured in mkdocs.yml (``hooks:``); ``make docs`` runs ``mkdocs build --strict``.
 """
@@ -25,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # generated page -> (repository file it copies, its title replaced by)
 COPIED = {"validation.md": ("VALIDATION.md", None), "benchmarks.md": ("BENCHMARKS.md", None),
           "figures.md": ("paper_figures/README.md", "# Figures")}
+LIST_ITEM = re.compile(r"^(- |\* |\d+\. )")
 RUN = re.compile(r"^<!-- sdsl: (.+?) -->$", re.M)
 SCRIPT = re.compile(r"^<!-- python: (\S+)(.*?) -->$", re.M)
 
@@ -151,7 +154,20 @@ def _with_figures(markdown: str, page_src: str) -> str:
     return "\n".join(out)
 
 
+def _lists_after_paragraphs(markdown: str) -> str:
+    out, fence = [], False
+    for line in markdown.split("\n"):
+        if line.lstrip().startswith("```"):
+            fence = not fence
+        prev = out[-1] if out else ""
+        if (not fence and LIST_ITEM.match(line) and prev.strip() and not LIST_ITEM.match(prev.lstrip())
+                and not prev.startswith((" ", "|", "#"))):
+            out.append("")
+        out.append(line)
+    return "\n".join(out)
+
+
 def on_page_markdown(markdown, page, config, files):
     markdown = RUN.sub(lambda m: _run(m.group(1)), markdown)
     markdown = SCRIPT.sub(lambda m: _script(m.group(1), m.group(2)), markdown)
-    return _with_figures(markdown, page.file.src_uri)
+    return _with_figures(_lists_after_paragraphs(markdown), page.file.src_uri)

@@ -34,12 +34,12 @@ __all__ = [
     "fit_draft_law",
 ]
 
-# The 13 targets of SDSL's regression (docs/model.md §3.2); parameter counts come from the model catalog.
 SDSL_TARGETS = (
     "opt-13b", "opt-30b", "opt-66b", "llama-3-70b", "llama-3.1-70b",
     "qwen1.5-14b", "qwen1.5-32b", "qwen1.5-72b", "qwen1.5-110b",
     "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b", "seed-oss-36b",
 )
+"""The 13 targets of SDSL's regression (docs/model.md §3.2); parameter counts come from the model catalog."""
 
 
 # The paper's regression over its 13 targets (arXiv 2603.11053): N* = mu·M + m0, with 95% CIs.

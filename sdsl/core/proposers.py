@@ -370,6 +370,7 @@ class NGramLookup(Proposer):
 
 PROPOSER_KINDS = {"draft": DraftModel, "eagle": EagleHead, "eagle3": Eagle3Head, "medusa": MedusaHeads,
                   "mtp": MTPLayers, "ngram": NGramLookup}
+"""Proposer kind (as ``--proposer`` and :func:`make_proposer` name it) -> the class that prices it."""
 
 
 def make_proposer(text, **overrides) -> Proposer:

@@ -60,6 +60,7 @@ class LossLaw:
 
 
 CHINCHILLA = LossLaw()
+"""Chinchilla's loss law L(N, D) with Hoffmann et al. (2022)'s fitted constants (docs/model.md §1)."""
 
 
 def perplexity(params, tokens, law: LossLaw = CHINCHILLA) -> np.ndarray:
@@ -112,6 +113,7 @@ class AcceptancePlane:
 
 
 SDSL_PLANE = AcceptancePlane()
+"""SDSL's fitted acceptance plane α(draft perplexity, target perplexity) (Bozorgkhoo & Molybog; docs/model.md §3.2)."""
 
 
 def acceptance_from_sizes(

@@ -52,8 +52,8 @@ def tokens_per_flop(alpha, gamma, draft_params, target_params) -> np.ndarray:
     return speedup(alpha, gamma, n / m) / (2.0 * m)
 
 
-#: :func:`predict`'s result: the priced step every caller shares (:class:`~sdsl.core.priced_step.PricedStep`).
 SDPrediction = PricedStep
+""":func:`predict`'s result: the priced step every caller shares (:class:`~sdsl.core.priced_step.PricedStep`)."""
 
 
 def plain_tokens_per_s(target, deployment, *, batch=1) -> np.ndarray:

@@ -48,8 +48,8 @@ _SCALE = {"eta_compute": 0.1, "eta_memory": 0.1, "t_kernel": 1e-6, "t_layer": 1e
 #: The GEMM kernel terms ``kernel_terms=True`` fits (wave tail, size overhead; VALIDATION.md).
 KERNEL_TERMS = ("tail_waves", "t_kernel_size", "kernel_size_bytes")
 _REQUIRED = ("num_tokens", "in_features", "out_features", "time_s")
-#: GEMM row tile of GPU kernel libraries (Vidur's H100/A100 times step every 128 tokens; VALIDATION.md).
 GPU_M_TILE = 128
+"""GEMM row tile of GPU kernel libraries (Vidur's H100/A100 times step every 128 tokens; VALIDATION.md)."""
 
 
 def _arrays(data: "pd.DataFrame", dtype: str | None, params: LatencyParams, sm_count=None):

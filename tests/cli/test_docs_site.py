@@ -56,3 +56,9 @@ def test_a_figure_follows_the_paragraph_that_names_it():
     assert out.index("![serving_k_vs_batch.png](figures/serving_k_vs_batch.png)") > out.index("against batch.")
     assert out.index("![serving_k_vs_batch.png]") < out.index("Next paragraph.")
     assert hooks._with_figures("```\nserving_k_vs_batch.png\n```\n", "validation.md").count("![") == 0
+
+
+def test_a_list_right_under_a_paragraph_becomes_a_list():
+    hooks = _hooks()
+    assert hooks._lists_after_paragraphs("Terms:\n- one\n- two\n") == "Terms:\n\n- one\n- two\n"
+    assert hooks._lists_after_paragraphs("```\nx\n- y\n```") == "```\nx\n- y\n```"
