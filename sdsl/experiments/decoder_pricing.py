@@ -33,7 +33,7 @@ variant adds CPU-only seconds outside the shared pricing, and says so:
   resync pass at 2b), the plain step at b rows.
 
 The CPU forward terms (cold weights, GEMM packing, per-row cost) are a research variant outside the package:
-``research/forward_forms.py`` (VALIDATION.md, "Forward terms").
+``research/forward_forms.py`` (VALIDATION.md, "Variants not adopted").
 """
 
 from __future__ import annotations
