@@ -1,7 +1,8 @@
-"""Where and how models run: one frozen value for hardware, parallelism, precision, context and
-latency parameters, passed whole to :func:`~sdsl.core.throughput.predict`,
+"""Where and how models run: one frozen value for hardware, parallelism, precision, context, latency
+parameters and the engine that runs them, passed whole to :func:`~sdsl.core.throughput.predict`,
 :func:`~sdsl.core.latency.step_time`, :func:`~sdsl.core.search.evaluate_grid`, the serving
-simulator and the CLI (the roofline step time of docs/model.md §3.3 reads all of them).
+simulator and the CLI (the roofline step time of docs/model.md §3.3 reads all of them; the engine's execution
+profile, §3.8, prices the host time around it).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from numbers import Integral, Real
 from pathlib import Path
 
 from sdsl.core.architecture import dtype_bytes
+from sdsl.core.engine import EngineProfile, resolve_engine
 from sdsl.core.hardware import Hardware, get_hardware
 from sdsl.core.latency_params import LatencyParams, default_params
 from sdsl.errors import InvalidInputError
@@ -33,7 +35,10 @@ class Deployment:
     (resolved to a Hardware). tp / draft_tp: tensor-parallel degrees of the target and the draft.
     dtype: weight and activation precision (fp32, bf16, fp16, fp8). context: tokens already in each
     sequence's KV cache (the mean, for mixed lengths). params: roofline latency parameters;
-    ``None`` uses :func:`~sdsl.core.latency.default_params` of the hardware.
+    ``None`` uses :func:`~sdsl.core.latency.default_params` of the hardware. engine: the engine's execution
+    profile (:class:`~sdsl.core.engine.EngineProfile` or any :func:`~sdsl.core.engine.resolve_engine` spec:
+    ``"vllm"``, ``"vllm:2025-04"``, ``"sglang-spec-v2"``, ``"ideal"``, a profile name or ``.json`` file);
+    ``None`` is the newest vLLM profile on a GPU and ``"ideal"`` (the roofline alone) on a CPU.
     """
 
     hardware: Hardware
@@ -42,9 +47,10 @@ class Deployment:
     dtype: str = "bf16"
     context: float = 1024
     params: LatencyParams | None = None
+    engine: EngineProfile | None = None
 
     def __init__(self, hardware, *, tp: int = 1, draft_tp: int = 1, dtype: str = "bf16", context=1024,
-                 params: LatencyParams | None = None) -> None:
+                 params: LatencyParams | None = None, engine=None) -> None:
         hw = get_hardware(hardware) if isinstance(hardware, (str, Path, Hardware)) else None
         if hw is None:
             raise InvalidInputError(f"hardware must be a catalog name, a .toml/.json file or a Hardware; got {hardware!r}.")
@@ -60,6 +66,7 @@ class Deployment:
         set_(self, "dtype", str(dtype).lower())
         set_(self, "context", int(context) if float(context).is_integer() else float(context))
         set_(self, "params", params if params is not None else default_params(hw))
+        set_(self, "engine", resolve_engine(engine, hardware=hw))
 
     @classmethod
     def of(cls, value) -> "Deployment":
@@ -80,6 +87,6 @@ class Deployment:
         return replace(self, tp=self.draft_tp, params=params or self.params)
 
     def to_dict(self) -> dict:
-        """JSON-ready: the hardware by name, the latency parameters as a dict."""
+        """JSON-ready: the hardware by name, the latency parameters as a dict, the engine profile's summary."""
         return {"hardware": self.hardware.name, "tp": self.tp, "draft_tp": self.draft_tp, "dtype": self.dtype,
-                "context": self.context, "params": self.params.to_dict()}
+                "context": self.context, "params": self.params.to_dict(), "engine": self.engine.summary()}
