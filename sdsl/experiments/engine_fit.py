@@ -20,13 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sdsl.core.engine import FREE_TERMS, EngineProfile, engine_profiles, host_seconds
+from sdsl.core.engine import FREE_TERMS, EngineProfile, engine_profiles
+from sdsl.fit.engine_calibration import TERM_BOUNDS as BOUNDS
 
-__all__ = ["Point", "published_points", "free_terms", "fit_profiles", "loso", "predict_point", "SPEED_METRICS"]
-
-SPEED_METRICS = ("decode_tok_per_s_per_seq", "output_tok_per_s_incl_prefill", "decode_tok_per_s",
-                 "output_tok_per_s_aggregate")
-BOUNDS = {"host_step_s": 0.05, "spec_step_s": 0.05, "draft_pass_s": 0.01, "launch_s": 2e-4}  # upper bounds (s)
+__all__ = ["Point", "published_points", "free_terms", "fit_profiles", "loso", "predict_point"]
 
 
 @dataclass
@@ -43,57 +40,34 @@ class Point:
     def plain(self) -> bool:
         return self.spec.proposer is None
 
+    @property
+    def batch(self) -> float:
+        return float(self.spec.batch)
 
-class _Stack:
-    """Points priced by one profile, their pieces stacked on one axis so that one :func:`host_seconds` call prices
-    them all (the fit's inner loop)."""
+    @property
+    def measured(self) -> float:
+        return float(self.spec.measured)
 
-    def __init__(self, points: list[Point]):
-        from sdsl.core.engine import StepPieces
-
-        self.points, self.profile = points, points[0].profile
-        pcs = [p.step.pieces for p in points]
-        col = lambda name: np.array([float(np.asarray(getattr(x, name))) for x in pcs])  # noqa: E731
-
-        def rows(attr):
-            width = max(len(getattr(x, attr)) for x in pcs)
-            out = []
-            for j in range(width):
-                entry = [getattr(x, attr)[j] if j < len(getattr(x, attr)) else (0.0, 0.0, 0.0, False) for x in pcs]
-                out.append(tuple(np.array([float(np.asarray(e[i])) for e in entry]) for i in range(3))
-                           + (np.array([bool(np.asarray(e[3])) for e in entry]),))
-            return tuple(out)
-
-        self.pieces = StepPieces(gpu_step_s=col("gpu_step_s"), gpu_plain_s=col("gpu_plain_s"),
-                                 speculative=np.array([bool(np.asarray(x.speculative)) for x in pcs]),
-                                 passes=col("passes"), steps=col("steps"), kind="", eager_step=rows("eager_step"),
-                                 eager_plain=rows("eager_plain"))
-        self.batch = np.array([float(p.spec.batch) for p in points])
-        self.tau = np.array([float(np.asarray(p.step.tau)) for p in points])
-        metric = [("plain-tpot" if p.plain and p.spec.metric == "TPOT" else "plain" if p.plain else
-                   "tpot" if p.spec.metric == "TPOT" else "speedup" if p.spec.metric == "speedup_vs_autoregressive"
-                   else "rate") for p in points]
-        self.metric = np.array(metric)
-        self.measured = np.array([p.spec.measured for p in points])
-
-    def predict(self, terms: dict | None = None) -> np.ndarray:
-        hs, hp = host_seconds(self.profile, self.pieces, **(terms or {}))
-        t_step, t_plain = self.pieces.gpu_step_s + hs, self.pieces.gpu_plain_s + hp
-        m, b, tau = self.metric, self.batch, self.tau
-        return np.select([m == "plain-tpot", m == "plain", m == "tpot", m == "speedup"],
-                         [1e3 * t_plain, b / t_plain, 1e3 * t_step / tau, (tau / t_step) * t_plain], b * tau / t_step)
+    @property
+    def metric(self) -> str:
+        """The row's metric as the engine calibration names it (tpot_ms, tokens_per_s, speedup)."""
+        return {"TPOT": "tpot_ms", "speedup_vs_autoregressive": "speedup"}.get(self.spec.metric, "tokens_per_s")
 
 
 def _stacks(points: list[Point]) -> list:
+    from sdsl.fit.engine_calibration import StackedPoints
+
     groups: dict = {}
     for p in points:
         groups.setdefault(p.profile.name, []).append(p)
-    return [_Stack(g) for g in groups.values()]
+    return [StackedPoints(g) for g in groups.values()]
 
 
 def predict_point(point: Point, terms: dict | None = None) -> float:
     """The row's metric with ``terms`` (the profile's time terms overridden): tokens/s, TPOT (ms) or speedup."""
-    return float(_Stack([point]).predict(terms)[0])
+    from sdsl.fit.engine_calibration import StackedPoints
+
+    return float(StackedPoints([point]).predict(terms)[0])
 
 
 def published_points(row_sets=None) -> tuple[list[Point], list[dict]]:
