@@ -4,11 +4,14 @@ published rows each profile prices, and the same fit leaving out one source at a
 Every published row sdsl can price is priced once with its profile (:func:`sdsl.experiments.published_rows.row_engine`;
 the measured accepted length is τ) and kept as its :class:`~sdsl.core.engine.StepPieces`; varying a profile's time
 terms then costs one :func:`sdsl.core.engine.host_seconds` call per row, not a new pricing. A profile's free terms
-minimise Σ log(predicted / measured)² over its rows (bounded below by zero). A term no row moves keeps its fallback.
+minimise Σ log(predicted / measured)² over its rows (bounded below by zero). A term its rows cannot pin — no row
+moves it, or every row it moves moves in proportion to another term of a profile with more rows (a per-step host
+time and a per-speculative-step one, where no row tells them apart) — takes the fallback below and the rest are
+refitted with it held.
 
 Leave-one-source-out (:func:`loso`): for each source (a PR, an issue, a README, a leaderboard), every profile is
 refitted without that source's rows and the held-out rows are priced with the result. A profile left without rows (or
-with a term its remaining rows cannot move) takes the term from the same engine's other profiles fitted in that fold
+with a term its remaining rows cannot pin) takes the term from the same engine's other profiles fitted in that fold
 (the nearest by date), else the median of the term over every profile fitted in that fold, else zero. Inherited
 terms (``"inherit"``: a later build that keeps an earlier build's fitted value, times a sourced ``"scale"``) follow
 their parent in every fold.
@@ -152,47 +155,98 @@ def _components(catalog: dict, keys: list) -> list:
     return [(groups[root], members[root]) for root in groups]
 
 
-def fit_profiles(points: list[Point], held_out: str | None = None) -> dict:
-    """{profile name: {term: value}} of every catalog profile, its free terms (``"fit": "published"``) fitted on
-    ``points`` (without the source ``held_out``) by least squares in log, inherited terms following their parent (so a
-    later build's rows inform the terms it shares; such profiles are fitted together), with the module docstring's
-    fallbacks for a parameter no remaining row moves; ``"_fitted"`` lists, per profile, the free terms its rows
-    pinned."""
+def _identifiable(residuals, x, hi) -> list:
+    """Indices of the parameters the rows can pin: a column of the Jacobian that is not zero, and not proportional
+    to the column of a parameter kept before it (parameters are ordered by how many rows their profile has)."""
+    base = residuals(x)
+    cols = []
+    for j in range(len(x)):
+        probe = x.copy()
+        probe[j] = x[j] + 0.01 * hi[j]
+        cols.append((residuals(probe) - base) / (0.01 * hi[j]))
+    keep, units = [], []
+    for j, c in enumerate(cols):
+        norm = np.linalg.norm(c)
+        if norm < 1e-6:
+            continue
+        u = c / norm
+        if any(abs(float(u @ v)) > 1 - 1e-6 for v in units):
+            continue
+        keep.append(j)
+        units.append(u)
+    return keep
+
+
+def _fit_component(catalog, group, stacks, members, fixed: dict):
+    """(pinned parameters {key: value}, keys the rows cannot pin) of one component, with ``fixed`` parameters held."""
     from scipy.optimize import least_squares
 
-    catalog = {k: v for k, v in engine_profiles().items() if k != "ideal"}
-    keys = [(name, t) for name, prof in catalog.items() for t in free_terms(prof)]
-    use = [p for p in points if p.source != held_out]
-    params, pinned = {}, {}
-    for group, members in _components(catalog, keys):
-        rows = [p for p in use if p.base in members]
-        if not rows:
-            continue
-        stacks = _stacks(rows)
-        hi = np.array([BOUNDS[t] for _, t in group])
+    hi_all = np.array([BOUNDS[t] for _, t in group])
 
-        def residuals(x, group=group, stacks=stacks, members=members):
-            values = _resolve({m: catalog[m] for m in catalog}, dict(zip(group, x)), only=members)
+    zeros = {k: 0.0 for k in group}  # a parameter neither fitted nor fixed is 0, never the value the file holds
+
+    def residuals_for(free):
+        def residuals(x):
+            values = _resolve(catalog, {**zeros, **fixed, **dict(zip(free, x))}, only=members)
             return np.concatenate([np.log(st.predict(values[st.points[0].base]) / st.measured) for st in stacks])
+        return residuals
 
-        x0 = hi / 100.0  # a fixed start: the fit does not depend on the values the file holds
-        x = least_squares(residuals, x0, bounds=(np.zeros(len(group)), hi), x_scale=hi / 100.0).x
-        base = residuals(x)
-        for j, key in enumerate(group):  # a parameter no row moves: < 1e-6 in any log-prediction over 10% of its bound
-            probe = x.copy()
-            probe[j] = min(hi[j], x[j] + 0.1 * hi[j])
-            if np.abs(residuals(probe) - base).max() >= 1e-6:
-                pinned.setdefault(key[0], []).append(key[1])
-                params[key] = float(x[j])
-    for name, term in keys:  # fallbacks for parameters this fold could not pin
-        if (name, term) in params:
+    keep = [group[j] for j in _identifiable(residuals_for(group), hi_all / 100.0, hi_all)]
+    if not keep:
+        return {}, list(group)
+    hi = np.array([BOUNDS[t] for _, t in keep])
+    x = least_squares(residuals_for(keep), hi / 100.0, bounds=(np.zeros(len(keep)), hi), x_scale=hi / 100.0).x
+    return {key: float(v) for key, v in zip(keep, x)}, [k for k in group if k not in keep]
+
+
+def _fallbacks(catalog, keys, params, pinned) -> dict:
+    """The value of every free parameter its fold could not pin: the same engine's nearest profile (by date) that
+    pinned it, else the median over the profiles that pinned it, else zero."""
+    out = {}
+    for name, term in keys:
+        if term in pinned.get(name, []):
             continue
         prof = catalog[name]
         same = [(abs(_days(catalog[o].date) - _days(prof.date)), o) for o in catalog
                 if o != name and catalog[o].engine == prof.engine and term in pinned.get(o, [])]
         pooled = [params[(o, t)] for o, ts in pinned.items() for t in ts if t == term]
-        params[(name, term)] = (params[(min(same)[1], term)] if same else float(np.median(pooled)) if pooled else 0.0)
-    values = _resolve(catalog, params)
+        out[(name, term)] = params[(min(same)[1], term)] if same else float(np.median(pooled)) if pooled else 0.0
+    return out
+
+
+def fit_profiles(points: list[Point], held_out: str | None = None) -> dict:
+    """{profile name: {term: value}} of every catalog profile, its free terms (``"fit": "published"``) fitted on
+    ``points`` (without the source ``held_out``) by least squares in log, inherited terms following their parent (so a
+    later build's rows inform the terms it shares; such profiles are fitted together), with the module docstring's
+    fallbacks for a parameter the remaining rows cannot pin (no row moves it, or it moves them only in proportion to
+    a parameter of a profile with more rows); ``"_fitted"`` lists, per profile, the free terms its rows pinned."""
+    catalog = {k: v for k, v in engine_profiles().items() if k != "ideal"}
+    keys = [(name, t) for name, prof in catalog.items() for t in free_terms(prof)]
+    use = [p for p in points if p.source != held_out]
+    counts = {name: sum(p.base == name for p in use) for name in catalog}
+    params, components = {}, []
+    for group, members in _components(catalog, keys):
+        rows = [p for p in use if p.base in members]
+        if not rows:
+            continue
+        group = sorted(group, key=lambda k: -counts[k[0]])
+        stacks = _stacks(rows)
+        got, dropped = _fit_component(catalog, group, stacks, members, {})
+        params.update(got)
+        components.append((group, stacks, members, dropped))
+    pinned = {}
+    for name, term in params:
+        pinned.setdefault(name, []).append(term)
+    fallback = {}
+    for _ in range(3):  # fallbacks from this fold's fits, then a refit of what the rows pin with them held (twice)
+        fallback = _fallbacks(catalog, keys, params, pinned)
+        for group, stacks, members, dropped in components:
+            if dropped:
+                fixed = {k: fallback[k] for k in dropped}
+                got, _ = _fit_component(catalog, [k for k in group if k not in dropped], stacks, members, fixed)
+                params.update(got)
+    params.update(fallback)
+    values = _resolve(catalog, {**{k: 0.0 for k in keys}, **params})
     values["_fitted"] = {name: pinned.get(name, []) for name in catalog}
     return values
 

@@ -1,12 +1,16 @@
-"""Every number VALIDATION.md states about the published development set, recomputed."""
+"""Every number VALIDATION.md states in "Published engine measurements, priced with each engine's execution profile",
+recomputed (errors at 0.05 percentage points, fitted terms at 1 µs), and the section checked to still state it.
+The pinned values depend on the shipped latency calibrations: a refit of those moves them (re-pin both together)."""
 
 from __future__ import annotations
 
 import pytest
 
+from sdsl._paths import REPO_ROOT
 from sdsl.experiments.published_validation import validate_published
 
-R = 1e-3
+E = 5e-4  # errors are pinned to 0.05 percentage points
+SECTION = "Published engine measurements, priced with each engine's execution profile"
 
 
 @pytest.fixture(scope="module")
@@ -14,242 +18,144 @@ def result():
     return validate_published()
 
 
+def _section() -> str:
+    text = (REPO_ROOT / "VALIDATION.md").read_text()
+    start = text.index(f"## {SECTION}")
+    end = text.index("\n## ", start + 3)
+    return " ".join(text[start:end].split())
+
+
+def _says(*fragments):
+    body = _section()
+    for f in fragments:
+        assert " ".join(f.split()) in body, f"VALIDATION.md no longer says {f!r}: update it and this test together"
+
+
+def _pct(x, signed=True) -> str:
+    return (f"{100 * x:+.1f}%" if signed else f"{100 * x:.1f}%").replace("-", "−")
+
+
 def test_row_accounting(result):
-    assert len(result["rows"]) == 38 and len(result["unpriced"]) == 14  # of 20 + 32 rows
-    reasons = " ".join(u["reason"] for u in result["unpriced"])
-    assert "RTX 3090" in reasons and "Hydra" in reasons and "Lookahead" in reasons and "no accepted length" in reasons
+    rows, unpriced = result["rows"], result["unpriced"]
+    assert len(rows) == 64 and len(unpriced) == 13
+    counts = {}
+    for r in rows:
+        counts[r["class"]] = counts.get(r["class"], 0) + 1
+    assert counts == {"engine_decode": 22, "spec_bench": 18, "engine_speculative": 22, "hf_eager_decode": 1, "eager": 1}
+    reasons = " ".join(u["reason"] for u in unpriced)
+    assert "Hydra" in reasons and "Lookahead" in reasons and "NVIDIA L20" in reasons
+    assert sum("no accepted length" in u["reason"] for u in unpriced) == 9
+    _says("**Not priced (13 rows), and why:**")
 
 
-def test_summaries(result):
-    s = result["summary"]
-    assert s["engine_decode"]["n"] == 18
-    assert s["engine_decode"]["median_abs_error"] == pytest.approx(0.027872, rel=R)
-    assert s["engine_decode"]["mean_abs_error"] == pytest.approx(0.060506, rel=R)
-    assert s["engine_decode"]["worst_error"] == pytest.approx(0.320589, rel=R)
-    assert s["engine_decode"]["median_signed_error"] == pytest.approx(-0.012179, rel=R)
-    assert s["engine_speculative"]["n"] == 5
-    assert s["engine_speculative"]["median_abs_error"] == pytest.approx(0.394064, rel=R)
-    assert s["engine_speculative"]["mean_abs_error"] == pytest.approx(0.394774, rel=R)
-    assert s["engine_speculative"]["worst_error"] == pytest.approx(0.434197, rel=R)
-    assert s["engine_speculative"]["median_signed_error"] == pytest.approx(0.394064, rel=R)
-    assert s["engine_speculative_stated_gpu"]["median_abs_error"] == pytest.approx(0.376755, rel=R)
-    assert s["spec_bench"]["n"] == 14
-    assert s["spec_bench"]["median_abs_error"] == pytest.approx(0.165132, rel=R)
-    assert s["spec_bench"]["mean_abs_error"] == pytest.approx(0.167824, rel=R)
-    assert s["spec_bench"]["worst_error"] == pytest.approx(0.356939, rel=R)
-    assert s["eager"]["worst_error"] == pytest.approx(2.99500, rel=R)
+@pytest.mark.parametrize("cls, label, median, worst, signed", [
+    ("engine_speculative", "loso", 0.124, 0.272, 0.036),
+    ("engine_speculative", "shipped", 0.097, 0.166, -0.000),
+    ("engine_speculative", "ideal", 0.379, 0.876, 0.379),
+    ("engine_speculative_dev", "loso", 0.071, 0.098, 0.071),
+    ("engine_speculative_dev", "ideal", 0.394, 0.434, 0.394),
+    ("spec_bench", "loso", 0.122, 0.232, 0.122),
+    ("spec_bench", "shipped", 0.052, 0.158, 0.024),
+    ("spec_bench", "ideal", 0.189, 0.357, 0.189),
+    ("engine_decode", "loso", 0.032, 0.321, -0.019),
+    ("engine_decode", "ideal", 0.032, 0.321, -0.018),
+    ("engine_decode_dev", "loso", 0.030, 0.321, -0.016),
+])
+def test_class_summaries(result, cls, label, median, worst, signed):
+    s = result["summary"][cls][label]
+    assert s["median_abs_error"] == pytest.approx(median, abs=E + 5e-4)
+    assert s["worst_error"] == pytest.approx(worst, abs=E + 5e-4)
+    assert s["median_signed_error"] == pytest.approx(signed, abs=E + 5e-4)
+    if cls in ("engine_speculative", "spec_bench", "engine_decode") and label == "loso":
+        _says(f"{_pct(median, False)}** / {_pct(worst)} /")
 
 
-def test_leave_one_source_out_overhead(result):
-    loso = result["loso_overhead"]
-    assert loso["engine_decode"]["median_abs_error"] == pytest.approx(0.078964, rel=R)
-    assert loso["engine_speculative"]["median_abs_error"] == pytest.approx(0.155112, rel=R)
-    assert loso["engine_speculative"]["worst_error"] == pytest.approx(0.254657, rel=R)
-    fitted = sorted({round(r["overhead_s"] * 1e6) for r in loso["rows"]})
-    assert fitted == [320, 325, 410, 420, 425, 565]  # µs, one per held-out source
+def test_the_eager_rows(result):
+    rows = {r["class"]: r for r in result["rows"] if r["class"] in ("hf_eager_decode", "eager")}
+    assert rows["hf_eager_decode"]["error"] == pytest.approx(-0.0356, abs=E)
+    assert rows["hf_eager_decode"]["error_ideal"] == pytest.approx(0.4292, abs=E)
+    assert rows["eager"]["error"] == pytest.approx(1.2267, abs=E)
+    assert rows["eager"]["error_ideal"] == pytest.approx(2.9950, abs=E)
+    _says("| 1 | −3.6% | −3.6% | +42.9% |", "| 1 | **+122.7%** | +122.7% | +299.5% |")
 
 
-def test_leave_one_source_out_host_step(result):
-    host = result["loso_host_step"]["engine_speculative"]
-    assert host["n"] == 5
-    assert host["median_abs_error"] == pytest.approx(0.03273, rel=R)
-    assert host["mean_abs_error"] == pytest.approx(0.034885, rel=R)
-    assert host["worst_error"] == pytest.approx(-0.064216, rel=R)
-    assert host["median_signed_error"] == pytest.approx(0.016696, rel=R)
-    fitted = {r["source"]: round(r["overhead_s"] * 1e6) for r in result["loso_host_step"]["rows"]}
-    assert fitted == {"github-pr:vllm-project/vllm#16035": 3900, "github-pr:sgl-project/sglang#4247": 3445}
-    errs = {r["row"]: r["error"] for r in result["loso_host_step"]["rows"]}
-    for i, err in {24: -0.0642, 25: -0.0078, 26: 0.0327, 27: 0.0167, 28: 0.0530}.items():
-        assert errs[i] == pytest.approx(err, abs=1e-3)
+def test_rows_the_section_names(result):
+    def row(src, proposer=None, gamma=None, profile=None):
+        return next(r for r in result["rows"] if src in r["source_key"] and r["proposer"] == proposer
+                    and (gamma is None or r["gamma"] == gamma) and (profile is None or r["profile"] == profile))
+
+    worst = row("sglang#4247", "eagle3", profile="sglang-2025-01+no-cuda-graphs")
+    assert worst["error"] == pytest.approx(0.272, abs=E + 5e-4) and worst["error_shipped"] == pytest.approx(0.166, abs=1e-3)
+    assert row("sglang#4247", "eagle", profile="sglang-2025-01+no-cuda-graphs")["error"] == pytest.approx(-0.018, abs=1e-3)
+    assert row("sglang#11398", "eagle", profile="sglang-2025-10")["error"] == pytest.approx(-0.102, abs=1e-3)
+    assert row("sglang#11398", "eagle", profile="sglang-spec-v2-2025-10")["error"] == pytest.approx(-0.145, abs=1e-3)
+    assert row("TensorRT-LLM#5146", "eagle3")["error"] == pytest.approx(0.158, abs=1e-3)
+    e1 = [row("vllm#20780", "eagle", g)["error"] for g in range(2, 8)]
+    e3 = [row("vllm#20780", "eagle3", g)["error_shipped"] for g in range(2, 8)]
+    assert min(e1) == pytest.approx(-0.140, abs=1e-3) and max(e1) == pytest.approx(-0.124, abs=1e-3)
+    assert min(e3) == pytest.approx(0.070, abs=1e-3) and max(e3) == pytest.approx(0.149, abs=1e-3)
+    assert row("vllm#16937")["error"] == pytest.approx(0.165, abs=1e-3)
+    assert row("vllm#16937")["error_shipped"] == pytest.approx(0.049, abs=1e-3)
+    _says("(+27.2%, the worst row)", "−10.2% v1, −14.5% v2", "(+15.8%)", "(−12% to −14% on EAGLE-1)",
+          "+7% to +15% fast", "(+16.5% left out, +4.9% in sample)")
 
 
-def test_k_sweep(result):
+def test_fitted_terms_and_their_fallbacks(result):
+    from sdsl.core.engine import engine_profiles
+
+    p = engine_profiles()
+    ms = lambda name, term: 1e3 * getattr(p[name], term)  # noqa: E731
+    assert ms("sglang-2025-10", "host_step_s") == pytest.approx(1.107, abs=1e-3)  # pinned by the v1/v2 pair
+    assert ms("trtllm-2025-06", "spec_step_s") == pytest.approx(4.048, abs=1e-3)
+    assert ms("hf-eager-2024-01", "spec_step_s") == pytest.approx(2.425, abs=1e-3)
+    assert ms("hf-eager-2024-01", "draft_pass_s") == pytest.approx(1.061, abs=1e-3)
+    assert ms("hf-eager-2024-01", "host_step_s") == pytest.approx(0.0, abs=1e-6)
+    assert ms("vllm-2026-03", "host_step_s") == pytest.approx(0.64 * ms("vllm-2025-07", "host_step_s"), abs=1e-6)
+    folds = result["loso_terms"]
+    trt = folds["github-pr:NVIDIA/TensorRT-LLM#5146"]["trtllm-2025-06"]["spec_step_s"]
+    sb = next(v for k, v in folds.items() if "Spec-Bench" in k)["hf-eager-2024-01"]
+    sg = folds["github-pr:sgl-project/sglang#11398"]["sglang-2025-10"]["host_step_s"]
+    assert 1e3 * trt == pytest.approx(1.809, abs=1e-3)
+    assert 1e3 * sb["spec_step_s"] == pytest.approx(1.809, abs=1e-3) and 1e3 * sb["draft_pass_s"] == pytest.approx(0.335, abs=1e-3)
+    assert 1e3 * sg == pytest.approx(0.617, abs=1e-3)
+    v7 = folds["github-issue:vllm-project/vllm#20780"]["vllm-2025-07"]
+    assert v7 == folds["github-issue:vllm-project/vllm#20780"]["vllm-2025-04"]  # the nearest build's terms
+    _says("(1.8 ms against its own 4.0 ms)", "(1.8 ms, 0.34 ms) where its own research code spends 2.4 ms per step and "
+          "1.06 ms per drafting pass", "the vLLM median (0.62 ms, against the 1.11 ms the pair pins)")
+
+
+def test_k_sweeps(result):
+    sweeps = {(s["source"].split("/")[-1], s["proposer"]): s for s in result["k_sweeps"]}
+    e1, e3 = sweeps[("vllm#20780", "eagle")], sweeps[("vllm#20780", "eagle3")]
+    assert e1["measured_best_k"] == 3 and e1["loso"]["best_k"] == 3 and e1["loso"]["same_order"]
+    assert e1["shipped"]["best_k"] == 2 and e1["ideal"]["best_k"] == 3
+    assert e3["measured_best_k"] == 4 and e3["loso"]["best_k"] == 5 and not e3["loso"]["same_order"]
+    assert e3["shipped"]["best_k"] == 5 and e3["ideal"]["best_k"] == 5
+    for key in (("vllm#16035", "eagle"), ("sglang#4247", "eagle3")):
+        s = sweeps[key]
+        assert s["loso"]["same_order"] and s["loso"]["best_k_matches"]
     ks = result["k_sweep"]
-    assert ks["measured_best_k"] == 2
-    assert ks["shipped"]["best_k"] == 2 and ks["loso_overhead"]["best_k"] == 2 and ks["host_step"]["best_k"] == 3
-    assert ks["decay"]["a"] == pytest.approx(0.58763, rel=R) and ks["decay"]["r"] == pytest.approx(0.87566, rel=R)
-    assert ks["shipped"]["relative_to_k2"][4] == pytest.approx(0.956445, rel=R)
-    assert ks["shipped"]["relative_to_k2"][7] == pytest.approx(0.809139, rel=R)
-    assert ks["loso_overhead"]["relative_to_k2"][7] == pytest.approx(0.715832, rel=R)
-    assert ks["host_step"]["relative_to_k2"][4] == pytest.approx(0.999044, rel=R)
-    assert ks["host_step"]["relative_to_k2"][7] == pytest.approx(0.888337, rel=R)
-    assert ks["shipped"]["errors"][2] == pytest.approx(0.231561, rel=R)
-    assert ks["shipped"]["errors"][7] == pytest.approx(0.182821, rel=R)
-    assert ks["loso_overhead"]["errors"][2] == pytest.approx(0.06018, rel=R)
-    assert ks["loso_overhead"]["errors"][7] == pytest.approx(-0.099196, rel=R)
-    assert ks["host_step"]["errors"][2] == pytest.approx(-0.169541, rel=R)
-    assert ks["host_step"]["errors"][7] == pytest.approx(-0.124339, rel=R)
-    assert ks["host_step_s"] == pytest.approx(3.675e-3, rel=R)
-    tps = ks["shipped"]["tokens_per_s"]
-    assert tps[1] == pytest.approx(248.3935, rel=R) and tps[2] == pytest.approx(247.651, rel=R)  # k = 2 vs 3
-    m = ks["measured_relative_to_k2"]
-    assert m[4] == pytest.approx(0.98170, rel=R) and m[7] == pytest.approx(0.84248, rel=R)
+    assert ks["measured_best_k"] == 2 and ks["engine"]["best_k"] == 2 and ks["engine"]["same_order"]
+    assert ks["profile"] == "vllm-2025-04" and ks["ideal"]["best_k"] == 2
+    _says("| 3 | **3** / 2 / 3 | **yes** |", "| 4 | **5** / 5 / 5 | **no** |")
 
 
-def test_engine_speculative_rows(result):
-    rows = {r["row"]: r for r in result["rows"] if r["group"] == "engine_speculative"}
-    expected = {24: (248.393, 0.415), 25: (237.575, 0.434), 26: (521.198, 0.377), 27: (504.233, 0.394), 28: (311.396, 0.353)}
-    for i, (pred, err) in expected.items():
-        assert rows[i]["predicted"] == pytest.approx(pred, rel=R)
-        assert rows[i]["error"] == pytest.approx(err, abs=1e-3)
-    loso = {r["row"]: r["error"] for r in result["loso_overhead"]["rows"] if r["group"] == "engine_speculative"}
-    for i, err in {24: 0.255, 25: 0.210, 26: 0.077, 27: 0.155, 28: 0.093}.items():
-        assert loso[i] == pytest.approx(err, abs=1e-3)
+def test_goals(result):
+    g = result["goals"]
+    met = {k: v["met"] for k, v in g.items() if isinstance(v, dict)}
+    assert met == {"engine_speculative_median_abs": False, "engine_speculative_worst_abs": False,
+                   "engine_speculative_median_signed": True, "spec_bench_median_abs": False,
+                   "engine_decode_median_abs": False, "eager_gpt_fast_abs": False}
+    _says("engine speculative median 12.4% (≤ 10%: missed), worst +27.2% (≤ 20%: missed), median signed +3.6% "
+          "(±5%: met)", "Spec-Bench 12.2% (≤ 10%: missed)", "plain engine decode 3.2% (≤ 3%: missed; 3.0% on the "
+          "development set)", "the eager gpt-fast row +122.7% (within 25%: missed)")
 
 
-def test_spec_bench_by_method(result):
-    errs = {(r["target"], r["proposer"], r["tree"] and r["tree"][2]): r["error"] for r in result["rows"]
-            if r["group"] == "spec_bench"}
-    assert errs[("llama-2-7b", "medusa", 64)] == pytest.approx(0.005, abs=1e-3)
-    assert errs[("llama-2-7b", "draft:llama-68m", None)] == pytest.approx(0.357, abs=1e-3)
-    assert errs[("llama-2-13b", "eagle3", 61)] == pytest.approx(0.156, abs=1e-3)
-    eagle1 = sorted(r["error"] for r in result["rows"] if r["group"] == "spec_bench" and r["tree"] == [5, 4, 26])
-    assert eagle1 == pytest.approx([0.150, 0.262, 0.308], abs=1e-3)
-    eagle2 = [r["error"] for r in result["rows"] if r["group"] == "spec_bench" and r["tree"] == [6, 10, 61]]
-    assert min(eagle2) == pytest.approx(0.111, abs=1e-3) and max(eagle2) == pytest.approx(0.205, abs=1e-3)
-    medusa = [r["error"] for r in result["rows"] if r["group"] == "spec_bench" and r["proposer"] == "medusa"]
-    assert medusa == pytest.approx([0.005, 0.002, 0.017], abs=1e-3)
-    pld = [r["error"] for r in result["rows"] if r["group"] == "spec_bench" and r["proposer"] == "ngram"]
-    assert pld == pytest.approx([0.028], abs=1e-3)
-    sps = [r["error"] for r in result["rows"] if r["group"] == "spec_bench" and r["proposer"].startswith("draft")]
-    assert min(sps) == pytest.approx(0.239, abs=1e-3) and max(sps) == pytest.approx(0.357, abs=1e-3)
-
-
-def test_decode_rows_named_in_validation_md(result):
-    rows = {r["row"]: r for r in result["rows"] if r["file"] == "decode"}
-    assert rows[11]["error"] == pytest.approx(0.321, abs=1e-3)  # gpt-fast Llama-3.1-70B TP2
-    assert rows[17]["error"] == pytest.approx(0.165, abs=1e-3)  # vLLM single stream
-    assert rows[16]["predicted"] == pytest.approx(154.96, rel=R)
-    assert result["k_sweep"]["overhead_s"] == pytest.approx(410e-6, rel=R)
-    assert 1 - result["k_sweep"]["loso_overhead"]["relative_to_k2"][7] == pytest.approx(0.284, abs=1e-3)
-    spec_bench = [r["error"] for r in result["rows"] if r["group"] == "spec_bench"]
-    assert min(spec_bench) > -1e-3
-
-
-def test_term_ablation(result):
-    """VALIDATION.md's per-term table: each EAGLE worker term added in turn (the first step is the old model)."""
-    steps = result["terms"]
-    expected = [(0.406182, 0.443596, 0.171011), (0.405828, 0.443417, 0.170701), (0.397152, 0.436072, 0.166006),
-                (0.394064, 0.434197, 0.165132)]
-    assert len(steps) == len(expected)
-    for step, (median, worst, spec_bench) in zip(steps, expected):
-        e = step["engine_speculative"]
-        assert e["n"] == 5 and e["median_abs_error"] == pytest.approx(median, rel=R)
-        assert e["worst_error"] == pytest.approx(worst, rel=R) and e["median_signed_error"] == pytest.approx(median, rel=R)
-        assert step["spec_bench"]["median_abs_error"] == pytest.approx(spec_bench, rel=R)
-
-
-def test_term_sizes_on_sglang_eagle3_row():
-    """The SGLang EAGLE-3 8-step row (τ 5.39, tree 8,8,64, Llama-3.1-8B, H100): size of each term in ms."""
-    from sdsl.core.architecture import get_model
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.proposers import make_proposer
-    from sdsl.core.speculation import price_speculation
-
-    dep, target = Deployment("h100-sxm", context=512), get_model("llama-3.1-8b")
-
-    def worker(**terms):
-        out = price_speculation(target, make_proposer("eagle3", **terms), dep, tau_value=5.39, tree="8,8,64")
-        return 1e3 * float(out["t_worker_s"]), 1e3 * float(out["t_step_s"])
-
-    extend, _ = worker(select_kernels=0, verify_kernels=0)
-    select = worker(verify_kernels=0)[0] - extend
-    verify, step = worker()
-    verify -= extend + select
-    assert (extend, select, verify) == pytest.approx((0.3399, 0.0914, 0.0205), abs=1e-4)
-    assert step == pytest.approx(10.342, abs=1e-3) and worker(draft_extend=False, select_kernels=0,
-                                                               verify_kernels=0)[1] == pytest.approx(10.227, abs=1e-3)
-    # the extend pass drafts depth 1, so it replaces one of the 8 drafting passes (q = topk = 8): net +0.003 ms
-    assert worker(select_kernels=0, verify_kernels=0)[1] == pytest.approx(10.230, abs=1e-3)
-    assert 1e3 * 5.39 / 378.57 == pytest.approx(14.238, abs=1e-3)  # measured step
-
-
-def test_residual_host_time_numbers(result):
-    """VALIDATION.md: the stated-GPU summary, the calibrated step times against the measured ones (the ≈3–4 ms
-    residual), and vLLM's exposed plain-decode host time."""
-    s = result["summary"]["engine_speculative_stated_gpu"]
-    assert s["mean_abs_error"] == pytest.approx(0.374748, rel=R) and s["worst_error"] == pytest.approx(0.394064, rel=R)
-    rows = {r["row"]: r for r in result["rows"] if r["group"] == "engine_speculative"}
-    steps = {24: (7.609, 10.770), 25: (8.755, 12.557), 26: (10.342, 14.238), 27: (9.281, 12.939), 28: (12.075, 16.342)}
-    for i, (pred, meas) in steps.items():
-        assert 1e3 * rows[i]["t_step_s"] == pytest.approx(pred, abs=1e-3)
-        assert 1e3 * rows[i]["accepted_length"] / rows[i]["measured"] == pytest.approx(meas, abs=1e-3)
-    residual = [1e3 * (r["accepted_length"] / r["measured"] - r["t_step_s"]) for r in rows.values()]
-    assert min(residual) == pytest.approx(3.161, abs=1e-3) and max(residual) == pytest.approx(4.267, abs=1e-3)
-    vllm_plain = next(r for r in result["rows"] if r["file"] == "decode" and r["row"] == 17)
-    assert 1e3 * (1 / vllm_plain["measured"] - 1 / vllm_plain["predicted"]) == pytest.approx(1.066, abs=1e-3)
-    ks = result["k_sweep"]
-    assert 1 - ks["shipped"]["relative_to_k2"][7] == pytest.approx(0.191, abs=1e-3)
-    assert 1 - ks["host_step"]["relative_to_k2"][7] == pytest.approx(0.112, abs=1e-3)
-
-
-def test_sourced_host_time(result):
-    """VALIDATION.md's row 'with the sourced host time per speculative step' (engine_host.csv, fitted to nothing here)."""
-    src = result["sourced_host"]
-    assert src["hosts"]["sglang"] == pytest.approx(1.10677e-3, rel=R) and src["hosts"]["vllm"] == pytest.approx(0.97e-3, rel=R)
-    s = src["engine_speculative"]
-    assert s["n"] == 5 and s["share_over_predicted"] == 1.0
-    assert s["median_abs_error"] == pytest.approx(0.245539, rel=R)
-    assert s["mean_abs_error"] == pytest.approx(0.255103, rel=R)
-    assert s["worst_error"] == pytest.approx(0.291148, rel=R)
-    assert s["median_signed_error"] == pytest.approx(0.245539, rel=R)
-    errs = {r["row"]: r["error"] for r in src["rows"]}
-    for i, err in {24: 0.255, 25: 0.291, 26: 0.244, 27: 0.246, 28: 0.240}.items():
-        assert errs[i] == pytest.approx(err, abs=1e-3)
-    assert result["summary"]["engine_decode"]["median_abs_error"] == pytest.approx(0.027872, rel=R)  # plain: not charged
-
-
-def test_k_sweep_with_sourced_host(result):
-    ks = result["k_sweep"]
-    assert ks["sourced_host_s"] == pytest.approx(0.97e-3, rel=R)
-    s = ks["sourced_host"]
-    assert s["best_k"] == 3 and s["best_measured_k"] == 2
-    assert s["tokens_per_s"][2] == pytest.approx(221.403, rel=R) and s["tokens_per_s"][1] == pytest.approx(220.308, rel=R)
-    assert s["relative_to_k2"][4] == pytest.approx(0.970816, rel=R) and s["relative_to_k2"][7] == pytest.approx(0.834983, rel=R)
-    for k, err in {2: 0.09231, 4: 0.080195, 7: 0.082589}.items():
-        assert s["errors"][k] == pytest.approx(err, rel=R)
-
-
-def test_goal_status(result):
-    assert result["goals_met"]["sourced_host"] == {"engine_speculative": False, "engine_decode": True, "k_sweep_best_k": True}
-    assert result["goals_met"]["no_host"] == {"engine_speculative": False, "engine_decode": True, "k_sweep_best_k": True}
-
-
-def _with_hosts(result, hosts):
-    from sdsl.experiments.published_host import sourced_host
-    from sdsl.experiments.published_validation import _interpreted, _price, summarize
-
-    specs = [s for s in _interpreted()[0] if s.proposer and s.engine in ("sglang", "vllm")]
-    return {**result, "sourced_host": sourced_host(specs, _price, summarize, hosts=hosts)}
-
-
-def test_goal_check_fails_with_wrong_host_and_can_pass(result):
-    """A host of 0 reproduces the calibrated model (39.4%, goal failed); the check itself can pass: with the
-    leave-one-source-out fits' magnitude (3.2 ms) the speculative goal is met. Neither value ships."""
-    from sdsl.experiments.published_host import goal_status
-
-    zero = _with_hosts(result, {"sglang": 0.0, "vllm": 0.0})
-    assert zero["sourced_host"]["engine_speculative"]["median_abs_error"] == pytest.approx(0.394064, rel=R)
-    assert goal_status(zero)["engine_speculative"] is False
-    fitted = _with_hosts(result, {"sglang": 3.2e-3, "vllm": 3.2e-3})
-    assert fitted["sourced_host"]["engine_speculative"]["median_abs_error"] <= 0.10
-    assert goal_status(fitted)["engine_speculative"] is True
-
-
-def test_overlap_source_check(result):
-    """SGLang PR #11398's own rows on an assumed H100: overlap hides only part of the time the roofline misses."""
-    c = result["overlap_source_check"]
-    assert c["hardware"] == "h100-sxm"
-    assert c["no_overlap"]["error"] == pytest.approx(0.160839, rel=R)
-    assert c["overlap"]["error"] == pytest.approx(0.179916, rel=R)
-    assert c["no_overlap"]["measured_step_s"] - c["no_overlap"]["t_step_s"] == pytest.approx(1.6786e-3, rel=1e-2)
-
-
-def test_fitted_host_is_a_multiple_of_the_sourced(result):
-    """VALIDATION.md: the leave-one-source-out fits are 3.1–4.0× the sourced overlap differences."""
-    fitted = sorted(r["overhead_s"] for r in result["loso_host_step"]["rows"])
-    sourced = result["sourced_host"]["hosts"]
-    ratios = [f / h for f in (fitted[0], fitted[-1]) for h in sourced.values()]
-    assert min(ratios) == pytest.approx(3.113, abs=5e-3) and max(ratios) == pytest.approx(4.021, abs=5e-3)
-    vllm_plain = next(r for r in result["rows"] if r["file"] == "decode" and r["row"] == 16)["predicted"]
-    assert 1 / 133 - 1 / vllm_plain == pytest.approx(1.067e-3, rel=1e-2)  # k-sweep build's plain host time
+def test_engine_rows_are_priced_with_their_engine_and_date(result):
+    profiles = {(r["engine"], r["date"]): r["profile"] for r in result["rows"]}
+    assert profiles[("vllm", "2025-04-09")] == "vllm-2025-04" and profiles[("vllm", "2025-07-10")] == "vllm-2025-07"
+    assert profiles[("vllm", "2025-06-09")] == "vllm-2025-04"  # the newest profile not after the row
+    assert profiles[("hf-eager", "2025-04-22")] == "hf-eager-2024-01"
+    assert profiles[("eager-pytorch", "2023-11-30")] == "eager-pytorch-2023-11"
+    assert {r["profile"] for r in result["rows"] if "sglang#11398" in r["source_key"]} == {
+        "sglang-2025-10", "sglang-spec-v2-2025-10"}
