@@ -78,8 +78,7 @@ def published_points(row_sets=None) -> tuple[list[Point], list[dict]]:
     from sdsl.core.deployment import Deployment
     from sdsl.core.speculation import price_step
     from sdsl.experiments.published_rows import (Unpriceable, interpret_decode, interpret_speculative, load_rows,
-                                                 row_engine)
-    from sdsl.experiments.published_validation import source_key
+                                                 row_engine, source_key)
 
     points, unpriced = [], []
     for name, interpret in (("decode", interpret_decode), ("speculative", interpret_speculative)):

@@ -29,7 +29,7 @@ from sdsl._paths import data_path
 from sdsl.core.architecture import ModelSpec, get_model
 from sdsl.core.speculation import TreeShape
 
-__all__ = ["Unpriceable", "RowSpec", "load_rows", "interpret_decode", "interpret_speculative", "row_engine",
+__all__ = ["Unpriceable", "RowSpec", "load_rows", "interpret_decode", "interpret_speculative", "row_engine", "source_key",
            "VICUNA_33B"]
 
 # LLaMA-1 33B shapes (Touvron et al. 2023, Table 2: 6656 wide, 52 heads, 60 layers); d_ff and vocab from
@@ -138,6 +138,11 @@ def _common(row: dict, file: str, index: int, model_key: str) -> RowSpec:
                    assumptions=assumptions, engine_column=(row.get("engine") or "").strip(),
                    engine_version=row.get("engine_version") or "", date=(row.get("date") or "").strip(),
                    concurrency=int(row.get("concurrency") or row["batch"] or 1), row_set=row.get("row_set") or "dev")
+
+
+def source_key(source: str) -> str:
+    """The publication a row comes from (a PR, a README, a docs page), without the comment detail."""
+    return source.split(" (")[0].strip()
 
 
 def row_engine(spec: RowSpec):

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from sdsl.experiments.published_rows import source_key
+
 __all__ = ["validate_published", "summarize", "source_key", "k_sweeps", "k_sweep", "CLASSES", "GOALS", "row_class",
            "speed_error"]
 
@@ -37,11 +39,6 @@ CLASSES = (("engine_speculative", "vLLM, SGLang and TensorRT-LLM speculative row
 GOALS = {"engine_speculative_median_abs": 0.10, "engine_speculative_worst_abs": 0.20,
          "engine_speculative_median_signed_abs": 0.05, "spec_bench_median_abs": 0.10, "engine_decode_median_abs": 0.03,
          "eager_abs": 0.25}
-
-
-def source_key(source: str) -> str:
-    """The publication a row comes from (a PR, a README, a docs page), without the comment detail."""
-    return source.split(" (")[0].strip()
 
 
 def summarize(errors) -> dict:
