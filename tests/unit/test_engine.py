@@ -182,3 +182,19 @@ def test_profile_validation_is_one_sentence():
         EngineProfile(name="x", capture_sizes=(4, 2))
     with pytest.raises(InvalidInputError, match="YYYY-MM-DD"):
         EngineProfile(name="x", date="2025-02-30")
+
+
+def test_the_counts_the_documents_quote():
+    """docs/model.md §3.8 and VALIDATION.md quote these kernel counts and launch times."""
+    assert forward_kernels("fused", 32, loop_step=False) == 324  # vLLM PR #1440's Llama-2-7B: 1.5 ms / 324 = 4.6 us
+    assert 1.5e-3 / 324 == pytest.approx(4.6e-6, abs=0.05e-6)
+    assert forward_kernels("hf", 40) == 1709  # the EAGLE repository's Llama-2-13B baseline
+    assert forward_kernels("gpt-fast", 32) == 1559  # the blog's eager Llama-2-7B: 1559 x 5 us = 7.8 ms
+    assert (1 / 25.5 - 0.009816) / 1559 == pytest.approx(18.9e-6, abs=0.05e-6)  # what would fit that row
+    from sdsl.core.engine import proposer_kernels
+    from sdsl.core.proposers import make_proposer
+
+    target = sdsl.get_model("llama-3.1-8b")
+    draft, extend = proposer_kernels(make_proposer("eagle3"), target, "fused")
+    assert (draft, extend) == (14, 14)
+    assert 5e-6 * (324 + 7 * draft + extend) == pytest.approx(2.18e-3, abs=0.005e-3)  # SGLang EAGLE-3, 8 steps, graphs off
