@@ -159,3 +159,14 @@ def test_engine_rows_are_priced_with_their_engine_and_date(result):
     assert profiles[("eager-pytorch", "2023-11-30")] == "eager-pytorch-2023-11"
     assert {r["profile"] for r in result["rows"] if "sglang#11398" in r["source_key"]} == {
         "sglang-2025-10", "sglang-spec-v2-2025-10"}
+
+
+def test_the_committed_fitted_terms_are_a_refit():
+    """Reproducibility of sdsl/data/engines/profiles.json: refitting every published-fitted term (and its
+    leave-one-source-out values) gives the committed file (`python tools/fit_engine_profiles.py --check`)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "fit_engine_profiles.py"), "--check"],
+                         capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
