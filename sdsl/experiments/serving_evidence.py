@@ -29,8 +29,8 @@ __all__ = ["DEPLOYMENTS", "HEADLINE_PRIOR", "CONTROLLERS", "deployment", "trace_
            "linear_vs_roofline", "gap_to_best_fixed", "main"]
 
 DEPLOYMENTS = {
-    "7b": dict(target="llama-2-7b", draft="llama-160m", deployment=Deployment("h100-sxm", tp=1)),
-    "70b": dict(target="llama-3.1-70b", draft="llama-3.2-1b", deployment=Deployment("h100-sxm", tp=4)),
+    "7b": dict(target="llama-2-7b", draft="llama-160m", deployment=Deployment("h100-sxm", tp=1, engine="ideal")),
+    "70b": dict(target="llama-3.1-70b", draft="llama-3.2-1b", deployment=Deployment("h100-sxm", tp=4, engine="ideal")),
 }
 FIXED = ("k=1", "k=3", "k=5", "k=7")
 HEADLINE_PRIOR = 0.5  # the EMA's starting α̂ in the headline runs; the workload's mean α is 0.7

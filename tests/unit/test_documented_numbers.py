@@ -175,7 +175,7 @@ def _hardware_sweep(target: str, tp: int):
 
     spec = get_model(target)
     drafts = llama_family(spec.vocab_size, np.arange(128, 4097, 128))
-    return draft_size_sweep(spec, Deployment("h100-sxm", tp=tp), drafts=drafts, batch=(1, 8, 32))
+    return draft_size_sweep(spec, Deployment("h100-sxm", tp=tp, engine="ideal"), drafts=drafts, batch=(1, 8, 32))
 
 
 @pytest.mark.parametrize("target, tp, flop, hw", [
@@ -259,7 +259,7 @@ def test_turbospec_speedup_vs_batch_numbers():
           "(k = 5 drops below 1× from batch 56, k = 4 from 204)")
     target, draft, hw = _turbospec_pair()
     b = np.arange(1, 257, dtype=float)
-    s = predict(target, draft, Deployment(hw, context=512), gamma=np.arange(0, 9)[:, None], alpha=0.5,
+    s = predict(target, draft, Deployment(hw, context=512, engine="ideal"), gamma=np.arange(0, 9)[:, None], alpha=0.5,
                 batch=b[None, :]).speedup  # (k, batch)
     best = s.max(axis=0)
     assert best[[0, 63, 255]] == pytest.approx([1.369684, 1.258800, 1.213379], rel=REL)
