@@ -77,3 +77,30 @@ def test_engines_lists_every_profile():
 def test_a_bad_engine_is_one_line_and_exit_2(engine, message):
     res = CliRunner().invoke(cli, PREDICT[:-3] + ["--engine", engine])
     assert res.exit_code == 2 and message in res.output and len(res.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("target, proposer, engine, want", [
+    ("llama-3.1-8b", "eagle", "ideal", {1: (4, 2.045), 32: (3, 1.719)}),
+    ("llama-3.1-8b", "eagle", "vllm:2025-07", {1: (3, 1.637), 32: (3, 1.500)}),
+    ("llama-3.1-8b", "eagle", "vllm", {1: (3, 1.584), 32: (3, 1.455)}),
+    ("llama-3.1-8b", "eagle", "sglang", {1: (5, 1.568), 32: (4, 1.400)}),
+    ("llama-2-7b", "draft:llama-160m", "ideal", {1: (3, 1.791), 32: (3, 1.743)}),
+    ("llama-2-7b", "draft:llama-160m", "vllm:2025-07", {1: (3, 1.492), 32: (3, 1.575)}),
+    ("llama-2-7b", "draft:llama-160m", "vllm", {1: (3, 1.432), 32: (3, 1.543)}),
+    ("llama-2-7b", "draft:llama-160m", "sglang", {1: (4, 1.386), 32: (4, 1.503)}),
+])
+def test_the_engine_moves_the_best_k(target, proposer, engine, want):
+    """VALIDATION.md "What the engine changes in a ranking": best k and speedup at batch 1 and 32 (alpha 0.7)."""
+    out = json.loads(CliRunner().invoke(cli, ["optimize", "--target", target, "--proposer", proposer, "--alpha", "0.7",
+                                              "--batch", "1,32", "--gamma-max", "8", "--max-batch", "64", "--engine",
+                                              engine, "--json"]).output)
+    got = {r["batch"]: (r["gamma"], r["speedup"]) for r in out["configs"]}
+    for b, (k, s) in want.items():
+        assert got[b][0] == k and got[b][1] == pytest.approx(s, abs=6e-4)
+
+
+def test_padding_shows_in_the_batch_to_k_table():
+    out = json.loads(CliRunner().invoke(cli, ["optimize", "--target", "llama-3.1-8b", "--proposer", "eagle", "--alpha",
+                                              "0.7", "--max-batch", "8", "--engine", "vllm:2025-07", "--json"]).output)
+    assert out["k_table"][:3] == [{"batch_min": 1, "batch_max": 2, "k": 3}, {"batch_min": 3, "batch_max": 3, "k": 4},
+                                  {"batch_min": 4, "batch_max": 8, "k": 3}]
