@@ -18,7 +18,7 @@ __all__ = ["ROW_KEYS", "config_row", "frame_columns", "report_rows"]
 #: Every row's keys, in order (docs/json.md).
 ROW_KEYS = ("proposer", "draft", "draft_params", "gamma", "tree", "batch", "acceptance_index", "alpha",
             "acceptance_source", "tau", "tokens_per_s", "plain_tokens_per_s", "speedup", "tpot_s", "bound",
-            "t_draft_s", "t_propose_s", "t_verify_s", "t_worker_s", "t_host_s", "t_step_s", "cost_ratio")
+            "t_draft_s", "t_propose_s", "t_verify_s", "t_worker_s", "t_host_s", "t_step_s", "cost_ratio", "engine")
 _PRICED = ("tau", "tokens_per_s", "plain_tokens_per_s", "speedup", "tpot_s", "bound", "t_draft_s", "t_propose_s",
            "t_verify_s", "t_worker_s", "t_host_s", "t_step_s", "cost_ratio")
 
@@ -29,6 +29,11 @@ def _draft(proposer) -> tuple:
 
     model = getattr(proposer, "model", None)
     return (model.name, float(model.total_params)) if isinstance(model, ModelSpec) else (None, None)
+
+
+def _engine(step) -> str | None:
+    """The name of the engine profile that priced ``step``."""
+    return None if step.engine is None else step.engine.name
 
 
 def _full(step, name: str, shape):
@@ -45,7 +50,7 @@ def config_row(proposer, step, index: tuple, acceptance, *, gamma, batch: int, a
     alpha = None if tree is not None else float(acceptance.iid_alpha(int(gamma)))
     row = {"proposer": proposer.name, "draft": draft, "draft_params": params, "gamma": gamma, "tree": tree,
            "batch": batch, "acceptance_index": acceptance_index, "alpha": alpha,
-           "acceptance_source": step.acceptance_source, **values}
+           "acceptance_source": step.acceptance_source, **values, "engine": _engine(step)}
     return {k: row[k] for k in ROW_KEYS}
 
 
@@ -62,6 +67,7 @@ def frame_columns(proposer, step, levels, gammas, batches, keep, finite) -> dict
             "gamma": gammas[k_idx].astype(int), "tree": [None] * n, "batch": batches[b_idx].astype(int),
             "acceptance_index": a_idx, "alpha": alpha[k_idx, a_idx], "acceptance_source": [step.acceptance_source] * n}
     cols.update({k: _full(step, k, shape)[mask] for k in _PRICED})
+    cols["engine"] = [_engine(step)] * n
     return {k: cols[k] for k in ROW_KEYS}
 
 
