@@ -33,14 +33,14 @@ from sdsl.core.search import SearchGrid, candidate_drafts, evaluate_grid, search
 from sdsl.core.speculation import TreeShape, parse_tree, price_step
 from sdsl.core.throughput import SDPrediction, plain_tokens_per_s, predict, speedup, tokens_per_flop, work_factor
 from sdsl.core.tree_search import BestTree, SGLangGrid, best_tree, sglang_grid
-from sdsl.core.trees import TokenTree, rank_acceptance, sglang_tree_tau
+from sdsl.core.trees import TokenTree, draft_scores, rank_acceptance, sglang_tree_tau, tree_matrices
 from sdsl.errors import ConfigError, InvalidInputError, ProfileError, SDSLError, UnknownNameError
 
 __version__ = "0.1.0"
 
 # Names of the layers above the core, imported on first use (``sdsl.simulate`` imports the serving simulator).
 _LAZY = {
-    "fit_latency": "sdsl.fit.calibration", "load_latency_params": "sdsl.fit.calibration",
+    "fit_latency": "sdsl.fit.calibration", "GPU_M_TILE": "sdsl.fit.calibration", "load_latency_params": "sdsl.fit.calibration",
     "read_vidur": "sdsl.fit.profiles", "read_profile": "sdsl.fit.profiles",
     "plot_calibration": "sdsl.plots",
     **{name: "sdsl.serving" for name in ("AcceptanceDist", "BatchStepModel", "GoodputController", "ServingSystem",
@@ -59,8 +59,8 @@ __all__ = [
     "memory_per_gpu", "step_time", "step_time_s", "gemm_flops_bytes", "op_time", "data_path",
     # proposers, trees, the priced step
     "Proposer", "DraftModel", "EagleHead", "Eagle3Head", "MedusaHeads", "MTPLayers", "NGramLookup",
-    "PROPOSER_KINDS", "make_proposer", "TreeShape", "parse_tree", "TokenTree", "rank_acceptance",
-    "sglang_tree_tau", "best_tree", "BestTree", "sglang_grid", "SGLangGrid", "price_step", "PricedStep",
+    "PROPOSER_KINDS", "make_proposer", "TreeShape", "parse_tree", "TokenTree", "rank_acceptance", "draft_scores",
+    "tree_matrices", "sglang_tree_tau", "best_tree", "BestTree", "sglang_grid", "SGLangGrid", "price_step", "PricedStep",
     "SDPrediction", "predict", "plain_tokens_per_s", "speedup", "work_factor", "tokens_per_flop",
     # ranking and choosing
     "rank_proposers", "ProposerRanking", "rank_trees", "TreeRanking", "k_table", "plan_speculation",

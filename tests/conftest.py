@@ -58,3 +58,40 @@ def heldout_prompts():
     held = load_corpus()["heldout"]
     starts = np.linspace(0, len(held) - 100, 4).astype(int)
     return torch.from_numpy(np.stack([held[s:s + 48] for s in starts]).astype(np.int64))
+
+
+#: SHA-256 of every committed measurement that an integrity test reads back (``sha256sum`` format).
+INTEGRITY_MANIFEST = REPO_ROOT / "tests" / "committed_results.sha256"
+
+
+def committed_hashes() -> dict[str, str]:
+    """{repository-relative path: SHA-256} of :data:`INTEGRITY_MANIFEST`."""
+    out = {}
+    for line in INTEGRITY_MANIFEST.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            digest, path = line.split(maxsplit=1)
+            out[path.strip()] = digest
+    return out
+
+
+def sha256_of(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(autouse=True)
+def _integrity_files_unchanged(request):
+    """A test marked ``@pytest.mark.integrity(path, ...)`` reads back committed measurements (runs that cannot be
+    repeated here: CPU timings, trained checkpoints); it checks them against the documents, not a recomputation.
+    Its files must still be the ones whose numbers it pins: their SHA-256 is checked first."""
+    marker = request.node.get_closest_marker("integrity")
+    if marker is not None:
+        known = committed_hashes()
+        for rel in marker.args:
+            if rel not in known:
+                pytest.fail(f"{rel} is read back by an integrity test but not listed in {INTEGRITY_MANIFEST.name}")
+            if sha256_of(REPO_ROOT / rel) != known[rel]:
+                pytest.fail(f"{rel} changed since its numbers were pinned: re-derive what the integrity tests state "
+                            f"from it, then update its line in tests/{INTEGRITY_MANIFEST.name}")
+    yield

@@ -8,8 +8,9 @@ import math
 
 import click
 
-__all__ = ["json_option", "calibration_option", "engine_option", "deployment_options", "resolve_latency_params", "echo_json", "format_table", "parse_int_list",
-           "acceptance_options", "AcceptanceChoice", "parse_float_list"]
+__all__ = ["json_option", "calibration_option", "engine_option", "deployment_options", "resolve_latency_params", "echo_json",
+           "format_table", "parse_int_list", "acceptance_options", "AcceptanceChoice", "parse_float_list", "workload_option",
+           "acceptance_for_option", "parse_acceptance_for", "WORKLOAD_HELP"]
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 calibration_option = click.option(
@@ -142,17 +143,25 @@ class AcceptanceChoice:
             raise InvalidInputError(f"Give at most one of {', '.join(given)}: each sets the acceptance.")
         self.alpha, self.accepted_length, self.accepted_at = alpha, accepted_length, accepted_at
         self.acceptance, self.kind, self.file = acceptance, acceptance_kind, acceptance_file
-        if accepted_at is not None and accepted_length is None:
-            raise InvalidInputError("--accepted-at only qualifies --accepted-length; give both or neither.")
         self.given = given[0] if given else None
 
-    def resolve(self, k: int | None = None):
-        """The Acceptance, or None when nothing was given (the caller then uses SDSL's plane). ``k`` is the
-        draft length --accepted-length was measured at when --accepted-at is absent (predict's --gamma)."""
+    @property
+    def measured(self) -> bool:
+        """True for one proposer's measurement (--accepted-length, --acceptance, --acceptance-file); False for
+        nothing or an i.i.d. what-if level (--alpha)."""
+        return self.given not in (None, "--alpha")
+
+    def resolve(self, k: int | None = None, decay: float | None = None, bare_accepted_at: bool = False):
+        """The Acceptance, or None when nothing was given (the caller then resolves each proposer's own). ``k``
+        is the draft length --accepted-length was measured at when --accepted-at is absent (predict's --gamma);
+        ``decay`` the decay ratio of the proposer it was measured on (default: the generic fit);
+        ``bare_accepted_at``: --accepted-at may stand alone (it qualifies --acceptance-for values)."""
         from sdsl.core.acceptance import check_alpha
         from sdsl.core.acceptance import Acceptance
         from sdsl.errors import InvalidInputError
 
+        if self.accepted_at is not None and self.accepted_length is None and not bare_accepted_at:
+            raise InvalidInputError("--accepted-at only qualifies --accepted-length; give both or neither.")
         if self.given is None:
             return None
         if self.alpha is not None:
@@ -161,7 +170,7 @@ class AcceptanceChoice:
             at = self.accepted_at if self.accepted_at is not None else k
             if at is None:
                 raise InvalidInputError("--accepted-length needs --accepted-at K, the draft length it was measured at.")
-            return Acceptance.from_accepted_length(self.accepted_length, at)
+            return Acceptance.from_accepted_length(self.accepted_length, at, decay=decay)
         if self.acceptance is not None:
             values = parse_float_list(self.acceptance, "--acceptance")
             if self.kind == "conditional":
@@ -179,9 +188,11 @@ def acceptance_options(command):
 
     options = [
         click.option("--alpha", type=float, default=None,
-                     help="i.i.d. per-token acceptance rate in (0, 1) (Leviathan et al.); default: SDSL's plane."),
+                     help="i.i.d. per-token acceptance rate in (0, 1) (Leviathan et al.), a what-if level for every "
+                          "proposer ranked; default: each proposer's own (published catalog, SDSL's plane for drafts)."),
         click.option("--accepted-length", type=float, default=None,
-                     help="Mean accepted length per step, bonus token included, as vLLM/SGLang/Spec-Bench print it."),
+                     help="Mean accepted length per step, bonus token included, as vLLM/SGLang/Spec-Bench print it: "
+                          "one proposer's measurement (with several proposers use --acceptance-for)."),
         click.option("--accepted-at", type=int, default=None,
                      help="Draft length k the --accepted-length was measured at (default: --gamma)."),
         click.option("--acceptance", default=None,
@@ -200,3 +211,47 @@ def acceptance_options(command):
     for option in reversed(options):
         wrapper = option(wrapper)
     return wrapper
+
+
+WORKLOAD_HELP = ("Workload whose published acceptance prices proposers without a given one: chat | code | math | "
+                 "summarization | rag | translation | mixed | other (sdsl/data/acceptance/README.md).")
+workload_option = click.option("--workload", default="chat", show_default=True, help=WORKLOAD_HELP)
+acceptance_for_option = click.option(
+    "--acceptance-for", "acceptance_for", multiple=True, metavar="PROPOSER=TAU[@K]|M1,M2,...",
+    help="One proposer's measured acceptance (repeatable): its mean accepted length TAU (bonus included) at K "
+         "drafts (K from --accepted-at when @K is left out), or its per-position marginal rates; e.g. eagle3=3.1@4.")
+
+
+def parse_acceptance_for(items, accepted_at: int | None = None) -> dict:
+    """{proposer name: Acceptance} from --acceptance-for values; a malformed one is one InvalidInputError line.
+    An accepted length is fitted with the decay ratio of the proposer's kind
+    (:func:`sdsl.core.acceptance.group_decay`)."""
+    from sdsl.core.acceptance import Acceptance, group_decay
+    from sdsl.errors import InvalidInputError
+
+    out = {}
+    for item in items:
+        name, eq, value = str(item).partition("=")
+        name, value = name.strip(), value.strip().replace(" ", "")
+        if not eq or not name or not value:
+            raise InvalidInputError(f"--acceptance-for takes PROPOSER=TAU@K or PROPOSER=M1,M2,...; got {item!r}.")
+        if name in out:
+            raise InvalidInputError(f"--acceptance-for gives {name} twice.")
+        kind = name.split(":")[0].lower()
+        try:
+            if "," in value:
+                out[name] = Acceptance.from_marginal([float(v) for v in value.split(",") if v], source=f"given:{name}")
+                continue
+            tau_text, at, k_text = value.partition("@")
+            tau_value = float(tau_text)
+            k = int(k_text) if at else accepted_at
+        except ValueError:
+            raise InvalidInputError(f"--acceptance-for {item!r}: expected TAU@K (numbers) or comma-separated rates.") from None
+        if k is None:
+            raise InvalidInputError(f"--acceptance-for {item!r} needs the draft length it was measured at: {name}={value}@K "
+                                    "or --accepted-at K.")
+        if tau_value < 1:
+            raise InvalidInputError(f"--acceptance-for {item!r}: a mean accepted length counts the bonus token, so it is at "
+                                    "least 1; give per-position rates as a comma-separated list.")
+        out[name] = Acceptance.from_accepted_length(tau_value, k, decay=group_decay(kind), source=f"given:{name}")
+    return out

@@ -1,11 +1,12 @@
-"""`sdsl acceptance`: per-position acceptance from an engine log or from any acceptance option, as JSON
-that every other command takes through --acceptance-file."""
+"""`sdsl acceptance`: per-position acceptance from an engine log, a prompt-lookup replay, any acceptance option,
+or the published catalog's default for a proposer on a target and workload, as JSON that every other command
+takes through --acceptance-file."""
 
 from __future__ import annotations
 
 import click
 
-from sdsl.cli._common import acceptance_options, echo_json, json_option
+from sdsl.cli._common import WORKLOAD_HELP, acceptance_options, echo_json, json_option
 
 
 @click.command()
@@ -21,21 +22,34 @@ from sdsl.cli._common import acceptance_options, echo_json, json_option
 @click.option("--k", "k", type=int, default=None,
               help="Draft tokens per step: with --ngram the lookup's k (default 5); with --from-log when the log "
                    "gives no per-position rates and does not state it (SGLang: --speculative-num-steps).")
+@click.option("--proposer", default=None,
+              help="Show this proposer's default acceptance (eagle | eagle3 | medusa | mtp | ngram | draft:<model>) on "
+                   "--target: the published catalog's for --workload, SDSL's plane for a draft model.")
+@click.option("--target", default=None, help="Target model of --proposer (catalog name or config.json).")
+@click.option("--workload", default="chat", show_default=True, help=WORKLOAD_HELP)
 @acceptance_options
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the acceptance JSON here (atomically).")
 @json_option
-def acceptance(log, engine, ngram, ngram_min, ngram_max, k, acceptance, out, as_json):
+def acceptance(log, engine, ngram, ngram_min, ngram_max, k, proposer, target, workload, acceptance, out, as_json):
     """Show per-position acceptance (conditional and marginal rates, tau) and write it as JSON.
 
     Reads an engine log with --from-log, replays prompt lookup over your own prompt/response pairs with
-    --ngram, or converts --alpha / --accepted-length / --acceptance; pass the written file to
-    predict/optimize with --acceptance-file.
+    --ngram, converts --alpha / --accepted-length / --acceptance, or shows the default acceptance of
+    --proposer on --target for --workload (per-position rates at --k, tau, and the catalog rows or rule it
+    came from); pass the written file to predict/optimize with --acceptance-file.
     """
     from sdsl.errors import InvalidInputError
 
     if k is not None and k < 1:
         raise InvalidInputError("--k must be a positive integer.")
-    if ngram is not None:
+    if (proposer is None) != (target is None):
+        raise InvalidInputError("--proposer and --target go together: the default acceptance of a proposer on a target.")
+    if proposer is not None:
+        others = [n for n, v in (("--from-log", log), ("--ngram", ngram), (acceptance.given, acceptance.given)) if v]
+        if others:
+            raise InvalidInputError(f"Give either --proposer or {others[0]}, not both.")
+        data, text = _default_acceptance(proposer, target, workload, k)
+    elif ngram is not None:
         if log is not None or acceptance.given is not None:
             raise InvalidInputError(f"Give either --ngram or {'--from-log' if log is not None else acceptance.given}, not both.")
         from sdsl.core.ngram_replay import prompt_lookup_acceptance, read_pairs
@@ -69,3 +83,14 @@ def acceptance(log, engine, ngram, ngram_min, ngram_max, k, acceptance, out, as_
         click.echo(text)
         if out:
             click.echo(f"wrote {out} (use it with --acceptance-file)")
+
+
+def _default_acceptance(proposer, target, workload, k):
+    """(JSON, text) of a proposer's default acceptance on a target: per-position rates at k, τ and its evidence."""
+    from sdsl.cli.optimize import describe_acceptance
+    from sdsl.core.acceptance import resolve_acceptance
+
+    acc = resolve_acceptance(proposer, target, workload=workload, spread_k=k)
+    shown = k if k is not None else (acc.evidence["spread"]["k"] if acc.evidence else 4)
+    data, text = acc.to_dict(shown), acc.report(shown)
+    return data, text + ("\n  from " + describe_acceptance(data) if acc.evidence else "")

@@ -65,7 +65,7 @@ def calibrate() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of the report.")
 @click.option("--kernel-terms/--no-kernel-terms", "kernel_terms", default=True, show_default=True,
               help="On a GPU, also fit the GEMM kernel terms (smallest row tile, last wave's tail, size overhead; "
-              "VALIDATION.md); --no-kernel-terms gives the form the shipped defaults were fitted with.")
+              "the form of the shipped defaults, VALIDATION.md); --no-kernel-terms gives the earlier form without them.")
 def latency(profiles, hardware, output, smoothness, fit_layers, steps, holdout, allreduce_files, points, plot_path,
             as_json, kernel_terms):
     """Fit eta_compute, eta_memory, t_kernel (and the soft-max smoothness) to PROFILES.
@@ -80,6 +80,11 @@ def latency(profiles, hardware, output, smoothness, fit_layers, steps, holdout, 
     held = _holdout(profiles, steps, result, fit_layers, _smoothness(smoothness), hardware) if holdout else None
     if allreduce_files:
         result = _with_allreduce(result, allreduce_files, hardware)
+    elif _is_gpu(result.hardware):
+        from dataclasses import replace
+
+        result = replace(result, params=result.params.replace(
+            source=result.params.source + "; all-reduce not fitted (the uncalibrated defaults, assumed)"))
     if output:
         result.to_json(output, include_points=points)
     if plot_path:
@@ -109,6 +114,12 @@ def latency(profiles, hardware, output, smoothness, fit_layers, steps, holdout, 
             click.echo(f"wrote {output}")
 
 
+def _is_gpu(hardware) -> bool:
+    from sdsl.core.hardware import get_hardware
+
+    return get_hardware(hardware).kind == "gpu"
+
+
 def _holdout(profiles, steps, result, fit_layers, smoothness, hardware=None):
     """Leave-one-model-out table of the forward rows (same data and options as the fit)."""
     import pandas as pd
@@ -134,14 +145,13 @@ def _holdout(profiles, steps, result, fit_layers, smoothness, hardware=None):
 
 def _with_allreduce(result, files, hardware=None):
     """The calibration with its all-reduce terms fitted to the single-node NVLink rows of ``files``
-    (message sizes in elements of the calibration's dtype), against ``hardware`` or the fit's own."""
+    (message sizes in bytes, Vidur's network format), against ``hardware`` or the fit's own."""
     from dataclasses import replace
     from pathlib import Path
 
-    from sdsl.core.architecture import dtype_bytes
     from sdsl.fit.allreduce import fit_allreduce, nvlink_rows, read_allreduce
 
-    rows = nvlink_rows([read_allreduce(f, dtype_bytes=dtype_bytes(result.dtype)) for f in files])
+    rows = nvlink_rows([read_allreduce(f) for f in files])
     params, stats = fit_allreduce(rows, hardware or result.hardware, result.params)
     names = ", ".join(Path(f).name for f in files)
     return replace(result, params=params.replace(

@@ -1,5 +1,5 @@
 """``sdsl calibrate engine RUNS...``: fit an engine profile's free terms to your engine's measured runs and write a
-profile JSON that ``--engine FILE`` takes (:mod:`sdsl.fit.engine_calibration`, docs/model.md §3.8)."""
+profile JSON that ``--engine FILE`` takes (:mod:`sdsl.fit.engine_calibration`, docs/model.md §3.9)."""
 
 from __future__ import annotations
 

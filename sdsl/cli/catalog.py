@@ -23,7 +23,8 @@ def hardware(as_json):
     table_rows = [{k: ("-" if r.get(k) is None else (f"{r[k]:g}" if isinstance(r[k], float) else r[k])) for k in keys}
                   for r in rows]
     click.echo(format_table(table_rows, [(k, k, "") for k in keys]))
-    click.echo("\nDense figures (datasheet 'with sparsity' / 2); interconnect_gbs per direction; '-' = not published.")
+    click.echo("\nDense figures (datasheet 'with sparsity' / 2); interconnect_gbs per direction; mem_gb is the datasheet's "
+               "GB, which is binary (GiB); '-' = not published.")
     click.echo("Sources:")
     for r in rows:
         click.echo(f"  {r['name']}: {r['source']}")

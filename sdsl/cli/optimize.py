@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import click
 
-from sdsl.cli._common import acceptance_options, deployment_options, echo_json, format_table, json_option, parse_int_list
+from sdsl.cli._common import (acceptance_for_option, acceptance_options, deployment_options, echo_json, format_table,
+                              json_option, parse_acceptance_for, parse_int_list, workload_option)
 from sdsl.cli._speculation import proposer_option
 
 ALL_PROPOSERS = ("eagle", "eagle3", "medusa", "mtp", "ngram")  # what --proposer all ranks
@@ -19,6 +20,8 @@ ALL_PROPOSERS = ("eagle", "eagle3", "medusa", "mtp", "ngram")  # what --proposer
 @deployment_options()
 @click.option("--batch", default="1", show_default=True, help="Batch size(s), comma-separated.")
 @acceptance_options
+@acceptance_for_option
+@workload_option
 @click.option("--gamma-max", default=10, show_default=True, type=int, help="Largest speculation length searched.")
 @click.option("--drafts", default=None, help="Comma-separated draft names (default, without --proposer: catalog models "
                                              "sharing the target's vocabulary, <= 1/4 its size).")
@@ -36,16 +39,20 @@ ALL_PROPOSERS = ("eagle", "eagle3", "medusa", "mtp", "ngram")  # what --proposer
               help="Print the pick's configuration for an engine: vllm | sglang | trtllm.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print every evaluated configuration as CSV.")
 @json_option
-def optimize(target, deployment, batch, acceptance, gamma_max, drafts, any_tokenizer, pretrain_tokens, top, serving,
-             max_batch, proposers, trees, export, as_csv, as_json):
+def optimize(target, deployment, batch, acceptance, acceptance_for, workload, gamma_max, drafts, any_tokenizer,
+             pretrain_tokens, top, serving, max_batch, proposers, trees, export, as_csv, as_json):
     """Rank proposers and speculation lengths by predicted tokens/s.
 
     Every (proposer, k, batch) is priced on the calibrated roofline of the hardware with the engine's execution
     profile (--engine; default the newest vLLM profile), so the best k and the batch at which speculation stops
     paying include the engine's host time. Without --proposer or
     --drafts, the proposers are the catalog's draft models for the target; --proposer (repeatable; 'all' =
-    every head kind and n-gram lookup) and --drafts name them. Acceptance is the one given (--alpha, ...) for
-    every proposer, else each proposer's own (SDSL's acceptance plane for draft models). Prints each
+    every head kind and n-gram lookup) and --drafts name them. Each proposer is priced with its own acceptance:
+    --acceptance-for PROPOSER=TAU@K where you measured it, else the published catalog's for the target and
+    --workload (the same target when catalogued, else a transfer across targets; the output names the rows or
+    rule) and SDSL's acceptance plane for draft models. --accepted-length, --acceptance and --acceptance-file
+    are one proposer's measurement (several proposers: --acceptance-for); --alpha is a what-if level for
+    every proposer without --acceptance-for. Prints each
     proposer at its best k per batch, the batch at which speculation stops paying, the best k by batch for
     the pick, the engine's configuration with --export, and SDSL's continuous FLOP-optimal draft size N*.
     """
@@ -57,9 +64,10 @@ def optimize(target, deployment, batch, acceptance, gamma_max, drafts, any_token
         raise InvalidInputError("--batch must be a positive integer.")
     names = [n for p in proposers for n in (ALL_PROPOSERS if p == "all" else (p,))]
     names += [f"draft:{d.strip()}" for d in (drafts or "").split(",") if d.strip()]
-    plan = plan_speculation(target, deployment, proposers=names or None, acceptance=acceptance.resolve(),
+    plan = plan_speculation(target, deployment, proposers=names or None,
+                            acceptance=_acceptance(target, names, acceptance, acceptance_for, any_tokenizer),
                             gamma_max=gamma_max, batches=batches, max_batch=max_batch, trees=trees, export=export,
-                            pretrain_tokens=pretrain_tokens, any_tokenizer=any_tokenizer, top=top)
+                            pretrain_tokens=pretrain_tokens, any_tokenizer=any_tokenizer, top=top, workload=workload)
     if as_csv:
         click.echo(plan.ranking.to_frame(batches=batches).to_csv(index=False), nl=False)
         return
@@ -70,6 +78,40 @@ def optimize(target, deployment, batch, acceptance, gamma_max, drafts, any_token
         echo_json(out)
     else:
         _echo(out, plan)
+
+
+def _acceptance(target, names, acceptance, acceptance_for, any_tokenizer):
+    """The acceptance argument of plan_speculation: None (every proposer's own), one Acceptance (--alpha for all;
+    a measurement when one proposer is ranked), or {proposer name: Acceptance} with the --acceptance-for ones."""
+    from sdsl.core.acceptance import group_decay
+    from sdsl.core.architecture import get_model
+    from sdsl.core.plan import default_proposers
+    from sdsl.core.proposers import make_proposer
+    from sdsl.errors import InvalidInputError
+
+    ranked = [make_proposer(n) for n in names] if names else default_proposers(get_model(target), any_tokenizer=any_tokenizer)
+    overrides = parse_acceptance_for(acceptance_for, acceptance.accepted_at)
+    known = {p.name for p in ranked} | {p.kind for p in ranked}
+    unknown = [n for n in overrides if n not in known]
+    if unknown:
+        raise InvalidInputError(f"--acceptance-for names {', '.join(unknown)}, which is not ranked (ranked: "
+                                f"{', '.join(p.name for p in ranked)}).")
+    if acceptance.measured and len(ranked) > 1:
+        raise InvalidInputError(f"{acceptance.given} is one proposer's measurement but {len(ranked)} are ranked; give "
+                                "--acceptance-for PROPOSER=TAU@K for each one you measured (the others use the "
+                                "published catalog or SDSL's plane).")
+    if acceptance.accepted_at is not None and acceptance.accepted_length is None and not overrides:
+        raise InvalidInputError("--accepted-at only qualifies --accepted-length or --acceptance-for; give one of them.")
+    shared = acceptance.resolve(decay=group_decay(ranked[0].kind) if acceptance.measured else None,
+                                bare_accepted_at=bool(overrides))
+    if not overrides:
+        return shared
+    by_name = {}
+    for p in ranked:
+        spec = overrides.get(p.name, overrides.get(p.kind, shared))
+        if spec is not None:
+            by_name[p.name] = spec
+    return by_name
 
 
 def _echo_header(out: dict, plan) -> None:
@@ -85,8 +127,24 @@ def _echo_header(out: dict, plan) -> None:
         click.echo(f"warning: context {dep.context} exceeds {t.name}'s maximum of {t.max_context} tokens.")
     if not out["fits_in_memory"]:
         click.echo(f"warning: {t.name} (and its best draft) do not fit in {dep.hardware.name}'s "
-                   f"{dep.hardware.mem_capacity / 1e9:.0f} GB per GPU (weights + KV cache); raise --tp or use --dtype fp8.")
+                   f"{dep.hardware.mem_capacity / 2 ** 30:.0f} GiB per GPU (weights + KV cache); raise --tp or use --dtype fp8.")
+    if source == "per-proposer" or any("evidence" in a for a in out["acceptance_by_proposer"].values()):
+        click.echo("acceptance by proposer:")
+        for name, acc in out["acceptance_by_proposer"].items():
+            click.echo(f"  {name}: {describe_acceptance(acc)}")
     click.echo("")
+
+
+def describe_acceptance(acc: dict) -> str:
+    """One line on where an acceptance came from: its source, and for a catalog default its rows and spread."""
+    ev = acc.get("evidence")
+    if not ev:
+        return acc["source"]
+    sp = ev["spread"]
+    plural = lambda n, word: f"{n} {word}" + ("" if n == 1 else "s")  # noqa: E731
+    return (f"{acc['source']} ({plural(len(ev['rows']), 'row')} from {plural(len(ev['sources']), 'source')}: "
+            f"{', '.join(ev['sources'])}; tau({sp['k']}) {sp['min']:.2f}-{sp['max']:.2f} over "
+            f"{plural(len(sp['by_task']), 'task')})")
 
 
 def _params(p):
@@ -117,6 +175,19 @@ def _echo(out: dict, plan) -> None:
     click.echo(f"best k by batch for {out['pick']['proposer']} (context {plan.deployment.context}; "
                "k = 0: do not speculate)")
     click.echo(format_table(out["k_table"], [("batch_min", "batch from", "d"), ("batch_max", "to", "d"), ("k", "k", "d")]))
+    pays = out["speculation_pays"]
+    click.echo("speculation pays at batch " + (", ".join(f"{r['batch_min']}-{r['batch_max']}" for r in pays) if pays
+                                               else "none of 1-" + str(out["max_batch"])))
+    click.echo(f"why, for {out['pick']['proposer']} (bound: what bounds the verify forward; cost driver: what speculation "
+               "adds most over the plain step, at k = 1 where k = 0; experts: per MoE layer, plain -> verify):")
+    rows = [dict(r, speedup=f"{r['speedup_min']:.2f}-{r['speedup_max']:.2f}",
+                 experts=f"{r['plain_distinct_experts']:.1f} -> {r['verify_distinct_experts']:.1f}")
+            for r in out["k_reasons"]]
+    columns = [("batch_min", "batch from", "d"), ("batch_max", "to", "d"), ("k", "k", "d"), ("speedup", "speedup", ""),
+               ("bound", "bound", ""), ("cost_driver", "cost driver", "")]
+    if any(r["verify_distinct_experts"] for r in out["k_reasons"]):
+        columns.append(("experts", "experts", ""))
+    click.echo(format_table(rows, columns))
     if "export" in out:
         click.echo(f"\n{out['export']['engine']} configuration:\n{out['export']['config']}")
     sdsl = out["sdsl"]

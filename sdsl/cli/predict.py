@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from sdsl.cli._common import acceptance_options, deployment_options, echo_json, json_option
+from sdsl.cli._common import acceptance_options, deployment_options, echo_json, json_option, workload_option
 from sdsl.cli._speculation import proposer_option, tree_option
 
 
@@ -17,14 +17,16 @@ from sdsl.cli._speculation import proposer_option, tree_option
 @tree_option
 @deployment_options(tp_help="Tensor-parallel degree of the target (and its heads).")
 @acceptance_options
+@workload_option
 @click.option("--batch", default=1, show_default=True, type=int, help="Sequences decoded together.")
 @json_option
-def predict(target, draft, proposers, gamma, tree, deployment, acceptance, batch, as_json):
+def predict(target, draft, proposers, gamma, tree, deployment, acceptance, workload, batch, as_json):
     """Predict one speculative-decoding configuration: draft and verify step times, tau, tokens/s,
     time per output token and speedup over plain decoding of the target. A chain (--gamma) or an
-    SGLang-style tree (--tree STEPS,TOPK,TOKENS) of any proposer (--proposer or --draft). --engine names the
-    execution profile that prices the engine's host time (default: the newest vLLM profile; ideal: the
-    roofline alone)."""
+    SGLang-style tree (--tree STEPS,TOPK,TOKENS) of any proposer (--proposer or --draft). Without a given
+    acceptance the proposer's own prices it: the published catalog's for the target and --workload (the output
+    names the rows or the transfer rule), SDSL's plane for a draft model. --engine names the execution profile
+    that prices the engine's host time (default: the newest vLLM profile; ideal: the roofline alone)."""
     from sdsl.core.proposers import make_proposer
     from sdsl.core.speculation import parse_tree, price_step
     from sdsl.errors import InvalidInputError
@@ -39,8 +41,9 @@ def predict(target, draft, proposers, gamma, tree, deployment, acceptance, batch
         raise InvalidInputError("Give one proposer: --draft <model> or --proposer draft:<model>|eagle|eagle3|medusa|mtp|ngram.")
     shape = parse_tree(tree) if tree else None
     proposer = make_proposer(proposers[0] if proposers else f"draft:{draft}")
+    options = {"workload": workload, "spread_k": gamma if gamma else (shape.steps if shape else None)}
     step = price_step(target, proposer, deployment, gamma=None if shape else gamma, tree=shape, batch=batch,
-                      **_acceptance(acceptance, gamma, shape))
+                      acceptance_options=options, **_acceptance(acceptance, gamma, shape, proposer))
     out = _json(step, proposer, gamma, shape)
     if as_json:
         echo_json(out)
@@ -48,13 +51,17 @@ def predict(target, draft, proposers, gamma, tree, deployment, acceptance, batch
     _echo(out, deployment.hardware.name)
 
 
-def _acceptance(acceptance, gamma, shape) -> dict:
+def _acceptance(acceptance, gamma, shape, proposer) -> dict:
     """price_step's τ arguments from the acceptance options: with --tree, an --accepted-length alone is the tree's
-    own measured τ; otherwise the Acceptance (None: the proposer's own, SDSL's plane for a draft model)."""
+    own measured τ; otherwise the Acceptance (an accepted length fitted with the proposer's decay ratio; None: the
+    proposer's own, the published catalog or SDSL's plane)."""
+    from sdsl.core.acceptance import group_decay
+
     if shape is not None and acceptance.given == "--accepted-length" and acceptance.accepted_at is None and gamma is None:
         return {"tau": float(acceptance.accepted_length), "tau_source": "accepted-length of this tree (measured)"}
     return {"acceptance": acceptance.resolve(k=gamma if shape is None else (gamma if gamma is not None
-                                                                            else acceptance.accepted_at))}
+                                                                            else acceptance.accepted_at),
+                                             decay=group_decay(proposer.kind))}
 
 
 def _json(step, proposer, gamma, shape) -> dict:
@@ -80,9 +87,16 @@ def _echo(out: dict, hw_name: str) -> None:
     click.echo(f"{out['target']} + {out['proposer']}, {shape}, tau {out['tau']:.3f} ({out['acceptance_source']}), "
                f"batch {out['batch']}, context {out['context']}, tp {out['tp']}, {out['dtype']} on {hw_name}")
     click.echo(f"  engine {out['engine']}: {out['engine_profile']['build']}")
+    if "evidence" in out.get("acceptance", {}):
+        from sdsl.cli.optimize import describe_acceptance
+
+        click.echo(f"  acceptance: {describe_acceptance(out['acceptance'])}")
     click.echo(f"  draft pass (q=1)      {ms(out['t_draft_s'])}")
     click.echo(f"  drafting, all passes  {ms(out['t_propose_s'])}")
     click.echo(f"  verify ({int(out['verify_tokens'])} tokens)    {ms(out['t_verify_s'])}   ({out['bound']}-bound)")
+    if out.get("distinct_experts"):
+        click.echo(f"  experts per MoE layer {out['distinct_experts']:8.1f}      (plain step: {out['plain_distinct_experts']:.1f}; "
+                   "distinct experts the verified tokens route to)")
     click.echo(f"  worker (GPU)          {ms(out['t_worker_s'])}")
     click.echo(f"  engine host per step  {ms(out['t_host_s'])}   (exposed: the GPU waits for it)")
     click.echo(f"  SD step               {ms(out['t_step_s'])}")

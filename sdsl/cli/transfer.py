@@ -22,12 +22,12 @@ def parse_hardware_map(items) -> dict[str, str]:
 
 def run_transfer(data_dir: str, mapping: dict[str, str], figure: str | None = None, as_json: bool = False) -> None:
     """Read the GPU folders under ``data_dir``, run :func:`sdsl.fit.transfer.leave_one_gpu_out`, print it."""
-    from sdsl.fit.profiles import read_vidur
+    from sdsl.fit.profiles import read_vidur, read_vidur_elementwise
     from sdsl.fit.transfer import leave_one_gpu_out, resolve_gpu_folders
 
     data = read_vidur(data_dir)
     resolve_gpu_folders(sorted(data["hardware"].unique()), mapping)  # every unknown folder, before fitting
-    result = leave_one_gpu_out(data, mapping)
+    result = leave_one_gpu_out(data, mapping, elementwise=read_vidur_elementwise(data_dir))
     if figure:
         result.plot(path=figure)
     if as_json:

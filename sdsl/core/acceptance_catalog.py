@@ -117,6 +117,18 @@ class CatalogRow:
         return 1.0 + float(sum(self.marginal)) if self.marginal_complete else None
 
     @property
+    def source_id(self) -> str:
+        """The publication a row comes from, for holding sources out: the repository of a ``github:`` file
+        (AngelSlim's README and benchmark page are one source), the thread of a PR or issue (description and
+        comments are one source), else the source text up to its first space."""
+        text = self.source
+        if text.startswith("github:"):
+            return text[len("github:"):].split("@")[0]
+        if text.startswith(("github-pr:", "github-issue:")):
+            return text.split(":", 1)[1].split(" ")[0]
+        return text.split(" ")[0]
+
+    @property
     def speedup_ratio(self) -> float | None:
         """The printed speedup, else throughput / baseline throughput when both are printed."""
         if self.speedup is not None:
@@ -127,14 +139,16 @@ class CatalogRow:
 
     def acceptance(self):
         """This row as an :class:`~sdsl.core.acceptance.Acceptance`: the measured marginal vector
-        when complete, else the decay form fitted to τ at k (chains and blocks only)."""
-        from sdsl.core.acceptance import Acceptance
+        when complete, else the decay form fitted to τ at k with the ratio of the method's group
+        (:data:`sdsl.core.acceptance.decay.GROUP_DECAY`; chains and blocks only)."""
+        from sdsl.core.acceptance.decay import group_decay
+        from sdsl.core.acceptance.vector import Acceptance
 
         src = f"catalog:{self.row_id}"
         if self.marginal_complete:
             return Acceptance.from_marginal(self.marginal, source=src)
         if self.tau is not None and self.k is not None and self.structure in ("chain", "block"):
-            return Acceptance.from_accepted_length(self.tau, self.k, source=src)
+            return Acceptance.from_accepted_length(self.tau, self.k, decay=group_decay(self.method), source=src)
         raise UnknownNameError(f"Catalog row {self.row_id} has no chain acceptance to price (structure "
                                f"{self.structure}, k {self.k}, {'no ' if self.tau is None else ''}accepted length).")
 

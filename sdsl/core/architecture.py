@@ -15,6 +15,14 @@ tokens already in the KV cache (docs/model.md §3.3; the 2·N FLOPs-per-token ru
     bytes = W + b·L·kv + b·q·kv + activations
 
 where ``kv`` is :meth:`ModelSpec.kv_bytes_per_token` and ``W`` the weights a forward reads.
+
+Beyond the dense decoder (docs/model.md §3.8): mixture-of-experts layers (routed experts, experts per
+token, shared experts, dense-first layers, interleaved MoE layers; Shazeer et al. 2017, Fedus et al. 2022,
+DeepSeek-AI arXiv 2401.06066), multi-head latent attention (DeepSeek-V2, arXiv 2405.04434 §2.1),
+grouped/multi-query attention, sliding-window and chunked local attention on some layers (gpt-oss,
+Gemma-3, Llama-4), per-head q/k norms and attention sinks. For an MoE model the FLOPs above count the
+parameters a token uses (:meth:`ModelSpec.active_params`), and ``W`` the experts a batch touches
+(:mod:`sdsl.core.moe`).
 """
 
 from __future__ import annotations
@@ -28,22 +36,13 @@ from typing import Any, Mapping
 import numpy as np
 
 from sdsl._io import load_json, load_toml
+from sdsl.core.dtypes import DTYPE_BYTES, dtype_bytes
+from sdsl.core.model_variants import ACTIVE_CONVENTIONS, VariantCounts, local_context  # noqa: F401
 from sdsl.errors import ConfigError, InvalidInputError, UnknownNameError
 
-__all__ = ["ModelSpec", "dtype_bytes", "get_model", "list_models", "DTYPE_BYTES"]
+__all__ = ["ModelSpec", "dtype_bytes", "get_model", "list_models", "DTYPE_BYTES", "ACTIVE_CONVENTIONS"]
 
-DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
-_DTYPE_ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float8": "fp8"}
 _NORMS = ("rmsnorm", "layernorm")
-
-
-def dtype_bytes(name: str) -> int:
-    """Bytes per element of dtype ``name`` (``"fp32"``, ``"bf16"``, ``"fp16"``, ``"fp8"``)."""
-    key = str(name).lower()
-    key = _DTYPE_ALIASES.get(key, key)
-    if key not in DTYPE_BYTES:
-        raise InvalidInputError(f"Unknown dtype {name!r}; expected one of {', '.join(DTYPE_BYTES)}.")
-    return DTYPE_BYTES[key]
 
 
 def _is_int(x: Any) -> bool:
@@ -51,7 +50,7 @@ def _is_int(x: Any) -> bool:
 
 
 @dataclass(frozen=True)
-class ModelSpec:
+class ModelSpec(VariantCounts):
     """Shape of a decoder-only transformer.
 
     Attributes:
@@ -70,7 +69,10 @@ class ModelSpec:
         final_norm: a norm after the last layer (OPT-350M, post-LN, has none).
         norms_per_layer: norms in each block (2; phi-2's parallel block has 1).
         lm_head_bias: the lm head has a bias (phi-2).
+        qk_norm ... routing_skew, expert_load: the architecture variants, :class:`~sdsl.core.model_variants.VariantCounts`.
         published_params: the parameter count the model card / paper publishes, or ``None``.
+        published_active_params, active_params_convention: an MoE model's published active count and
+            what it counts (:data:`ACTIVE_CONVENTIONS`).
         source: where the shapes and the published count come from.
         hf_id: Hugging Face repository id.
     """
@@ -96,7 +98,31 @@ class ModelSpec:
     final_norm: bool = True
     norms_per_layer: int = 2
     lm_head_bias: bool = False
+    qk_norm: bool = False
+    attention_sinks: bool = False
+    sliding_window: int = 0
+    local_layers: int = 0
+    chunked_attention: bool = False
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    n_experts: int = 0
+    experts_per_token: int = 0
+    expert_d_ff: int = 0
+    n_shared_experts: int = 0
+    shared_expert_d_ff: int = 0
+    first_dense_layers: int = 0
+    moe_layer_step: int = 1
+    expert_bias: bool = False
+    router_bias: bool = False
+    mtp_layers: int = 0
+    routing_skew: float = 0.0
+    expert_load: tuple = ()
     published_params: float | None = None
+    published_active_params: float | None = None
+    active_params_convention: str = "all"
     source: str = ""
     hf_id: str = ""
 
@@ -109,10 +135,13 @@ class ModelSpec:
             v = getattr(self, attr)
             if v is not None and (not _is_int(v) or v <= 0):
                 raise InvalidInputError(f"Model {self.name!r}: {attr} must be a positive integer or absent, got {v!r}.")
-        for attr in ("learned_pos", "norms_per_layer"):
+        for attr in ("learned_pos", "norms_per_layer", "sliding_window", "local_layers", "kv_lora_rank", "q_lora_rank",
+                     "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "n_experts", "experts_per_token",
+                     "expert_d_ff", "n_shared_experts", "shared_expert_d_ff", "first_dense_layers", "mtp_layers"):
             v = getattr(self, attr)
             if not _is_int(v) or v < 0:
                 raise InvalidInputError(f"Model {self.name!r}: {attr} must be a non-negative integer, got {v!r}.")
+        self._check_variants()
         if self.head_dim is None:
             if self.d_model % self.n_head:
                 raise InvalidInputError(
@@ -129,7 +158,8 @@ class ModelSpec:
             if not isinstance(self.published_params, (int, float)) or not self.published_params > 0:
                 raise InvalidInputError(f"Model {self.name!r}: published_params must be positive.")
             object.__setattr__(self, "published_params", float(self.published_params))
-        for attr in ("gated_mlp", "tied_embeddings", "qkv_bias", "attn_out_bias", "mlp_bias", "final_norm", "lm_head_bias"):
+        for attr in ("gated_mlp", "tied_embeddings", "qkv_bias", "attn_out_bias", "mlp_bias", "final_norm", "lm_head_bias",
+                     "qk_norm", "attention_sinks", "chunked_attention", "expert_bias", "router_bias"):
             object.__setattr__(self, attr, bool(getattr(self, attr)))
         for attr in ("n_layer", "d_model", "n_head", "n_kv_head", "d_ff", "vocab_size", "max_context", "learned_pos"):
             object.__setattr__(self, attr, int(getattr(self, attr)))
@@ -157,13 +187,8 @@ class ModelSpec:
 
     @property
     def params_per_layer(self) -> int:
-        """Parameters of one transformer block (attention, MLP, their biases and two norms)."""
-        d, qd, kd, ff = self.d_model, self.q_dim, self.kv_dim, self.d_ff
-        attn = d * qd + 2 * d * kd + qd * d
-        attn += (qd + 2 * kd) * self.qkv_bias + d * self.attn_out_bias
-        n_up = 2 if self.gated_mlp else 1
-        mlp = (n_up + 1) * d * ff + (n_up * ff + d) * self.mlp_bias
-        return attn + mlp + self.norms_per_layer * self._norm_params
+        """Parameters of one dense transformer block (attention, MLP of width d_ff, their biases, the norms)."""
+        return self.attention_params + self.mlp_params(self.d_ff) + self.norms_per_layer * self._norm_params
 
     @property
     def embedding_params(self) -> int:
@@ -183,7 +208,8 @@ class ModelSpec:
     def non_embedding_params(self) -> int:
         """All blocks, the final norm and OPT-350M's project_in/out: total minus embeddings and lm head."""
         proj = 2 * self.embed_dim * self.d_model if self.embed_dim != self.d_model else 0
-        return self.n_layer * self.params_per_layer + self._norm_params * self.final_norm + proj
+        blocks = self.n_dense_layers * self.params_per_layer + self.n_moe_layers * self.params_per_moe_layer
+        return blocks + self._norm_params * self.final_norm + proj
 
     @property
     def total_params(self) -> int:
@@ -199,7 +225,9 @@ class ModelSpec:
         ``attn_post_proj`` (row-parallel), ``mlp_up_proj`` (fused gate+up when gated), ``mlp_down_proj``;
         plus the model-level ``lm_head`` (vocab split ``tp`` ways). KV heads fewer than ``tp`` are
         replicated (one per worker), as vLLM does. OPT-350M's two small embedding projections are
-        not listed (they are in :meth:`forward_flops`).
+        not listed (they are in :meth:`forward_flops`). An MLA model lists its fused q_a/kv_a projection
+        (replicated on every worker) as ``attn_pre_proj`` plus ``attn_q_proj`` and ``attn_kv_b_proj``; an MoE
+        model's ``mlp_*`` are its dense layers' MLP (its experts are priced by :mod:`sdsl.core.latency`).
         """
         if not _is_int(tp) or tp <= 0:
             raise InvalidInputError(f"tp must be a positive integer, got {tp!r}.")
@@ -207,10 +235,12 @@ class ModelSpec:
             raise InvalidInputError(f"tp={tp} does not divide n_head={self.n_head} of {self.name}.")
         if self.n_kv_head % tp and tp % self.n_kv_head:
             raise InvalidInputError(f"tp={tp} and n_kv_head={self.n_kv_head} of {self.name} do not divide each other.")
-        q_local = self.q_dim // tp
-        kv_local = max(1, self.n_kv_head // tp) * self.head_dim
         ff_local = -(-self.d_ff // tp)
         n_up = 2 if self.gated_mlp else 1
+        if self.is_mla:
+            return self._mla_linear_layers(tp, ff_local, n_up)
+        q_local = self.q_dim // tp
+        kv_local = max(1, self.n_kv_head // tp) * self.head_dim
         return {
             "attn_pre_proj": (self.d_model, q_local + 2 * kv_local),
             "attn_post_proj": (q_local, self.d_model),
@@ -221,49 +251,15 @@ class ModelSpec:
 
     # ---- bytes and FLOPs ----------------------------------------------------------------
     def kv_bytes_per_token(self, dtype: str = "bf16") -> int:
-        """KV-cache bytes one token occupies, all layers, K and V: 2·n_layer·n_kv_head·head_dim·bytes."""
-        return 2 * self.n_layer * self.kv_dim * dtype_bytes(dtype)
+        """KV-cache bytes one token occupies on one GPU, all layers: 2·n_layer·n_kv_head·head_dim·bytes (MLA:
+        n_layer·(kv_lora_rank + qk_rope_head_dim)·bytes). A local-attention layer keeps only its window, so a
+        sequence's cache is :meth:`kv_cache_bytes` of its length; under tensor parallelism see
+        :func:`sdsl.core.latency.kv_cache_bytes_per_gpu`."""
+        return self.n_layer * self.kv_elements_per_layer * dtype_bytes(dtype)
 
     def weight_bytes(self, dtype: str = "bf16") -> int:
         """Bytes of every distinct parameter stored in ``dtype``."""
         return self.total_params * dtype_bytes(dtype)
-
-    def _forward_weight_params(self) -> int:
-        # a forward reads every block and the lm head; embeddings only b·q rows (added separately)
-        return self.non_embedding_params + self.lm_head_params
-
-    def _activation_elems_per_token(self) -> int:
-        # every GEMM reads its input and writes its output once (flash attention: no score matrix)
-        layers = self.linear_layers(1)
-        per_layer = sum(i + o for k, (i, o) in layers.items() if k != "lm_head")
-        i, o = layers["lm_head"]
-        return self.n_layer * per_layer + i + o
-
-    def forward_flops(self, batch: Any = 1, q: Any = 1, context: Any = 0) -> np.ndarray:
-        """FLOPs of one forward pass (docs/model.md §3.3; Kaplan et al. 2020, Table 1), broadcasting.
-
-        ``2·P_nonemb·b·q + 2·P_lmhead·b·q + 4·n_layer·n_head·d_head·b·q·(L + q/2)``: the q new tokens
-        attend to the L cached tokens and, causally, to on average q/2 of each other.
-        """
-        b, qq, L = _check_bqL(batch, q, context)
-        tokens = b * qq
-        dense = 2.0 * (self.non_embedding_params + self.lm_head_params) * tokens
-        attn = 4.0 * self.n_layer * self.n_head * self.head_dim * tokens * (L + qq / 2.0)
-        return np.asarray(dense + attn, dtype=float)
-
-    def forward_bytes(self, batch: Any = 1, q: Any = 1, context: Any = 0, dtype: str = "bf16") -> np.ndarray:
-        """Bytes one forward pass moves to/from device memory (docs/model.md §3.3), broadcasting.
-
-        weights (every block and the lm head once, plus b·q embedding rows) + KV read b·L·kv +
-        KV write b·q·kv + activations (each GEMM's input and output once per token).
-        """
-        b, qq, L = _check_bqL(batch, q, context)
-        db = dtype_bytes(dtype)
-        kv = self.kv_bytes_per_token(dtype)
-        tokens = b * qq
-        weights = self._forward_weight_params() * db
-        per_token = (self.embed_dim + self._activation_elems_per_token()) * db + kv
-        return np.asarray(weights + b * L * kv + tokens * per_token, dtype=float)
 
     # ---- (de)serialisation --------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -289,8 +285,9 @@ class ModelSpec:
         """Read a Hugging Face ``config.json`` (or a directory holding one).
 
         Supported ``model_type``: llama, mistral, qwen2 (Qwen1.5 and Qwen2.5), opt, gpt_neox (Pythia),
-        phi, seed_oss. A missing or malformed file or another model type raises
-        :class:`~sdsl.errors.ConfigError`.
+        phi, seed_oss, qwen3, qwen3_moe, mixtral, deepseek_v2, deepseek_v3, gpt_oss, llama4 (its
+        ``text_config``), glm4_moe, gemma3 (its ``text_config``). A missing or malformed file or another model
+        type raises :class:`~sdsl.errors.ConfigError`.
         """
         from sdsl.core.hf_config import spec_fields_from_hf  # keeps this module short
 
@@ -311,19 +308,6 @@ class ModelSpec:
             f"{self.name}: {self.total_params / 1e9:.3f}B params, {self.n_layer} layers × d={self.d_model}, "
             f"{self.n_head}/{self.n_kv_head} heads"
         )
-
-
-def _check_bqL(batch: Any, q: Any, context: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    b = np.asarray(batch, dtype=float)
-    qq = np.asarray(q, dtype=float)
-    L = np.asarray(context, dtype=float)
-    if not np.all(np.isfinite(b)) or np.any(b <= 0):
-        raise InvalidInputError("batch must be positive.")
-    if not np.all(np.isfinite(qq)) or np.any(qq <= 0):
-        raise InvalidInputError("q (new tokens per sequence) must be positive.")
-    if not np.all(np.isfinite(L)) or np.any(L < 0):
-        raise InvalidInputError("context must be non-negative.")
-    return b, qq, L
 
 
 # ---- catalog ------------------------------------------------------------------------------

@@ -18,9 +18,10 @@ __all__ = ["ROW_KEYS", "config_row", "frame_columns", "report_rows"]
 #: Every row's keys, in order (docs/json.md).
 ROW_KEYS = ("proposer", "draft", "draft_params", "gamma", "tree", "batch", "acceptance_index", "alpha",
             "acceptance_source", "tau", "tokens_per_s", "plain_tokens_per_s", "speedup", "tpot_s", "bound",
-            "t_draft_s", "t_propose_s", "t_verify_s", "t_worker_s", "t_host_s", "t_step_s", "cost_ratio", "engine")
+            "t_draft_s", "t_propose_s", "t_verify_s", "t_worker_s", "t_host_s", "t_step_s", "cost_ratio",
+            "distinct_experts", "engine")
 _PRICED = ("tau", "tokens_per_s", "plain_tokens_per_s", "speedup", "tpot_s", "bound", "t_draft_s", "t_propose_s",
-           "t_verify_s", "t_worker_s", "t_host_s", "t_step_s", "cost_ratio")
+           "t_verify_s", "t_worker_s", "t_host_s", "t_step_s", "cost_ratio", "distinct_experts")
 
 
 def _draft(proposer) -> tuple:
@@ -37,6 +38,8 @@ def _engine(step) -> str | None:
 
 
 def _full(step, name: str, shape):
+    if name == "distinct_experts":  # routed experts per MoE layer of the verify forward (0 for a dense target)
+        return np.broadcast_to(np.asarray(step.verify_time.distinct_experts, dtype=float), shape)
     return np.broadcast_to(np.asarray(getattr(step, name)), shape)
 
 

@@ -2,7 +2,7 @@
 parameters and the engine that runs them, passed whole to :func:`~sdsl.core.throughput.predict`,
 :func:`~sdsl.core.latency.step_time`, :func:`~sdsl.core.search.evaluate_grid`, the serving
 simulator and the CLI (the roofline step time of docs/model.md §3.3 reads all of them; the engine's execution
-profile, §3.8, prices the host time around it).
+profile, §3.9, prices the host time around it).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ __all__ = ["Deployment"]
 
 def _check_degree(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-        raise InvalidInputError(f"{name} (tensor-parallel degree) must be a positive integer; got {value!r}.")
+        kind = "expert-parallel" if name == "ep" else "tensor-parallel"
+        raise InvalidInputError(f"{name} ({kind} degree) must be a positive integer; got {value!r}.")
     return int(value)
 
 
@@ -33,12 +34,20 @@ class Deployment:
 
     hardware: a catalog name, a TOML/JSON hardware file or a :class:`~sdsl.core.hardware.Hardware`
     (resolved to a Hardware). tp / draft_tp: tensor-parallel degrees of the target and the draft.
-    dtype: weight and activation precision (fp32, bf16, fp16, fp8). context: tokens already in each
+    dtype: compute precision of activations, KV cache and attention, and of the weights unless
+    ``weight_dtype`` says otherwise (fp32, bf16, fp16, fp8). context: tokens already in each
     sequence's KV cache (the mean, for mixed lengths). params: roofline latency parameters;
-    ``None`` uses :func:`~sdsl.core.latency.default_params` of the hardware. engine: the engine's execution
-    profile (:class:`~sdsl.core.engine.EngineProfile` or any :func:`~sdsl.core.engine.resolve_engine` spec:
-    ``"vllm"``, ``"vllm:2025-04"``, ``"sglang-spec-v2"``, ``"ideal"``, a profile name or ``.json`` file);
-    ``None`` is the newest vLLM profile on a GPU and ``"ideal"`` (the roofline alone) on a CPU.
+    ``None`` uses :func:`~sdsl.core.latency.default_params` of the hardware.
+    weight_dtype: storage format of the decoder's linear-layer weights (bf16, fp8, int4, mxfp4, nvfp4;
+    :mod:`sdsl.core.weight_formats`), the embeddings and LM head staying in ``dtype``; ``None``: ``dtype``.
+    expert_dtype: format of the routed experts' weights (gpt-oss: mxfp4 beside bf16 attention); ``None``:
+    ``weight_dtype``. ep: expert-parallel degree, dividing ``tp``: the MoE experts spread over ep groups of
+    tp/ep GPUs. expert_dispatch: how tokens reach their experts when ep > 1 — "allreduce" (every GPU holds
+    every token; the layer's all-reduce combines) or "all-to-all" (dispatch and combine, DeepEP-style).
+    engine: the engine's execution profile (:class:`~sdsl.core.engine.EngineProfile` or any
+    :func:`~sdsl.core.engine.resolve_engine` spec: ``"vllm"``, ``"vllm:2025-04"``, ``"sglang-spec-v2"``,
+    ``"ideal"``, a profile name or ``.json`` file); ``None`` is the newest vLLM profile on a GPU and ``"ideal"``
+    (the roofline alone) on a CPU.
     """
 
     hardware: Hardware
@@ -47,14 +56,28 @@ class Deployment:
     dtype: str = "bf16"
     context: float = 1024
     params: LatencyParams | None = None
+    weight_dtype: str | None = None
+    expert_dtype: str | None = None
+    ep: int = 1
+    expert_dispatch: str = "allreduce"
     engine: EngineProfile | None = None
 
     def __init__(self, hardware, *, tp: int = 1, draft_tp: int = 1, dtype: str = "bf16", context=1024,
-                 params: LatencyParams | None = None, engine=None) -> None:
+                 params: LatencyParams | None = None, weight_dtype: str | None = None,
+                 expert_dtype: str | None = None, ep: int = 1, expert_dispatch: str = "allreduce",
+                 engine=None) -> None:
+        from sdsl.core.weight_formats import get_weight_format
+
         hw = get_hardware(hardware) if isinstance(hardware, (str, Path, Hardware)) else None
         if hw is None:
             raise InvalidInputError(f"hardware must be a catalog name, a .toml/.json file or a Hardware; got {hardware!r}.")
         dtype_bytes(dtype)  # raises InvalidInputError on an unknown dtype
+        formats = [None if f is None else get_weight_format(f).name for f in (weight_dtype, expert_dtype)]
+        ep = _check_degree("ep", ep)
+        if _check_degree("tp", tp) % ep:
+            raise InvalidInputError(f"ep (expert-parallel degree) must divide tp; got ep={ep}, tp={tp}.")
+        if expert_dispatch not in ("allreduce", "all-to-all"):
+            raise InvalidInputError(f"expert_dispatch is 'allreduce' or 'all-to-all'; got {expert_dispatch!r}.")
         if isinstance(context, bool) or not isinstance(context, Real) or not (math.isfinite(context) and context >= 0):
             raise InvalidInputError(f"context must be a finite non-negative number of tokens; got {context!r}.")
         if params is not None and not isinstance(params, LatencyParams):
@@ -66,6 +89,10 @@ class Deployment:
         set_(self, "dtype", str(dtype).lower())
         set_(self, "context", int(context) if float(context).is_integer() else float(context))
         set_(self, "params", params if params is not None else default_params(hw))
+        set_(self, "weight_dtype", formats[0])
+        set_(self, "expert_dtype", formats[1])
+        set_(self, "ep", ep)
+        set_(self, "expert_dispatch", expert_dispatch)
         set_(self, "engine", resolve_engine(engine, hardware=hw))
 
     @classmethod
@@ -83,10 +110,16 @@ class Deployment:
 
     def for_draft(self, params: LatencyParams | None = None) -> "Deployment":
         """The deployment the draft runs on: tensor parallel over ``draft_tp`` GPUs, with ``params``
-        when given (a separate draft calibration), else the same latency parameters."""
-        return replace(self, tp=self.draft_tp, params=params or self.params)
+        when given (a separate draft calibration), else the same latency parameters; no expert parallelism."""
+        return replace(self, tp=self.draft_tp, ep=1, params=params or self.params)
 
     def to_dict(self) -> dict:
         """JSON-ready: the hardware by name, the latency parameters as a dict, the engine profile's summary."""
-        return {"hardware": self.hardware.name, "tp": self.tp, "draft_tp": self.draft_tp, "dtype": self.dtype,
-                "context": self.context, "params": self.params.to_dict(), "engine": self.engine.summary()}
+        out = {"hardware": self.hardware.name, "tp": self.tp, "draft_tp": self.draft_tp, "dtype": self.dtype,
+               "context": self.context, "params": self.params.to_dict()}
+        extra = {"weight_dtype": self.weight_dtype, "expert_dtype": self.expert_dtype, "ep": self.ep,
+                 "expert_dispatch": self.expert_dispatch}
+        defaults = {"weight_dtype": None, "expert_dtype": None, "ep": 1, "expert_dispatch": "allreduce"}
+        out.update({k: v for k, v in extra.items() if v != defaults[k]})  # dense defaults keep the old keys only
+        out["engine"] = self.engine.summary()
+        return out

@@ -1,5 +1,5 @@
 """How an engine runs a decoding step around the GPU's work: :class:`EngineProfile`, the execution model that
-:func:`sdsl.core.speculation.price_step` adds to the roofline (docs/model.md §3.8).
+:func:`sdsl.core.speculation.price_step` adds to the roofline (docs/model.md §3.9).
 
 The roofline (§3.3) prices the kernels. An engine also spends host time — scheduling, input preparation,
 sampling, the speculative worker's bookkeeping, the Python and driver work of launching kernels that are not
@@ -53,7 +53,7 @@ __all__ = ["EngineProfile", "IDEAL", "StepPieces", "KERNEL_STYLES", "forward_ker
            "host_seconds", "FREE_TERMS", "DEFAULT_ENGINE"]
 
 #: Kernels one forward launches, per decoder layer and per model, for each engine's implementation of a Llama-style
-#: block (docs/model.md §3.8 counts them operation by operation):
+#: block (docs/model.md §3.9 counts them operation by operation):
 #: - ``fused`` — vLLM's ``LlamaDecoderLayer`` (vllm/model_executor/models/llama.py; SGLang's and TensorRT-LLM's
 #:   PyTorch backend have the same fused kernels): fused add + RMSNorm, QKV GEMM, rotary, KV-cache write,
 #:   attention, O GEMM, fused add + RMSNorm, gate-up GEMM, SiLU-and-mul, down GEMM = 10 per layer (+ 2
@@ -83,7 +83,7 @@ DEFAULT_ENGINE = "vllm"  # what Deployment prices with when no engine is given (
 
 @dataclass(frozen=True)
 class EngineProfile:
-    """One engine build's execution terms (module docstring; docs/model.md §3.8). Times in seconds.
+    """One engine build's execution terms (module docstring; docs/model.md §3.9). Times in seconds.
 
     ``name`` identifies the profile (``vllm-2025-07``), ``engine`` the family it is selected by (``vllm``,
     ``sglang``, ``sglang-spec-v2``, ``trtllm``, ``gpt-fast``, ``hf-eager``, ``eager-pytorch``, ``llamacpp``),

@@ -14,7 +14,11 @@ with continuous features f = log peak bf16 FLOP/s, log bandwidth, log machine ba
 scaled by its spread s_f over the accelerator catalog (so nothing measured sets the scale).
 Efficiencies (every ``eta_*`` field) are averaged as logits, the smoothness as 1/p (hard max = 0),
 other numbers (times) as they are; a non-numeric or integer field (the GEMM tile ``m_tile``) is the
-closest calibrated GPU's.
+closest calibrated GPU's, except the smallest row tile ``m_tile_min``, which is the target's own
+tensor-core instruction (:func:`sdsl.core.kernels.min_row_tile`: a datasheet fact, not a fit). The
+all-reduce terms are averaged over the calibrated GPUs whose all-reduce was measured (their ``source``
+says "all-reduce fitted"), so assumed defaults never dilute a measured all-reduce; with none, they
+are the candidates' (unfitted) values as for any other field.
 
 Nearest architecture first (``rule="architecture"``, the default): when some calibrated GPU shares
 the target's architecture, the average runs over those GPUs only; otherwise over all of them.
@@ -107,6 +111,11 @@ def _logit(x: float) -> float:
     return math.log(x / (1 - x))
 
 
+def _is_allreduce_term(name: str) -> bool:
+    """The all-reduce fields of LatencyParams (:func:`sdsl.core.kernels.allreduce_time`)."""
+    return name.startswith("allreduce_") or name == "eta_interconnect"
+
+
 def transfer_params(hardware, measured: Mapping[str, tuple], rule: str = "architecture"):
     """Latency parameters for ``hardware`` from calibrated GPUs ``{name: (Hardware, LatencyParams)}``.
 
@@ -116,27 +125,35 @@ def transfer_params(hardware, measured: Mapping[str, tuple], rule: str = "archit
     """
     if not measured:
         raise ValueError("transfer_params needs at least one calibrated GPU.")
+    from sdsl.core.kernels import min_row_tile
+
     w = {k: v for k, v in transfer_weights(hardware, measured, rule).items() if v > 0.0}
     params = {k: p for k, (_, p) in measured.items()}
-    cls = type(next(iter(params.values())))  # LatencyParams, without importing sdsl.core.latency_params (no cycle)
+    cls = type(next(iter(params.values())))
     out = {}
-    nearest = max(w, key=w.get)
+    with_allreduce = {k: v for k, v in w.items() if "all-reduce fitted" in params[k].source}
     for f in fields(cls):
         if f.name == "source":
             continue
-        vals = {k: getattr(p, f.name) for k, p in params.items() if k in w}
+        wf = with_allreduce if _is_allreduce_term(f.name) and with_allreduce else w
+        vals = {k: getattr(p, f.name) for k, p in params.items() if k in wf}
+        total = sum(wf.values())
         numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals.values())
         if not numeric or f.type in ("int", int):
-            out[f.name] = vals[nearest]  # a setting or a count (m_tile), not averaged: the closest GPU's
+            out[f.name] = vals[max(wf, key=wf.get)]  # a setting or a count (m_tile), not averaged: the closest GPU's
         elif f.name.startswith("eta"):
-            z = sum(w[k] * _logit(float(v)) for k, v in vals.items())
+            z = sum(wf[k] * _logit(float(v)) for k, v in vals.items()) / total
             out[f.name] = min(1.0, 1.0 / (1.0 + math.exp(-z)))
         elif f.name == "smoothness":
-            inv = sum(w[k] / float(v) for k, v in vals.items())
+            inv = sum(wf[k] / float(v) for k, v in vals.items()) / total
             out[f.name] = math.inf if inv <= 0 else max(1.0, 1.0 / inv)
         else:
-            out[f.name] = sum(w[k] * float(v) for k, v in vals.items())
+            out[f.name] = sum(wf[k] * float(v) for k, v in vals.items()) / total
+    if out.get("m_tile_min"):
+        out["m_tile_min"] = min_row_tile(hardware)
     names = ", ".join(f"{measured[k][0].name} {w[k]:.2f}" for k in sorted(w, key=w.get, reverse=True))
     src = (f"cross-GPU efficiency model (sdsl.core.gpu_transfer; datasheet-feature kernel weights {names}) "
            f"for {hardware.name}, not measured on it")
+    if with_allreduce and set(with_allreduce) != set(w):
+        src += "; all-reduce terms from " + ", ".join(measured[k][0].name for k in with_allreduce) + " (measured)"
     return cls(**out, source=src)

@@ -1,6 +1,6 @@
 """Hardware catalog: datasheet peaks of the accelerators sdsl prices forward passes on.
 
-The catalog lives in ``sdsl/data/hardware.toml`` in human units (TFLOP/s, GB/s, GB) with a
+The catalog lives in ``sdsl/data/hardware.toml`` in human units (TFLOP/s, GB/s, GiB) with a
 source per entry; :class:`Hardware` holds the same numbers in SI units (FLOP/s, bytes/s, bytes).
 All FLOP/s figures are *dense* tensor-core peaks (the "with sparsity" datasheet figure halved).
 These are the starting point of the roofline in docs/model.md §3.3; calibration fits efficiencies on top.
@@ -26,13 +26,18 @@ __all__ = ["ARCHITECTURES", "Hardware", "get_hardware", "list_hardware", "load_h
 
 _TERA = 1e12
 _GIGA = 1e9
+#: Device memory is binary: a datasheet's "80 GB" of HBM or GDDR is 80 GiB (DRAM dies come in powers of two;
+#: ``nvidia-smi`` reports 81920 MiB on an A100 80GB and 81559 MiB on an H100 80GB, i.e. 80 and 79.6 GiB,
+#: modal-labs/modal-client PR #2797). Bandwidths and FLOP/s are decimal (1 GB/s = 1e9 bytes/s).
+_GIB = 2.0**30
 _KINDS = ("gpu", "cpu")
 # keys of an entry in a hardware file (human units) -> accepted
 _REQUIRED = ("bf16_tflops", "mem_bandwidth_gbs", "mem_gb")
 _OPTIONAL = ("name", "aliases", "kind", "fp8_tflops", "interconnect_gbs", "source", "bf16_sparse_tflops",
-             "fp8_sparse_tflops", "interconnect", "architecture", "memory_type", "sm_count", "l2_mb")
+             "fp8_sparse_tflops", "interconnect", "architecture", "memory_type", "sm_count", "l2_mb", "fp4_tflops",
+             "fp4_sparse_tflops")
 _POSITIVE = ("bf16_tflops", "mem_bandwidth_gbs", "mem_gb", "fp8_tflops", "interconnect_gbs", "bf16_sparse_tflops",
-             "fp8_sparse_tflops", "sm_count", "l2_mb")
+             "fp8_sparse_tflops", "sm_count", "l2_mb", "fp4_tflops", "fp4_sparse_tflops")
 _TEXT = ("name", "kind", "source", "interconnect", "architecture", "memory_type")
 #: architecture generations in release order (what the cross-GPU efficiency model reads as "generation")
 ARCHITECTURES = ("volta", "ampere", "ada", "hopper", "blackwell", "cdna2", "cdna3", "gaudi3", "zen4")
@@ -47,7 +52,7 @@ class Hardware:
         peak_flops: dense bf16/fp16 tensor peak, FLOP/s.
         peak_flops_fp8: dense fp8 tensor peak, FLOP/s, or ``None`` when there are no fp8 tensor cores.
         mem_bandwidth: peak device-memory bandwidth, bytes/s.
-        mem_capacity: device memory, bytes.
+        mem_capacity: device memory, bytes: the catalog's ``mem_gb`` read as GiB (2^30 bytes, :data:`_GIB`).
         interconnect_bandwidth: GPU-to-GPU bandwidth per GPU and PER DIRECTION, bytes/s (NVLink4 on
             H100-SXM: 450e9; PCIe cards: their PCIe x16 link), or ``None``.
         kind: ``"gpu"`` (any accelerator with its own memory) or ``"cpu"``.
@@ -60,6 +65,9 @@ class Hardware:
         peak_flops_sparse, peak_flops_fp8_sparse: the datasheets' 2:4-sparse figures (FLOP/s) where
             printed; never used for pricing, kept so that dense = sparse / 2 can be checked.
         interconnect: the GPU-to-GPU link in words.
+        peak_flops_fp4, peak_flops_fp4_sparse: dense (and 2:4-sparse) fp4 tensor peak, FLOP/s, on GPUs with
+            fp4 tensor cores (Blackwell), else ``None``; what NVFP4 weights with fp4 activations run at
+            (:func:`sdsl.core.weight_formats.gemm_peak`).
     """
 
     name: str
@@ -78,6 +86,8 @@ class Hardware:
     peak_flops_sparse: float | None = None
     peak_flops_fp8_sparse: float | None = None
     interconnect: str | None = None
+    peak_flops_fp4: float | None = None
+    peak_flops_fp4_sparse: float | None = None
 
     def __post_init__(self) -> None:
         for attr in ("peak_flops", "mem_bandwidth", "mem_capacity"):
@@ -85,7 +95,7 @@ class Hardware:
             if not _positive(value):
                 raise InvalidInputError(f"Hardware {self.name!r}: {attr} must be a positive number, got {value!r}.")
         for attr in ("peak_flops_fp8", "interconnect_bandwidth", "sm_count", "l2_cache", "peak_flops_sparse",
-                     "peak_flops_fp8_sparse"):
+                     "peak_flops_fp8_sparse", "peak_flops_fp4", "peak_flops_fp4_sparse"):
             value = getattr(self, attr)
             if value is not None and not _positive(value):
                 raise InvalidInputError(f"Hardware {self.name!r}: {attr} must be positive or absent, got {value!r}.")
@@ -130,7 +140,7 @@ class Hardware:
             "kind": self.kind,
             "bf16_tflops": self.peak_flops / _TERA,
             "mem_bandwidth_gbs": self.mem_bandwidth / _GIGA,
-            "mem_gb": self.mem_capacity / _GIGA,
+            "mem_gb": self.mem_capacity / _GIB,
             "source": self.source,
         }
         if self.peak_flops_fp8 is not None:
@@ -139,6 +149,8 @@ class Hardware:
             d["interconnect_gbs"] = self.interconnect_bandwidth / _GIGA
         for key, value, unit in (("bf16_sparse_tflops", self.peak_flops_sparse, _TERA),
                                  ("fp8_sparse_tflops", self.peak_flops_fp8_sparse, _TERA),
+                                 ("fp4_tflops", self.peak_flops_fp4, _TERA),
+                                 ("fp4_sparse_tflops", self.peak_flops_fp4_sparse, _TERA),
                                  ("l2_mb", self.l2_cache, 1e6), ("sm_count", self.sm_count, 1)):
             if value is not None:
                 d[key] = value / unit if unit != 1 else value
@@ -186,7 +198,7 @@ def _from_entry(key: str, entry: Mapping[str, Any], origin: str) -> Hardware:
             peak_flops=float(entry["bf16_tflops"]) * _TERA,
             peak_flops_fp8=scaled("fp8_tflops", _TERA),
             mem_bandwidth=float(entry["mem_bandwidth_gbs"]) * _GIGA,
-            mem_capacity=float(entry["mem_gb"]) * _GIGA,
+            mem_capacity=float(entry["mem_gb"]) * _GIB,
             interconnect_bandwidth=scaled("interconnect_gbs", _GIGA),
             kind=str(entry.get("kind", "gpu")).lower(),
             source=str(entry.get("source", origin)),
@@ -198,6 +210,8 @@ def _from_entry(key: str, entry: Mapping[str, Any], origin: str) -> Hardware:
             peak_flops_sparse=scaled("bf16_sparse_tflops", _TERA),
             peak_flops_fp8_sparse=scaled("fp8_sparse_tflops", _TERA),
             interconnect=entry.get("interconnect"),
+            peak_flops_fp4=scaled("fp4_tflops", _TERA),
+            peak_flops_fp4_sparse=scaled("fp4_sparse_tflops", _TERA),
         )
     except InvalidInputError as exc:
         raise ConfigError(f"{exc} (in {origin})") from None
@@ -219,7 +233,7 @@ def load_hardware_file(path: str | Path) -> list[Hardware]:
     or several tables keyed by short name. Required keys: ``bf16_tflops``, ``mem_bandwidth_gbs``,
     ``mem_gb``; optional: ``name``, ``aliases``, ``kind``, ``fp8_tflops``, ``interconnect_gbs`` (per
     direction), ``interconnect``, ``architecture``, ``memory_type``, ``sm_count``, ``l2_mb``,
-    ``bf16_sparse_tflops``, ``fp8_sparse_tflops``, ``source`` (the catalog file's header explains
+    ``bf16_sparse_tflops``, ``fp8_sparse_tflops``, ``fp4_tflops``, ``fp4_sparse_tflops``, ``source`` (the catalog file's header explains
     each). A missing or malformed file, or one lacking a required key, raises :class:`~sdsl.errors.ConfigError`.
     """
     path = Path(path)

@@ -13,20 +13,32 @@ RoPE, activation, two residual adds), plus a fixed per-layer cost ``t_layer``. P
 needs every position's logits), a fixed per-forward overhead ``t_step`` and, with tensor
 parallelism, two all-reduces per layer (ring: 2(t−1)/t of the message over the interconnect).
 
+Beyond the dense decoder (docs/model.md §3.8): a mixture-of-experts layer replaces the dense MLP by a router
+GEMM, grouped GEMMs over the experts the step's b·q tokens touch (:mod:`sdsl.core.moe`: expected distinct
+experts, each expert's rows padded to the kernel's row tile) and the shared experts, with expert parallelism
+(``Deployment.ep``) and its all-to-all dispatch/combine; multi-head latent attention reads a compressed
+latent per token (absorbed decode form); local-attention layers read only their window; weight formats
+(``Deployment.weight_dtype``, ``expert_dtype``; :mod:`sdsl.core.weight_formats`) set each GEMM's weight
+bytes and tensor-core rate.
+
 Everything broadcasts over numpy arrays of batch, q and context, and over a stack of models
 (:class:`ModelShapes`), so a whole search grid is one vectorised evaluation.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from sdsl._result import Result
 from sdsl.core.architecture import dtype_bytes
 from sdsl.core.deployment import Deployment
+from sdsl.core.shapes import GEMM_OPS, MLA_OPS, ModelShapes, local_context  # noqa: F401
+from sdsl.core.step_ops import (MLA_EXTRA_GEMM_KERNELS, all_to_all_time, cached_kv_elements, communication_time,  # noqa: F401
+                                expert_rows, gemm_op, layer_elementwise_time, layer_ops, moe_elementwise, op_time,
+                                precision_of, roofline_sums)
+from sdsl.core.weight_formats import get_weight_format
 from sdsl.core.kernels import (FP32_FALLBACK_FRACTION, allreduce_time, allreduce_time_with, compute_peak,  # noqa: F401
                                elementwise_time, gemm_flops_bytes, gemm_waves, kernel_size_overhead, padded_tokens,
                                smooth_max)
@@ -47,6 +59,10 @@ __all__ = [
     "step_time",
     "step_time_s",
     "memory_per_gpu",
+    "kv_cache_bytes_per_gpu",
+    "weight_bytes_per_gpu",
+    "all_to_all_time",
+    "expert_reads",
     "memory_with_draft_per_gpu",
     "prefill_time_s",
     "allreduce_time",
@@ -57,107 +73,9 @@ __all__ = [
     "ELEMENTWISE_KINDS",
 ]
 
-GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 GEMM_KERNELS_PER_LAYER = len(GEMM_OPS) + 1  # four GEMMs and attention, each charged t_kernel
 KERNELS_PER_MODEL = 3  # embedding gather, final norm, LM head
-
-
-
-
-def _compute_time(flops, peak_flops, params: LatencyParams, waves=None) -> np.ndarray:
-    """FLOPs/(η_c·peak), times (1 + tail_waves/W) for a tiled GEMM of W waves (:func:`gemm_waves`)."""
-    t = np.asarray(flops, dtype=float) / (params.eta_compute * peak_flops)
-    return t if waves is None or not params.tail_waves else t * (1.0 + params.tail_waves / waves)
-
-
-def op_time(flops, bytes_moved, peak_flops, bandwidth, params: LatencyParams = DEFAULT_PARAMS, *,
-            waves=None) -> np.ndarray:
-    """Time (s) of one kernel on the roofline (Williams, Waterman & Patterson, CACM 2009; docs/model.md
-    §3.3): smax_p(t_c, bytes/(η_m·bw)) + t_kernel + t_ks·(1 − e^(−bytes/B)), with t_c = FLOPs/(η_c·peak)
-    and, for a tiled GEMM of ``waves`` W (:func:`gemm_waves`), t_c·(1 + tail_waves/W): the tail of the
-    last wave (NVIDIA, Matrix Multiplication Background, "wave quantization"). ``flops`` are those of the
-    padded tiles (:func:`gemm_flops_bytes` with ``m_tile``); the size overhead is
-    :func:`kernel_size_overhead`."""
-    t_compute = _compute_time(flops, peak_flops, params, waves)
-    t_memory = np.asarray(bytes_moved, dtype=float) / (params.eta_memory * bandwidth)
-    return (smooth_max(t_compute, t_memory, params.smoothness) + params.t_kernel
-            + kernel_size_overhead(bytes_moved, params))
-
-
-def layer_elementwise_time(shapes: "ModelShapes", tokens, dtype_bytes: int, bandwidth,
-                           params: LatencyParams) -> np.ndarray:
-    """Elementwise kernels of one decoder layer: ``norms_per_layer`` norms (row d, moves 2d per
-    token), RoPE on the local q and k heads, the activation and two residual adds (reads 2d, writes d).
-    A gated activation (reads 2·ff, writes ff) is a fused one-block-per-token kernel (kind ``act``); a
-    non-gated one (GELU: reads ff, writes ff) a flat native kernel priced like the adds (kind ``add``;
-    VALIDATION.md, elementwise kernels)."""
-    d, qk, ff = shapes.d_model, shapes.q_width + shapes.kv_width, shapes.ff_width
-    gated = np.asarray(shapes.gated) > 0
-    act = np.where(gated, elementwise_time("act", tokens, ff, 3 * ff, dtype_bytes, bandwidth, params),
-                   elementwise_time("add", tokens, ff, 2 * ff, dtype_bytes, bandwidth, params, row_limited=False))
-    parts = (shapes.norms * elementwise_time("norm", tokens, d, 2 * d, dtype_bytes, bandwidth, params),
-             elementwise_time("rope", tokens, qk, 2 * qk, dtype_bytes, bandwidth, params),
-             act,
-             2 * elementwise_time("add", tokens, d, 3 * d, dtype_bytes, bandwidth, params, row_limited=False))
-    return sum(parts)
-
-
-@dataclass(frozen=True)
-class ModelShapes:
-    """Per-worker shapes of one model, or of a stack of models as arrays (for vectorised search).
-
-    Arrays are shaped ``(n_models,) + (1,) * extra_dims`` when built from several models, so they
-    broadcast against batch/q/context grids laid out on the trailing axes.
-    """
-
-    names: tuple[str, ...]
-    n_layer: np.ndarray
-    d_model: np.ndarray
-    q_width: np.ndarray  # n_head/tp · head_dim
-    kv_width: np.ndarray  # ceil(n_kv_head/tp) · head_dim
-    ff_width: np.ndarray  # d_ff/tp
-    norms: np.ndarray  # norms per decoder layer
-    gated: np.ndarray  # 1.0 for a gated (SwiGLU) MLP, else 0.0
-    gemm_in: dict = field(repr=False)
-    gemm_out: dict = field(repr=False)
-    lm_in: np.ndarray = field(repr=False)
-    lm_out: np.ndarray = field(repr=False)
-    tp: int = 1
-
-    @classmethod
-    def of(cls, models, tp: int = 1, extra_dims: int = 0) -> "ModelShapes":
-        """Shapes of a ModelSpec (scalars) or a sequence of ModelSpecs (stacked on axis 0)."""
-        single = not isinstance(models, Sequence)
-        specs = [models] if single else list(models)
-        if not specs:
-            raise InvalidInputError("Need at least one model.")
-        tp = int(tp)
-        if tp < 1:
-            raise InvalidInputError(f"Tensor-parallel degree must be >= 1; got {tp}.")
-        for s in specs:
-            if s.n_head % tp:
-                raise InvalidInputError(f"{s.name} has {s.n_head} attention heads, not divisible by tp={tp}.")
-
-        def col(values):
-            a = np.asarray(values, dtype=float)
-            return a[0] if single else a.reshape((-1,) + (1,) * extra_dims)
-
-        layers = [s.linear_layers(tp) for s in specs]
-        return cls(
-            names=tuple(s.name for s in specs),
-            n_layer=col([s.n_layer for s in specs]),
-            d_model=col([s.d_model for s in specs]),
-            q_width=col([s.n_head // tp * s.head_dim for s in specs]),
-            kv_width=col([-(-s.n_kv_head // tp) * s.head_dim for s in specs]),
-            ff_width=col([s.d_ff / tp for s in specs]),
-            norms=col([s.norms_per_layer for s in specs]),
-            gated=col([float(s.gated_mlp) for s in specs]),
-            gemm_in={op: col([ly[op][0] for ly in layers]) for op in GEMM_OPS},
-            gemm_out={op: col([ly[op][1] for ly in layers]) for op in GEMM_OPS},
-            lm_in=col([ly["lm_head"][0] for ly in layers]),
-            lm_out=col([ly["lm_head"][1] for ly in layers]),
-            tp=tp,
-        )
+EXPERT_DISPATCH = ("allreduce", "all-to-all")
 
 
 @dataclass(frozen=True)
@@ -166,8 +84,14 @@ class StepTime(Result):
 
     compute_s / memory_s: sums over kernels of their pure compute and pure memory times;
     overhead_s: kernel launches and the fixed per-step cost; allreduce_s: tensor-parallel
-    communication; total_s: the priced step. ``bound`` names what dominates: "memory", "compute",
-    "overhead" or "communication".
+    communication (with expert parallelism's all-to-all dispatch and combine); total_s: the priced step.
+    ``bound`` names what dominates: "memory", "compute", "overhead", "communication", or on an MoE model
+    "expert-weights" (the memory-bound reads of the routed experts' weights). ``distinct_experts``: the
+    expected routed experts one MoE layer reads for the step's b·q tokens, over all GPUs (0 for a dense model).
+    ``expert_weights_s``: the memory-bound roofline time of the routed experts' GEMMs (0 for a dense model);
+    ``attention_s``: the memory-bound roofline time of attention over the KV cache; ``compute_bound_s``: the
+    roofline time of the compute-bound kernels. All three are parts of ``total_s``, reported so a caller can say
+    what a step's time goes to (:mod:`sdsl.core.cost_drivers`).
     """
 
     total_s: np.ndarray
@@ -176,21 +100,30 @@ class StepTime(Result):
     overhead_s: np.ndarray
     allreduce_s: np.ndarray
     bound: np.ndarray
+    distinct_experts: np.ndarray = 0.0
+    expert_weights_s: np.ndarray = 0.0
+    attention_s: np.ndarray = 0.0
+    compute_bound_s: np.ndarray = 0.0
 
     def to_dict(self) -> dict:
         """Every part as a Python number or (nested) list."""
         return {k: np.asarray(getattr(self, k)).tolist() for k in
-                ("total_s", "compute_s", "memory_s", "overhead_s", "allreduce_s", "bound")}
+                ("total_s", "compute_s", "memory_s", "overhead_s", "allreduce_s", "bound", "distinct_experts",
+                 "expert_weights_s", "attention_s", "compute_bound_s")}
 
     def report(self) -> str:
         """One line per configuration: total, compute, memory, overhead and all-reduce times (ms)."""
         keys = ("total_s", "compute_s", "memory_s", "overhead_s", "allreduce_s")
         shape = np.broadcast_shapes(*(np.shape(getattr(self, k)) for k in keys + ("bound",)))
         cols = {k: np.ravel(np.broadcast_to(np.asarray(getattr(self, k)), shape)) for k in keys + ("bound",)}
-        lines = [f"{'total ms':>9} {'compute ms':>11} {'memory ms':>10} {'overhead ms':>12} {'allreduce ms':>13}  bound"]
+        experts = np.ravel(np.broadcast_to(np.asarray(self.distinct_experts, dtype=float), shape))
+        moe = bool(np.any(experts > 0))
+        lines = [f"{'total ms':>9} {'compute ms':>11} {'memory ms':>10} {'overhead ms':>12} {'allreduce ms':>13}  bound"
+                 + ("  distinct experts/layer" if moe else "")]
         for i in range(cols["total_s"].size):
             ms = [1e3 * cols[k][i] for k in keys]
-            lines.append(f"{ms[0]:9.3f} {ms[1]:11.3f} {ms[2]:10.3f} {ms[3]:12.3f} {ms[4]:13.3f}  {cols['bound'][i]}")
+            lines.append(f"{ms[0]:9.3f} {ms[1]:11.3f} {ms[2]:10.3f} {ms[3]:12.3f} {ms[4]:13.3f}  {cols['bound'][i]}"
+                         + (f"  {experts[i]:.1f}" if moe else ""))
         return "\n".join(lines)
 
     def plot(self, ax=None):
@@ -214,112 +147,160 @@ def _check_grid(batch, q, context):
     return b, qq, L
 
 
-def _roofline_sums(ops, params: LatencyParams, peak: float, bw: float):
-    """Sums of compute times, memory times, roofline times split by what bounds each op, and the GEMMs'
-    size overheads (:func:`kernel_size_overhead`); ``ops`` are (FLOPs, bytes, waves or None, is a GEMM)."""
-    compute = memory = roof_c = roof_m = size = 0.0
-    for flops, nbytes, waves, is_gemm in ops:
-        c = _compute_time(flops, peak, params, waves)
-        m = nbytes / (params.eta_memory * bw)
-        roof = smooth_max(c, m, params.smoothness)
-        compute, memory = compute + c, memory + m
-        roof_c = roof_c + np.where(c > m, roof, 0.0)
-        roof_m = roof_m + np.where(c > m, 0.0, roof)
-        if is_gemm:
-            size = size + kernel_size_overhead(nbytes, params)
-    return compute, memory, roof_c, roof_m, size
-
-
-def _gemm(tokens, n_in, n_out, dt: int, params: LatencyParams, sm_count):
-    """(FLOPs, bytes, waves, True) of one GEMM on row tiles (:func:`gemm_flops_bytes`, :func:`gemm_waves`)."""
-    flops, nbytes = gemm_flops_bytes(tokens, n_in, n_out, dt, params.m_tile, params.m_tile_min)
-    return flops, nbytes, gemm_waves(tokens, n_out, params.m_tile, sm_count), True
-
-
-def _layer_ops(shapes: ModelShapes, b, q, L, dt: int, params: LatencyParams, sm_count):
-    """(FLOPs, bytes, waves, is a GEMM) of one layer's four GEMMs and its attention over the KV cache."""
-    tokens = b * q
-    ops = [_gemm(tokens, shapes.gemm_in[op], shapes.gemm_out[op], dt, params, sm_count) for op in GEMM_OPS]
-    attn_flops = 4.0 * shapes.q_width * tokens * (L + q / 2.0)
-    attn_bytes = dt * (b * L * 2.0 * shapes.kv_width + tokens * 2.0 * shapes.kv_width + tokens * 2.0 * shapes.q_width)
-    return ops + [(attn_flops, attn_bytes, None, False)]
-
-
-def _allreduce(shapes: ModelShapes, hardware, tokens, dt: int, params: LatencyParams):
-    """Two all-reduces per layer of the tokens' hidden states under tensor parallelism."""
-    if shapes.tp == 1:
-        return 0.0 * tokens
-    ic = getattr(hardware, "interconnect_bandwidth", None)
-    if not ic:
-        raise InvalidInputError(f"{hardware.name} has no interconnect bandwidth in the catalog; tp > 1 needs one.")
-    one = allreduce_time_with(tokens * shapes.d_model * dt, shapes.tp, ic, params)
-    return 2.0 * shapes.n_layer * one
-
-
-def _price(shapes: ModelShapes, hardware, b, q, L, dtype: str, params: LatencyParams, *, logit_tokens=None):
+def _price(shapes: ModelShapes, dep: Deployment, b, q, L, *, logit_tokens=None):
     """Core pricing; returns the StepTime fields as arrays. ``logit_tokens``: positions whose logits
     the LM head computes (default every one of the b·q; a prefill needs only each prompt's last)."""
-    dt = dtype_bytes(dtype)
-    peak, bw = compute_peak(hardware, dtype), hardware.mem_bandwidth
+    hardware, params = dep.hardware, dep.params
+    prec = precision_of(dep)
+    dt = prec.dt
+    peak, bw = compute_peak(hardware, dep.dtype), hardware.mem_bandwidth
     tokens = b * q
     n = shapes.n_layer
     sms = getattr(hardware, "sm_count", None)
-    c_layer, m_layer, rc_layer, rm_layer, size_layer = _roofline_sums(_layer_ops(shapes, b, q, L, dt, params, sms),
-                                                                      params, peak, bw)
-    lm = _gemm(tokens if logit_tokens is None else logit_tokens, shapes.lm_in, shapes.lm_out, dt, params, sms)
-    c_lm, m_lm, rc_lm, rm_lm, size_lm = _roofline_sums([lm], params, peak, bw)
+    ops, distinct, active = layer_ops(shapes, b, q, L, prec, params, sms)
+    c_layer, m_layer, rc_layer, rm_layer, size_layer, re_layer, ra_layer = roofline_sums(ops, params, peak, bw)
+    lm = gemm_op(tokens if logit_tokens is None else logit_tokens, shapes.lm_in, shapes.lm_out, dt, params, sms)
+    c_lm, m_lm, rc_lm, rm_lm, size_lm, _, _ = roofline_sums([lm], params, peak, bw)
     t_ew = params.t_kernel if params.t_elementwise is None else params.t_elementwise
-    ew_launches = n * (shapes.norms + 4.0) * t_ew  # norms, RoPE, activation, two adds
+    if shapes.has_moe:  # the dense MLP's activation runs on the dense layers only
+        ew_launches = (n * (shapes.norms + 3.0) + shapes.n_dense) * t_ew
+    else:
+        ew_launches = n * (shapes.norms + 4.0) * t_ew  # norms, RoPE, activation, two adds
     elementwise = n * layer_elementwise_time(shapes, tokens, dt, bw, params) - ew_launches
     launches = (n * GEMM_KERNELS_PER_LAYER + KERNELS_PER_MODEL) * params.t_kernel + ew_launches
+    if np.any(shapes.extra_norms):
+        extra = n * shapes.extra_norms * elementwise_time("norm", tokens, shapes.extra_norm_width,
+                                                          2.0 * shapes.extra_norm_width, dt, bw, params)
+        extra_launches = n * shapes.extra_norms * t_ew
+        elementwise, launches = elementwise + extra - extra_launches, launches + extra_launches
+    if shapes.has_mla:
+        launches = launches + n * shapes.mla * MLA_EXTRA_GEMM_KERNELS * params.t_kernel
+    if shapes.has_moe:  # router, grouped up and down replace the MLP's two GEMMs; two more with shared experts
+        moe_ew, moe_launches = moe_elementwise(shapes, tokens, active, dt, bw, params)
+        elementwise = elementwise + moe_ew - moe_launches
+        launches = launches + moe_launches + shapes.n_moe * (1.0 + 2.0 * shapes.shared) * params.t_kernel
     overhead = launches + n * (params.t_layer + size_layer) + size_lm + params.t_step
-    allreduce = _allreduce(shapes, hardware, tokens, dt, params)
+    allreduce = communication_time(shapes, dep, tokens, dt)
     bound_compute = n * rc_layer + rc_lm
     bound_memory = n * rm_layer + rm_lm + elementwise
     total = bound_compute + bound_memory + overhead + allreduce
-    parts = np.stack(np.broadcast_arrays(bound_memory, bound_compute, overhead, allreduce))
-    bound = np.array(["memory", "compute", "overhead", "communication"])[np.argmax(parts, axis=0)]
+    if shapes.has_moe:
+        experts = n * re_layer
+        parts = np.stack(np.broadcast_arrays(bound_memory - experts, bound_compute, overhead, allreduce, experts))
+        labels = np.array(["memory", "compute", "overhead", "communication", "expert-weights"])
+    else:
+        parts = np.stack(np.broadcast_arrays(bound_memory, bound_compute, overhead, allreduce))
+        labels = np.array(["memory", "compute", "overhead", "communication"])
+    bound = labels[np.argmax(parts, axis=0)]
     compute = n * c_layer + c_lm
     memory = n * m_layer + m_lm + elementwise
-    return total, compute, memory, overhead + 0.0 * total, allreduce + 0.0 * total, bound
+    return (total, compute, memory, overhead + 0.0 * total, allreduce + 0.0 * total, bound,
+            np.asarray(distinct) + 0.0 * total, n * re_layer + 0.0 * total, n * ra_layer + 0.0 * total,
+            bound_compute + 0.0 * total)
 
 
-def _shapes(model, tp) -> ModelShapes:
-    if isinstance(model, ModelShapes):
-        return model
+def _spec(model):
+    """A ModelSpec from a ModelSpec or a catalog name / config.json path."""
     if isinstance(model, str):
         from sdsl.core.architecture import get_model
 
-        model = get_model(model)
-    return ModelShapes.of(model, tp)
+        return get_model(model)
+    return model
+
+
+def _shapes(model, dep_or_tp, ep: int = 1) -> ModelShapes:
+    """ModelShapes of ``model`` on a deployment (its tp and ep) or on ``tp`` GPUs; a given ModelShapes must
+    match the deployment's expert parallelism when it holds MoE models."""
+    tp = dep_or_tp.tp if isinstance(dep_or_tp, Deployment) else int(dep_or_tp)
+    ep = dep_or_tp.ep if isinstance(dep_or_tp, Deployment) else ep
+    if isinstance(model, ModelShapes):
+        if model.has_moe and model.ep != ep:
+            raise InvalidInputError(f"These shapes were built for ep={model.ep}, the deployment has ep={ep}.")
+        return model
+    return ModelShapes.of(_spec(model), tp, ep=ep if _spec(model).is_moe else 1)
 
 
 def step_time(model, deployment, *, batch=1, q=1, context=None) -> StepTime:
-    """Price one forward pass (docs/model.md §3.3); see the module docstring for the model.
+    """Price one forward pass (docs/model.md §3.3, §3.8); see the module docstring for the model.
 
     ``model`` is a ModelSpec, a catalog name, or :class:`ModelShapes` (a stack of models for
     vectorised search); ``deployment`` a :class:`~sdsl.core.deployment.Deployment` or anything
     :meth:`Deployment.of <sdsl.core.deployment.Deployment.of>` accepts (a hardware name, file or
-    Hardware), whose hardware, ``tp``, ``dtype`` and latency ``params`` price the pass. ``batch``,
-    ``q`` and ``context`` broadcast; ``context=None`` is the deployment's context (tokens already in
-    each sequence's KV cache; use the mean for mixed lengths: KV reads and attention FLOPs are
-    linear in it).
+    Hardware), whose hardware, ``tp``, ``ep``, ``dtype``, weight formats and latency ``params`` price the
+    pass. ``batch``, ``q`` and ``context`` broadcast; ``context=None`` is the deployment's context (tokens
+    already in each sequence's KV cache; use the mean for mixed lengths: KV reads and attention FLOPs are
+    linear in it). On an MoE model the b·q tokens route to ``StepTime.distinct_experts`` experts per layer.
     """
     dep = Deployment.of(deployment)
     b, qq, L = _check_grid(batch, q, dep.context if context is None else context)
-    total, compute, memory, overhead, allreduce, bound = _price(_shapes(model, dep.tp), dep.hardware, b, qq, L,
-                                                                dep.dtype, dep.params)
-    return StepTime(total, compute, memory, overhead, allreduce, bound)
+    return StepTime(*_price(_shapes(model, dep), dep, b, qq, L))
 
 
-def memory_per_gpu(model, deployment, *, batch=1, context=None) -> np.ndarray:
-    """Bytes each of the deployment's ``tp`` GPUs holds: its share of the weights plus the KV cache
-    of ``batch`` sequences of ``context`` tokens (default: the deployment's; activations and
-    workspace excluded)."""
+def expert_reads(model, deployment, *, batch=1, q=1) -> dict:
+    """What one MoE layer's routed experts cost a step of ``batch`` × ``q`` tokens on one GPU, as the step time
+    prices it: ``distinct_experts`` (expected, over all GPUs), ``experts_per_gpu`` (distinct / ep),
+    ``rows_per_gpu`` (the grouped GEMMs' rows, each expert's padded to the row tile) and ``weight_bytes_per_gpu``
+    (the up and down weights of those experts, in the expert format). Broadcasts; zeros for a dense model."""
+    dep = Deployment.of(deployment)
+    shapes = _shapes(model, dep)
+    b, qq, _ = _check_grid(batch, q, 0.0)
+    if not shapes.has_moe:
+        zero = 0.0 * b * qq
+        return {"distinct_experts": zero, "experts_per_gpu": zero, "rows_per_gpu": zero, "weight_bytes_per_gpu": zero}
+    prec = precision_of(dep)
+    distinct, rows = expert_rows(shapes, b * qq, dep.params)
+    wb = prec.dt if prec.expert_bytes is None else prec.expert_bytes
+    local = distinct / shapes.ep
+    weights = wb * local * (shapes.d_model * shapes.expert_up + shapes.expert_down_in * shapes.d_model)
+    return {"distinct_experts": distinct, "experts_per_gpu": local, "rows_per_gpu": rows / shapes.ep,
+            "weight_bytes_per_gpu": weights}
+
+
+def kv_cache_bytes_per_gpu(model, deployment, *, batch=1, context=None) -> np.ndarray:
+    """KV-cache bytes ``batch`` sequences of ``context`` cached tokens (default: the deployment's) hold on each
+    of the deployment's ``tp`` GPUs: every layer's K and V of the ceil(n_kv_head/tp) heads a GPU keeps (KV heads
+    fewer than tp are replicated, as vLLM does), or MLA's latent and RoPE key, which every GPU keeps whole
+    (vLLM and SGLang replicate it across tensor-parallel ranks); a local-attention layer holds only its window.
+    In the deployment's dtype. The same elements the step time's attention reads (:func:`cached_kv_elements`),
+    so memory and latency agree on the KV cache."""
     dep = Deployment.of(deployment)
     b = np.asarray(batch, dtype=float)
     L = np.asarray(dep.context if context is None else context, dtype=float)
-    return (model.weight_bytes(dep.dtype) + b * L * model.kv_bytes_per_token(dep.dtype)) / dep.tp
+    shapes = _shapes(model, dep)
+    dt = dtype_bytes(dep.dtype)
+    if not shapes.has_local:
+        return shapes.n_layer * cached_kv_elements(shapes, b, L) * dt
+    local = shapes.n_local * cached_kv_elements(shapes, b, local_context(shapes, L))
+    return ((shapes.n_layer - shapes.n_local) * cached_kv_elements(shapes, b, L) + local) * dt
+
+
+def weight_bytes_per_gpu(model, deployment) -> float:
+    """Weight bytes each of the deployment's ``tp`` GPUs holds: every weight / tp (the experts split ep ways and
+    each tensor-split tp/ep ways is also 1/tp of them), the decoder's linear layers in ``weight_dtype``, the
+    routed experts in ``expert_dtype`` (scales included, :mod:`sdsl.core.weight_formats`) and the embeddings and
+    LM head in ``dtype``. Without weight formats: weight_bytes(dtype) / tp."""
+    dep = Deployment.of(deployment)
+    spec = _spec(model)
+    if dep.weight_dtype is None and dep.expert_dtype is None:
+        return spec.weight_bytes(dep.dtype) / dep.tp
+    dt = dtype_bytes(dep.dtype)
+    layer = dt if dep.weight_dtype is None else get_weight_format(dep.weight_dtype).bytes_per_weight
+    expert_fmt = dep.expert_dtype or dep.weight_dtype
+    expert = get_weight_format(expert_fmt).bytes_per_weight
+    embeddings = spec.embedding_params + (0 if spec.tied_embeddings else spec.lm_head_params)
+    experts = spec.n_moe_layers * spec.n_experts * spec.expert_params
+    rest = spec.total_params - embeddings - experts
+    return (embeddings * dt + experts * expert + rest * layer) / dep.tp
+
+
+def memory_per_gpu(model, deployment, *, batch=1, context=None) -> np.ndarray:
+    """Bytes each of the deployment's ``tp`` GPUs holds: its share of the weights (:func:`weight_bytes_per_gpu`)
+    plus the KV cache of ``batch`` sequences of ``context`` tokens on that GPU (:func:`kv_cache_bytes_per_gpu`;
+    default context: the deployment's; activations and workspace excluded). Compare with
+    ``Hardware.mem_capacity`` (bytes; the datasheet's GB read as GiB)."""
+    dep = Deployment.of(deployment)
+    model = _spec(model)
+    return weight_bytes_per_gpu(model, dep) + kv_cache_bytes_per_gpu(model, dep, batch=batch, context=context)
 
 
 def memory_with_draft_per_gpu(target, draft, deployment, *, batch=1, context=None) -> np.ndarray:
@@ -337,7 +318,7 @@ def prefill_time_s(model, deployment, *, batch=1, prompt=1, context=0.0) -> np.n
     only each prompt's last position (the one whose next token is sampled), not all b·prompt."""
     dep = Deployment.of(deployment)
     b, qq, L = _check_grid(batch, prompt, context)
-    return _price(_shapes(model, dep.tp), dep.hardware, b, qq, L, dep.dtype, dep.params, logit_tokens=b)[0]
+    return _price(_shapes(model, dep), dep, b, qq, L, logit_tokens=b)[0]
 
 
 def step_time_s(model, deployment, *, batch=1, q=1, context=None) -> np.ndarray:

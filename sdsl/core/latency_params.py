@@ -48,9 +48,10 @@ class LatencyParams:
 
     **Tensor-parallel all-reduce** (:func:`allreduce_time`) — NCCL's Simple protocol: ``allreduce_latency``,
     the fixed latency of one all-reduce; ``allreduce_step_latency``, the latency of each of a ring's 2(t−1)
-    steps; ``eta_interconnect``, the achieved fraction of the per-direction link bandwidth in the ring formula
-    (up to 2: NVSwitch in-switch reduction, NVLS, sends each byte once, not 2(t−1)/t times). Its low-latency
-    protocol: ``allreduce_ll_latency`` and ``allreduce_ll_efficiency`` (no per-step latency, a fraction of the
+    steps; ``eta_interconnect``, the achieved fraction of the per-direction link bandwidth in the ring formula,
+    in (0, 1] (a ring moves 2(t−1)/t of the message over one direction of each GPU's links and cannot beat the
+    link; in-switch reduction, NVLS, is not in the shipped form). Its low-latency
+    protocol: ``allreduce_ll_latency`` and ``allreduce_ll_efficiency`` (no per-step latency, a fraction in [0, 1] of the
     link bandwidth; 0 = not modelled); NCCL runs whichever is faster. ``allreduce_floor``: the floor of a
     measured all-reduce (the profiler waits for the last rank), joined to the protocol time by a smooth
     maximum of power ``allreduce_floor_smoothness``; 0 = no floor.
@@ -93,10 +94,11 @@ class LatencyParams:
     source: str = "uncalibrated defaults (assumed, not measured)"
 
     def __post_init__(self) -> None:
-        if not (0 < self.eta_interconnect <= 2):  # > 1: in-switch reduction (NVLS) beats the ring, up to 2x
-            raise InvalidInputError(f"LatencyParams.eta_interconnect must lie in (0, 2]; got {self.eta_interconnect!r}.")
-        if not (0 <= self.allreduce_ll_efficiency <= 2):
-            raise InvalidInputError("LatencyParams.allreduce_ll_efficiency must lie in [0, 2] (0: no LL protocol); "
+        if not (0 < self.eta_interconnect <= 1):  # a ring cannot beat its link (docstring)
+            raise InvalidInputError("LatencyParams.eta_interconnect must lie in (0, 1] (a fraction of the per-direction "
+                                    f"link bandwidth); got {self.eta_interconnect!r}.")
+        if not (0 <= self.allreduce_ll_efficiency <= 1):
+            raise InvalidInputError("LatencyParams.allreduce_ll_efficiency must lie in [0, 1] (0: no LL protocol); "
                                     f"got {self.allreduce_ll_efficiency!r}.")
         if not (1 <= self.allreduce_floor_smoothness < math.inf):
             raise InvalidInputError("LatencyParams.allreduce_floor_smoothness must be finite and >= 1; "
@@ -168,10 +170,13 @@ def _packaged_params(name: str) -> LatencyParams | None:
 
 def default_params(hardware) -> LatencyParams:
     """Latency parameters shipped for ``hardware``: its own calibration when sdsl ships one
-    (sdsl/data/latency/<name>.json, fitted by ``sdsl calibrate`` to Vidur's H100-SXM, A100-80GB and A40
-    timings; the H100 all-reduce to its 2-GPU NVLink rows, the A100 and A40 all-reduce unfitted); for another accelerator, the cross-GPU efficiency
-    model's prediction from its datasheet (:func:`sdsl.core.gpu_transfer.transfer_params`; its ``source``
-    names the calibrated GPUs it leans on); otherwise (CPUs) :data:`DEFAULT_PARAMS`. No CPU
+    (sdsl/data/latency/<name>.json, written by ``sdsl calibrate`` from Vidur's H100-SXM, A100-80GB and
+    A40 timings, one form on all three: elementwise kernels, GEMMs with 128-row tiles and the kernel
+    terms; the H100 and A100 all-reduce fitted to their DGX (NVSwitch) rows, the A40's unfitted, as Vidur
+    has no A40 all-reduce; commands and held-out errors in VALIDATION.md, and ``sdsl validate latency
+    --json``, key ``shipped``, measures these files on every row); for another accelerator, the cross-GPU
+    efficiency model's prediction from its datasheet (:func:`sdsl.core.gpu_transfer.transfer_params`; its
+    ``source`` names the calibrated GPUs it leans on); otherwise (CPUs) :data:`DEFAULT_PARAMS`. No CPU
     calibration ships: ``profiles/cpu.calib.json`` describes one 2-core machine; pass it with
     ``--calibration``."""
     from sdsl.core.hardware import get_hardware

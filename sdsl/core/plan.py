@@ -14,7 +14,7 @@ from sdsl._result import Result
 from sdsl.core.acceptance import Acceptance
 from sdsl.core.config_table import report_rows
 from sdsl.core.deployment import Deployment
-from sdsl.core.ranking import ProposerRanking, TreeRanking, rank_proposers, rank_trees
+from sdsl.core.ranking import ProposerRanking, TreeRanking, k_ranges, rank_proposers, rank_trees
 from sdsl.errors import InvalidInputError
 
 __all__ = ["SpeculationPlan", "plan_speculation", "flop_optimum", "default_proposers"]
@@ -92,11 +92,55 @@ class SpeculationPlan(Result):
 
     def serving(self) -> dict:
         """The pick's batch → k table with what it was tuned for (the ``serving`` object of the JSON)."""
-        p = [q.name for q in self.ranking.proposers].index(self.pick["proposer"])
+        p = self._pick_index()
         prop = self.ranking.proposers[p]
         alpha = float(self.ranking.acceptance[p][0].iid_alpha(self.pick["gamma"]))
         return {"proposer": prop.name, "draft": getattr(getattr(prop, "model", None), "name", None), "alpha": alpha,
                 "context": self.deployment.context, "max_batch": self.max_batch, "k_table": self.k_table}
+
+    def _pick_index(self) -> int:
+        return [q.name for q in self.ranking.proposers].index(self.pick["proposer"])
+
+    @property
+    def speculation_pays(self) -> list[dict]:
+        """Ranges {batch_min, batch_max} of the ranked batches at which some (proposer, k ≥ 1) beats plain
+        decoding (at the first acceptance level). On a mixture-of-experts target they need not start at batch 1:
+        verifying k + 1 tokens per sequence reads more experts at small batch (docs/model.md §3.8)."""
+        pays = self.ranking.best()["gamma"][:, 0] > 0
+        return [{"batch_min": r["batch_min"], "batch_max": r["batch_max"]}
+                for r in k_ranges(pays.astype(int), self.ranking.batches) if r["k"]]
+
+    def k_reasons(self) -> list[dict]:
+        """The pick's best k per ranked batch and why, merged into ranges of equal (k, bound, cost driver): the
+        speedup range, what bounds the verify forward (``bound``), the part of the step that speculation grows
+        most over plain decoding (``cost_driver``, :mod:`sdsl.core.cost_drivers`; at k = 1 where the best k is 0,
+        i.e. what a speculative step would cost) and the routed experts per MoE layer of the plain and verify
+        forwards at the range's first batch (0 on a dense target)."""
+        from sdsl.core.cost_drivers import cost_driver
+
+        p = self._pick_index()
+        step, g = self.ranking.priced[p], self.ranking.gammas
+        shape = self.ranking.tokens_per_s.shape[1:]
+        best = np.argmax(self.ranking.tokens_per_s[p, :, :, 0], axis=0)
+        one = np.flatnonzero(g == 1)
+        shown = np.where((g[best] == 0) & (one.size > 0), one[0] if one.size else 0, best)
+        cols = np.arange(shape[1])
+        full = lambda a: np.broadcast_to(np.asarray(a), shape)[shown, cols, 0]  # noqa: E731
+        drivers, bounds = full(cost_driver(step)), full(step.verify_time.bound)
+        verify_experts, plain_experts = full(step.verify_time.distinct_experts), full(step.plain_time.distinct_experts)
+        speedup = self.ranking.tokens_per_s[p, best, cols, 0] / self.ranking.plain_tokens_per_s
+        rows = []
+        for i, b in enumerate(self.ranking.batches.astype(int)):
+            key = (int(g[best[i]]), str(bounds[i]), str(drivers[i]))
+            if rows and (rows[-1]["k"], rows[-1]["bound"], rows[-1]["cost_driver"]) == key:
+                rows[-1].update(batch_max=int(b), speedup_max=max(rows[-1]["speedup_max"], float(speedup[i])),
+                                speedup_min=min(rows[-1]["speedup_min"], float(speedup[i])))
+                continue
+            rows.append({"batch_min": int(b), "batch_max": int(b), "k": key[0], "speedup_min": float(speedup[i]),
+                         "speedup_max": float(speedup[i]), "bound": key[1], "cost_driver": key[2],
+                         "plain_distinct_experts": float(plain_experts[i]),
+                         "verify_distinct_experts": float(verify_experts[i])})
+        return rows
 
     def to_dict(self) -> dict:
         dep = self.deployment
@@ -107,7 +151,8 @@ class SpeculationPlan(Result):
                "acceptance_by_proposer": {p.name: levels[0].to_dict() for p, levels in
                                           zip(self.ranking.proposers, self.ranking.acceptance)},
                "fits_in_memory": self.fits_in_memory(), "configs": self.configs, "break_even_batch": self.break_even_batch,
-               "max_batch": self.max_batch, "pick": self.pick, "k_table": self.k_table, "sdsl": self.flop_optimum}
+               "max_batch": self.max_batch, "pick": self.pick, "k_table": self.k_table,
+               "speculation_pays": self.speculation_pays, "k_reasons": self.k_reasons(), "sdsl": self.flop_optimum}
         if self.trees is not None:
             out["trees"] = self.trees.records(self.top, self.batches)
             if self.tree_pick is not None:
@@ -141,12 +186,14 @@ def _tree_pick(trees: TreeRanking, ranking: ProposerRanking, batches) -> dict | 
 def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gamma_max: int = 10, batches=(1,),
                      max_batch: int = 256, trees: bool = False, export: str | None = None,
                      pretrain_tokens: float = 1e12, any_tokenizer: bool = False,
-                     top: int = 10) -> SpeculationPlan:
+                     top: int = 10, workload: str = "chat") -> SpeculationPlan:
     """Everything ``sdsl optimize`` reports (module docstring). ``proposers``: names or Proposers (default: the
     catalog's draft candidates, :func:`default_proposers`); ``acceptance``: one Acceptance for every proposer, a
-    mapping, or None (each proposer's own: SDSL's plane with D = D′ = ``pretrain_tokens`` for draft models). The
-    deployment's engine profile prices every step (docs/model.md §3.8), so the best k and the batch at which
-    speculation stops paying include the engine's costs."""
+    mapping (proposer name or kind → Acceptance; the others resolve on their own), or None (each proposer's
+    own, :func:`sdsl.core.acceptance.resolve_acceptance`: the published catalog for ``workload``, SDSL's plane
+    with D = D′ = ``pretrain_tokens`` for draft models). The deployment's engine profile prices every step
+    (docs/model.md §3.9), so the best k and the batch at which speculation stops paying include the engine's
+    costs."""
     from sdsl.core.architecture import get_model
     from sdsl.core.export import ENGINES, export_config
     from sdsl.core.proposers import make_proposer
@@ -163,7 +210,7 @@ def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gam
     if isinstance(acceptance, Acceptance) and np.isfinite(acceptance.max_k):
         gamma_max = min(gamma_max, int(acceptance.max_k))  # a measured vector prices only the positions it covers
     dense = np.unique(np.concatenate([np.arange(1, max_batch + 1), batches]))
-    options = {"draft_tokens": pretrain_tokens, "target_tokens": pretrain_tokens}
+    options = {"draft_tokens": pretrain_tokens, "target_tokens": pretrain_tokens, "workload": workload}
     ranking = rank_proposers(target, props, dep, acceptance=acceptance, gammas=range(0, gamma_max + 1),
                              batches=dense, acceptance_options=options)
     pick_i, pick_k = ranking.pick(batches[0])

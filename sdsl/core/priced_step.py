@@ -89,7 +89,9 @@ class PricedStep(Result):
 
     def to_dict(self) -> dict:
         """Plain Python values: every array field (lists), ``t_overhead_s`` (= ``t_host_s``), ``verify_step`` (the
-        verify forward's :class:`~sdsl.core.latency.StepTime` parts), the inputs."""
+        verify forward's :class:`~sdsl.core.latency.StepTime` parts), ``distinct_experts`` and
+        ``plain_distinct_experts`` (routed experts one MoE layer reads in the verify and the plain forward; 0 for a
+        dense target), the inputs."""
         out = {}
         for name in ARRAY_FIELDS:
             v = np.asarray(getattr(self, name))
@@ -97,6 +99,9 @@ class PricedStep(Result):
         out["t_overhead_s"] = out["t_host_s"]
         if self.verify_time is not None:  # the verify forward's parts (every field its StepTime carries)
             out["verify_step"] = self.verify_time.to_dict()
+            out["distinct_experts"] = out["verify_step"]["distinct_experts"]  # per MoE layer (0: a dense target)
+        if self.plain_time is not None:
+            out["plain_distinct_experts"] = np.asarray(self.plain_time.distinct_experts).tolist()
         return {**out, **self.inputs()}
 
     def take(self, index: int, **changes) -> "PricedStep":

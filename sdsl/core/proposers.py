@@ -13,14 +13,17 @@ each method ships as overridable defaults:
   one pass per further depth.
 - :class:`Eagle3Head` — EAGLE-3 (Li et al., arXiv 2503.01840, §3): FC 3d → d fusing low, middle and
   high target features, one decoder layer whose QKV projection reads [embedding; fused feature] (2d),
-  and an LM head over a reduced draft vocabulary (``draft_vocab_size`` = 32000 in the released heads).
+  and an LM head over a reduced draft vocabulary (``draft_vocab_size`` = 32000 in the released heads); on an
+  MoE target the layer is dense with the released head's shape (:mod:`sdsl.core.head_catalog`).
 - :class:`MedusaHeads` — Medusa-1 (Cai et al., ICML 2024, arXiv 2401.10774, §2.1.1, Eq. 1): head k is
   softmax(W2ᵏ·(SiLU(W1ᵏ·h) + h)), W1 ∈ R^{d×d}, W2 ∈ R^{d×V}; all heads run once per step on the last
   hidden state, so drafting costs one pass however deep the tree.
 - :class:`MTPLayers` — DeepSeek-V3 multi-token prediction (DeepSeek-AI, arXiv 2412.19437, §2.2, Eqs.
   21–23): module k projects [RMSNorm(h); RMSNorm(Emb(t))] with M_k ∈ R^{d×2d} and runs one
   Transformer block sharing the target's embedding and output head (V3 ships one module,
-  ``num_nextn_predict_layers = 1``); engines reuse it for deeper drafts, one pass per depth.
+  ``num_nextn_predict_layers = 1``); engines reuse it for deeper drafts, one pass per depth. The block is
+  the target's own layer: on DeepSeek-V3 and GLM-4.5 an MoE layer (with MLA on DeepSeek-V3), its routed
+  experts priced by the tokens it drafts (the checkpoints' MTP layer holds the full expert set).
 - :class:`NGramLookup` — prompt lookup / n-gram matching (Saxena 2023, "Prompt Lookup Decoding";
   vLLM ``method="ngram"``): no GPU work, a settable CPU time per step.
 """
@@ -32,6 +35,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from sdsl.core.architecture import ModelSpec, dtype_bytes, get_model
+from sdsl.core.head_catalog import dense_head_spec, head_config, target_layer_spec
 from sdsl.core.latency import ModelShapes, gemm_flops_bytes, op_time, prefill_time_s, step_time
 from sdsl.errors import InvalidInputError, UnknownNameError
 
@@ -165,16 +169,6 @@ class DraftModel(Proposer):
         return forward_time(self.model, deployment, batch=batch, q=q, context=context, draft=True, params=self.params)
 
 
-def _head_spec(target: ModelSpec, layers: int, vocab: int, suffix: str) -> ModelSpec:
-    """A ``layers``-layer decoder at the target's width and head layout with an LM head over ``vocab``."""
-    if int(layers) < 1 or int(vocab) < 1:
-        raise InvalidInputError(f"A {suffix} head needs at least one layer and a positive vocabulary.")
-    return ModelSpec(name=f"{target.name}-{suffix}", family=target.family, n_layer=int(layers), d_model=target.d_model,
-                     n_head=target.n_head, n_kv_head=target.n_kv_head, d_ff=target.d_ff, vocab_size=int(vocab),
-                     gated_mlp=target.gated_mlp, head_dim=target.head_dim, norm=target.norm,
-                     max_context=target.max_context)
-
-
 @dataclass(frozen=True, eq=False)
 class EagleHead(Proposer):
     """EAGLE-1: FC 2d → d + ``layers`` decoder layers + the target's LM head (``vocab`` None = target's);
@@ -192,9 +186,15 @@ class EagleHead(Proposer):
     qkv_input_factor = 1
     source = "Li et al., EAGLE (ICML 2024, arXiv 2401.15077) §4.1; SafeAILab/EAGLE model/cnets.py (fc 2d->d, 1 layer)"
 
-    def shapes(self, target: ModelSpec, tp: int) -> ModelShapes:
-        spec = _head_spec(target, self.layers, self.vocab or target.vocab_size, self.kind)
-        s = ModelShapes.of(spec, tp)
+    def head_spec(self, target: ModelSpec) -> ModelSpec:
+        """The head's decoder as a ModelSpec: ``layers`` dense layers at the target's width, shaped as the released
+        head's config when sdsl/data/heads.toml has one for this target (:func:`sdsl.core.head_catalog.dense_head_spec`)."""
+        return dense_head_spec(target, self.layers, self.vocab or target.vocab_size, self.kind,
+                               head_config(self.kind, target))
+
+    def shapes(self, target: ModelSpec, tp: int, ep: int = 1) -> ModelShapes:
+        spec = self.head_spec(target)
+        s = ModelShapes.of(spec, tp, ep=ep if spec.is_moe else 1)
         if self.qkv_input_factor == 1:
             return s
         gemm_in = dict(s.gemm_in, attn_pre_proj=s.gemm_in["attn_pre_proj"] * self.qkv_input_factor)
@@ -224,7 +224,8 @@ class EagleHead(Proposer):
     def step_time(self, target, deployment, *, batch, q=1, context):
         tokens = np.asarray(batch, dtype=float) * np.asarray(q, dtype=float)
         fc = _gemm_time(tokens, self.fused_features * target.d_model, target.d_model / deployment.tp, deployment)
-        body = forward_time(self.shapes(target, deployment.tp), deployment, batch=batch, q=q, context=context)
+        body = forward_time(self.shapes(target, deployment.tp, deployment.ep), deployment, batch=batch, q=q,
+                            context=context)
         return fc + body
 
     def extend_rows(self, tau, steps) -> np.ndarray:
@@ -244,7 +245,7 @@ class EagleHead(Proposer):
             return self.step_time(target, deployment, batch=batch, q=tau, context=context)
         tokens = np.asarray(batch, dtype=float) * np.asarray(tau, dtype=float)
         fc = _gemm_time(tokens, self.fused_features * target.d_model, target.d_model / deployment.tp, deployment)
-        return fc + prefill_time_s(self.shapes(target, deployment.tp), deployment, batch=batch, prompt=tau,
+        return fc + prefill_time_s(self.shapes(target, deployment.tp, deployment.ep), deployment, batch=batch, prompt=tau,
                                    context=context)
 
     def worker_time(self, target, deployment, *, batch, steps, topk, tau, verify_tokens, context):
@@ -300,7 +301,16 @@ class MTPLayers(EagleHead):
     reuse it for deeper drafts), so the cost per depth is EAGLE-1's shape at the target's own layer."""
 
     kind = "mtp"
-    source = "DeepSeek-AI, DeepSeek-V3 Technical Report (arXiv 2412.19437) §2.2, Eqs. 21-23; num_nextn_predict_layers=1"
+    source = ("DeepSeek-AI, DeepSeek-V3 Technical Report (arXiv 2412.19437) §2.2, Eqs. 21-23; num_nextn_predict_layers=1; "
+              "the block is the target's own (MoE, MLA) layer")
+
+    def head_spec(self, target: ModelSpec) -> ModelSpec:
+        """On an MoE or MLA target, ``layers`` copies of the target's last layer (MoE when that layer is, MLA as
+        the target has it; local attention only when every target layer is local) with the target's full
+        vocabulary head (shared, ``vocab`` None); on a dense target, EAGLE-1's shape."""
+        if not (target.is_moe or target.is_mla):  # a dense target's block is EAGLE-1's shape (unchanged)
+            return super().head_spec(target)
+        return target_layer_spec(target, self.layers, self.vocab or target.vocab_size, self.kind)
 
 
 @dataclass(frozen=True, eq=False)

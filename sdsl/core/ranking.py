@@ -4,9 +4,9 @@ in one ranking, one table. Summary of docs/model.md §3.4–§3.5.
 Each proposer is priced by :func:`sdsl.core.speculation.price_step` on a (k, batch, acceptance) grid; the
 separate draft models are stacked as one :class:`~sdsl.core.latency.ModelShapes` and priced in one call
 (:func:`sdsl.core.search.price_draft_stack`, the draft grid's pricing), every other proposer in one call each.
-Acceptance per proposer is the one given or :func:`sdsl.core.acceptance.resolve_acceptance`'s (SDSL's plane
-for a draft model). τ(k) per level is Leviathan et al. 2023 Eq. 1 for an i.i.d. α or the acceptance's
-per-position sum. The pick per (batch, acceptance) is the (proposer, k) with the most tokens/s; k = 0 is
+Acceptance per proposer is the one given or :func:`sdsl.core.acceptance.resolve_acceptance`'s (the published
+catalog's for heads and lookup, SDSL's plane for a draft model). τ(k) per level is Leviathan et al. 2023
+Eq. 1 for an i.i.d. α or the acceptance's per-position sum. The pick per (batch, acceptance) is the (proposer, k) with the most tokens/s; k = 0 is
 plain decoding, so speculation "stops paying" at the first batch whose pick is k = 0. One batch → k table
 (:meth:`ProposerRanking.k_table`) serves the engine export and the serving simulator.
 """
@@ -188,8 +188,8 @@ def _draft_groups(props) -> dict:
 def rank_proposers(target, proposers, deployment, *, acceptance=None, gammas=range(0, 9), batches=(1,),
                    acceptance_options: dict | None = None) -> ProposerRanking:
     """Price every proposer × k × batch × acceptance. ``acceptance``: None (each proposer's own,
-    :func:`sdsl.core.acceptance.resolve_acceptance`; SDSL's plane for draft models), one spec for all proposers,
-    or a mapping {proposer name or kind: spec}; a spec is an Acceptance, i.i.d. α level(s), or a list of
+    :func:`sdsl.core.acceptance.resolve_acceptance`: the published catalog, SDSL's plane for draft models), one
+    spec for all proposers, or a mapping {proposer name or kind: spec}; a spec is an Acceptance, i.i.d. α level(s), or a list of
     Acceptance levels (every proposer needs the same number). The deployment's engine profile prices the engine's
     host time (:mod:`sdsl.core.engine`); ``acceptance_options`` go to the acceptance rules (e.g. ``draft_tokens``)."""
     from sdsl.core.architecture import get_model
@@ -219,9 +219,12 @@ def rank_proposers(target, proposers, deployment, *, acceptance=None, gammas=ran
             steps[i] = price_step(target, p, dep, tau=_level_taus(levels[i], usable)[:, None, :],
                                   gamma=usable[:, None, None], batch=b[None, :, None], tau_source=levels[i][0].source)
     shape = (g.size, b.size, len(levels[0]))
-    tps = np.stack([np.where((g > (p.max_depth if p.max_depth is not None else np.inf))[:, None, None], -np.inf,
-                             np.broadcast_to(s.tokens_per_s, shape)) for p, s in zip(props, steps)])
     plain = np.broadcast_to(steps[0].plain_tokens_per_s, shape)[0, :, 0]
+    # k = 0 is plain decoding whatever the proposer: an EAGLE-style head priced at γ = 0 would still charge its
+    # worker's draft-extend pass, which a k = 0 step (no speculation) does not run
+    tps = np.stack([np.where((g > (p.max_depth if p.max_depth is not None else np.inf))[:, None, None], -np.inf,
+                             np.where((g == 0)[:, None, None], plain[None, :, None], np.broadcast_to(s.tokens_per_s, shape)))
+                    for p, s in zip(props, steps)])
     return ProposerRanking(props, g, b, levels, tuple(steps), tps, np.array(plain))
 
 
@@ -276,15 +279,16 @@ class TreeRanking(Result):
 
 
 def rank_trees(target, proposers, deployment, *, acceptance=None, batches=(1,), steps=range(1, 9), topks=(1, 2, 4, 8),
-               max_tokens: int = 64, rank_ratio: float | None = None,
+               max_tokens: int = 64, rank_ratio: float | None = None, draft_temperature: float | None = None,
                acceptance_options: dict | None = None) -> TreeRanking:
     """Price every SGLang (steps, topk, num_draft_tokens) triple for each proposer and batch: τ from the
     SpecInfer/Sequoia tree model (:func:`sdsl.core.tree_search.sglang_grid`) over per-rank acceptance built from
     the proposer's acceptance (its first level; resolved as in :func:`rank_proposers`) by
-    :func:`sdsl.core.trees.rank_acceptance`; cost from :func:`price_step`; every tree step is speculative."""
+    :func:`sdsl.core.trees.rank_acceptance`, the nodes chosen by the draft's scores as SGLang does
+    (:func:`sdsl.core.trees.draft_scores`); cost from :func:`price_step`; every tree step is speculative."""
     from sdsl.core.architecture import get_model
     from sdsl.core.tree_search import sglang_grid
-    from sdsl.core.trees import DEFAULT_RANK_RATIO, rank_acceptance
+    from sdsl.core.trees import tree_matrices
 
     target, dep = get_model(target), Deployment.of(deployment)
     props = tuple(make_proposer(p) for p in proposers)
@@ -293,9 +297,8 @@ def rank_trees(target, proposers, deployment, *, acceptance=None, batches=(1,), 
     grids, priced, tps = {}, [], []
     for p, acc in zip(props, accs):
         if acc not in grids:
-            P = rank_acceptance(acc.conditional_at(max(steps)), max(topks),
-                                DEFAULT_RANK_RATIO if rank_ratio is None else rank_ratio)
-            grids[acc] = sglang_grid(P, steps, topks, max_tokens)
+            P, S = tree_matrices(acc.conditional_at(max(steps)), max(topks), rank_ratio, "draft", draft_temperature)
+            grids[acc] = sglang_grid(P, steps, topks, max_tokens, scores=S)
         grid = grids[acc]
         usable = grid.steps <= (p.max_depth or np.inf)
         trees = {"steps": grid.steps[:, None], "topk": grid.topk[:, None], "tokens": grid.num_draft_tokens[:, None]}

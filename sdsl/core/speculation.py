@@ -120,7 +120,7 @@ def _host_seconds(proposer, deployment, *, pieces, overhead_s, pass_overhead_s, 
     """Exposed host seconds (the GPU waits for them) of one speculative step and of one plain step: every host-time
     term of :func:`price_step` comes from here, and only here. The deployment's engine profile prices its terms
     (:func:`sdsl.core.engine.host_seconds`: host per step and whether it overlaps the GPU, eager launches beyond the
-    GPU time, host per speculative step and per separate forward; docs/model.md §3.8) from ``pieces``
+    GPU time, host per speculative step and per separate forward; docs/model.md §3.9) from ``pieces``
     (:class:`~sdsl.core.engine.StepPieces`: the step's GPU seconds and shape).
 
     The explicit terms are added on top, with no overlap: ``overhead_s`` once per speculative step;
@@ -264,7 +264,7 @@ def _padded_forward(target, dep, engine, b, q, context):
 
 def _rejection_probs_s(target, dep, b, n_verify):
     """The rejection sampler's fp32 probabilities of every verified position over the (local) vocabulary, written
-    once and read once: two memory-bound kernels of b·n·V·4 bytes (docs/model.md §3.8)."""
+    once and read once: two memory-bound kernels of b·n·V·4 bytes (docs/model.md §3.9)."""
     from sdsl.core.latency import op_time
 
     hw = dep.hardware

@@ -6,7 +6,8 @@ Summary of docs/model.md §3.5.
   over subtree sizes; here with depth-dependent rows). One run gives the best τ for every size ≤ n,
   so a caller can price each size's verify cost and pick the fastest.
 - :func:`sglang_grid`: τ of every SGLang-style triple, one sort per (steps, topk) pair since the
-  verified tree is the num_draft_tokens − 1 most probable candidates (:func:`sdsl.core.trees.sglang_pool`).
+  verified tree is the num_draft_tokens − 1 best-scored candidates (:func:`sdsl.core.trees.sglang_candidates`:
+  by the draft's scores for a dynamic tree, by acceptance when no scores are given).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sdsl._result import Result
-from sdsl.core.trees import TokenTree, check_rank_acceptance, sglang_pool
+from sdsl.core.trees import TokenTree, check_rank_acceptance, sglang_candidates
 from sdsl.errors import InvalidInputError
 
 __all__ = ["BestTree", "best_tree", "sglang_grid", "SGLangGrid"]
@@ -132,15 +133,17 @@ class SGLangGrid:
         return "\n".join(lines)
 
 
-def sglang_grid(P, steps=range(1, 9), topks=(1, 2, 4, 8), max_tokens: int = 64) -> SGLangGrid:
+def sglang_grid(P, steps=range(1, 9), topks=(1, 2, 4, 8), max_tokens: int = 64, scores=None) -> SGLangGrid:
     """τ of every SGLang triple with steps in ``steps``, topk in ``topks`` and 2 ≤ num_draft_tokens ≤
-    min(max_tokens, pool + 1); topk = 1 is a chain (num_draft_tokens = steps + 1, as SGLang requires)."""
+    min(max_tokens, pool + 1); topk = 1 is a chain (num_draft_tokens = steps + 1, as SGLang requires). The
+    verified nodes are the best by ``scores`` (the draft's, :func:`sdsl.core.trees.draft_scores`; default P)."""
     if int(max_tokens) < 2:
         raise InvalidInputError(f"max_tokens must be at least 2 (the root and one draft); got {max_tokens}.")
     cols = {k: [] for k in ("steps", "topk", "num_draft_tokens", "tau", "draft_tokens")}
     for s in steps:
         for k in topks:
-            prob = np.sort(sglang_pool(s, k, P)[0])[::-1]
+            cand = sglang_candidates(s, k, P, scores)
+            prob = cand["prob"][np.argsort(-cand["score"], kind="stable")]
             hi = min(int(max_tokens), prob.size + 1)
             tokens = np.arange(2, hi + 1) if k > 1 else np.array([s + 1]) if s + 1 <= max_tokens else np.zeros(0, int)
             cols["steps"].append(np.full(tokens.size, s))

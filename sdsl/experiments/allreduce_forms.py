@@ -49,10 +49,11 @@ def size_noise_ape(rows: "pd.DataFrame", k: int = 5) -> np.ndarray:
 
 
 #: Fitted fields: the production form's seven (sdsl.fit.allreduce) and NVLS's latency and efficiency.
-_X0 = ([3e-5, 4.0, 1e-5, 0.5, 3e-5, 1.0, 1e-6, 2e-5, 1.0], [3e-5, 8.0, 1e-6, 1.0, 5e-5, 0.8, 1e-6, 5e-5, 0.9],
-       [2e-5, 4.0, 5e-6, 0.3, 1e-5, 1.2, 3e-7, 3e-5, 1.2])
-_LO = [0.0, 1.0, 0.0, 1e-3, 0.0, 1e-3, 0.0, 0.0, 1e-3]
-_HI = [1e-3, 50.0, 1e-3, 2.0, 1e-3, 2.0, 1e-4, 1e-3, 2.0]
+#: Efficiencies in (0, 1] of the per-direction link (NVLS sends and receives each byte once).
+_X0 = ([3e-5, 4.0, 1e-5, 0.25, 3e-5, 0.5, 1e-6, 2e-5, 0.5], [3e-5, 8.0, 1e-6, 0.5, 5e-5, 0.4, 1e-6, 5e-5, 0.45],
+       [2e-5, 4.0, 5e-6, 0.15, 1e-5, 0.6, 3e-7, 3e-5, 0.6])
+_LO = [0.0, 1.0, 0.0, 5e-4, 0.0, 5e-4, 0.0, 0.0, 5e-4]
+_HI = [1e-3, 50.0, 1e-3, 1.0, 1e-3, 1.0, 1e-4, 1e-3, 1.0]
 
 
 def nvls_time(message_bytes, n_gpu, bandwidth: float, x) -> np.ndarray:
@@ -99,12 +100,12 @@ def nvls_heldout(rows: "pd.DataFrame", hardware) -> dict:
 MULTICAST_ARCHITECTURES = ("hopper", "blackwell")
 
 #: Messages up to this size (bytes) are where Vidur's repeats are bimodal (VALIDATION.md).
-SMALL_MESSAGE_BYTES = 4e6
+SMALL_MESSAGE_BYTES = 2e6
 
 
 def allreduce_limits(rows: "pd.DataFrame", hardware, base=None) -> dict:
     """What bounds the held-out all-reduce error, per GPU count: the size noise floor (all rows, and
-    the ≤ 4 MB rows with their share), the production form (:func:`sdsl.fit.allreduce.fit_allreduce`)
+    the ≤ 2 MB rows with their share), the production form (:func:`sdsl.fit.allreduce.fit_allreduce`)
     fitted on that GPU count's rows alone, and on a GPU with NVLink multicast
     (:data:`MULTICAST_ARCHITECTURES`) the NVLS form (:func:`nvls_heldout`)."""
     from sdsl.fit.allreduce import fit_allreduce

@@ -7,6 +7,7 @@
 - :func:`elementwise_leave_one_model_out`: the same for the norm/RoPE/activation/add kernels.
 - :func:`allreduce_validation`: NCCL's all-reduce (two protocols and a measurement floor) fitted to
   Vidur's DGX file, checked with each TP degree (2/4/8) held out; the pairwise-NVLink node predicted.
+- :func:`shipped_errors`: the shipped defaults' (``default_params``) own error on every row group.
 - :func:`turbospec_comparison`: calibrated step times against TurboSpec's fitted step-time lines
   (Liu et al., arXiv 2406.14066; docs/model.md §3.4) for Llama-3.1-70B TP4 and Llama-3.1-8B on H100.
 """
@@ -31,7 +32,8 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 __all__ = ["VIDUR_HARDWARE", "TURBOSPEC_LINES", "leave_one_model_out", "pooled_metrics",
-           "elementwise_leave_one_model_out", "elementwise_scores", "allreduce_validation", "turbospec_comparison", "validate_latency"]
+           "elementwise_leave_one_model_out", "elementwise_scores", "allreduce_validation", "shipped_errors",
+           "turbospec_comparison", "validate_latency"]
 
 #: Vidur folder -> sdsl hardware catalog entry (kept once, in sdsl.fit.transfer).
 VIDUR_HARDWARE = VIDUR_FOLDERS
@@ -231,13 +233,14 @@ def turbospec_comparison(params: LatencyParams, *, hardware: str = "h100-sxm", c
 
 def _gpu_report(gpu: str, hw, data, ew_rows, table, points, root: Path) -> tuple[dict[str, Any], LatencyParams]:
     """One GPU's block of :func:`validate_latency` and its all-model parameters (GEMM, elementwise, all-reduce)."""
+    from sdsl.fit.gpu_form import fit_gpu_form
     from sdsl.fit.elementwise import fit_elementwise
 
     table = table[table["hardware"] == gpu]
     allrows, ops = table[table["op"] == "all"], table[table["op"] != "all"]
-    res = fit_latency(data[data["hardware"] == gpu], hw, dtype="fp16", keep_points=False, sources=(f"vidur/{gpu}",),
-                      m_tile=GPU_M_TILE, kernel_terms=True, base=_launch_base(ew_rows, gpu, None, hw))
-    params, ew_fit = fit_elementwise(ew_rows[ew_rows["hardware"] == gpu], hw, res.params)
+    ew = ew_rows[ew_rows["hardware"] == gpu]
+    res = fit_gpu_form(data[data["hardware"] == gpu], hw, ew, sources=(f"vidur/{gpu}",))
+    params, ew_fit = fit_elementwise(ew, hw, res.params)
     params, ar = allreduce_validation(root / "network", gpu, hw, params)
     out = {
         "overall_mape": float(np.median(allrows["overall_mape"])),
@@ -255,6 +258,68 @@ def _gpu_report(gpu: str, hw, data, ew_rows, table, points, root: Path) -> tuple
     return out, params
 
 
+def shipped_errors(gpu: str, hw, data: "pd.DataFrame", ew_rows: "pd.DataFrame", network: Path,
+                   fitted: LatencyParams | None = None) -> dict[str, Any]:
+    """The error of what a user gets, ``default_params(hw)`` (``sdsl/data/latency/<name>.json``, or the
+    cross-GPU model's prediction for a GPU sdsl ships no calibration for), on every row of ``gpu``: GEMMs
+    (pooled, decode, worst model, median over models, signed bias by num_tokens), elementwise kernels
+    (per kernel and per layer sum) and, where Vidur measured it, the all-reduce (DGX rows per TP, the
+    pairwise node's 2-GPU rows). In sample for a shipped calibration (it was fitted to these rows): the
+    held-out errors of the same form are the rest of the block. ``max_rel_diff_to_fit``: the largest
+    relative difference between the shipped parameters and ``fitted`` (this run's all-model fit), so a
+    shipped file that is not the validated form shows."""
+    from sdsl.core.latency import default_params
+    from sdsl.fit.allreduce import predict_allreduce, read_allreduce, switch_rows
+    from sdsl.fit.calibration import predict_op_times
+    from sdsl.fit.elementwise import predict_elementwise_times
+
+    params = default_params(hw)
+    g = data[data["hardware"] == gpu]
+    pred = predict_op_times(g, hw, params, dtype="fp16")
+    pts = g.assign(measured_s=g["time_s"].to_numpy(), predicted_s=pred)
+    ape = np.abs(pred / g["time_s"].to_numpy() - 1.0)
+    dec = (g["num_tokens"] <= DECODE_MAX_TOKENS).to_numpy()
+    models = sorted(g["model"].unique())
+    per_model = {m: {"overall_mape": float(ape[(g["model"] == m).to_numpy()].mean()),
+                     "decode_mape": float(ape[(g["model"] == m).to_numpy() & dec].mean())} for m in models}
+    out: dict[str, Any] = {
+        "source": params.source,
+        "overall_mape": float(np.median([v["overall_mape"] for v in per_model.values()])),
+        "decode_mape": float(np.median([v["decode_mape"] for v in per_model.values()])),
+        **pooled_metrics(pts), "per_model": per_model}
+    ew = ew_rows[ew_rows["hardware"] == gpu].reset_index(drop=True)
+    if len(ew) and params.t_elementwise is not None:
+        out.update(elementwise_scores(ew.assign(pred=predict_elementwise_times(ew, hw, params))))
+    dgx, pair = network / f"{gpu}_dgx_all_reduce.csv", network / f"{gpu}_pairwise_nvlink_all_reduce.csv"
+    ar = None
+    if dgx.exists() and hw.interconnect_bandwidth:
+        rows = switch_rows([read_allreduce(dgx)])
+        rel = _rel(rows, predict_allreduce(rows, hw.interconnect_bandwidth, params))
+        by_tp = rel.groupby(rows["n_gpu"].to_numpy())
+        ar = {"tp_mape": {int(n): float(r.abs().mean()) for n, r in by_tp},
+              "tp_bias": {int(n): float(r.median()) for n, r in by_tp},
+              "pooled_mape": float(rel.abs().mean()), "pooled_bias": float(rel.median())}
+        if pair.exists():
+            two = read_allreduce(pair)
+            two = two[(two["n_gpu"] == 2) & (two["per_node"] == 2)]
+            r2 = _rel(two, predict_allreduce(two, hw.interconnect_bandwidth, params))
+            ar.update(pairwise_mape=float(r2.abs().mean()), pairwise_bias=float(r2.median()))
+    out["allreduce"] = ar
+    if fitted is not None:
+        a, b = params.to_dict(), fitted.to_dict()
+        diffs = [abs(a[k] - b[k]) / max(abs(b[k]), 1e-300) for k in a
+                 if isinstance(a[k], (int, float)) and isinstance(b.get(k), (int, float)) and (a[k] or b[k])]
+        out["max_rel_diff_to_fit"] = float(max(diffs, default=0.0))
+    return out
+
+
+def _rel(rows: "pd.DataFrame", pred) -> "pd.Series":
+    """pred/meas − 1 of ``rows`` (column time_s) as a Series aligned with them."""
+    import pandas as pd
+
+    return pd.Series(np.asarray(pred, dtype=float) / rows["time_s"].to_numpy(float) - 1.0)
+
+
 def validate_latency(vidur_root: str | os.PathLike, figure: str | os.PathLike | None = None,
                      hardware=None) -> dict[str, Any]:
     """Everything ``sdsl validate latency`` reports, as a JSON-ready dict.
@@ -263,8 +328,9 @@ def validate_latency(vidur_root: str | os.PathLike, figure: str | os.PathLike | 
     medians over held-out models; ``pooled_overall_mape``, ``pooled_decode_mape`` over every held-out
     row; ``worst_model_decode_mape``; ``bias_by_tokens``), the elementwise kernels' leave-one-model-out
     (``elementwise_mape`` per kernel, ``elementwise_layer_mape`` per layer sum), the all-reduce across
-    TP 2/4/8 (``allreduce``), per-model/per-op details and the all-model parameters; plus
-    ``turbospec`` (H100 step times with those parameters against TurboSpec's fitted lines).
+    TP 2/4/8 (``allreduce``), per-model/per-op details and the all-model parameters (``fit_all_models``),
+    and ``shipped``: the error of ``default_params`` for that GPU on every row (:func:`shipped_errors`);
+    plus ``turbospec`` (H100 step times with those parameters against TurboSpec's fitted lines).
     ``hardware``: optional {folder: catalog name or file} (:func:`sdsl.fit.transfer.resolve_gpu_folders`).
     """
     from sdsl.fit.profiles import read_vidur, read_vidur_elementwise
@@ -279,6 +345,7 @@ def validate_latency(vidur_root: str | os.PathLike, figure: str | os.PathLike | 
     full = {}
     for gpu in sorted(table["hardware"].unique()):
         out[gpu], full[gpu] = _gpu_report(gpu, resolved[gpu], data, ew_rows, table, points, root)
+        out[gpu]["shipped"] = shipped_errors(gpu, resolved[gpu], data, ew_rows, root / "network", full[gpu])
     if "h100" in full:
         out["turbospec"] = _turbospec_block(turbospec_comparison(full["h100"]))
     if figure is not None:

@@ -10,6 +10,9 @@ held-out GPU contributes no row to what prices it. Forms:
   bandwidth, least squares over the calibrated GPUs, every other parameter as ``kernel``.
 * ``borrow-h100``: the rule before issue 13, every GPU borrows the H100-SXM fit as it is
   (re-scaled only by its own datasheet peaks); not defined for H100 itself.
+* ``size-as-time``: ``architecture``, with the GEMM size overhead's saturation scale B carried as the
+  time its bytes take to stream (B·bw_target/bw_source) instead of bytes: the A40's fit lets the size
+  overhead take up memory time (20 µs saturating at 31 MB against 4–5 µs at 5 MB on the H100/A100).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["TRANSFER_FORMS", "compare_transfer_forms", "pairwise_transfer", "transfer_forms_report"]
 
-TRANSFER_FORMS = ("architecture", "kernel", "memory", "bandwidth", "borrow-h100")
+TRANSFER_FORMS = ("architecture", "kernel", "memory", "bandwidth", "borrow-h100", "size-as-time")
 
 
 def _bandwidth_trend(hardware, others: Mapping[str, tuple]):
@@ -48,21 +51,30 @@ def _form_params(form: str, hardware, others: Mapping[str, tuple]):
         return transfer_params(hardware, others, form)
     if form == "bandwidth":
         return _bandwidth_trend(hardware, others)
+    if form == "size-as-time":
+        from sdsl.core.gpu_transfer import transfer_weights
+
+        w = transfer_weights(hardware, others)
+        scale = sum(v * others[k][1].kernel_size_bytes * hardware.mem_bandwidth / others[k][0].mem_bandwidth
+                    for k, v in w.items() if v > 0)
+        return transfer_params(hardware, others).replace(kernel_size_bytes=scale)
     borrowed = [p for hw, p in others.values() if hw.key == "h100-sxm"]
     return borrowed[0] if borrowed else None
 
 
 def compare_transfer_forms(data: "pd.DataFrame", hardware: Mapping[str, Any] | None = None,
                            forms=TRANSFER_FORMS, smoothness: str | float = "auto",
-                           dtype: str = "fp16") -> "pd.DataFrame":
+                           dtype: str = "fp16", elementwise: "pd.DataFrame | None" = None,
+                           gpu_form: str = "shipped") -> "pd.DataFrame":
     """One row per (form, held-out GPU): overall/decode MAPE, signed bias overall and in decode,
-    worst model and the transferred η_memory; GPUs are fitted once (:func:`sdsl.fit.transfer.fit_each_gpu`)."""
+    worst model and the transferred η_memory; GPUs are fitted once, in the shipped form with ``elementwise``
+    rows or in ``gpu_form="untiled"``, the form shipped before (:func:`sdsl.fit.transfer.fit_each_gpu`)."""
     import pandas as pd
 
     from sdsl.fit.calibration import predict_op_times
     from sdsl.fit.transfer import fit_each_gpu, transfer_metrics
 
-    hw, frames, fits = fit_each_gpu(data, hardware, smoothness, dtype)
+    hw, frames, fits = fit_each_gpu(data, hardware, smoothness, dtype, elementwise, gpu_form)
     rows = []
     for form in forms:
         for g in frames:
@@ -77,15 +89,17 @@ def compare_transfer_forms(data: "pd.DataFrame", hardware: Mapping[str, Any] | N
 
 
 def pairwise_transfer(data: "pd.DataFrame", hardware: Mapping[str, Any] | None = None,
-                      smoothness: str | float = "auto", dtype: str = "fp16") -> "pd.DataFrame":
+                      smoothness: str | float = "auto", dtype: str = "fp16",
+                      elementwise: "pd.DataFrame | None" = None, gpu_form: str = "shipped") -> "pd.DataFrame":
     """Every GPU priced with every GPU's own fit as it is (re-scaled by its own datasheet peaks): one row
-    per (``gpu`` priced, ``fit`` borrowed) with overall/decode MAPE and signed bias; the diagonal is in sample."""
+    per (``gpu`` priced, ``fit`` borrowed) with overall/decode MAPE and signed bias; the diagonal is in sample.
+    ``elementwise``, ``gpu_form``: as :func:`compare_transfer_forms`."""
     import pandas as pd
 
     from sdsl.fit.calibration import predict_op_times
     from sdsl.fit.transfer import fit_each_gpu, transfer_metrics
 
-    hw, frames, fits = fit_each_gpu(data, hardware, smoothness, dtype)
+    hw, frames, fits = fit_each_gpu(data, hardware, smoothness, dtype, elementwise, gpu_form)
     rows = []
     for g in frames:
         for o in frames:
@@ -97,9 +111,10 @@ def pairwise_transfer(data: "pd.DataFrame", hardware: Mapping[str, Any] | None =
 def transfer_forms_report(vidur_root: str | os.PathLike | None = None) -> dict[str, dict[str, dict[str, float]]]:
     """``{form: {gpu: metrics}}`` on the shipped Vidur folders (or ``vidur_root``), JSON-ready."""
     from sdsl._paths import data_path
-    from sdsl.fit.profiles import read_vidur
+    from sdsl.fit.profiles import read_vidur, read_vidur_elementwise
 
-    table = compare_transfer_forms(read_vidur(vidur_root or data_path("vidur")))
+    root = vidur_root or data_path("vidur")
+    table = compare_transfer_forms(read_vidur(root), elementwise=read_vidur_elementwise(root))
     out: dict[str, dict[str, dict[str, float]]] = {}
     for r in table.to_dict("records"):
         out.setdefault(r.pop("form"), {})[r.pop("gpu")] = r

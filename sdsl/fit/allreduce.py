@@ -3,7 +3,10 @@
 Model: :func:`sdsl.core.kernels.allreduce_time` — NCCL's Simple ring, latency + 2(t−1)·step latency
 + 2(t−1)/t · bytes/(η · per-direction link bandwidth), or its low-latency protocol when faster (NCCL's
 cost model, ``src/graph/tuning.cc``), above a fitted measurement floor.
-Vidur's files (``sdsl/data/vidur/network``) hold sizes in fp16 elements and times in ms, for a
+Vidur's files (``sdsl/data/vidur/network``) hold sizes in bytes and times in ms (Vidur's profiler,
+``vidur/profiling/collectives/collectives_wrapper.py``, writes ``"size": self._size * 2,  # bytes`` for
+its fp16 buffer of ``_size`` elements, and its predictor divides ``size`` by 2·embedding_dim to get
+tokens; the smallest size, 2048, is its first grid point of 1024 elements), for a
 pairwise-NVLink node (``*_pairwise_nvlink_*``: GPUs linked in pairs, so 4-GPU all-reduces cross
 PCIe) and a DGX node (``*_dgx_*``: NVSwitch, all GPUs linked; the A100 file also has multi-node
 rows). :func:`nvlink_rows` keeps the all-reduces whose GPUs all share NVLink in one node — the
@@ -30,10 +33,10 @@ __all__ = ["read_allreduce", "nvlink_rows", "switch_rows", "fit_allreduce", "pre
            "leave_one_tp_out"]
 
 
-def read_allreduce(path: str | os.PathLike, dtype_bytes: int = 2) -> "pd.DataFrame":
-    """One Vidur all-reduce CSV as columns ``source, n_gpu, per_node, bytes, time_s`` (sizes are elements
-    of ``dtype_bytes`` bytes: fp16 in Vidur's files). A file without ``devices_per_node`` (``sdsl profile
-    --tp``) is one node."""
+def read_allreduce(path: str | os.PathLike) -> "pd.DataFrame":
+    """One all-reduce CSV in Vidur's network format as columns ``source, n_gpu, per_node, bytes, time_s``
+    (``size`` is the message in bytes, as Vidur and ``sdsl profile --tp`` write it). A file without
+    ``devices_per_node`` (``sdsl profile --tp``) is one node."""
     import pandas as pd
 
     path = Path(path)
@@ -41,7 +44,7 @@ def read_allreduce(path: str | os.PathLike, dtype_bytes: int = 2) -> "pd.DataFra
         df = pd.read_csv(path)
         out = pd.DataFrame({"source": path.name, "n_gpu": df["num_workers"].astype(int),
                             "per_node": df.get("devices_per_node", df["num_workers"]).astype(int),
-                            "bytes": float(dtype_bytes) * df["size"].to_numpy(dtype=float),
+                            "bytes": df["size"].to_numpy(dtype=float),
                             "time_s": df["time_stats.all_reduce.median"].to_numpy(dtype=float) * 1e-3})
     except (OSError, KeyError, ValueError, pd.errors.ParserError) as exc:
         raise ProfileError(f"{path}: not a Vidur all-reduce file ({exc}).") from None
@@ -102,10 +105,13 @@ def leave_one_tp_out(rows: "pd.DataFrame", fit_predict) -> "pd.DataFrame":
 #: Fitted fields, their start values (three starts: the fit has two regimes and a floor), bounds and scales.
 _FIELDS = ("allreduce_floor", "allreduce_floor_smoothness", "allreduce_ll_latency", "allreduce_ll_efficiency",
            "allreduce_latency", "eta_interconnect", "allreduce_step_latency")
-_STARTS = ([3e-5, 4.0, 1e-5, 0.5, 3e-5, 1.5, 1e-6], [3e-5, 8.0, 1e-6, 1.0, 5e-5, 1.5, 1e-6],
-           [2e-5, 4.0, 5e-6, 0.3, 1e-5, 1.2, 3e-7])
-_LO = [0.0, 1.0, 0.0, 1e-3, 0.0, 1e-3, 0.0]
-_HI = [1e-3, 50.0, 1e-3, 2.0, 1e-3, 2.0, 1e-4]
+#: η and η_LL lie in (0, 1]: a ring moves 2(t−1)/t of the message per GPU over one direction of its
+#: links, so it cannot beat the link rate (in-switch reduction, NVLS, which could, is a separate form:
+#: :func:`sdsl.experiments.allreduce_forms.nvls_heldout`, not adopted).
+_STARTS = ([3e-5, 4.0, 1e-5, 0.25, 3e-5, 0.75, 1e-6], [3e-5, 8.0, 1e-6, 0.5, 5e-5, 0.75, 1e-6],
+           [2e-5, 4.0, 5e-6, 0.15, 1e-5, 0.6, 3e-7])
+_LO = [0.0, 1.0, 0.0, 5e-4, 0.0, 5e-4, 0.0]
+_HI = [1e-3, 50.0, 1e-3, 1.0, 1e-3, 1.0, 1e-4]
 
 
 def fit_allreduce(rows: "pd.DataFrame", hardware, base: LatencyParams | None = None, *,

@@ -1,5 +1,5 @@
 """``sdsl calibrate engine``: fit an engine profile's free terms to a user's own measured runs, and write a profile
-JSON that ``--engine FILE`` takes (docs/model.md §3.8).
+JSON that ``--engine FILE`` takes (docs/model.md §3.9).
 
 A run is one measured configuration: target, hardware, tensor parallelism, batch (concurrency), context, the
 proposer (none for plain decoding) with its chain length k or SGLang tree, the measured mean accepted length (bonus

@@ -1,12 +1,14 @@
 """Leave-one-GPU-out validation of the cross-GPU efficiency model (:mod:`sdsl.core.gpu_transfer`).
 
-For every GPU with measurements (Vidur's ``<gpu>/<org>/<model>/mlp.csv`` folders), fit the latency
-model (:func:`sdsl.fit.calibration.fit_latency`) to each OTHER GPU's data, predict this GPU's
-parameters from its datasheet with :func:`sdsl.core.gpu_transfer.transfer_params`, and price all of
-its operator timings with them. The held-out GPU contributes no row to any fit that prices it; the
-feature scales come from the catalog, not from measurements. Reported per GPU: MAPE over all its
-points (``transfer_overall_mape``) and at num_tokens <= 64 (``transfer_decode_mape``), signed
-bias, the worst held-out model, and the in-sample MAPE of its own fit for comparison.
+For every GPU with measurements (Vidur's ``<gpu>/<org>/<model>/mlp.csv`` folders), fit the shipped
+form (:func:`sdsl.fit.gpu_form.fit_gpu_form`: elementwise kernels, GEMMs with row tiles and the
+kernel terms) to each OTHER GPU's data, predict this GPU's parameters from its datasheet with
+:func:`sdsl.core.gpu_transfer.transfer_params`, and price all of its operator timings (and, given its
+elementwise rows, its elementwise kernels) with them. The held-out GPU contributes no row to any fit
+that prices it; the feature scales come from the catalog, not from measurements. Reported per GPU:
+MAPE over all its points (``transfer_overall_mape``) and at num_tokens <= 64 (``transfer_decode_mape``),
+signed bias, the worst held-out model, the elementwise kernels' errors (``transfer_elementwise_*``),
+and the in-sample MAPE of its own fit for comparison.
 
 :func:`resolve_gpu_folders` maps data-folder names to hardware (catalog names, aliases, or a
 ``--hardware folder=name|file`` mapping) and names every unknown folder at once.
@@ -21,13 +23,13 @@ import numpy as np
 
 from sdsl._result import Result
 from sdsl.errors import UnknownNameError
-from sdsl.fit.calibration import DECODE_MAX_TOKENS, fit_latency, predict_op_times
+from sdsl.fit.calibration import DECODE_MAX_TOKENS, predict_op_times
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 __all__ = ["VIDUR_FOLDERS", "resolve_gpu_folders", "TransferValidation", "fit_each_gpu", "transfer_metrics",
-           "leave_one_gpu_out"]
+           "elementwise_transfer_metrics", "leave_one_gpu_out", "GPU_FORMS"]
 
 #: Vidur's folder names -> catalog entries (Vidur's H100 numbers reach 2.9 TB/s: SXM, not PCIe).
 VIDUR_FOLDERS = {"h100": "h100-sxm", "a100": "a100-80gb", "a40": "a40"}
@@ -77,6 +79,9 @@ class TransferValidation(Result):
                 f"decode {100 * r['transfer_decode_mape']:.1f}%, bias {100 * r['transfer_bias']:+.1f}%, worst model "
                 f"{r['worst_model']} {100 * r['worst_model_mape']:.1f}%  (own fit in-sample: "
                 f"{100 * r['own_fit_mape']:.1f}% / {100 * r['own_fit_decode_mape']:.1f}%)")
+            if "transfer_elementwise_mape" in r:
+                lines.append(f"    elementwise kernels: MAPE {100 * r['transfer_elementwise_mape']:.1f}%, decode "
+                             f"{100 * r['transfer_elementwise_decode_mape']:.1f}%, bias {100 * r['transfer_elementwise_bias']:+.1f}%")
             lines.append(f"    from: {', '.join(f'{k} {w:.2f}' for k, w in r['weights'].items())}")
         return "\n".join(lines)
 
@@ -103,35 +108,72 @@ def transfer_metrics(g: "pd.DataFrame", pred: np.ndarray) -> dict[str, Any]:
             "worst_model_mape": per_model[worst], "n": int(len(g))}
 
 
-def fit_each_gpu(data: "pd.DataFrame", hardware: Mapping[str, Any] | None = None, smoothness: str | float = "auto",
-                 dtype: str = "fp16") -> tuple[dict, dict, dict]:
-    """``(hardware, rows, fits)`` per GPU folder of ``data``: each GPU's latency model fitted to its own rows only."""
-    from sdsl.errors import ProfileError
+def _gpu_rows(rows: "pd.DataFrame | None", gpu: str) -> "pd.DataFrame | None":
+    return None if rows is None else rows[rows["hardware"] == gpu].reset_index(drop=True)
 
+
+def elementwise_transfer_metrics(rows: "pd.DataFrame | None", hardware, params) -> dict[str, float]:
+    """Errors of ``params`` on elementwise rows (none without rows or elementwise terms): MAPE per kernel,
+    at num_tokens <= 64, and the mean signed error."""
+    from sdsl.fit.elementwise import predict_elementwise_times
+
+    if rows is None or not len(rows) or params.t_elementwise is None:
+        return {}
+    rel = predict_elementwise_times(rows, hardware, params) / rows["time_s"].to_numpy(float) - 1.0
+    dec = rows["num_tokens"].to_numpy() <= DECODE_MAX_TOKENS
+    return {"transfer_elementwise_mape": float(np.mean(np.abs(rel))),
+            "transfer_elementwise_decode_mape": float(np.mean(np.abs(rel[dec]))),
+            "transfer_elementwise_bias": float(np.mean(rel))}
+
+
+#: GEMM forms each GPU can be fitted in: the shipped one, and the one shipped before it (no row tiles,
+#: no kernel terms, elementwise kernels priced like GEMMs), kept for VALIDATION.md's comparison.
+GPU_FORMS = ("shipped", "untiled")
+
+
+def fit_each_gpu(data: "pd.DataFrame", hardware: Mapping[str, Any] | None = None, smoothness: str | float = "auto",
+                 dtype: str = "fp16", elementwise: "pd.DataFrame | None" = None,
+                 form: str = "shipped") -> tuple[dict, dict, dict]:
+    """``(hardware, rows, fits)`` per GPU folder of ``data``: each GPU fitted to its own rows only, in the
+    shipped form (:func:`sdsl.fit.gpu_form.fit_gpu_form`; ``elementwise``: Vidur elementwise rows of
+    the same folders, whose fixed cost is the launch floor) or ``form="untiled"`` (:data:`GPU_FORMS`)."""
+    from sdsl.errors import InvalidInputError, ProfileError
+    from sdsl.fit.calibration import fit_latency
+    from sdsl.fit.gpu_form import fit_gpu_form
+
+    if form not in GPU_FORMS:
+        raise InvalidInputError(f"form must be one of {GPU_FORMS}, not {form!r}.")
     gpus = sorted(data["hardware"].unique())
     if len(gpus) < 2:
         raise ProfileError(f"Leave-one-GPU-out needs measurements of at least two GPUs, found {gpus}.")
     hw = resolve_gpu_folders(gpus, hardware)
     frames = {g: data[data["hardware"] == g] for g in gpus}
-    fits = {g: fit_latency(frames[g], hw[g], dtype=dtype, smoothness=smoothness, keep_points=False,
-                           sources=(f"vidur/{g}",)) for g in gpus}
+    if form == "untiled":
+        fits = {g: fit_latency(frames[g], hw[g], dtype=dtype, smoothness=smoothness, keep_points=False,
+                               sources=(f"vidur/{g}",)) for g in gpus}
+    else:
+        fits = {g: fit_gpu_form(frames[g], hw[g], _gpu_rows(elementwise, g), dtype=dtype, smoothness=smoothness,
+                                sources=(f"vidur/{g}",)) for g in gpus}
     return hw, frames, fits
 
 
 def leave_one_gpu_out(data: "pd.DataFrame", hardware: Mapping[str, Any] | None = None,
                       smoothness: str | float = "auto", dtype: str = "fp16",
-                      rule: str = "architecture") -> TransferValidation:
+                      rule: str = "architecture", elementwise: "pd.DataFrame | None" = None,
+                      form: str = "shipped") -> TransferValidation:
     """Leave-one-GPU-out over the ``hardware`` column of ``data`` (Vidur long format); see the module docstring.
 
     ``hardware``: optional folder -> catalog name / file mapping (:func:`resolve_gpu_folders`);
-    ``rule``: which calibrated GPUs a held-out GPU may lean on (:data:`sdsl.core.gpu_transfer.TRANSFER_RULES`).
-    Needs at least two GPUs.
+    ``rule``: which calibrated GPUs a held-out GPU may lean on (:data:`sdsl.core.gpu_transfer.TRANSFER_RULES`);
+    ``elementwise``: Vidur elementwise rows of the same folders (fitted with each GPU's GEMMs, and the
+    held-out GPU's priced); ``form``: the GEMM form each GPU is fitted in (:data:`GPU_FORMS`). Needs at
+    least two GPUs.
     """
     import pandas as pd
 
     from sdsl.core.gpu_transfer import transfer_params, transfer_weights
 
-    hw, frames, fits = fit_each_gpu(data, hardware, smoothness, dtype)
+    hw, frames, fits = fit_each_gpu(data, hardware, smoothness, dtype, elementwise, form)
     per_gpu, points = {}, []
     for g in frames:
         others = {o: (hw[o], fits[o].params) for o in frames if o != g}
@@ -139,6 +181,7 @@ def leave_one_gpu_out(data: "pd.DataFrame", hardware: Mapping[str, Any] | None =
         pred = predict_op_times(frames[g], hw[g], params, dtype=dtype)
         weights = transfer_weights(hw[g], others, rule)
         per_gpu[g] = {"hardware": hw[g].key, "rule": rule, **transfer_metrics(frames[g], pred),
+                      **elementwise_transfer_metrics(_gpu_rows(elementwise, g), hw[g], params),
                       "weights": {hw[o].key: float(w) for o, w in weights.items()},
                       "params": {k: v for k, v in params.to_dict().items() if k != "source"},
                       "own_fit_mape": fits[g].mape, "own_fit_decode_mape": fits[g].decode_mape}

@@ -111,12 +111,14 @@ def mixed_batch_time(target_fn: StepFn, decode_contexts, k: int = 0, prefill_tok
 
 @dataclass(frozen=True)
 class MemoryBudget:
-    """KV-cache budget: usable memory minus target and draft weights, in bytes and in tokens."""
+    """KV-cache budget of the GPU that holds the most per token: usable memory minus the weights on it, in bytes
+    and in tokens. Every field is per GPU (the target's share of one of its ``tp`` GPUs plus, with a draft, the
+    draft's share of one of its ``draft_tp`` GPUs, which are among the target's)."""
 
-    capacity_bytes: float
-    target_weight_bytes: float
-    draft_weight_bytes: float
-    kv_bytes_per_token: float  # target + draft, all layers, K and V
+    capacity_bytes: float  # one GPU's memory
+    target_weight_bytes: float  # the target's weights on that GPU
+    draft_weight_bytes: float  # the draft's weights on that GPU
+    kv_bytes_per_token: float  # target + draft KV cache per token on that GPU (sdsl.core.latency.kv_cache_bytes_per_gpu)
     mem_fraction: float
 
     @property
@@ -134,31 +136,43 @@ class MemoryBudget:
                 "kv_budget_tokens": self.kv_budget_tokens}
 
 
+def _kv_per_token(model, dep) -> float:
+    """KV bytes per cached token on one of ``dep``'s GPUs, at the deployment's context: the same per-GPU KV the step
+    time reads (:func:`sdsl.core.latency.kv_cache_bytes_per_gpu`: ceil(n_kv_head/tp) heads, MLA's latent whole on
+    every GPU, local-attention layers holding only their window), averaged over ``dep.context`` tokens."""
+    from sdsl.core.latency import kv_cache_bytes_per_gpu
+
+    context = max(float(dep.context), 1.0)
+    return float(kv_cache_bytes_per_gpu(model, dep, batch=1, context=context)) / context
+
+
 def memory_budget(target, deployment, *, draft=None, mem_fraction: float = 0.9) -> MemoryBudget:
-    """KV budget on the deployment's GPUs (max of ``tp`` and, with a draft, ``draft_tp``):
-    ``mem_fraction`` of their memory minus the weights of both models (in the deployment's dtype).
+    """KV budget per GPU: ``mem_fraction`` of one GPU's memory minus the target's weights on it
+    (:func:`sdsl.core.latency.weight_bytes_per_gpu`) and, with a draft, the draft's on its ``draft_tp`` GPUs (among
+    the target's, so one GPU holds a share of both), over the KV bytes per token both keep on that GPU.
 
     The draft (if any) costs its weights once and its KV cache per token, so it takes batch slots.
     """
     from sdsl.core.architecture import get_model
     from sdsl.core.deployment import Deployment
+    from sdsl.core.latency import weight_bytes_per_gpu
 
     dep = Deployment.of(deployment)
-    hw, dtype, tp = dep.hardware, dep.dtype, dep.tp
+    hw, tp = dep.hardware, dep.tp
     t = get_model(target)
     d = get_model(draft) if draft is not None else None
-    n_gpus = max(tp, dep.draft_tp if d is not None else 1)
+    draft_dep = dep.for_draft()
     budget = MemoryBudget(
-        capacity_bytes=float(hw.mem_capacity) * n_gpus,
-        target_weight_bytes=float(t.weight_bytes(dtype)),
-        draft_weight_bytes=float(d.weight_bytes(dtype)) if d is not None else 0.0,
-        kv_bytes_per_token=float(t.kv_bytes_per_token(dtype) + (d.kv_bytes_per_token(dtype) if d is not None else 0)),
+        capacity_bytes=float(hw.mem_capacity),
+        target_weight_bytes=float(weight_bytes_per_gpu(t, dep)),
+        draft_weight_bytes=float(weight_bytes_per_gpu(d, draft_dep)) if d is not None else 0.0,
+        kv_bytes_per_token=_kv_per_token(t, dep) + (_kv_per_token(d, draft_dep) if d is not None else 0.0),
         mem_fraction=float(mem_fraction),
     )
     if budget.kv_budget_bytes <= 0:
-        need = (budget.target_weight_bytes + budget.draft_weight_bytes) / 1e9
-        have = budget.capacity_bytes * mem_fraction / 1e9
-        raise InvalidInputError(f"The weights ({need:.1f} GB) leave no KV-cache room in {have:.1f} GB of "
+        need = (budget.target_weight_bytes + budget.draft_weight_bytes) / 2 ** 30
+        have = budget.capacity_bytes * mem_fraction / 2 ** 30
+        raise InvalidInputError(f"The weights on one GPU ({need:.1f} GiB) leave no KV-cache room in {have:.1f} GiB of "
                                 f"{hw.name} memory (tp={tp}); raise --tp.")
     return budget
 

@@ -30,7 +30,7 @@ def test_done_when_chain_and_tree():
     ["--proposer", "eagle", "--tree", "2,1,9", "--accepted-length", "2"],
     ["--proposer", "eagle", "--tree", "8,8", "--accepted-length", "2"],
     ["--proposer", "eagle", "--gamma", "3", "--acceptance", "0.9,1.2"],
-    ["--proposer", "eagle", "--gamma", "3"],
+    ["--proposer", "eagle", "--gamma", "3", "--workload", "poetry"],
 ])
 def test_predict_bad_input_one_line_exit_2(args):
     res = run(["predict", "--target", "llama-3.1-8b", *args])
@@ -68,14 +68,14 @@ def test_validate_published_json():
 
 
 def test_tree_from_a_chain_measurement_uses_the_tree_model():
-    from sdsl.core.acceptance import Acceptance
-    from sdsl.core.trees import TokenTree, rank_acceptance
+    from sdsl.core.acceptance import Acceptance, group_decay
+    from sdsl.core.trees import TokenTree, tree_matrices
 
     out = json.loads(run(["predict", "--target", "llama-3.1-8b", "--proposer", "eagle3", "--gamma", "4", "--tree",
                           "8,8,64", "--accepted-length", "3.1", "--json"]).output)
-    fit = Acceptance.from_accepted_length(3.1, 4)
-    P = rank_acceptance(fit.conditional_at(8), 8)
-    assert out["tau"] == pytest.approx(float(TokenTree.sglang(8, 8, 64, P).tau(P)))
+    fit = Acceptance.from_accepted_length(3.1, 4, decay=group_decay("eagle3"))  # EAGLE-3's decay ratio
+    P, S = tree_matrices(fit.conditional_at(8), 8)  # SGLang keeps the nodes the draft scores highest
+    assert out["tau"] == pytest.approx(float(TokenTree.sglang(8, 8, 64, P, S).tau(P)))
     assert out["tau"] > 3.1 and out["gamma"] is None and out["tree"] == [8, 8, 64]
 
 

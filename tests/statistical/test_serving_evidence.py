@@ -18,21 +18,21 @@ from sdsl.experiments import serving_evidence as ev
 FIXED = ["k=1", "k=3", "k=5", "k=7"]
 
 # (deployment, alpha, batch) -> speedup of k = 1, 3, 5, 7 and of the goodput-optimal k (VALIDATION.md)
-ANALYTIC = {("7b", 0.5, 1): (1.3182, 1.3261, 1.1647, 1.0129, 1.3716), ("7b", 0.5, 64): (1.2971, 1.2689, 1.0913, 0.9341, 1.3297), ("7b", 0.7, 1): (1.494, 1.7914, 1.74, 1.5971, 1.7914), ("7b", 0.7, 64): (1.4701, 1.7142, 1.6303, 1.4728, 1.7142), ("7b", 0.9, 1): (1.6698, 2.4322, 2.772, 2.8957, 2.8957), ("7b", 0.9, 64): (1.643, 2.3273, 2.5973, 2.6704, 2.6704), ("70b", 0.5, 1): (1.3666, 1.4499, 1.3222, 1.1823, 1.4639), ("70b", 0.5, 64): (1.1833, 1.0303, 0.8265, 0.6755, 1.1833), ("70b", 0.7, 1): (1.5488, 1.9587, 1.9752, 1.8642, 1.9934), ("70b", 0.7, 64): (1.3411, 1.3918, 1.2347, 1.0651, 1.4203), ("70b", 0.9, 1): (1.731, 2.6592, 3.1467, 3.38, 3.38), ("70b", 0.9, 64): (1.4988, 1.8897, 1.967, 1.9311, 1.967)}  # noqa: E501
+ANALYTIC = {('7b', 0.5, 1): (1.3961, 1.5326, 1.4346, 1.3096, 1.5326), ('7b', 0.5, 64): (1.3387, 1.3483, 1.1671, 1.0005, 1.3483), ('7b', 0.7, 1): (1.5822, 2.0705, 2.1432, 2.0649, 2.1432), ('7b', 0.7, 64): (1.5172, 1.8215, 1.7436, 1.5775, 1.8215), ('7b', 0.9, 1): (1.7683, 2.8111, 3.4144, 3.7439, 3.7439), ('7b', 0.9, 64): (1.6957, 2.473, 2.7777, 2.8602, 2.8602), ('70b', 0.5, 1): (1.3995, 1.5426, 1.4485, 1.3256, 1.5426), ('70b', 0.5, 64): (1.2402, 1.1121, 0.88649, 0.71806, 1.2402), ('70b', 0.7, 1): (1.5861, 2.084, 2.164, 2.0902, 2.164), ('70b', 0.7, 64): (1.4056, 1.5024, 1.3244, 1.1322, 1.5024), ('70b', 0.9, 1): (1.7727, 2.8294, 3.4475, 3.7898, 3.7898), ('70b', 0.9, 64): (1.571, 2.0397, 2.1098, 2.0528, 2.1098)}  # noqa: E501
 
 # model -> c_kv, c_tok, c_b, c_0 (ms), held-out R², held-out MAPE, published R² vs roofline, published/roofline
-LINEAR = {"llama-2-7b": (0.00015865, 0.020022, -0.0042512, 5.4518, 0.99998, 0.0058587, math.nan, math.nan), "llama-3.1-8b": (4.1027e-05, 0.022487, -0.0052818, 5.9302, 0.99983, 0.0097186, 0.89558, 0.88432), "llama-3.1-70b": (2.6996e-05, 0.061601, -0.0086009, 16.79, 0.99982, 0.0090009, 0.87895, 1.1319)}  # noqa: E501
+LINEAR = {'llama-2-7b': (0.00015657, 0.020925, -0.0033866, 4.6359, 0.99976, 0.018558, math.nan, math.nan), 'llama-3.1-8b': (3.9338e-05, 0.023391, -0.0041872, 5.0915, 0.9982, 0.031367, 0.90342, 0.90751), 'llama-3.1-70b': (2.4977e-05, 0.066473, -0.011498, 16.731, 0.9972, 0.033934, 0.91584, 1.1024)}  # noqa: E501
 
 # (alpha, batch) -> (adaptive speedup, best fixed-k speedup), closed loop, online α and step fit
 CLOSED = {
-    "7b": {(0.5, 1): (1.2911, 1.2952), (0.5, 4): (1.3007, 1.2767), (0.5, 16): (1.1808, 1.1923), (0.5, 64): (1.1433, 1.158), (0.7, 1): (1.7059, 1.7057), (0.7, 4): (1.634, 1.6381), (0.7, 16): (1.4544, 1.455), (0.7, 64): (1.4207, 1.4225), (0.9, 1): (2.7172, 2.6984), (0.9, 4): (2.5611, 2.5576), (0.9, 16): (2.097, 2.1063), (0.9, 64): (1.9537, 1.9587)},  # noqa: E501
-    "70b": {(0.5, 1): (1.3881, 1.3967), (0.5, 4): (1.3637, 1.3417), (0.5, 16): (1.165, 1.1774), (0.5, 64): (1.0218, 1.022), (0.7, 1): (1.8906, 1.8652), (0.7, 4): (1.7683, 1.7572), (0.7, 16): (1.425, 1.4363), (0.7, 64): (1.1668, 1.1449), (0.9, 1): (3.1346, 3.147), (0.9, 4): (2.8784, 2.8798), (0.9, 16): (2.0783, 2.0696), (0.9, 64): (1.446, 1.4636)},  # noqa: E501
+    "7b": {(0.5, 1): (1.4569, 1.4759), (0.5, 4): (1.4471, 1.4455), (0.5, 16): (1.311, 1.3074), (0.5, 64): (1.1532, 1.2025), (0.7, 1): (2.0259, 1.993), (0.7, 4): (1.9284, 1.9195), (0.7, 16): (1.6021, 1.6925), (0.7, 64): (1.4909, 1.5167), (0.9, 1): (3.4651, 3.482), (0.9, 4): (3.2894, 3.2934), (0.9, 16): (2.5833, 2.5863), (0.9, 64): (2.0781, 2.0821)},  # noqa: E501
+    "70b": {(0.5, 1): (1.467, 1.4859), (0.5, 4): (1.4481, 1.4455), (0.5, 16): (1.2576, 1.2472), (0.5, 64): (1.0601, 1.0622), (0.7, 1): (2.0428, 2.0131), (0.7, 4): (1.9307, 1.9194), (0.7, 16): (1.576, 1.6038), (0.7, 64): (1.1718, 1.1991), (0.9, 1): (3.5086, 3.5267), (0.9, 4): (3.2902, 3.2931), (0.9, 16): (2.3866, 2.3862), (0.9, 64): (1.4829, 1.5298)},  # noqa: E501
 }
 
 # (alpha, batch) -> mean k the adaptive policy ran in the closed loop
 MEAN_K = {
-    "7b": {(0.5, 1): 1.5689, (0.5, 4): 1.9597, (0.5, 16): 1.9572, (0.5, 64): 1.938, (0.7, 1): 3.106, (0.7, 4): 3.3381, (0.7, 16): 3.1526, (0.7, 64): 3.0707, (0.9, 1): 5.7107, (0.9, 4): 6.4472, (0.9, 16): 6.6819, (0.9, 64): 6.752},  # noqa: E501
-    "70b": {(0.5, 1): 2.0528, (0.5, 4): 2.3052, (0.5, 16): 1.9862, (0.5, 64): 1.0179, (0.7, 1): 3.763, (0.7, 4): 3.8666, (0.7, 16): 3.3198, (0.7, 64): 2.1723, (0.9, 1): 6.133, (0.9, 4): 6.8081, (0.9, 16): 6.833, (0.9, 64): 5.1605},  # noqa: E501
+    "7b": {(0.5, 1): 2.4246, (0.5, 4): 2.7496, (0.5, 16): 2.5577, (0.5, 64): 2.6607, (0.7, 1): 4.2204, (0.7, 4): 4.5891, (0.7, 16): 4.5219, (0.7, 64): 3.2565, (0.9, 1): 6.4314, (0.9, 4): 6.9477, (0.9, 16): 6.9224, (0.9, 64): 6.8576},  # noqa: E501
+    "70b": {(0.5, 1): 2.4643, (0.5, 4): 2.778, (0.5, 16): 2.4489, (0.5, 64): 1.0293, (0.7, 1): 4.284, (0.7, 4): 4.5955, (0.7, 16): 3.4944, (0.7, 64): 2.6163, (0.9, 1): 6.4571, (0.9, 4): 6.9529, (0.9, 16): 6.9237, (0.9, 64): 5.1247},  # noqa: E501
 }
 
 
@@ -44,11 +44,11 @@ def test_analytic_speedup_table():
 
 
 def test_analytic_loss_onset_on_70b():
-    """70b, α = 0.5: k = 7 first falls below 1× at batch 16; k = 5 is at 1.003× at batch 32 and below 1× by 64."""
+    """70b, α = 0.5: k = 7 first falls below 1× at batch 32; k = 5 is at 1.092× at batch 32 and below 1× by 64."""
     an = ev.analytic_speedup(alphas=(0.5,), batches=[1, 2, 4, 8, 16, 32, 64])
     an = an[an.deployment == "70b"].pivot_table(index="batch", columns="policy", values="speedup")
-    assert an.index[an["k=7"] < 1.0].min() == 16 and an.index[an["k=5"] < 1.0].min() == 64
-    assert an.loc[32, "k=5"] == pytest.approx(1.0031, rel=1e-3)
+    assert an.index[an["k=7"] < 1.0].min() == 32 and an.index[an["k=5"] < 1.0].min() == 64
+    assert an.loc[32, "k=5"] == pytest.approx(1.0916, rel=1e-3)
 
 
 def test_linear_form_vs_roofline_table():
@@ -67,30 +67,38 @@ def test_closed_loop_table(dep):
     assert set(got) == set(CLOSED[dep])
     for key, expect in CLOSED[dep].items():
         np.testing.assert_allclose(got[key], expect, rtol=1e-3)
-    # the claim: adaptive never more than 1.3% below the best fixed k, and above it in 9 of 24 cells
-    assert all(a / b - 1.0 > -0.013 for a, b in got.values())
+    # the claim (missed since the GEMM row tiles shipped): adaptive up to 5.3% (7b) / 3.1% (70b) below the best
+    # fixed k — its online linear fit cannot follow the tile steps — and above it in 9 of 24 cells
+    assert min(a / b - 1.0 for a, b in got.values()) == pytest.approx({"7b": -0.05341, "70b": -0.03066}[dep], abs=2e-4)
     assert sum(a > b for a, b in got.values()) == {"7b": 4, "70b": 5}[dep]
     if dep == "70b":  # fixed k at b = 64 and α = 0.5 (k = 3, 5, 7) and α = 0.7 (k = 7)
         np.testing.assert_allclose([p.loc[(0.5, 64), "k=3"], p.loc[(0.5, 64), "k=5"], p.loc[(0.5, 64), "k=7"],
-                                    p.loc[(0.7, 64), "k=7"]], [0.874, 0.729, 0.620, 0.911], atol=6e-4)
+                                    p.loc[(0.7, 64), "k=7"]], [0.9286, 0.7760, 0.6596, 0.9604], atol=6e-4)
     mean_k = cl[cl.policy == "adaptive"].set_index(["alpha", "batch"]).mean_k
     for key, expect in MEAN_K[dep].items():
         assert mean_k[key] == pytest.approx(expect, rel=1e-3)
-    # the k it ran stays within 1.3 of the table controller's k at that batch size (known α, context 1024)
+    # the k it ran stays within 1.6 of the table controller's k at that batch size (known α, context 1024)
     from sdsl.serving.k_table import best_k_by_batch
 
     table = best_k_by_batch(ev.deployment(dep).step_model, [0.5, 0.7, 0.9], context=1024.0)
     worst = max(abs(mean_k[(a, b)] - table[i, b - 1]) for i, a in enumerate((0.5, 0.7, 0.9)) for b in (1, 4, 16, 64))
-    assert worst == pytest.approx({"7b": 1.2893, "70b": 0.867}[dep], rel=1e-3)
+    assert worst == pytest.approx({"7b": 1.5219, "70b": 0.71601}[dep], rel=1e-3)
 
 
 def test_goodput_optimal_k_by_batch():
-    """VALIDATION's k-vs-batch breakpoints (first batch size of each k), controller on the step table, context 1024."""
+    """VALIDATION's k-vs-batch table (first batch size of each k), controller on the step table, context 1024.
+    With 128-row GEMM tiles the verification's cost steps where batch·(k + 1) crosses a tile, so the best k
+    moves back and forth with the batch instead of falling once."""
     from sdsl.serving.k_table import best_k_by_batch
 
-    expect = {("7b", 0.5): [(1, 2)], ("7b", 0.7): [(1, 3)], ("7b", 0.9): [(1, 7)],
-              ("70b", 0.5): [(1, 2), (35, 1), (217, 0)], ("70b", 0.7): [(1, 4), (12, 3), (44, 2), (131, 1)],
-              ("70b", 0.9): [(1, 7), (32, 6), (53, 5), (87, 4), (150, 3)]}
+    expect = {
+        ('7b', 0.5): [(1, 3), (17, 2), (22, 3), (33, 2), (43, 1), (48, 3), (65, 2), (86, 3), (97, 2), (171, 1), (193, 2)],
+        ('7b', 0.7): [(1, 5), (11, 4), (13, 3), (17, 5), (22, 4), (26, 3), (33, 5), (43, 4), (52, 3), (65, 4), (77, 3), (97, 4), (103, 3), (161, 2), (171, 3), (193, 4), (205, 3), (225, 4), (231, 3)],
+        ('7b', 0.9): [(1, 7), (9, 6), (10, 7), (17, 6), (19, 5), (22, 7), (33, 6), (37, 7), (49, 6), (55, 7), (65, 6), (74, 7), (81, 5), (85, 6), (92, 7), (97, 6), (110, 7), (145, 6), (147, 5), (150, 7), (161, 6), (165, 7), (177, 6), (183, 7), (193, 6), (202, 7), (209, 6), (220, 7), (225, 6), (228, 7)],
+        ('70b', 0.5): [(1, 3), (13, 2), (30, 1), (33, 2), (43, 1), (65, 2), (86, 1), (193, 0)],
+        ('70b', 0.7): [(1, 5), (10, 4), (13, 3), (17, 4), (26, 3), (33, 2), (43, 4), (52, 3), (65, 2), (86, 3), (97, 2), (103, 1), (129, 2), (171, 1), (193, 2), (214, 1)],
+        ('70b', 0.9): [(1, 7), (9, 6), (10, 7), (17, 6), (19, 5), (22, 7), (33, 6), (37, 5), (43, 7), (49, 4), (52, 6), (55, 5), (65, 6), (74, 4), (77, 5), (86, 3), (97, 4), (103, 5), (107, 6), (110, 3), (129, 4), (154, 3), (161, 2), (171, 4), (180, 3), (193, 2), (214, 3), (225, 4), (231, 2)],
+    }
     for name in ("7b", "70b"):
         ks = best_k_by_batch(ev.deployment(name).step_model, [0.5, 0.7, 0.9], context=1024.0)
         for alpha, row in zip((0.5, 0.7, 0.9), ks):
@@ -100,8 +108,8 @@ def test_goodput_optimal_k_by_batch():
 
 # headline: conv trace, 2000 requests, 7b, α ~ Beta(0.7, 20), α̂ prior 0.5; QPS -> policy -> (mean, p99) seconds
 HEADLINE = {
-    1.0: {"none": (1.79495, 4.27142), "k=1": (1.19017, 2.77109), "k=3": (0.99204, 2.48144), "k=5": (1.02256, 2.75539), "k=7": (1.11343, 3.12963), "adaptive": (0.99174, 2.54171), "per-request": (1.01734, 2.67042)},  # noqa: E501
-    12.0: {"none": (23.56536, 51.6596), "k=1": (6.77445, 16.59142), "k=3": (4.00096, 11.88548), "k=5": (4.47677, 13.45342), "k=7": (6.05459, 17.13242), "adaptive": (4.00727, 12.06716), "per-request": (4.30338, 12.87667)},  # noqa: E501
+    1.0: {"none": (1.73100, 4.11174), "k=1": (1.08480, 2.51714), "k=3": (0.83012, 2.07216), "k=5": (0.80286, 2.20554), "k=7": (0.83216, 2.36609), "adaptive": (0.80117, 2.16248), "per-request": (0.81178, 2.16881)},  # noqa: E501
+    12.0: {"none": (22.34177, 49.3178), "k=1": (6.49205, 16.46354), "k=3": (3.30874, 10.66853), "k=5": (3.56944, 11.96995), "k=7": (4.67914, 15.05301), "adaptive": (3.27492, 10.64620), "per-request": (3.41974, 11.38793)},  # noqa: E501
 }
 
 
@@ -115,7 +123,7 @@ def test_headline_latency_rows(qps):
 
 
 # controller_cost, 7b headline: (QPS, controller) -> (mean, p99) seconds, and the final fit's error
-COST = {(1.0, "oracle"): (0.97912, 2.55192), (1.0, "estimated α from the right prior, exact table"): (0.98978, 2.52144), (1.0, "estimated α, exact table"): (0.99173, 2.52457), (1.0, "TurboSpec (estimated α, online fit)"): (0.99174, 2.54171), (12.0, "oracle"): (4.01048, 11.96165), (12.0, "estimated α from the right prior, exact table"): (4.03277, 12.16854), (12.0, "estimated α, exact table"): (4.01186, 12.09503), (12.0, "TurboSpec (estimated α, online fit)"): (4.00727, 12.06716)}  # noqa: E501
+COST = {(1.0, 'oracle'): (0.792374, 2.14705), (1.0, 'estimated α from the right prior, exact table'): (0.799118, 2.16107), (1.0, 'estimated α, exact table'): (0.801204, 2.16507), (1.0, 'TurboSpec (estimated α, online fit)'): (0.801174, 2.16248), (12.0, 'oracle'): (3.09911, 10.3067), (12.0, 'estimated α from the right prior, exact table'): (3.10991, 10.3342), (12.0, 'estimated α, exact table'): (3.09926, 10.3063), (12.0, 'TurboSpec (estimated α, online fit)'): (3.27492, 10.6462)}  # noqa: E501
 
 
 @pytest.mark.parametrize("qps", [1.0, 12.0])
@@ -128,14 +136,15 @@ def test_controller_cost_rows(qps):
             assert cc.loc[controller, "mean_latency_s"] == pytest.approx(mean, rel=1e-3)
             assert cc.loc[controller, "p99_latency_s"] == pytest.approx(p99, rel=1e-3)
     fit = cc.loc["TurboSpec (estimated α, online fit)", "fit_error"]
-    assert fit == pytest.approx({1.0: 0.0100, 12.0: 0.0096}[qps], abs=5e-5)
+    assert fit == pytest.approx({1.0: 0.058184, 12.0: 0.047284}[qps], abs=5e-5)
 
 
 def test_controller_cost_on_a_reduced_trace():
-    """Reduced (600 requests, QPS 4 and 8): TurboSpec's controller within 1% of the oracle in mean latency."""
+    """Reduced (600 requests, QPS 4 and 8): TurboSpec's controller within 2.5% of the oracle in mean latency; its
+    online linear fit ends 2.6–4.3% off the exact step table, whose GEMM row tiles a line cannot follow."""
     cc = ev.controller_cost(qps=(4, 8), n_requests=600)
     turbo = cc[cc.controller == "TurboSpec (estimated α, online fit)"]
-    assert np.all(np.abs(turbo.cost_mean) < 0.01) and np.all(turbo.fit_error < 0.02)
+    assert np.all(np.abs(turbo.cost_mean) < 0.025) and np.all((turbo.fit_error > 0.02) & (turbo.fit_error < 0.05))
 
 
 def test_headline_claims_on_a_reduced_trace():
@@ -157,12 +166,12 @@ def test_alpha_shift_numbers():
     sh = ev.alpha_shift()
     g = sh.groupby(["policy", "after_shift"])
     mean, p99, k = g.latency_s.mean(), g.latency_s.quantile(0.99), g.mean_k.mean()
-    expect = {("none", True): (2.7733, 6.6679), ("k=5", True): (2.9545, 7.4182), ("adaptive", True): (2.1676, 5.3575),
-              ("adaptive", False): (0.9426, 2.6220), ("k=5", False): (0.9428, 2.6087)}
+    expect = {("none", True): (2.6350, 6.1851), ("k=5", True): (2.1965, 5.5637), ("adaptive", True): (1.8486, 4.5622),
+              ("adaptive", False): (0.71737, 2.1071), ("k=5", False): (0.72827, 2.0804)}
     for key, (m, p) in expect.items():
         assert mean[key] == pytest.approx(m, rel=1e-3) and p99[key] == pytest.approx(p, rel=1e-3)
-    assert k[("adaptive", False)] == pytest.approx(4.870, rel=1e-3)
-    assert k[("adaptive", True)] == pytest.approx(1.626, rel=1e-3)
+    assert k[("adaptive", False)] == pytest.approx(6.1718, rel=1e-3)
+    assert k[("adaptive", True)] == pytest.approx(2.2743, rel=1e-3)
 
 
 def test_linear_coefficients_against_turbospec_published():
@@ -174,21 +183,22 @@ def test_linear_coefficients_against_turbospec_published():
     pub = {"llama-3.1-8b": TURBOSPEC_PUBLISHED["llama-3.1-8b-h100"],
            "llama-3.1-70b": TURBOSPEC_PUBLISHED["llama-3.1-70b-tp4-h100"]}
     ratio = {(m, c): lin.loc[m, c] / getattr(p, c) for m, p in pub.items() for c in ("c_kv", "c_tok", "c_0")}
-    assert ratio[("llama-3.1-70b", "c_tok")] == pytest.approx(0.9625, abs=0.001)
-    assert ratio[("llama-3.1-8b", "c_tok")] == pytest.approx(1.222, abs=0.001)
-    assert ratio[("llama-3.1-8b", "c_0")] == pytest.approx(0.8545, abs=0.001)
-    assert ratio[("llama-3.1-70b", "c_0")] == pytest.approx(0.915, abs=0.001)
-    assert ratio[("llama-3.1-8b", "c_kv")] == pytest.approx(0.8442, abs=0.001)
-    assert ratio[("llama-3.1-70b", "c_kv")] == pytest.approx(0.4326, abs=0.001)
+    assert ratio[("llama-3.1-70b", "c_tok")] == pytest.approx(1.0386, abs=0.001)
+    assert ratio[("llama-3.1-8b", "c_tok")] == pytest.approx(1.2712, abs=0.001)
+    assert ratio[("llama-3.1-8b", "c_0")] == pytest.approx(0.73365, abs=0.001)
+    assert ratio[("llama-3.1-70b", "c_0")] == pytest.approx(0.91177, abs=0.001)
+    assert ratio[("llama-3.1-8b", "c_kv")] == pytest.approx(0.80943, abs=0.001)
+    assert ratio[("llama-3.1-70b", "c_kv")] == pytest.approx(0.40028, abs=0.001)
 
 
 # 70b, α ~ Beta(0.6, 20): (QPS, policy) -> (mean latency s, mean k)
-LATENCY_70B = {(1.0, "none"): (5.4388, 0.0), (1.0, "k=1"): (3.8262, 1.0), (1.0, "k=3"): (3.3885, 3.0), (1.0, "k=5"): (3.6117, 5.0), (1.0, "k=7"): (4.0023, 7.0), (1.0, "adaptive"): (3.3976, 2.9907), (1.0, "per-request"): (3.5962, 2.9334), (8.0, "none"): (29.4538, 0.0), (8.0, "k=1"): (29.8961, 1.0), (8.0, "k=3"): (36.4567, 3.0), (8.0, "k=5"): (49.1201, 5.0), (8.0, "k=7"): (63.9388, 7.0), (8.0, "adaptive"): (30.8667, 0.4888), (8.0, "per-request"): (32.4876, 0.2649)}  # noqa: E501
-COST_70B = {(8.0, "oracle"): (29.9241, 1.0465), (8.0, "estimated α from the right prior, exact table"): (29.8586, 1.0578), (8.0, "estimated α, exact table"): (29.9139, 1.0551), (8.0, "TurboSpec (estimated α, online fit)"): (30.8667, 0.4888), (16.0, "oracle"): (76.4931, 1.0248), (16.0, "estimated α from the right prior, exact table"): (76.4638, 1.0285), (16.0, "estimated α, exact table"): (80.0698, 0.0735), (16.0, "TurboSpec (estimated α, online fit)"): (77.6851, 0.4001)}  # noqa: E501
+LATENCY_70B = {(1.0, "none"): (5.4388, 0.0), (1.0, "k=1"): (3.8262, 1.0), (1.0, "k=3"): (3.3885, 3.0), (1.0, "k=5"): (3.6117, 5.0), (1.0, "k=7"): (4.0023, 7.0), (1.0, "adaptive"): (3.3976, 2.9907), (1.0, "per-request"): (3.5962, 2.9334), (8.0, "none"): (29.4538, 0.0), (8.0, "k=1"): (28.4136, 1.0), (8.0, "k=3"): (35.357, 3.0), (8.0, "k=5"): (47.9672, 5.0), (8.0, "k=7"): (62.7365, 7.0), (8.0, "adaptive"): (28.4738, 1.0574), (8.0, "per-request"): (30.8932, 0.27067)}  # noqa: E501
+COST_70B = {(8.0, "oracle"): (28.4253, 1.0467), (8.0, "estimated α from the right prior, exact table"): (28.4045, 1.0616), (8.0, "estimated α, exact table"): (28.5106, 1.0579), (8.0, "TurboSpec (estimated α, online fit)"): (28.4738, 1.0574), (16.0, "oracle"): (74.9992, 1.0254), (16.0, "estimated α from the right prior, exact table"): (74.9708, 1.0301), (16.0, "estimated α, exact table"): (78.0963, 0.089706), (16.0, "TurboSpec (estimated α, online fit)"): (76.0008, 0.40779)}  # noqa: E501
 
 
 def test_70b_latency_rows():
-    """70b rows at QPS 1 (speculation wins) and 8 (past capacity: none fastest, adaptive drops to k < 1)."""
+    """70b rows at QPS 1 (speculation wins) and 8 (past capacity: k = 1 and adaptive, at k ≈ 1, 3.5% ahead of none;
+    the draft's weights and KV on one GPU bind the per-GPU KV budget)."""
     lq = ev.latency_vs_qps("70b", qps=(1, 8), alpha=0.6)
     got = {(float(r.qps), r.policy): (r.mean_latency_s, r.mean_k) for r in lq.itertuples()}
     for key, expect in LATENCY_70B.items():
@@ -196,11 +206,12 @@ def test_70b_latency_rows():
 
 
 def test_70b_controller_cost_past_capacity():
-    """At 8 QPS the online fit costs 3.2% (k = 0 on half the steps); at 16 QPS the wrong prior with the
-    exact table locks speculation out (mean k 0.07); the right prior stays at the oracle."""
+    """At 8 QPS the online fit keeps k ≈ 1 like the oracle (+0.2%); at 16 QPS it costs 1.3% (k = 0 on most steps)
+    and the wrong prior with the exact table locks speculation out (mean k 0.09); the right prior stays at the
+    oracle."""
     cc = ev.controller_cost("70b", qps=(8, 16), alpha=0.6)
     got = {(float(r.qps), r.controller): (r.mean_latency_s, r.mean_k) for r in cc.itertuples()}
     for key, expect in COST_70B.items():
         np.testing.assert_allclose(got[key], expect, rtol=1e-3, atol=1e-4)
     fit = cc[cc.controller == "TurboSpec (estimated α, online fit)"].fit_error
-    assert np.all((fit > 0.008) & (fit < 0.018))
+    assert np.all((fit > 0.03) & (fit < 0.07))

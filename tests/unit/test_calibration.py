@@ -169,8 +169,10 @@ def test_layer_rows_fit_t_layer_within_1pct():
     assert "t_layer" not in no_layers.varied and "t_layer" not in no_layers.report()
 
 
+@pytest.mark.integrity('profiles/cpu.calib.json')
 def test_committed_cpu_calibration_has_layer_overhead():
-    """profiles/cpu.calib.json (used by issue 4 with get_hardware("cpu"), fp32) carries a fitted t_layer."""
+    """Integrity check (reads back committed measurements; nothing is re-run).
+    profiles/cpu.calib.json (used by issue 4 with get_hardware("cpu"), fp32) carries a fitted t_layer."""
     path = Path(__file__).resolve().parents[2] / "profiles" / "cpu.calib.json"
     res = CalibrationResult.from_json(path)
     assert res.dtype == "fp32" and res.layers_fitted and "t_layer" in res.varied

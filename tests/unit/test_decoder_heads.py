@@ -26,7 +26,9 @@ def head_and_target(family_models):
     return head, target, meta
 
 
+@pytest.mark.integrity('sdsl/data/checkpoints/byte-d288-head.json')
 def test_committed_head_fits_the_budget(head_and_target):
+    """Integrity check (reads back committed measurements; nothing is re-run)."""
     from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints
 
     head, _, meta = head_and_target
@@ -94,14 +96,22 @@ def test_committed_head_tree_rows_reprice(committed):
     for a, b in zip(priced, heads["rows"]):
         assert a["pred_speedup"] == pytest.approx(b["pred_speedup"], rel=1e-3), (b["proposer"], b["tree"])
     pricing = summarise_heads(priced)["pricing"]
+    # VALIDATION.md's summary of the re-priced rows (pooled, worst, share over; trees, heads, draft models)
+    assert (round(100 * pricing["all"]["pooled_abs"], 1), round(100 * pricing["all"]["worst"], 1),
+            round(100 * pricing["all"]["share_over"])) == (5.1, 13.2, 42)
+    assert round(100 * pricing["tree"]["median_signed"], 1) == 2.7
+    assert (round(100 * pricing["head"]["median_abs"], 1), round(100 * pricing["draft"]["median_signed"], 1)) == (5.2, -1.1)
     assert pricing["all"]["median_abs"] == pytest.approx(PRICING_MEDIAN_ABS, rel=1e-3)
     assert pricing["all"]["median_signed"] == pytest.approx(PRICING_MEDIAN_SIGNED, rel=1e-3)
     assert pricing["head"]["median_signed"] == pytest.approx(PRICING_HEAD_SIGNED, rel=1e-3)
     assert pricing["draft"]["median_signed"] == pytest.approx(PRICING_DRAFT_SIGNED, rel=1e-3)
 
 
+@pytest.mark.integrity('benchmarks/results/decoder_step.json',
+                       'benchmarks/results/decoder_step_overhead.json')
 def test_committed_decoder_step_numbers(repo_root):
-    """VALIDATION.md's round-robin table and decoder before/after milliseconds, from the committed JSON."""
+    """Integrity check (reads back committed measurements; nothing is re-run).
+    VALIDATION.md's round-robin table and decoder before/after milliseconds, from the committed JSON."""
     results = repo_root / "benchmarks" / "results"
     rr = {(r["proposer"], r["tree"]): r for r in json.loads((results / "decoder_step.json").read_text())["rows"]}
     stated = {("head", "chain4"): (2.05, 1.99, 2.13), ("byte-wide", "chain4"): (1.57, 1.51, 1.65),
@@ -121,15 +131,10 @@ def test_committed_decoder_step_numbers(repo_root):
     assert ms == [[6.41, 12.67, 12.08, 17.26, 20.7], [6.27, 12.46, 11.65, 15.48, 19.93]]
 
 
-def test_committed_head_pricing_summary_as_stated(committed):
-    pricing = committed["heads"]["pricing"]
-    assert (round(100 * pricing["all"]["pooled_abs"], 1), round(100 * pricing["all"]["worst"], 1),
-            round(100 * pricing["all"]["share_over"])) == (5.1, 13.2, 42)
-    assert round(100 * pricing["tree"]["median_signed"], 1) == 2.7
-    assert (round(100 * pricing["head"]["median_abs"], 1), round(100 * pricing["draft"]["median_signed"], 1)) == (5.2, -1.1)
-
-
+@pytest.mark.integrity('benchmarks/results/validate_decoder_heads.json',
+                       'sdsl/data/checkpoints/byte-d288-head.json')
 def test_committed_head_run_conditions_as_stated(committed, head_and_target):
+    """Integrity check (reads back committed measurements; nothing is re-run)."""
     heads, (_, _, meta) = committed["heads"], head_and_target
     plains = [r["plain_tokens_per_s"] for r in heads["rows"]]
     assert (round(min(plains)), round(max(plains)), round(heads["plain"]["tokens_per_s"], 1)) == (143, 203, 165.3)
@@ -137,8 +142,11 @@ def test_committed_head_run_conditions_as_stated(committed, head_and_target):
     assert (meta["train_config"]["steps"], meta["train_config"]["pool"], meta["train_config"]["unroll"]) == (1600, 2048, 3)
 
 
+@pytest.mark.integrity('benchmarks/results/decoder_step.json',
+                       'benchmarks/results/validate_decoder_heads.json')
 def test_what_the_head_needed(committed, repo_root):
-    """VALIDATION.md's "why": τ needed for 1.8× at head chain5's measured step cost, the per-position rate
+    """Integrity check (reads back committed measurements; nothing is re-run).
+    VALIDATION.md's "why": τ needed for 1.8× at head chain5's measured step cost, the per-position rate
     that gives it, and what the retrained head reaches (above both)."""
     from scipy.optimize import brentq
 
@@ -153,8 +161,12 @@ def test_what_the_head_needed(committed, repo_root):
     assert round(float(np.mean(committed["heads"]["head_best"]["per_position"])), 2) == 0.89  # chain7
 
 
+@pytest.mark.integrity('benchmarks/results/tree_step_pieces.json',
+                       'benchmarks/results/decoder_step_trees.json',
+                       'benchmarks/results/tau_trees.json')
 def test_committed_tree_step_numbers(repo_root):
-    """VALIDATION.md's tree-step paragraph: pieces before/after, the spine-tree round-robin run and τ on 128 prompts."""
+    """Integrity check (reads back committed measurements; nothing is re-run).
+    VALIDATION.md's tree-step paragraph: pieces before/after, the spine-tree round-robin run and τ on 128 prompts."""
     results = repo_root / "benchmarks" / "results"
     pieces = json.loads((results / "tree_step_pieces.json").read_text())
     got = {(v, r["proposer"], r["tree"]): r for v in ("before", "after") for r in pieces[v]["rows"]}
@@ -194,8 +206,10 @@ def test_committed_tree_step_numbers(repo_root):
     assert int(np.sum(np.array(spine) > best_chain)) == 4  # above the better chain in 4 of 6 rounds
     assert [round(rr[("head", t)]["tau"], 2) for t in ("chain5", "chain6", "spine2x1x1x1x1x1")] == [4.62, 5.12, 5.2]
 
+@pytest.mark.integrity('benchmarks/results/tau_trees.json', 'benchmarks/results/decoder_step_trees.json')
 def test_committed_tree_tau_on_128_prompts(repo_root):
-    """τ over 128 prompts and the speedups it implies at the round-robin's step costs (the tie VALIDATION.md states)."""
+    """Integrity check (reads back committed measurements; nothing is re-run).
+    τ over 128 prompts and the speedups it implies at the round-robin's step costs (the tie VALIDATION.md states)."""
     results = repo_root / "benchmarks" / "results"
     tau = {r["tree"]: r for r in json.loads((results / "tau_trees.json").read_text())["rows"]}
     assert [(round(tau[t]["tau"], 2), round(tau[t]["tau_se"], 2)) for t in ("chain5", "chain6", "spine2x1x1x1x1x1")] == [

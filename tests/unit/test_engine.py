@@ -1,4 +1,4 @@
-"""The engine execution model (sdsl.core.engine, docs/model.md §3.8): each term's form, checked against hand
+"""The engine execution model (sdsl.core.engine, docs/model.md §3.9): each term's form, checked against hand
 arithmetic on price_step's own GPU parts (relative checks: nothing here depends on the shipped latency values), the
 profile selection, the catalog's provenance, and that every output names its profile."""
 
@@ -185,7 +185,7 @@ def test_profile_validation_is_one_sentence():
 
 
 def test_the_counts_the_documents_quote():
-    """docs/model.md §3.8 and VALIDATION.md quote these kernel counts and launch times."""
+    """docs/model.md §3.9 and VALIDATION.md quote these kernel counts and launch times."""
     assert forward_kernels("fused", 32, loop_step=False) == 324  # vLLM PR #1440's Llama-2-7B: 1.5 ms / 324 = 4.6 us
     assert 1.5e-3 / 324 == pytest.approx(4.6e-6, abs=0.05e-6)
     assert forward_kernels("hf", 40) == 1709  # the EAGLE repository's Llama-2-13B baseline

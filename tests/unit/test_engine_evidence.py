@@ -14,7 +14,7 @@ from sdsl._paths import data_path
 from sdsl.experiments.published_rows import load_rows
 
 EVIDENCE_COLUMNS = ["engine", "build", "date", "term", "value", "unit", "source", "quote", "notes"]
-ENGINES = {"vllm", "sglang", "trtllm", "gpt-fast", "hf-eager", "eager-pytorch", "llamacpp", "cuda", "onnxruntime-genai"}
+ENGINES = {"vllm", "sglang", "trtllm", "gpt-fast", "hf-eager", "eager-pytorch", "llamacpp", "cuda", "onnxruntime-genai", "mlx"}
 UNITS = {"s", "ms", "us", "tok/s", "x", "fraction", "count", "bool", "tokens", "requests", "MB"}
 SOURCE_PREFIXES = ("github:", "github-pr:", "github-issue:", "pypi:", "https://")
 ENGINE_COLUMNS = ["engine", "engine_version", "date", "concurrency", "quote", "row_set"]
@@ -123,7 +123,7 @@ def test_published_engine_columns(name, dev_rows):
     assert len(load_rows(name)) == dev_rows  # the development set sdsl validate published prices
     assert len(load_rows(name, row_sets=None)) == len(rows)
     for i, r in enumerate(rows):
-        assert r["row_set"] in ("dev", "engine"), i
+        assert r["row_set"] in ("dev", "engine", "moe"), i
         assert r["engine"] in ENGINES, (i, r["engine"])
         assert r["engine_version"].strip() and r["quote"].strip() and r["source"].strip(), i
         assert _valid_date(r["date"]), (i, r["date"])

@@ -8,14 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sdsl._paths import REPO_ROOT, data_path
+from sdsl._paths import data_path
 from sdsl.core.architecture import get_model
 from sdsl.core.deployment import Deployment
 from sdsl.core.hardware import get_hardware
 from sdsl.core.kernels import N_TILE, gemm_waves, kernel_size_overhead, min_row_tile, padded_tokens
-from sdsl.core.latency import GEMM_OPS, LatencyParams, ModelShapes, gemm_flops_bytes, op_time, step_time
+from sdsl.core.latency import GEMM_OPS, LatencyParams, ModelShapes, default_params, gemm_flops_bytes, op_time, step_time
 from sdsl.errors import InvalidInputError
-from sdsl.fit.calibration import load_latency_params
 
 H100, A100 = get_hardware("h100-sxm"), get_hardware("a100-80gb")
 TERMS = LatencyParams(m_tile=128, m_tile_min=64, tail_waves=0.1, t_kernel_size=5e-6, kernel_size_bytes=4e6,
@@ -66,7 +65,7 @@ def test_op_time_adds_the_tail_to_compute_only():
 
 def test_step_time_charges_the_size_overhead_per_gemm():
     m = get_model("llama-2-7b")
-    p = load_latency_params(REPO_ROOT / "profiles" / "h100-sxm.calib.json")
+    p = default_params("h100-sxm")
     assert p.t_kernel_size > 0 and p.tail_waves > 0 and p.m_tile_min == 64
     with_size = step_time(m, Deployment(H100, params=p), batch=4, q=2, context=512).overhead_s
     without = step_time(m, Deployment(H100, params=p.replace(t_kernel_size=0.0)), batch=4, q=2, context=512).overhead_s

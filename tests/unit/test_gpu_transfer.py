@@ -56,18 +56,23 @@ def test_default_params_say_where_they_come_from():
     assert "cross-GPU efficiency model" in a10.source and "not measured on it" in a10.source
     # an Ampere card leans on the Ampere calibrations (A40, A100), never on the Hopper one
     assert "H100" not in a10.source and "A40" in a10.source
-    assert a10.eta_memory < 0.85 < default_params(H100).eta_memory
+    assert a10.eta_memory < 0.9 < default_params(H100).eta_memory
     assert a10.m_tile in (default_params(A100).m_tile, default_params("a40").m_tile)  # a count is borrowed, not averaged
     assert default_params(get_hardware("cpu")).source.startswith("uncalibrated")
     # VALIDATION.md, "untested neighbours": an unmeasured architecture (Ada) leans on all three by distance,
     # the GDDR6 L40S mostly on the H100 and its near-1 memory efficiency
     l40s = default_params("l40s")
     assert "kernel weights H100-SXM" in l40s.source and "A40" in l40s.source and l40s.eta_memory > 0.95
-    # VALIDATION.md: the efficiencies the calibrations differ in most, and the restated all-reduce efficiency
-    assert default_params(H100).eta_memory == pytest.approx(0.995, abs=5e-4)
-    assert default_params(A100).eta_memory == pytest.approx(0.833, abs=5e-4)
-    assert default_params("a40").eta_memory == pytest.approx(0.798, abs=5e-4)
-    assert default_params(H100).eta_interconnect == pytest.approx(0.884, abs=5e-4)
+    # VALIDATION.md: the efficiencies the calibrations differ in most, and the all-reduce efficiency
+    assert default_params(H100).eta_memory == pytest.approx(1.000, abs=5e-4)
+    assert default_params(A100).eta_memory == pytest.approx(0.796, abs=5e-4)
+    assert default_params("a40").eta_memory == pytest.approx(0.859, abs=5e-4)
+    assert default_params(H100).eta_interconnect == pytest.approx(0.7505, abs=5e-4)
+    # the A40's all-reduce is not measured: an Ampere card takes the A100's (measured) all-reduce, not an
+    # average with the A40's assumed one; the smallest row tile is the card's own tensor-core instruction
+    assert "all-reduce terms from A100-80GB (measured)" in a10.source
+    assert a10.eta_interconnect == default_params(A100).eta_interconnect and a10.m_tile_min == 16
+    assert default_params("h200").m_tile_min == 64 and l40s.m_tile_min == 16
 
 
 @pytest.mark.parametrize("rule, name, leans_on", [("architecture", "a10", {"a100", "a40"}), ("architecture", "h200", {"h100"}),
@@ -94,8 +99,14 @@ def transfer_report():
 
 
 # held-out GPU: (overall MAPE, decode MAPE, signed bias, the calibration it leans on)
-TRANSFER = {"a100": (0.08108, 0.05509, -0.06832, "a40"), "a40": (0.11201, 0.05459, 0.08524, "a100-80gb"),
-            "h100": (0.10048, 0.12574, 0.03940, "a100-80gb")}
+TRANSFER = {"a100": (0.07209, 0.15502, -0.01479, "a40"), "a40": (0.09176, 0.05332, 0.04655, "a100-80gb"),
+            "h100": (0.08725, 0.16378, -0.01013, "a100-80gb")}
+# the elementwise kernels of the held-out GPU, transferred: MAPE, decode MAPE, mean signed error
+TRANSFER_ELEMENTWISE = {"a100": (0.33521, 0.29557, -0.30942), "a40": (0.57902, 0.42678, 0.53747),
+                        "h100": (0.19562, 0.29847, 0.14404)}
+# the form shipped before (GEMMs without tiles or kernel terms): overall, decode, signed bias
+TRANSFER_UNTILED = {"a100": (0.08108, 0.05509, -0.06832), "a40": (0.11201, 0.05459, 0.08524),
+                    "h100": (0.10048, 0.12574, 0.03940)}
 
 
 @pytest.mark.parametrize("gpu", sorted(TRANSFER))
@@ -107,14 +118,29 @@ def test_transfer_errors_as_published(transfer_report, gpu):
     # held out means held out: the GPU's own calibration carries no weight in its prediction
     assert r["hardware"] not in r["weights"] and sum(r["weights"].values()) == pytest.approx(1.0)
     assert max(r["weights"], key=r["weights"].get) == leans_on
-    # the goals: overall <= 12% met everywhere; decode <= 8% met on the Ampere cards, not on H100 (VALIDATION.md)
-    assert r["transfer_overall_mape"] <= 0.12 and (r["transfer_decode_mape"] <= 0.08) == (gpu != "h100")
+    # the goals: overall <= 12% met everywhere; decode <= 8% met on the A40 only (VALIDATION.md)
+    assert r["transfer_overall_mape"] <= 0.12 and (r["transfer_decode_mape"] <= 0.08) == (gpu == "a40")
+    got = tuple(r[f"transfer_elementwise_{k}"] for k in ("mape", "decode_mape", "bias"))
+    assert got == pytest.approx(TRANSFER_ELEMENTWISE[gpu], rel=1e-3)
+
+
+def test_the_form_before_transfers_better_in_decode():
+    """VALIDATION.md: the form shipped before, under the same protocol: worse over all rows on every GPU,
+    better in decode on the A100 and H100."""
+    from sdsl.fit.profiles import read_vidur
+    from sdsl.fit.transfer import leave_one_gpu_out
+
+    before = leave_one_gpu_out(read_vidur(data_path("vidur")), form="untiled").per_gpu
+    for gpu, want in TRANSFER_UNTILED.items():
+        r = before[gpu]
+        assert (r["transfer_overall_mape"], r["transfer_decode_mape"], r["transfer_bias"]) == pytest.approx(want, rel=1e-3)
+        assert want[0] > TRANSFER[gpu][0] and (want[1] < TRANSFER[gpu][1]) == (gpu != "a40")
 
 
 @pytest.mark.parametrize("gpu, worst, worst_mape, max_ape, own, own_decode", [
-    ("a100", "microsoft/phi-2", 0.09189, 0.5153, 0.06085, 0.05910),
-    ("a40", "meta-llama/Llama-2-70b-hf", 0.11730, 0.6115, 0.07318, 0.04499),
-    ("h100", "meta-llama/Llama-2-70b-hf", 0.10696, 0.7289, 0.09078, 0.07966)])
+    ("a100", "meta-llama/Llama-2-7b-hf", 0.08139, 0.5624, 0.05871, 0.04239),
+    ("a40", "meta-llama/Llama-2-70b-hf", 0.09582, 0.4034, 0.07480, 0.06657),
+    ("h100", "meta-llama/Llama-2-70b-hf", 0.09454, 0.6393, 0.08204, 0.06910)])
 def test_transfer_worst_cases_as_published(transfer_report, gpu, worst, worst_mape, max_ape, own, own_decode):
     r = transfer_report[gpu]
     assert r["worst_model"] == worst and r["worst_model_mape"] == pytest.approx(worst_mape, rel=1e-3)

@@ -26,11 +26,11 @@ def test_catalog_has_every_required_entry_with_a_source():
 @pytest.mark.parametrize(
     "name, bf16, fp8, bw, mem",
     [
-        ("h100-sxm", 989.4e12, 1978.9e12, 3.35e12, 80e9),
-        ("h200", 989.4e12, 1978.9e12, 4.8e12, 141e9),
-        ("a100-40gb", 312e12, None, 1.555e12, 40e9),
-        ("a100-80gb", 312e12, None, 2.039e12, 80e9),
-        ("mi300x", 1307.4e12, 2614.9e12, 5.3e12, 192e9),
+        ("h100-sxm", 989.4e12, 1978.9e12, 3.35e12, 80 * 2**30),
+        ("h200", 989.4e12, 1978.9e12, 4.8e12, 141 * 2**30),
+        ("a100-40gb", 312e12, None, 1.555e12, 40 * 2**30),
+        ("a100-80gb", 312e12, None, 2.039e12, 80 * 2**30),
+        ("mi300x", 1307.4e12, 2614.9e12, 5.3e12, 192 * 2**30),
     ],
 )
 def test_datasheet_numbers_in_si_units(name, bf16, fp8, bw, mem):
@@ -87,7 +87,7 @@ def test_user_toml_single_entry(tmp_path):
     hw = get_hardware(p)
     assert hw.name == "My-GPU"
     assert hw.peak_flops == 100e12 and hw.peak_flops_fp8 == 200e12
-    assert hw.mem_bandwidth == 1e12 and hw.mem_capacity == 32e9
+    assert hw.mem_bandwidth == 1e12 and hw.mem_capacity == 32 * 2**30  # GB of memory are GiB; GB/s decimal
     assert hw.interconnect_bandwidth is None and hw.kind == "gpu"
     assert get_hardware(str(p)) == hw
 

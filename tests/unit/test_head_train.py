@@ -67,8 +67,10 @@ def test_shipped_defaults_are_the_committed_heads():
         assert f"[default: {value}]" in " ".join(shown.split())
 
 
+@pytest.mark.integrity('benchmarks/results/head_labels_ablation.json')
 def test_label_ablation_as_stated(repo_root):
-    """VALIDATION.md's label ablation (corpus byte vs the target's distribution), from its committed runs."""
+    """Integrity check (reads back committed measurements; nothing is re-run).
+    VALIDATION.md's label ablation (corpus byte vs the target's distribution), from its committed runs."""
     import json
 
     import numpy as np

@@ -12,12 +12,10 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sdsl._paths import REPO_ROOT
 from sdsl.core.architecture import get_model
-from sdsl.fit.calibration import load_latency_params
 from sdsl.core.deployment import Deployment
 from sdsl.core.hardware import get_hardware
-from sdsl.core.latency import (DEFAULT_PARAMS, LatencyParams, allreduce_time, compute_peak, elementwise_time,
+from sdsl.core.latency import (DEFAULT_PARAMS, LatencyParams, allreduce_time, compute_peak, default_params, elementwise_time,
                                gemm_flops_bytes, memory_per_gpu, memory_with_draft_per_gpu, padded_tokens,
                                prefill_time_s, smooth_max, step_time)
 
@@ -60,7 +58,7 @@ def test_elementwise_launches_in_the_overhead():
     dep = Deployment(H100, params=DEFAULT_PARAMS)
     t = step_time(m, dep, batch=4, q=2, context=512)
     assert float(t.overhead_s) == pytest.approx((m.n_layer * 11 + 3) * DEFAULT_PARAMS.t_kernel)
-    p = load_latency_params(REPO_ROOT / "profiles" / "h100-sxm.calib.json")  # refitted: t_elementwise set
+    p = default_params("h100-sxm")  # shipped: t_elementwise set
     p = p.replace(t_kernel_size=0.0)  # the GEMMs' size overhead is checked in test_gemm_kernel_terms.py
     calibrated = step_time(m, Deployment(H100, params=p), batch=4, q=2, context=512)
     assert float(calibrated.overhead_s) == pytest.approx(m.n_layer * (5 * p.t_kernel + 6 * p.t_elementwise) + 3 * p.t_kernel)
@@ -98,7 +96,7 @@ def test_non_gated_activation_priced_as_a_native_kernel():
     gated model, changing eta_add moves both."""
     from sdsl.core.latency import ModelShapes, layer_elementwise_time
 
-    p = load_latency_params(REPO_ROOT / "profiles" / "h100-sxm.calib.json")
+    p = default_params("h100-sxm")
     shapes = ModelShapes.of([get_model("phi-2"), get_model("llama-2-7b")])
     base = layer_elementwise_time(shapes, 4096.0, 2, H100.mem_bandwidth, p)
     slow_act = layer_elementwise_time(shapes, 4096.0, 2, H100.mem_bandwidth, p.replace(eta_act=p.eta_act / 2))
@@ -157,8 +155,6 @@ def test_fits_in_memory_counts_the_draft():
 
 
 def test_default_params_docstring_promises_no_cpu_calibration():
-    from sdsl.core.latency import default_params
-
     assert default_params(get_hardware("cpu")) == DEFAULT_PARAMS
     assert "No CPU\n    calibration ships" in default_params.__doc__ or "No CPU calibration ships" in " ".join(default_params.__doc__.split())
-    assert dataclasses.asdict(load_latency_params(REPO_ROOT / "profiles" / "h100-sxm.calib.json"))["m_tile"] == 128
+    assert dataclasses.asdict(default_params("h100-sxm"))["m_tile"] == 128

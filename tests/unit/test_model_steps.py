@@ -136,8 +136,10 @@ def test_cli_calibrate_with_steps_and_holdout(tmp_path):
     assert load_latency_params(out).t_step > 0
 
 
+@pytest.mark.integrity('profiles/cpu.calib.json')
 def test_committed_cpu_calibration_fits_whole_forwards():
-    """profiles/cpu.calib.json (read by `sdsl validate decoder`) is fitted to whole forwards too."""
+    """Integrity check (reads back committed measurements; nothing is re-run).
+    profiles/cpu.calib.json (read by `sdsl validate decoder`) is fitted to whole forwards too."""
     res = CalibrationResult.from_json(ROOT / "profiles" / "cpu.calib.json")
     assert res.steps_fitted and res.layers_fitted and res.params.t_step > 0
     assert res.step_mape < 0.15

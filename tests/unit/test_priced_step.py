@@ -10,7 +10,7 @@ import pytest
 
 import sdsl
 from sdsl.core.acceptance import sdsl_plane_rule
-from sdsl.errors import InvalidInputError
+from sdsl.errors import InvalidInputError, UnknownNameError
 
 TARGET = sdsl.get_model("llama-3.1-8b")
 DEP = sdsl.Deployment("h100-sxm")
@@ -26,8 +26,9 @@ def test_resolve_acceptance_given_then_rules():
     plane = sdsl.resolve_acceptance("draft:llama-3.2-1b", TARGET)
     want = sdsl.acceptance_from_sizes(sdsl.get_model("llama-3.2-1b").total_params, TARGET.total_params)
     assert plane.source == "sdsl-plane" and plane.positions[0] == pytest.approx(float(want), rel=1e-15)
+    assert sdsl.resolve_acceptance("eagle3", TARGET).source.startswith("catalog[same-target]:eagle3")
     with pytest.raises(InvalidInputError, match="needs a measured acceptance"):
-        sdsl.resolve_acceptance("eagle3", TARGET)
+        sdsl.resolve_acceptance("eagle3", TARGET, rules=(sdsl_plane_rule,))
 
 
 def test_a_rule_in_front_of_the_plane_extends_resolution():
@@ -58,8 +59,11 @@ def test_price_step_takes_tau_or_an_acceptance():
     assert float(plane.tau) == pytest.approx(float(sdsl.tau(alpha, 3)), rel=1e-15)
     with pytest.raises(InvalidInputError):
         sdsl.price_step(TARGET, "eagle3", DEP, tau=2.0, acceptance=acc, gamma=4)
-    with pytest.raises(InvalidInputError):
-        sdsl.price_step(TARGET, "eagle3", DEP, gamma=4)  # a head needs an acceptance
+    head = sdsl.price_step(TARGET, "eagle3", DEP, gamma=4)  # no acceptance: the published catalog's for chat
+    assert head.acceptance_source.startswith("catalog[same-target]:eagle3/chat")
+    assert float(head.tau) == pytest.approx(float(sdsl.resolve_acceptance("eagle3", TARGET).tau(4)), rel=1e-15)
+    with pytest.raises(UnknownNameError):
+        sdsl.price_step(TARGET, "eagle3", DEP, gamma=4, acceptance_options={"workload": "poetry"})
 
 
 def test_host_terms():

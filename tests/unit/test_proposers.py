@@ -115,13 +115,13 @@ def test_ranking_takes_acceptance_vectors():
 def test_rank_trees_matches_pointwise_pricing():
     from sdsl.core.acceptance import Acceptance
     from sdsl.core.ranking import rank_trees
-    from sdsl.core.trees import TokenTree, rank_acceptance
+    from sdsl.core.trees import TokenTree, tree_matrices
 
     acc = Acceptance.from_accepted_length(3.1, 4)
     r = rank_trees(TARGET, ["eagle3", "medusa"], DEP, acceptance=acc, batches=[1, 32], steps=range(1, 7))
     j = int(np.flatnonzero((r.steps == 6) & (r.topk == 4) & (r.tokens == 16))[0])
-    P = rank_acceptance(acc.conditional_at(6), 8)
-    tau_tree = float(TokenTree.sglang(6, 4, 16, P[:, :4]).tau(P[:, :4]))
+    P, S = tree_matrices(acc.conditional_at(6), 8)  # SGLang keeps the nodes the draft scores highest
+    tau_tree = float(TokenTree.sglang(6, 4, 16, P[:, :4], S[:, :4]).tau(P[:, :4]))
     assert r.tau[0, j] == pytest.approx(tau_tree, rel=1e-9)
     direct = price_speculation(TARGET, "eagle3", DEP, tau_value=tau_tree, tree="6,4,16", batch=32)
     assert r.tokens_per_s[0, j, 1] == pytest.approx(float(direct["tokens_per_s"]), rel=1e-9)

@@ -15,8 +15,10 @@ from sdsl.errors import InvalidInputError
 from sdsl.experiments.synthetic_terms import forward_extra_s, gemm_row_table, reread_probability, row_factor
 
 
+@pytest.mark.integrity('profiles/cpu-gemm-rows.json')
 def test_the_committed_gemm_profile_shows_the_row_effect_on_held_out_shapes():
-    """The measured evidence behind the GEMM term: every held-out weight costs about twice its one-row time at
+    """Integrity check (reads back committed measurements; nothing is re-run).
+    The measured evidence behind the GEMM term: every held-out weight costs about twice its one-row time at
     two rows and 2.5 times at three (median over shapes), and none of them is a sweep model's shape."""
     import json
 
@@ -85,8 +87,11 @@ def test_eagle_extend_logits_at_the_last_token_is_a_chunked_prefill():
         EagleHead(extend_logits="some")
 
 
+@pytest.mark.integrity('benchmarks/results/synthetic_terms.json',
+                       'benchmarks/results/synthetic_terms_run1.json')
 def test_the_evidence_numbers_in_validation_md():
-    """Every timing VALIDATION.md quotes for the terms, recomputed from the committed benchmark files."""
+    """Integrity check (reads back committed measurements; nothing is re-run).
+    Every timing VALIDATION.md quotes for the terms, recomputed from the committed benchmark files."""
     import json
 
     from sdsl._paths import REPO_ROOT
@@ -115,7 +120,9 @@ def test_the_evidence_numbers_in_validation_md():
     assert 1e3 * min(select) == pytest.approx(0.38, abs=0.02) and 1e3 * max(select) == pytest.approx(3.29, abs=0.02)
 
 
+@pytest.mark.integrity('benchmarks/results/synthetic_terms.json')
 def test_the_cache_resident_gemm_in_benchmarks_md():
+    """Integrity check (reads back committed measurements; nothing is re-run)."""
     import json
 
     from sdsl._paths import REPO_ROOT

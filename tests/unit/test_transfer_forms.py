@@ -1,5 +1,6 @@
-"""VALIDATION.md, issue 13, "What three GPUs can and cannot identify": every transfer form, leave one GPU out
-over Vidur's H100-SXM, A100-80GB and A40 (sdsl.experiments.transfer_forms), pinned at 1e-3."""
+"""VALIDATION.md, "What three GPUs can and cannot identify": every transfer form, leave one GPU out over Vidur's
+H100-SXM, A100-80GB and A40 (sdsl.experiments.transfer_forms), pinned at 1e-3: with each GPU fitted in the
+shipped form (``shipped_table``), and in the form shipped before, on which the rule was chosen (``table``)."""
 
 import pytest
 
@@ -28,12 +29,21 @@ FORMS = {
 
 @pytest.fixture(scope="module")
 def table():
-    t = compare_transfer_forms(read_vidur(data_path("vidur")))
+    """Each GPU fitted in the form shipped before (no GEMM tiles or kernel terms): the evidence the rule rests on."""
+    t = compare_transfer_forms(read_vidur(data_path("vidur")), gpu_form="untiled")
+    return {(r["form"], r["gpu"]): r for r in t.to_dict("records")}
+
+
+@pytest.fixture(scope="module")
+def shipped_table():
+    from sdsl.fit.profiles import read_vidur_elementwise
+
+    t = compare_transfer_forms(read_vidur(data_path("vidur")), elementwise=read_vidur_elementwise(data_path("vidur")))
     return {(r["form"], r["gpu"]): r for r in t.to_dict("records")}
 
 
 def test_every_form_as_published(table):
-    assert set(table) == set(FORMS)  # borrow-h100 has no row for H100 itself
+    assert set(table) == set(FORMS) | {("size-as-time", g) for g in ("a100", "a40", "h100")}  # no borrow-h100 for H100
     for key, want in FORMS.items():
         r = table[key]
         got = (r["transfer_overall_mape"], r["transfer_decode_mape"], r["transfer_bias"], r["transfer_decode_bias"],
@@ -41,7 +51,7 @@ def test_every_form_as_published(table):
         assert got == pytest.approx(want, rel=1e-3, abs=1e-5), key
 
 
-def test_the_shipped_rule_is_the_architecture_form(table):
+def test_the_shipped_rule_is_the_architecture_form(shipped_table):
     import json
 
     from click.testing import CliRunner
@@ -52,7 +62,7 @@ def test_the_shipped_rule_is_the_architecture_form(table):
     shipped = json.loads(r.output)
     for gpu, row in shipped.items():
         assert row["rule"] == TRANSFER_FORMS[0] == "architecture"
-        assert row["transfer_decode_mape"] == pytest.approx(table[("architecture", gpu)]["transfer_decode_mape"], rel=1e-9)
+        assert row["transfer_decode_mape"] == pytest.approx(shipped_table[("architecture", gpu)]["transfer_decode_mape"], rel=1e-9)
 
 
 def test_architecture_beats_memory_class_on_the_ampere_cards(table):
@@ -88,7 +98,7 @@ def test_pairwise_matrix_as_published():
     """VALIDATION.md's 3 x 3 table: each GPU priced with each GPU's own fit (overall, decode MAPE)."""
     from sdsl.experiments.transfer_forms import pairwise_transfer
 
-    t = pairwise_transfer(read_vidur(data_path("vidur")))
+    t = pairwise_transfer(read_vidur(data_path("vidur")), gpu_form="untiled")
     got = {(r["gpu"], r["fit"]): (r["transfer_overall_mape"], r["transfer_decode_mape"]) for r in t.to_dict("records")}
     want = {("a100", "a100"): (0.06085, 0.05910), ("a100", "a40"): (0.08108, 0.05509), ("a100", "h100"): (0.06701, 0.10566),
             ("a40", "a100"): (0.11201, 0.05459), ("a40", "a40"): (0.07318, 0.04499), ("a40", "h100"): (0.09352, 0.13218),
@@ -102,7 +112,7 @@ def test_fitted_parameters_behind_the_transfer():
     """VALIDATION.md: eta_compute / eta_memory / t_kernel / smoothness of each GPU's own fit."""
     from sdsl.fit.transfer import fit_each_gpu
 
-    _, _, fits = fit_each_gpu(read_vidur(data_path("vidur")))
+    _, _, fits = fit_each_gpu(read_vidur(data_path("vidur")), form="untiled")
     want = {"a100": (0.741, 0.833, 5.25e-6, 1.347), "a40": (0.780, 0.806, 4.09e-6, 1.557),
             "h100": (0.784, 0.995, 5.41e-6, 1.182)}
     for gpu, w in want.items():
@@ -115,7 +125,37 @@ def test_the_rule_was_chosen_before_the_70b_rows():
     was 7.7% off in decode (11.4% under the kernel average); the Llama-2-70B rows moved it to 5.5%."""
     data = read_vidur(data_path("vidur"))
     data = data[~((data["hardware"] == "a40") & (data["model"] == "meta-llama/Llama-2-70b-hf"))]
-    t = compare_transfer_forms(data, forms=("architecture", "kernel"))
+    t = compare_transfer_forms(data, forms=("architecture", "kernel"), gpu_form="untiled")
     a100 = {r["form"]: r["transfer_decode_mape"] for r in t[t["gpu"] == "a100"].to_dict("records")}
     assert a100["architecture"] == pytest.approx(0.07680, rel=1e-3)
     assert a100["kernel"] == pytest.approx(0.11432, rel=1e-3)
+
+
+# the same with each GPU fitted in the shipped form (elementwise kernels, GEMM tiles and kernel terms):
+# (overall MAPE, decode MAPE, transferred eta_memory)
+SHIPPED_FORMS = {
+    ("architecture", "a100"): (0.072086, 0.15502, 0.8591),
+    ("architecture", "a40"): (0.091760, 0.053318, 0.7960),
+    ("architecture", "h100"): (0.087246, 0.16378, 0.7960),
+    ("kernel", "a100"): (0.066204, 0.087518, 1.0),
+    ("borrow-h100", "a100"): (0.065753, 0.058734, 1.0),
+    ("borrow-h100", "a40"): (0.10772, 0.11318, 1.00000),
+    ("size-as-time", "a100"): (0.074912, 0.083167, 0.8591),
+    ("size-as-time", "a40"): (0.092366, 0.058657, 0.7960),
+    ("size-as-time", "h100"): (0.088638, 0.14318, 0.7960),
+}
+
+
+def test_every_form_with_the_shipped_fits(shipped_table):
+    """VALIDATION.md: with the shipped form the architecture rule transfers better over all rows and worse in decode
+    on the A100 (the A40's size overhead does not carry) and the H100; the other rules do better on the A100's
+    decode rows; carrying the size overhead's saturation scale as a time (size-as-time, not adopted) helps both."""
+    for key, want in SHIPPED_FORMS.items():
+        r = shipped_table[key]
+        got = (r["transfer_overall_mape"], r["transfer_decode_mape"], r["eta_memory"])
+        assert got == pytest.approx(want, rel=1e-3, abs=1e-5), key
+    arch = {g: shipped_table[("architecture", g)] for g in ("a100", "a40", "h100")}
+    assert all(r["transfer_overall_mape"] <= 0.12 for r in arch.values())
+    assert [r["transfer_decode_mape"] <= 0.08 for r in arch.values()] == [False, True, False]
+    for other in ("kernel", "borrow-h100", "size-as-time"):
+        assert shipped_table[(other, "a100")]["transfer_decode_mape"] < 0.6 * arch["a100"]["transfer_decode_mape"], other

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 from sdsl.core.acceptance import tau
 from sdsl.core.acceptance import Acceptance
 from sdsl.core.tree_search import best_tree, sglang_grid
-from sdsl.core.trees import TokenTree, check_rank_acceptance, rank_acceptance, sglang_pool
+from sdsl.core.trees import TokenTree, check_rank_acceptance, rank_acceptance, sglang_pool, tree_matrices
 from sdsl.errors import InvalidInputError
 
 probs = st.floats(0.0, 1.0)
@@ -140,5 +140,7 @@ def test_readme_acceptance_numbers():
     assert fit.tau(4) == pytest.approx(3.1, rel=1e-9) and fit.tau(6) == pytest.approx(3.326, rel=1e-3)
     P = rank_acceptance(fit.conditional_at(8), 8)
     assert TokenTree.sglang(8, 8, 64, P).tau(P) == pytest.approx(4.296, rel=1e-3)
+    P2, S = tree_matrices(fit.conditional_at(8), 8)
+    assert np.array_equal(P2, P) and TokenTree.sglang(8, 8, 64, P, S).tau(P) == pytest.approx(3.994, rel=1e-3)
     assert best_tree(P, 63, 8).tau == pytest.approx(4.296, rel=1e-3)
     assert Acceptance.from_iid(0.7).tau(4) == pytest.approx(2.7731, rel=1e-4)

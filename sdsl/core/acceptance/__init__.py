@@ -6,6 +6,7 @@ docs/model.md §2 (notation) and §3.5; one value type, :class:`Acceptance`, beh
 - :mod:`.vector` — :class:`Acceptance`, conditional rates per draft position with an optional tail;
 - :mod:`.decay` — the decay form fitted when only a mean accepted length is known;
 - :mod:`.converters` — what engines and benchmarks print (vLLM, SGLang, Spec-Bench, gpt-fast) → α or rates;
+- :mod:`.catalog_rules` — default acceptance per proposer, target and workload from the published catalog;
 - :mod:`.resolve` — which acceptance prices a proposer when none is given (:func:`resolve_acceptance`).
 """
 
@@ -13,7 +14,8 @@ from sdsl.core.acceptance.converters import (accepted_length_with_bonus, alpha_f
                                              alpha_from_mean_accepted, alpha_from_spec_bench, alpha_from_vllm,
                                              check_marginal, conditional_from_marginal, marginal_from_conditional,
                                              positional_acceptance)
-from sdsl.core.acceptance.decay import DEFAULT_DECAY, decay_conditional, decay_tau, fit_decay_ratio, solve_decay
+from sdsl.core.acceptance.decay import (DEFAULT_DECAY, GROUP_DECAY, decay_conditional, decay_group, decay_tau,
+                                        fit_decay_ratio, group_decay, solve_decay)
 from sdsl.core.acceptance.resolve import (ACCEPTANCE_RULES, PLANE_SOURCE, acceptance_levels, given_acceptance,
                                           resolve_acceptance, sdsl_plane_rule)
 from sdsl.core.acceptance.tau import (alpha_from_tau, chain_tau, check_alpha, check_gamma, tau, tau_from_conditional,
@@ -26,5 +28,5 @@ __all__ = [
     "alpha_from_vllm", "alpha_from_spec_bench", "marginal_from_conditional", "conditional_from_marginal",
     "check_marginal", "accepted_length_with_bonus", "DEFAULT_DECAY", "decay_conditional", "decay_tau",
     "solve_decay", "fit_decay_ratio", "resolve_acceptance", "acceptance_levels", "given_acceptance", "ACCEPTANCE_RULES",
-    "sdsl_plane_rule", "PLANE_SOURCE",
+    "sdsl_plane_rule", "PLANE_SOURCE", "GROUP_DECAY", "decay_group", "group_decay",
 ]

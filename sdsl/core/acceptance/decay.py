@@ -22,14 +22,35 @@ import numpy as np
 from sdsl.core.acceptance.tau import tau_from_conditional
 from sdsl.errors import InvalidInputError
 
-__all__ = ["DEFAULT_DECAY", "decay_conditional", "decay_tau", "solve_decay", "fit_decay_ratio"]
+__all__ = ["DEFAULT_DECAY", "DECAY_GROUPS", "GROUP_DECAY", "decay_group", "group_decay", "decay_conditional",
+           "decay_tau", "solve_decay", "fit_decay_ratio"]
 
 # r fitted on the model-based proposers' vectors (draft models, EAGLE/MTP heads; n-gram lookup excluded,
 # its acceptance rises with position) of sdsl/data/published/per_position.csv; recomputed by
 # tests/unit/test_acceptance_fit.py; reported leave-one-source-out in VALIDATION.md.
 DEFAULT_DECAY = 0.915
 
+# r per proposer group, from the acceptance catalog's 112 k-sweeps and per-position vectors (sdsl/data/acceptance;
+# sdsl.fit.acceptance_fit.fit_decay_groups, recomputed by tests/unit/test_catalog_acceptance.py; held out by
+# source in VALIDATION.md "Acceptance catalog: defaults, k and trees"). EAGLE-1 heads (EAGLE-2's dynamic tree
+# drafts with the same head) lose acceptance with position: three vLLM threads agree (r = 0.805-0.855, each
+# fitted with the other two). Every other proposer (EAGLE-3, MTP, block drafters, n-gram lookup) is priced by the
+# i.i.d. model, r = 1, no fitted term: fitting their r gives 1.015 and predicts held-out sweeps worse than r = 1.
+# Proposer-aware paths use these; DEFAULT_DECAY stays the fit for an accepted length of an unnamed proposer.
+DECAY_GROUPS = {"eagle1": ("eagle", "eagle2")}
+GROUP_DECAY = {"eagle1": 0.825, "other": 1.0}
+
 _ITER = 64  # bisection halvings: below float resolution for a, r in [0, 1]
+
+
+def decay_group(method: str) -> str:
+    """The decay group of a catalog method or sdsl proposer kind: "eagle1" for EAGLE-1 heads, else "other"."""
+    return next((g for g, methods in DECAY_GROUPS.items() if method in methods), "other")
+
+
+def group_decay(method: str, ratios: dict | None = None) -> float:
+    """r of ``method``'s group (:data:`GROUP_DECAY`, or ``ratios`` fitted elsewhere, e.g. with a source held out)."""
+    return float((GROUP_DECAY if ratios is None else ratios)[decay_group(method)])
 
 
 def decay_conditional(a, r, k: int) -> np.ndarray:

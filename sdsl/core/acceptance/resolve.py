@@ -4,10 +4,13 @@ Summary of docs/model.md §3.2 (SDSL's plane) and §3.5 (proposers); every prici
 :func:`resolve_acceptance` returns one :class:`~sdsl.core.acceptance.Acceptance` whose ``source`` says
 where it came from. Given acceptance wins (an :class:`Acceptance`, an i.i.d. α, or a mapping from proposer
 name or kind to either); otherwise the rules of :data:`ACCEPTANCE_RULES` are asked in order and the first
-answer prices the proposer. Today there is one rule, SDSL's acceptance plane for a separate draft model
-(:func:`sdsl_plane_rule`, arXiv 2603.11053: α from both models' perplexities through the loss law); a
-catalog of published acceptance per proposer goes in front of it as one more rule. A proposer no rule
-knows is a one-line :class:`~sdsl.errors.InvalidInputError` naming what to give.
+answer prices the proposer: the published catalog on the same target and workload
+(:func:`~sdsl.core.acceptance.catalog_rules.catalog_same_target_rule`; a draft model only when the catalog has
+that pair), SDSL's acceptance plane for a separate draft model (:func:`sdsl_plane_rule`, arXiv 2603.11053: α
+from both models' perplexities through the loss law), then the catalog's transfer across targets and
+workloads for heads and lookup (:func:`~sdsl.core.acceptance.catalog_rules.catalog_transfer_rule`). The
+``workload`` option (default "chat") picks the catalog's tasks. A proposer no rule knows is a one-line
+:class:`~sdsl.errors.InvalidInputError` naming what to give.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from sdsl.core.acceptance.catalog_rules import catalog_same_target_rule, catalog_transfer_rule, check_workload
 from sdsl.core.acceptance.tau import check_alpha
 from sdsl.core.acceptance.vector import Acceptance
 from sdsl.errors import InvalidInputError
@@ -43,7 +47,7 @@ def sdsl_plane_rule(proposer, target, *, draft_tokens=1e12, target_tokens=1e12, 
 
 #: Rules asked in order when no acceptance is given: ``rule(proposer, target, **options)`` → Acceptance or None
 #: (every rule takes every option and ignores those it does not read).
-ACCEPTANCE_RULES: tuple[Callable, ...] = (sdsl_plane_rule,)
+ACCEPTANCE_RULES: tuple[Callable, ...] = (catalog_same_target_rule, sdsl_plane_rule, catalog_transfer_rule)
 
 
 def _as_acceptance(spec) -> Acceptance:
@@ -62,8 +66,8 @@ def given_acceptance(proposer, given):
 def resolve_acceptance(proposer, target, given=None, *, rules=None, **options) -> Acceptance:
     """The acceptance that prices ``proposer`` on ``target`` (module docstring): ``given`` (an Acceptance, an
     i.i.d. α, or a mapping name/kind → either) when it has one for this proposer, else the first of ``rules``
-    (default :data:`ACCEPTANCE_RULES`) that answers; ``options`` (``draft_tokens``, ``target_tokens``, ``law``,
-    ``plane``) go to every rule."""
+    (default :data:`ACCEPTANCE_RULES`) that answers; ``options`` (``workload``, ``spread_k``, ``draft_tokens``,
+    ``target_tokens``, ``law``, ``plane``) go to every rule."""
     from sdsl.core.architecture import get_model
     from sdsl.core.proposers import make_proposer
 
@@ -72,11 +76,14 @@ def resolve_acceptance(proposer, target, given=None, *, rules=None, **options) -
     if spec is not None:
         return _as_acceptance(spec)
     target = get_model(target)
+    if "workload" in options:
+        options = {**options, "workload": check_workload(options["workload"])}
     for rule in ACCEPTANCE_RULES if rules is None else rules:
         found = rule(proposer, target, **options)
         if found is not None:
             return found
-    raise InvalidInputError(f"{proposer.name} needs a measured acceptance: --alpha, --accepted-length (with "
+    raise InvalidInputError(f"{proposer.name} needs a measured acceptance (no acceptance rule, the catalog's included, "
+                            f"knows it): --acceptance-for {proposer.name}=TAU@K, --alpha, --accepted-length (with "
                             "--accepted-at), --acceptance or --acceptance-file.")
 
 

@@ -20,7 +20,7 @@ per-position rates, VALIDATION.md "Acceptance decay form").
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -45,6 +45,7 @@ class Acceptance(Result):
     positions: tuple
     tail_ratio: float | None = None
     source: str = "given"
+    evidence: dict | None = field(default=None, compare=False, repr=False)  # where a default came from (catalog rows)
 
     def __post_init__(self):
         p = check_alpha(np.atleast_1d(np.asarray(self.positions, dtype=float)), name="acceptance")
@@ -175,9 +176,10 @@ class Acceptance(Result):
     def to_dict(self, k: int | None = None) -> dict:
         """Plain values for JSON: the stored form plus conditional/marginal/τ at k (default: K)."""
         k = self.k if k is None else self._check_k(k)
-        return {"positions": list(self.positions), "tail_ratio": self.tail_ratio, "source": self.source, "k": k,
-                "conditional": self.conditional_at(k).tolist(), "marginal": self.marginal_at(k).tolist(),
-                "tau": float(self.tau(k))}
+        out = {"positions": list(self.positions), "tail_ratio": self.tail_ratio, "source": self.source, "k": k,
+               "conditional": self.conditional_at(k).tolist(), "marginal": self.marginal_at(k).tolist(),
+               "tau": float(self.tau(k))}
+        return out if self.evidence is None else {**out, "evidence": self.evidence}
 
     def report(self, k: int | None = None) -> str:
         """Two lines: conditional and marginal rates by position, and τ."""

@@ -59,6 +59,7 @@ FIGURES: list[FigureEntry] = [
     _E("serving_k_vs_batch.png", "sdsl.experiments.figures.serving:fig_serving_k_vs_batch", "Serving: goodput-optimal k vs batch size, and the mean k the adaptive policy ran in simulation", "roofline step time (shipped H100 params) + sdsl.serving simulator"),
     _E("serving_latency_vs_qps.png", "sdsl.experiments.figures.serving:fig_serving_latency_vs_qps", "Serving: mean/p99 request latency and mean k vs QPS per policy, Azure conv trace, Llama-2-7B + Llama-160M", "Splitwise conv trace (sdsl/data/traces) + sdsl.serving simulator"),
     _E("published_validation.png", "sdsl.experiments.figures.published:fig_published_validation", "Evidence: predicted vs measured speed of every priced published row with its engine's profile (leave-one-source-out), and vLLM's EAGLE-1/EAGLE-3 k-sweeps", "sdsl/data/published (engine READMEs, PRs, docs, Spec-Bench) + shipped H100/A100 calibration + sdsl/data/engines/profiles.json"),
+    _E("moe_speculation_vs_batch.png", "sdsl.experiments.figures.moe:fig_moe_speculation_vs_batch", "MoESD's claim: EAGLE-3 speedup vs batch on Qwen3-30B-A3B (MoE) vs Qwen3-4B (dense), roofline and with host time, and what verification costs", "roofline step time (shipped H100 params) + expected distinct experts (sdsl.core.moe)"),
     _E("serving_alpha_shift.png", "sdsl.experiments.figures.serving:fig_serving_alpha_shift", "Serving: latency when alpha drops 0.8 -> 0.4 mid-run: adaptive recovers, fixed k=5 does not", "Splitwise conv trace + sdsl.serving simulator"),
 ]
 

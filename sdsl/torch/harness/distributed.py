@@ -6,14 +6,14 @@ four GEMMs (Megatron-style column/row split, ``ModelSpec.linear_layers(N)``) and
 TP-N forward moves, NCCL on GPUs and gloo on CPUs. Each point is timed on all ranks at once after a
 barrier; a step waits for its slowest rank, so the row keeps the maximum over ranks of the medians.
 
-Message sizes (elements of the activation dtype) for ``tokens`` in the grid's ``num_tokens`` (a
+Message sizes (elements of the activation dtype; the CSVs hold bytes, as Vidur's do) for ``tokens`` in the grid's ``num_tokens`` (a
 decode step of batch b moves b tokens, a verify step of γ drafts b·(γ+1)):
   all-reduce: tokens · d_model, twice per layer (after attention and after the MLP);
   all-gather: tokens · vocab/N per rank, once per forward (the LM head's sharded logits).
 
 Rank 0 writes the profile (operator rows, ``tp = N``) with :class:`~sdsl.fit.profiles.ProfileWriter`
 and the collectives as CSVs in Vidur's network format (``OUT.all_reduce.csv``, ``OUT.all_gather.csv``:
-``size`` in elements, ``num_workers``, ``time_stats.<collective>.{min,max,mean,median,std}`` in ms),
+``size`` in bytes, ``num_workers``, ``time_stats.<collective>.{min,max,mean,median,std}`` in ms),
 each written atomically; ``sdsl calibrate OUT --allreduce OUT.all_reduce.csv`` fits both.
 """
 
@@ -106,7 +106,8 @@ def _collective_rows(kind, sizes, world, dev, tdtype, grid, bar) -> list[dict]:
               statistics.pstdev(times) if len(times) > 1 else 0.0)
         st = _slowest(st, dev)
         rows.append({**{f"time_stats.{kind}.{k}": 1e3 * v for k, v in zip(_STATS, st)},
-                     "rank": 0, "num_workers": world, "size": n, "collective": kind})
+                     "rank": 0, "num_workers": world, "size": n * torch.empty((), dtype=tdtype).element_size(),
+                     "collective": kind})
         if bar is not None:
             bar.update(1)
     return rows
