@@ -23,11 +23,12 @@ from sdsl._paths import data_path
 def refit() -> dict:
     from sdsl.core import engine
     from sdsl.experiments.engine_fit import fit_profiles, free_terms, loso, published_points
+    from sdsl.experiments.published_rows import ENGINE_SETS
     from sdsl.experiments.published_validation import speed_error, summarize
 
     path = data_path("engines", "profiles.json")
     data = json.loads(path.read_text(encoding="utf-8"))
-    points, _ = published_points(row_sets=None)
+    points, _ = published_points(row_sets=ENGINE_SETS)
     full = fit_profiles(points)
     folds = loso(points)
     catalog = engine.engine_profiles()

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sdsl.core.engine import FREE_TERMS, EngineProfile, engine_profiles
+from sdsl.experiments.published_rows import ENGINE_SETS
 from sdsl.fit.engine_calibration import TERM_BOUNDS as BOUNDS
 
 __all__ = ["Point", "published_points", "free_terms", "fit_profiles", "loso", "predict_point"]
@@ -73,7 +74,7 @@ def predict_point(point: Point, terms: dict | None = None) -> float:
     return float(StackedPoints([point]).predict(terms)[0])
 
 
-def published_points(row_sets=None) -> tuple[list[Point], list[dict]]:
+def published_points(row_sets=ENGINE_SETS) -> tuple[list[Point], list[dict]]:
     """(every published row sdsl can price, priced with its profile; the rows it cannot price with the reason)."""
     from sdsl.core.deployment import Deployment
     from sdsl.core.speculation import price_step

@@ -82,6 +82,7 @@ class RowSpec:
 
 
 DEV_SET = ("dev",)
+ENGINE_SETS = ("dev", "engine")  # what `sdsl validate published` prices and the engine fits read (not `moe`)
 
 
 def load_rows(name: str, row_sets: tuple | None = DEV_SET) -> list[dict]:

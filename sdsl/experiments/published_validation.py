@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sdsl.experiments.published_rows import source_key
+from sdsl.experiments.published_rows import ENGINE_SETS, source_key
 
 __all__ = ["validate_published", "summarize", "source_key", "k_sweeps", "k_sweep", "CLASSES", "GOALS", "row_class",
            "speed_error"]
@@ -228,7 +228,7 @@ def validate_published() -> dict:
     from sdsl.core.engine import engine_profiles
     from sdsl.experiments.engine_fit import loso, published_points
 
-    points, unpriced = published_points(row_sets=None)
+    points, unpriced = published_points(row_sets=ENGINE_SETS)
     folds = loso(points)
     catalog = {k: v for k, v in engine_profiles().items() if k != "ideal"}
     shipped = {name: {t: getattr(p, t) for t in ("host_step_s", "spec_step_s", "draft_pass_s", "launch_s")}
