@@ -30,6 +30,17 @@ holds one engine build's terms, each zero in :data:`IDEAL` (the roofline alone, 
   runs eagerly.
 - ``rejection_probs``: the rejection sampler writes and reads fp32 probabilities of every verified position over
   the vocabulary (a memory term, b·n·V·4 bytes each way).
+- ``allreduce``: how the tensor-parallel all-reduce of a decode step runs. ``"nccl"`` is the calibrated NCCL form
+  of the GPU's latency parameters (fitted to eager NCCL calls, :func:`sdsl.core.kernels.allreduce_time`).
+  ``"custom"`` is an engine's own intra-node kernel for small messages (FasterTransformer's one-shot and
+  two-shot all-reduce, as vLLM's ``custom_all_reduce``, SGLang's, TensorRT-LLM's ONESHOT/TWOSHOT and PyTorch's
+  IntraNodeComm that gpt-fast enables run it): one kernel in which every GPU reads the others' buffers over
+  NVLink after a flag barrier. One-shot (below ``allreduce_oneshot_bytes`` for the tensor-parallel degree):
+  a + (t − 1)·M / (η·B) — each GPU reads the t − 1 other buffers of M bytes; two-shot (above it, up to
+  ``allreduce_max_bytes``): 2a + 2(t − 1)/t·M / (η·B), a reduce-scatter and an all-gather, each reading
+  (t − 1)/t of the message; above ``allreduce_max_bytes`` NCCL. B is the catalog's per-direction NVLink
+  bandwidth, η the GPU's calibrated interconnect efficiency, a = ``allreduce_latency_s`` the kernel's fixed
+  latency (launch to completion, the barrier included).
 
 A speculative worker's step at k = 0 (an EAGLE-style head still runs its draft-extend pass, sdsl.core.proposers)
 pays the speculative host terms too: the drafter tax of an engine with speculation enabled and nothing drafted.
@@ -50,7 +61,8 @@ from sdsl.errors import ConfigError, InvalidInputError, UnknownNameError
 
 __all__ = ["EngineProfile", "IDEAL", "StepPieces", "KERNEL_STYLES", "forward_kernels", "proposer_kernels",
            "engine_profiles", "resolve_engine", "load_engine_file", "default_engine", "padded_batch",
-           "host_seconds", "FREE_TERMS", "DEFAULT_ENGINE"]
+           "host_seconds", "FREE_TERMS", "DEFAULT_ENGINE", "ALLREDUCE_KINDS", "custom_allreduce_time",
+           "allreduce_latencies"]
 
 #: Kernels one forward launches, per decoder layer and per model, for each engine's implementation of a Llama-style
 #: block (docs/model.md §3.9 counts them operation by operation):
@@ -75,10 +87,11 @@ ALLREDUCES_PER_LAYER = 2  # tensor parallelism: after the attention output and t
 HEAD_EXTRA_KERNELS = 4  # an EAGLE-style head beyond its layer: embedding, feature concat, FC, LM head
 
 #: The terms :func:`sdsl.fit.engine_calibration.fit_engine` can fit (seconds).
-FREE_TERMS = ("host_step_s", "spec_step_s", "draft_pass_s", "launch_s")
+FREE_TERMS = ("host_step_s", "spec_step_s", "draft_pass_s", "launch_s", "allreduce_latency_s")
 _TIME_TERMS = FREE_TERMS
 _FLAGS = ("overlap_plain", "overlap_spec", "graphs_target", "graphs_draft", "graphs_extend", "rejection_probs")
 DEFAULT_ENGINE = "vllm"  # what Deployment prices with when no engine is given (GPU hardware)
+ALLREDUCE_KINDS = ("nccl", "custom")
 
 
 @dataclass(frozen=True)
@@ -107,6 +120,10 @@ class EngineProfile:
     capture_sizes: tuple = ()
     capture_unit: str = "tokens"
     rejection_probs: bool = False
+    allreduce: str = "nccl"
+    allreduce_latency_s: float = 0.0
+    allreduce_oneshot_bytes: tuple = ()
+    allreduce_max_bytes: int = 0
     sources: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self):
@@ -132,6 +149,15 @@ class EngineProfile:
         if any(s < 1 for s in sizes) or list(sizes) != sorted(set(sizes)):
             raise InvalidInputError(f"Engine profile {self.name!r}: capture_sizes must be increasing positive integers.")
         set_(self, "capture_sizes", sizes)
+        if self.allreduce not in ALLREDUCE_KINDS:
+            raise InvalidInputError(f"Engine profile {self.name!r}: allreduce is one of {', '.join(ALLREDUCE_KINDS)}; "
+                                    f"got {self.allreduce!r}.")
+        limits = tuple(int(v) for v in self.allreduce_oneshot_bytes)
+        if self.allreduce == "custom" and (len(limits) != 3 or any(v < 0 for v in limits) or self.allreduce_max_bytes < 1):
+            raise InvalidInputError(f"Engine profile {self.name!r}: a custom all-reduce needs allreduce_oneshot_bytes "
+                                    "(three one-shot limits, for tp 2, <= 4 and <= 8) and a positive allreduce_max_bytes.")
+        set_(self, "allreduce_oneshot_bytes", limits)
+        set_(self, "allreduce_max_bytes", int(self.allreduce_max_bytes))
         if self.date and not _valid_date(self.date):
             raise InvalidInputError(f"Engine profile {self.name!r}: date must be YYYY-MM-DD; got {self.date!r}.")
 
@@ -139,7 +165,7 @@ class EngineProfile:
     def is_ideal(self) -> bool:
         """True when every term is zero and nothing runs eagerly or padded: the roofline alone."""
         return (not any(getattr(self, t) for t in _TIME_TERMS) and self.graphs_target and self.graphs_draft
-                and self.graphs_extend and not self.capture_sizes and not self.rejection_probs)
+                and self.graphs_extend and not self.capture_sizes and not self.rejection_probs and self.allreduce == "nccl")
 
     def replace(self, **changes) -> "EngineProfile":
         """A copy with ``changes`` applied (validated like the constructor)."""
@@ -149,6 +175,7 @@ class EngineProfile:
         """JSON-ready: every term, and the sources of the values."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sources"}
         out["capture_sizes"] = list(self.capture_sizes)
+        out["allreduce_oneshot_bytes"] = list(self.allreduce_oneshot_bytes)
         out["sources"] = dict(self.sources)
         return out
 
@@ -156,7 +183,9 @@ class EngineProfile:
         """What an output says about the profile that priced it: name, engine, date, build and the terms."""
         return {"name": self.name, "engine": self.engine, "date": self.date, "build": self.build,
                 **{t: getattr(self, t) for t in _TIME_TERMS}, **{f: getattr(self, f) for f in _FLAGS},
-                "kernels": self.kernels, "capture_sizes": list(self.capture_sizes), "capture_unit": self.capture_unit}
+                "kernels": self.kernels, "capture_sizes": list(self.capture_sizes), "capture_unit": self.capture_unit,
+                "allreduce": self.allreduce, "allreduce_oneshot_bytes": list(self.allreduce_oneshot_bytes),
+                "allreduce_max_bytes": self.allreduce_max_bytes}
 
     @classmethod
     def from_dict(cls, data: dict, *, origin: str = "engine profile") -> "EngineProfile":
@@ -177,8 +206,9 @@ class EngineProfile:
                 sources[key] = {k: x for k, x in v.items() if k != "value"}
                 v = v["value"]
             values[key] = v
-        if "capture_sizes" in values:
-            values["capture_sizes"] = tuple(values["capture_sizes"])
+        for key in ("capture_sizes", "allreduce_oneshot_bytes"):
+            if key in values:
+                values[key] = tuple(values[key])
         try:
             return cls(**values, sources=sources)
         except TypeError as exc:
@@ -309,6 +339,40 @@ def load_engine_file(path) -> EngineProfile:
     return EngineProfile.from_dict(data, origin=str(path))
 
 
+# -- the engine's all-reduce -------------------------------------------------------------------------------------
+
+
+def _oneshot_limit(profile: EngineProfile, tp):
+    """The largest message (bytes) the profile's custom all-reduce sends one-shot at tensor-parallel degree ``tp``."""
+    two, four, eight = profile.allreduce_oneshot_bytes
+    t = np.asarray(tp, dtype=float)
+    return np.where(t <= 2, two, np.where(t <= 4, four, eight))
+
+
+def allreduce_latencies(profile: EngineProfile, message_bytes, tp):
+    """Fixed latencies a of :data:`EngineProfile.allreduce_latency_s` one all-reduce of ``message_bytes`` pays in
+    the profile's custom kernel: 1 one-shot, 2 two-shot, 0 where NCCL runs it (or under ``allreduce="nccl"``, or
+    at tp = 1). Broadcasts."""
+    m = np.asarray(message_bytes, dtype=float)
+    if profile.allreduce != "custom" or np.all(np.asarray(tp) <= 1):
+        return 0.0 * m
+    custom = (m < profile.allreduce_max_bytes) & (np.asarray(tp) > 1)
+    return np.where(custom, np.where(m < _oneshot_limit(profile, tp), 1.0, 2.0), 0.0)
+
+
+def custom_allreduce_time(profile: EngineProfile, message_bytes, tp, bandwidth, eta, nccl):
+    """Seconds of one all-reduce of ``message_bytes`` over ``tp`` GPUs under the profile's custom kernel (module
+    docstring): one-shot a + (t − 1)·M/(η·B), two-shot 2a + 2(t − 1)/t·M/(η·B), and ``nccl`` (the NCCL time of the
+    same message) at and above ``allreduce_max_bytes``. Broadcasts."""
+    m = np.asarray(message_bytes, dtype=float)
+    t = np.asarray(tp, dtype=float)
+    a = profile.allreduce_latency_s
+    oneshot = a + (t - 1.0) * m / (eta * bandwidth)
+    twoshot = 2.0 * a + 2.0 * (t - 1.0) / t * m / (eta * bandwidth)
+    custom = np.where(m < _oneshot_limit(profile, tp), oneshot, twoshot)
+    return np.where(m < profile.allreduce_max_bytes, custom, nccl)
+
+
 # -- padding to captured graph sizes ----------------------------------------------------------------------------
 
 
@@ -347,6 +411,8 @@ class StepPieces:
     kind: str
     eager_step: tuple
     eager_plain: tuple
+    allreduce_step: np.ndarray = 0.0  # custom all-reduce latencies a in the step's GPU time (allreduce_latencies)
+    allreduce_plain: np.ndarray = 0.0  # and in the plain step's
 
     def to_dict(self) -> dict:
         conv = lambda a: np.asarray(a).tolist()  # noqa: E731
@@ -368,10 +434,13 @@ def host_seconds(profile: EngineProfile, pieces: StepPieces, **terms):
     """(engine seconds added to the speculative step, to the plain step): eager launches beyond the GPU time, and
     the exposed host time (module docstring): H summed with the GPU time without overlap, max(0, H − GPU) with it;
     a speculative step's S and d per separate forward always summed. ``terms`` override the
-    profile's time terms (the calibration varies them)."""
+    profile's time terms (the calibration varies them); a changed ``allreduce_latency_s`` moves the GPU time by
+    the custom all-reduce latencies the step pays (``pieces.allreduce_step``), and that change is returned with
+    the engine seconds."""
     t = {name: terms.get(name, getattr(profile, name)) for name in _TIME_TERMS}
-    eager_step = _eager_extra(pieces.eager_step, t["launch_s"])
-    eager_plain = _eager_extra(pieces.eager_plain, t["launch_s"])
+    shift = t["allreduce_latency_s"] - profile.allreduce_latency_s
+    eager_step = _eager_extra(pieces.eager_step, t["launch_s"]) + shift * np.asarray(pieces.allreduce_step, dtype=float)
+    eager_plain = _eager_extra(pieces.eager_plain, t["launch_s"]) + shift * np.asarray(pieces.allreduce_plain, dtype=float)
     spec = np.asarray(pieces.speculative, dtype=bool)
     critical = np.where(spec, t["spec_step_s"] + t["draft_pass_s"] * pieces.passes, 0.0)
     gpu_step = pieces.gpu_step_s + eager_step

@@ -301,9 +301,35 @@ def _pieces(target, proposer, dep, engine, b, steps, topk, tau, ctx, n_verify, s
         if not engine.graphs_extend and workers > 0 and hasattr(proposer, "extend_time"):
             extend = proposer.extend_time(target, dep, batch=b, tau=proposer.extend_rows(tau, steps), context=ctx)
             rows_step.append((workers, k_extend, extend, True))
+    ar_step, ar_plain = _allreduce_counts(target, proposer, dep, engine, b, topk, tau, n_verify, passes, workers)
     return StepPieces(gpu_step_s=gpu_step, gpu_plain_s=t_plain, speculative=speculative, passes=passes + workers,
                       steps=np.asarray(steps, dtype=float), kind=proposer.kind, eager_step=tuple(rows_step),
-                      eager_plain=tuple(rows_plain))
+                      eager_plain=tuple(rows_plain), allreduce_step=ar_step, allreduce_plain=ar_plain)
+
+
+def _allreduce_counts(target, proposer, dep, engine, b, topk, tau, n_verify, passes, workers):
+    """(custom all-reduce latencies in the step's GPU time, in the plain step's): two all-reduces per layer of the
+    target's verify and plain forwards at the batch the engine pads them to, of an EAGLE-style head's passes and
+    draft extend at the target's tp, of a draft model's passes at ``draft_tp``; each one-shot call one latency, a
+    two-shot call two (:func:`sdsl.core.engine.allreduce_latencies`). Zero without a custom all-reduce."""
+    from sdsl.core.architecture import dtype_bytes
+    from sdsl.core.engine import allreduce_latencies, padded_batch
+
+    if engine.allreduce != "custom":
+        return 0.0, 0.0
+    dt, d, tp = dtype_bytes(dep.dtype), target.d_model, dep.tp
+    calls = lambda layers, tokens, degree, width=d: 2.0 * layers * allreduce_latencies(engine, tokens * width * dt, degree)  # noqa: E731
+    plain = calls(target.n_layer, padded_batch(engine, b, 1.0)[0], tp)
+    step = calls(target.n_layer, padded_batch(engine, b, n_verify)[0] * n_verify, tp)
+    kind = proposer.kind
+    if kind in ("eagle", "eagle3", "mtp"):
+        layers = getattr(proposer, "layers", 1)
+        step = step + passes * calls(layers, b * np.asarray(topk, dtype=float), tp)
+        step = step + workers * calls(layers, b * np.asarray(tau, dtype=float), tp)
+    elif kind == "draft":
+        model = proposer.model
+        step = step + passes * calls(model.n_layer, b, dep.draft_tp, model.d_model)
+    return step, plain
 
 
 def _tree_input(tree):

@@ -135,23 +135,27 @@ def _resolve(catalog: dict, params: dict, only=None) -> dict:
 
 
 def _components(catalog: dict, keys: list) -> list:
-    """Groups of free parameters fitted together: a profile's own free terms, joined with the profiles whose terms
-    inherit from it (their rows inform the shared terms)."""
-    owner = {}
+    """Groups of free parameters fitted together: a profile's own free terms, joined with every profile linked to it
+    by an inherited term in either direction (their rows inform the shared terms; the links are joined transitively,
+    so two builds that inherit different terms from each other form one group)."""
+    parent = {name: name for name in catalog}
+
+    def find(name):
+        while parent[name] != name:
+            parent[name] = parent[parent[name]]
+            name = parent[name]
+        return name
+
     for name, prof in catalog.items():
-        root, seen = name, 0
-        while seen < 8:
-            parents = [par for t, (par, _) in _inherits(catalog[root]).items() if par in catalog]
-            if not parents:
-                break
-            root, seen = parents[0], seen + 1
-        owner[name] = root
+        for _, (par, _scale) in _inherits(prof).items():
+            if par in catalog:
+                parent[find(name)] = find(par)
     groups: dict = {}
     for key in keys:
-        groups.setdefault(owner[key[0]], []).append(key)
-    members = {}
-    for name, root in owner.items():
-        members.setdefault(root, []).append(name)
+        groups.setdefault(find(key[0]), []).append(key)
+    members: dict = {}
+    for name in catalog:
+        members.setdefault(find(name), []).append(name)
     return [(groups[root], members[root]) for root in groups]
 
 

@@ -43,7 +43,8 @@ __all__ = ["EnginePoint", "StackedPoints", "read_runs", "price_runs", "fit_engin
 RUN_FIELDS = ("target", "hardware", "tp", "batch", "context", "dtype", "proposer", "k", "tree", "accepted_length",
               "tpot_ms", "tokens_per_s", "speedup", "label")
 DEFAULT_TERMS = ("host_step_s", "spec_step_s", "draft_pass_s")
-TERM_BOUNDS = {"host_step_s": 0.05, "spec_step_s": 0.05, "draft_pass_s": 0.01, "launch_s": 2e-4}  # upper bounds (s)
+TERM_BOUNDS = {"host_step_s": 0.05, "spec_step_s": 0.05, "draft_pass_s": 0.01, "launch_s": 2e-4,
+               "allreduce_latency_s": 5e-5}  # upper bounds (s)
 _METRICS = ("tpot_ms", "tokens_per_s", "speedup")
 
 
@@ -83,7 +84,8 @@ class StackedPoints:
         self.pieces = StepPieces(gpu_step_s=col("gpu_step_s"), gpu_plain_s=col("gpu_plain_s"),
                                  speculative=np.array([bool(np.asarray(x.speculative)) for x in pcs]),
                                  passes=col("passes"), steps=col("steps"), kind="", eager_step=rows("eager_step"),
-                                 eager_plain=rows("eager_plain"))
+                                 eager_plain=rows("eager_plain"), allreduce_step=col("allreduce_step"),
+                                 allreduce_plain=col("allreduce_plain"))
         self.batch = np.array([float(p.batch) for p in points])
         self.tau = np.array([float(np.asarray(p.step.tau)) for p in points])
         self.metric = np.array([("plain-" if p.plain else "") + p.metric for p in points])
