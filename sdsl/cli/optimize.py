@@ -15,6 +15,16 @@ from sdsl.cli._speculation import proposer_option
 ALL_PROPOSERS = ("eagle", "eagle3", "medusa", "mtp", "ngram")  # what --proposer all ranks
 
 
+def all_proposers(target) -> tuple[str, ...]:
+    """What ``--proposer all`` ranks for ``target``: every head kind and n-gram lookup, and MTP only where the target
+    ships multi-token-prediction modules (``ModelSpec.mtp_layers``; DeepSeek-V3/R1, GLM-4.5): a dense model has none
+    to run, so MTP's published acceptance would rank a proposer the user cannot deploy."""
+    from sdsl.core.architecture import get_model
+
+    has_mtp = get_model(target).mtp_layers > 0
+    return tuple(p for p in ALL_PROPOSERS if p != "mtp" or has_mtp)
+
+
 @click.command()
 @click.option("--target", default="llama-3.1-70b", show_default=True, help="Target model (catalog name or config.json).")
 @deployment_options()
@@ -47,7 +57,7 @@ def optimize(target, deployment, batch, acceptance, acceptance_for, workload, ga
     profile (--engine; default the newest vLLM profile), so the best k and the batch at which speculation stops
     paying include the engine's host time. Without --proposer or
     --drafts, the proposers are the catalog's draft models for the target; --proposer (repeatable; 'all' =
-    every head kind and n-gram lookup) and --drafts name them. Each proposer is priced with its own acceptance:
+    every head kind and n-gram lookup, MTP only for targets that ship MTP modules) and --drafts name them. Each proposer is priced with its own acceptance:
     --acceptance-for PROPOSER=TAU@K where you measured it, else the published catalog's for the target and
     --workload (the same target when catalogued, else a transfer across targets; the output names the rows or
     rule) and SDSL's acceptance plane for draft models. --accepted-length, --acceptance and --acceptance-file
@@ -62,7 +72,7 @@ def optimize(target, deployment, batch, acceptance, acceptance_for, workload, ga
     batches = parse_int_list(batch, "--batch")
     if min(batches) <= 0:
         raise InvalidInputError("--batch must be a positive integer.")
-    names = [n for p in proposers for n in (ALL_PROPOSERS if p == "all" else (p,))]
+    names = [n for p in proposers for n in (all_proposers(target) if p == "all" else (p,))]
     names += [f"draft:{d.strip()}" for d in (drafts or "").split(",") if d.strip()]
     plan = plan_speculation(target, deployment, proposers=names or None,
                             acceptance=_acceptance(target, names, acceptance, acceptance_for, any_tokenizer),

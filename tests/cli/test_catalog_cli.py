@@ -27,7 +27,8 @@ def test_optimize_ranks_every_proposer_with_its_own_acceptance():
     by = out["acceptance_by_proposer"]
     assert out["alpha_source"] == "per-proposer"
     assert by["draft:llama-3.2-1b"]["source"] == "sdsl-plane"
-    for name in ("eagle", "eagle3", "medusa", "mtp", "ngram"):
+    assert "mtp" not in by  # llama-3.1-8b ships no MTP modules: 'all' does not rank one
+    for name in ("eagle", "eagle3", "medusa", "ngram"):
         ev = by[name]["evidence"]
         assert by[name]["source"].startswith("catalog[") and ev["rows"] and ev["sources"] and ev["spread"]["by_task"]
     assert by["eagle3"]["evidence"]["tier"] == "same-target"
@@ -115,3 +116,10 @@ def test_predict_names_the_catalog_rows():
     out = json.loads(r.output)
     assert out["acceptance_source"] == "catalog[same-family]:ngram/chat"
     assert out["acceptance"]["evidence"]["sources"] == ["NVIDIA/TensorRT-LLM"]
+
+
+def test_all_ranks_mtp_only_where_the_target_ships_it():
+    from sdsl.cli.optimize import all_proposers
+
+    assert "mtp" not in all_proposers("llama-3.1-8b") and "mtp" in all_proposers("deepseek-v3")
+    assert set(all_proposers("deepseek-v3")) - {"mtp"} == set(all_proposers("llama-3.1-8b"))

@@ -94,12 +94,15 @@ def test_specbench_ranking(out):
     rk = out["ranking"]
     assert rk["engine"] == "roofline" and rk["pass_overhead_s"] == 0.0
     groups = {(g["target"], g["hardware"]): g for g in rk["groups"]}
-    assert len(groups) == 4 and rk["goal_met_measured_tau"] and not rk["goal_met_predicted_tau"]
+    assert len(groups) == 4 and not rk["goal_met_measured_tau"] and not rk["goal_met_predicted_tau"]
+    measured = {k: round(g["kendall_tau_measured_tau"], 2) for k, g in groups.items()}
+    # RTX 3090: Medusa (measured 1.44x) priced above n-gram lookup (1.64x) with the measured accepted lengths
+    assert measured == {("Vicuna-13B-v1.3", "A100-80GB"): 1.0, ("Vicuna-33B-v1.3", "A100-80GB"): 1.0,
+                        ("Vicuna-7B-v1.3", "A100-80GB"): 1.0, ("Vicuna-7B-v1.3", "RTX 3090 24GB"): 0.67}
     for g in groups.values():
-        assert g["kendall_tau_measured_tau"] == 1.0
         assert {m["method"] for m in g["not_priced"]} >= {"hydra", "lookahead", "rest", "draft_model"}
     taus = {k: round(g["kendall_tau_predicted_tau"], 2) for k, g in groups.items()}
-    assert taus == {("Vicuna-13B-v1.3", "A100-80GB"): 0.33, ("Vicuna-33B-v1.3", "A100-80GB"): 1.0,
+    assert taus == {("Vicuna-13B-v1.3", "A100-80GB"): 0.67, ("Vicuna-33B-v1.3", "A100-80GB"): 1.0,
                     ("Vicuna-7B-v1.3", "A100-80GB"): 0.33, ("Vicuna-7B-v1.3", "RTX 3090 24GB"): 0.33}
     pred = {m["method"]: m["predicted_tau"] for m in groups[("Vicuna-13B-v1.3", "A100-80GB")]["methods"]}
     assert pred["ngram"] == A(2.240, abs=2e-3) and pred["eagle"] == A(2.807, abs=2e-3)
