@@ -129,8 +129,9 @@ def published(figure, as_json):
 
 @validate.command("acceptance")
 @click.option("--engine", default="roofline", show_default=True,
-              help="Cost model that prices the Spec-Bench speedups: roofline (the shipped calibrated operator roofline "
-                   "at batch 1; Spec-Bench itself runs Hugging Face eager decoding).")
+              help="Cost model that prices the Spec-Bench speedups at batch 1: roofline (the shipped calibrated operator "
+                   "roofline alone) or an engine execution profile (hf-eager: the Hugging Face eager decoding Spec-Bench "
+                   "runs; any name `sdsl engines` lists, ENGINE:YYYY-MM or FILE.json).")
 @click.option("--pass-overhead-us", type=float, default=0.0, show_default=True,
               help="Host time per forward pass (us) added to the roofline for the Spec-Bench speedups.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
@@ -194,16 +195,21 @@ def acceptance(engine, pass_overhead_us, as_json):
                    f"acceptance, {g['kendall_tau_predicted_tau']:.2f} with predicted ({g['n_predicted']} methods); "
                    f"measured/priced/predicted speedup: {order}")
 @validate.command("moe")
+@click.option("--engine", default="ideal", show_default=True,
+              help="Engine execution profile: ideal (the roofline alone) | an engine (sglang: each row's build by its "
+                   "date, the newest profile of that engine not after the row) | a profile name | ENGINE:YYYY-MM | "
+                   "FILE.json (`sdsl engines` lists them).")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
-def moe(as_json):
+def moe(engine, as_json):
     """Price the published mixture-of-experts rows (sdsl/data/published, row_set=moe) on the roofline with the
-    shipped calibration and no engine host time: plain-decode tokens/s, the speculative/plain ratio of each
-    source and whether speculation wins or loses, with the measured accepted length as an oracle τ; the rows it
-    cannot price and why; the verify-growth check (measured step time against the priced one within a source)."""
+    shipped calibration, with no engine host time or (--engine) an engine's execution profile: plain-decode
+    tokens/s, the speculative/plain ratio of each source and whether speculation wins or loses, with the measured
+    accepted length as an oracle τ; the rows it cannot price and why; the verify-growth check (measured step time
+    against the priced one within a source)."""
     from sdsl.cli._common import echo_json
     from sdsl.experiments.moe_validation import validate_moe
 
-    out = validate_moe()
+    out = validate_moe(engine=None if engine == "ideal" else engine)
     if as_json:
         echo_json(out)
         return

@@ -114,3 +114,10 @@ def test_the_batch_to_k_table_and_padding():
     unpadded = plan_speculation("llama-3.1-8b", sdsl.Deployment("h100-sxm", engine=eng.replace(capture_sizes=())),
                                 proposers=["eagle"], acceptance=Acceptance.from_iid(0.7), gamma_max=8, max_batch=64)
     assert unpadded.k_table == out["k_table"]
+
+
+@pytest.mark.parametrize("command", [["validate", "acceptance"], ["validate", "moe"]])
+def test_validation_commands_take_an_engine_and_refuse_an_unknown_one(command):
+    res = CliRunner().invoke(cli, command + ["--engine", "tgi"])
+    assert res.exit_code == 2 and "Unknown engine" in res.output and len(res.output.strip().splitlines()) == 1
+    assert "--engine" in CliRunner().invoke(cli, command + ["--help"]).output

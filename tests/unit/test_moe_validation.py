@@ -165,3 +165,34 @@ def test_tp_sensitivity():
               "llama-3.3-70b": (0.136, 0.144)}
     for m, (a, b) in expect.items():
         assert med[m] == pytest.approx((a, b), abs=1.5e-3)
+
+
+def test_the_sglang_profile():
+    """VALIDATION.md "With the SGLang profile the rows ran": each row priced with its SGLang build by date."""
+    from sdsl._paths import REPO_ROOT
+
+    out = validate_moe(engine="sglang")
+    assert out["engine_profiles"] == ["sglang-2025-01", "sglang-2025-10"]
+    c = out["claims"]
+    assert c["plain"]["median_abs_error"] == pytest.approx(0.4155, abs=A)
+    assert c["plain"]["median_signed_error"] == pytest.approx(0.4155, abs=A)
+    assert c["ratio"]["median_abs_error"] == pytest.approx(0.1366, abs=A)
+    assert c["ratio"]["median_signed_error"] == pytest.approx(-0.1167, abs=A)
+    assert c["ratio"]["worst_error"] == pytest.approx(-0.5037, abs=A)
+    assert (c["outcome"]["right"], c["outcome"]["predicted_losses"]) == (44, 13)
+    assert out["goals_met"] == {"plain": False, "ratio": True, "outcome": True, "coverage": True}
+    by = c["ratio_by_source"]
+    assert by["sgl-project/SpecForge#339"]["median_abs_error"] == pytest.approx(0.0647, abs=A)
+    assert by["Tencent/AngelSlim#163"]["median_abs_error"] == pytest.approx(0.0372, abs=A)
+    assert by["sgl-project/SpecForge:data.json"]["median_signed_error"] == pytest.approx(-0.1820, abs=A)
+    assert c["plain_by_batch"][">8"]["median_signed_error"] == pytest.approx(0.7977, abs=A)
+    steps = {(r["source"].split()[0], r["tp"]): 1e3 / r["predicted"] for r in out["rows"]
+             if r["proposer"] is None and r["batch"] == 1 and r["target"] == "qwen3-30b-a3b" and r["tp"] > 1}
+    assert sorted(round(v, 2) for v in steps.values()) == [3.41, 4.12]
+    roof = validate_moe()
+    assert roof["engine_profiles"] == ["ideal"] and roof["model"] == "roofline, no engine host time"
+    text = " ".join((REPO_ROOT / "VALIDATION.md").read_text().split())
+    for fragment in ("median **13.7%**, worst −50.4%, median signed −11.7%", "**44 of 46 (96%)**",
+                     "from 61.2% to 6.5% on SpecForge #339", "from 78.7% to 3.7% on AngelSlim #163",
+                     "priced at 4.12 ms on TP 2"):
+        assert " ".join(fragment.split()) in text, f"VALIDATION.md no longer says {fragment!r}"
