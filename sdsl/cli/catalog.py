@@ -51,7 +51,8 @@ def models(as_json):
 @json_option
 def engines(as_json):
     """List the engine execution profiles (sdsl/data/engines/profiles.json): name, engine, date, the host terms
-    (fitted ones marked *), CUDA graphs and overlap, and what each build is. `--engine ENGINE` takes the newest of an
+    (fitted ones marked *), the tensor-parallel all-reduce (NCCL, or the engine's custom kernel and its latency), CUDA
+    graphs and overlap, and what each build is. `--engine ENGINE` takes the newest of an
     engine, `--engine ENGINE:YYYY-MM` the newest not after that month."""
     from sdsl.core.engine import FREE_TERMS, engine_profiles
 
@@ -66,7 +67,10 @@ def engines(as_json):
         graphs = "".join(c if f else "-" for c, f in zip("TDE", (p.graphs_target, p.graphs_draft, p.graphs_extend)))
         rows.append({"name": p.name, "engine": p.engine, "date": p.date or "-", "host ms": ms("host_step_s"),
                      "spec ms": ms("spec_step_s"), "pass ms": ms("draft_pass_s"),
-                     "launch us": f"{1e6 * p.launch_s:.1f}", "graphs": graphs,
+                     "launch us": f"{1e6 * p.launch_s:.1f}",
+                     "all-reduce": "nccl" if p.allreduce == "nccl" else
+                     f"custom {1e6 * p.allreduce_latency_s:.1f} us" + ("*" if "allreduce_latency_s" in fitted else ""),
+                     "graphs": graphs,
                      "overlap": ("P" if p.overlap_plain else "-") + ("S" if p.overlap_spec else "-")})
     click.echo(format_table(rows, [(k, k, "") for k in rows[0]]))
     click.echo("\n* fitted on published rows (leave-one-source-out in the file); graphs: T target, D drafting passes, "

@@ -104,6 +104,20 @@ def test_rows_the_section_names(result):
           "−8% to −15% slow", "+7% to +15% fast", "(−13.9% left out, 0.0% in sample)")
 
 
+def test_the_worked_example_numbers(capsys):
+    """VALIDATION.md: examples/engine_calibration.py's fit on vLLM issue #20780's EAGLE-1 rows."""
+    import runpy
+
+    import numpy as np
+
+    result = runpy.run_path(str(REPO_ROOT / "examples" / "engine_calibration.py"))["result"]
+    capsys.readouterr()
+    lopo = np.array([v for v in result.lopo if v is not None])
+    assert result.rms_log == pytest.approx(0.0042, abs=1e-4)
+    assert np.max(np.abs(result.residuals)) == pytest.approx(0.008, abs=5e-4) and np.max(np.abs(lopo)) == pytest.approx(0.011, abs=5e-4)
+    _says("fit to 0.4% rms", "residuals within ±0.8%, leave-one-point-out within ±1.1%")
+
+
 def test_fitted_terms_and_their_fallbacks(result):
     from sdsl.core.engine import engine_profiles
 
