@@ -266,7 +266,7 @@ def communication_time(shapes: ModelShapes, dep: Deployment, tokens, dt: int):
     one = allreduce_time_with(message, shapes.tp, ic, params)
     engine = getattr(dep, "engine", None)
     if engine is not None and engine.allreduce == "custom":  # the engine's own one-/two-shot kernel (sdsl.core.engine)
-        from sdsl.core.engine import custom_allreduce_time
+        from sdsl.core.engine_allreduce import custom_allreduce_time
 
         one = custom_allreduce_time(engine, message, shapes.tp, ic, params.eta_interconnect, one)
     if not (shapes.has_moe and shapes.ep > 1 and dep.expert_dispatch == "all-to-all"):

@@ -212,7 +212,7 @@ def linear_vs_roofline(n_rows: int = 4000, seed: int = 0):
              ("llama-3.1-70b", 4, "llama-3.1-70b-tp4-h100")]
     rows = []
     for model, tp, published in cases:
-        t = roofline_step_fn(model, Deployment("h100-sxm", tp=tp))(b, q, L)
+        t = roofline_step_fn(model, Deployment("h100-sxm", tp=tp, engine="ideal"))(b, q, L)
         fit = fit_linear_step_model(b, q, L, t, test_fraction=0.25, seed=seed, source=f"fit to roofline {model}")
         m = fit.model
         row = {"model": model, "tp": tp, "c_kv": m.c_kv, "c_tok": m.c_tok, "c_b": m.c_b, "c_0": m.c_0,

@@ -280,7 +280,7 @@ def test_turbospec_linear_fit_numbers():
 
     _says("paper_figures/README.md", "held-out R² 0.981 on this grid", "(18.4 ms vs the roofline's 20.0 ms at",
           "(90 ms vs 55 ms at 256 requests × 4096 tokens)")
-    step = roofline_step_fn("llama-3.1-70b", Deployment("h100-sxm", tp=4))
+    step = roofline_step_fn("llama-3.1-70b", Deployment("h100-sxm", tp=4, engine="ideal"))
     b = np.unique(np.round(np.logspace(0, 8, 33, base=2)))
     bb, cc = (g.ravel() for g in np.meshgrid(b, np.array([256.0, 1024.0, 4096.0])))
     fit = fit_linear_step_model(bb, np.ones_like(bb), cc, step(bb, np.ones_like(bb), cc), test_fraction=0.25, seed=0)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import sdsl
+from sdsl.core.deployment import Deployment
 from sdsl.core.engine import (IDEAL, EngineProfile, forward_kernels, engine_profiles, padded_batch, resolve_engine)
 from sdsl.core.latency import step_time
 from sdsl.errors import ConfigError, InvalidInputError, UnknownNameError
@@ -198,3 +199,61 @@ def test_the_counts_the_documents_quote():
     draft, extend = proposer_kernels(make_proposer("eagle3"), target, "fused")
     assert (draft, extend) == (14, 14)
     assert 5e-6 * (324 + 7 * draft + extend) == pytest.approx(2.18e-3, abs=0.005e-3)  # SGLang EAGLE-3, 8 steps, graphs off
+
+
+# -- the engine's all-reduce -------------------------------------------------------------------------------------
+
+
+def test_custom_allreduce_one_shot_two_shot_and_nccl_above_the_kernel_size():
+    """One-shot a + (t-1)M/(eta B) below the one-shot limit, two-shot 2a + 2(t-1)/t M/(eta B) above it, NCCL from the
+    kernel's largest size (vLLM's rule: one-stage below 512 KiB at tp <= 4, 256 KiB at tp <= 8; 8 MiB to NCCL)."""
+    from sdsl.core.engine import allreduce_latencies, custom_allreduce_time
+
+    vllm = resolve_engine("vllm-2025-07")
+    a, bw, eta = vllm.allreduce_latency_s, 450e9, 0.75
+    m = np.array([8192.0, 300 * 1024.0, 600 * 1024.0, 9 * 2 ** 20])
+    nccl = np.full(m.shape, 1.0)
+    for t in (2, 4, 8):
+        got = custom_allreduce_time(vllm, m, t, bw, eta, nccl)
+        one = a + (t - 1) * m / (eta * bw)
+        two = 2 * a + 2 * (t - 1) / t * m / (eta * bw)
+        limit = {2: 8 * 2 ** 20, 4: 512 * 1024, 8: 256 * 1024}[t]
+        want = np.where(m >= 8 * 2 ** 20, 1.0, np.where(m < limit, one, two))
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+        np.testing.assert_array_equal(allreduce_latencies(vllm, m, t), np.where(m >= 8 * 2 ** 20, 0, np.where(m < limit, 1, 2)))
+    assert np.all(allreduce_latencies(IDEAL, m, 8) == 0) and np.all(allreduce_latencies(vllm, m, 1) == 0)
+
+
+def test_the_engine_all_reduce_prices_tp_steps_and_leaves_tp1_alone():
+    from sdsl.core.latency import step_time
+
+    ideal = Deployment("a100-80gb", tp=8, engine="ideal")
+    fast = ideal.replace(engine="gpt-fast")
+    s_nccl = step_time("llama-2-7b", ideal, batch=1, q=1)
+    s_custom = step_time("llama-2-7b", fast, batch=1, q=1)
+    eng = resolve_engine("gpt-fast")
+    per_call = eng.allreduce_latency_s + 7 * 8192.0 / (ideal.params.eta_interconnect * ideal.hardware.interconnect_bandwidth)
+    assert float(s_custom.allreduce_s) == pytest.approx(64 * per_call, rel=1e-12)  # 2 per layer x 32 layers
+    assert float(s_nccl.allreduce_s) > 2 * float(s_custom.allreduce_s)
+    assert float(s_custom.total_s - s_custom.allreduce_s) == pytest.approx(float(s_nccl.total_s - s_nccl.allreduce_s))
+    one = Deployment("a100-80gb", engine="ideal")
+    assert float(step_time("llama-2-7b", one.replace(engine="gpt-fast"), batch=1, q=1).total_s) == pytest.approx(
+        float(step_time("llama-2-7b", one, batch=1, q=1).total_s), rel=1e-12)
+
+
+@pytest.mark.parametrize("proposer, kw", [("eagle3", {"gamma": 3}), ("eagle", {"tree": "4,4,16"}),
+                                          (None, {"gamma": 0})])
+def test_a_changed_all_reduce_latency_is_the_repriced_step(proposer, kw):
+    """The fits move a through the step's counted latencies (StepPieces.allreduce_step): exact against repricing."""
+    from sdsl.core.engine import host_seconds
+    from sdsl.core.speculation import price_step
+
+    trt = resolve_engine("trtllm-2025-06")
+    dep = Deployment("h200", tp=8, engine=trt)
+    base = price_step("llama-3.1-70b", proposer or "ngram", dep, tau=2.0 if proposer else 1.0, batch=4, **kw)
+    moved = price_step("llama-3.1-70b", proposer or "ngram", dep.replace(engine=trt.replace(allreduce_latency_s=2e-5)),
+                       tau=2.0 if proposer else 1.0, batch=4, **kw)
+    hs, hp = host_seconds(trt, base.pieces, allreduce_latency_s=2e-5)
+    assert float(base.pieces.gpu_step_s + hs) == pytest.approx(float(moved.t_step_s), rel=1e-9)
+    assert float(base.pieces.gpu_plain_s + hp) == pytest.approx(float(moved.t_plain_s), rel=1e-9)
+    assert float(base.pieces.allreduce_plain) == 160.0  # 2 x 80 layers, one-shot

@@ -132,8 +132,9 @@ def test_rank_trees_matches_pointwise_pricing():
 
 def test_engine_host_per_speculative_step_reaches_the_rankings():
     """rank_proposers/rank_trees price with the deployment's engine: its host time per speculative step is charged to
-    every speculative step — at k = 0 too for an EAGLE head, whose draft extend still runs (the drafter tax) — and
-    never to a draft model's k = 0 (plain decoding)."""
+    every speculative step, and never to k = 0, which the ranking prices as plain decoding whatever the proposer (an
+    EAGLE head's step at k = 0 would still run its draft extend: the drafter tax of a speculative worker with
+    nothing drafted, which a user who turns speculation off does not pay)."""
     from sdsl.core.engine import IDEAL
     from sdsl.core.ranking import rank_trees
 
@@ -142,9 +143,11 @@ def test_engine_host_per_speculative_step_reaches_the_rankings():
     args = dict(acceptance=np.array([0.7]), gammas=range(0, 6), batches=[1, 64])
     base = rank_proposers(TARGET, ["eagle", "draft:llama-3.2-1b"], DEP, **args)
     slow = rank_proposers(TARGET, ["eagle", "draft:llama-3.2-1b"], slow_dep, **args)
-    np.testing.assert_array_equal(slow.tokens_per_s[1, 0], base.tokens_per_s[1, 0])  # a draft model's k = 0 is plain
+    for p in (0, 1):  # k = 0 is plain decoding for both proposers
+        np.testing.assert_array_equal(slow.tokens_per_s[p, 0], base.tokens_per_s[p, 0])
+        np.testing.assert_array_equal(base.tokens_per_s[p, 0, :, 0], base.plain_tokens_per_s)
     b = np.array([1.0, 64.0])
-    for p, ks in ((0, slice(0, None)), (1, slice(1, None))):
+    for p, ks in ((0, slice(1, None)), (1, slice(1, None))):
         tau_k = base.taus[p][ks, 0, 0]
         step = b[None, :] * tau_k[:, None] / base.tokens_per_s[p, ks, :, 0]
         np.testing.assert_allclose(slow.tokens_per_s[p, ks, :, 0], b[None, :] * tau_k[:, None] / (step + host),

@@ -30,7 +30,7 @@ def moe_vs_dense_by_batch(batches, *, alpha: float = MOE_FIGURE_ALPHA, host_s: f
 
     b = np.asarray(batches, dtype=float)
     g = np.asarray(list(gammas), dtype=float)[:, None]
-    dep = Deployment(hardware, context=context)
+    dep = Deployment(hardware, context=context, engine="ideal")  # the roofline alone; host_s adds the host time
     out = {}
     for name, _ in PAIR:
         step = price_step(name, "eagle3", dep, acceptance=alpha, gamma=g, batch=b[None, :], overhead_s=host_s)

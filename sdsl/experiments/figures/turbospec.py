@@ -83,7 +83,7 @@ def fig_turbospec_linear_fit(quick: bool = False):
     from sdsl.serving.linear_model import TURBOSPEC_PUBLISHED, fit_linear_step_model
     from sdsl.serving.step_model import roofline_step_fn
 
-    step = roofline_step_fn("llama-3.1-70b", Deployment("h100-sxm", tp=4))
+    step = roofline_step_fn("llama-3.1-70b", Deployment("h100-sxm", tp=4, engine="ideal"))
     b = np.unique(np.round(np.logspace(0, 8, 9 if quick else 33, base=2)))
     contexts = (256, 1024, 4096)
     fig, ((ax, ax2),) = _figure(1, 2, figsize=(11.0, 4.2))
