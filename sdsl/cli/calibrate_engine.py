@@ -14,7 +14,8 @@ from sdsl.cli._common import echo_json
               help="Profile whose structure (CUDA graphs, overlap, padding, kernels) the runs share: vllm, "
                    "vllm:2025-07, sglang, a profile name or a .json file.")
 @click.option("--terms", default="host_step_s,spec_step_s,draft_pass_s", show_default=True,
-              help="Terms to fit, comma-separated: host_step_s, spec_step_s, draft_pass_s, launch_s.")
+              help="Terms to fit, comma-separated: host_step_s, spec_step_s, draft_pass_s, launch_s, "
+                   "allreduce_latency_s (the custom all-reduce's latency; needs runs at tp > 1).")
 @click.option("--target", default=None, help="Target of runs that do not name one (catalog name or config.json).")
 @click.option("--hardware", default=None, help="Hardware of runs that do not name one.")
 @click.option("--tp", default=None, type=int, help="Tensor parallelism of runs that do not state it (default 1).")

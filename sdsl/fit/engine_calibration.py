@@ -130,7 +130,8 @@ def identify(points: list, terms: tuple) -> str | None:
     hints = {"host_step_s": "plain-decoding runs (the engine overlaps its host work there only when the GPU step is "
                             "longer: add runs at batch 1)",
              "spec_step_s": "speculative runs", "draft_pass_s": "speculative runs at two k values or more",
-             "launch_s": "runs where the profile executes something eagerly (graphs off)"}
+             "launch_s": "runs where the profile executes something eagerly (graphs off)",
+             "allreduce_latency_s": "runs at tensor parallelism > 1 on an engine with a custom all-reduce"}
     for j, t in enumerate(terms):
         if norms[j] < 1e-9 * max(1.0, norms.max()):
             return f"The runs cannot identify {t} (no run depends on it); give {hints[t]}."

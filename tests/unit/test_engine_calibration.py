@@ -124,3 +124,43 @@ def test_reads_vllm_bench_serve_with_its_log_and_sglang_send_one(tmp_path):
         empty = tmp_path / "empty.txt"
         empty.write_text("nothing here")
         read_runs([empty], {"target": "llama-3.1-8b", "hardware": "h100-sxm"})
+
+
+def test_the_custom_all_reduce_latency_is_fitted_from_tp_runs(tmp_path):
+    """Plain runs at tp 1-8 (a known profile: H 1.0 ms, a 9 us) pin both H and the all-reduce latency a."""
+    import csv
+
+    import sdsl
+
+    truth = resolve_engine("vllm-2025-07").replace(name="truth", allreduce_latency_s=9e-6, host_step_s=1.0e-3)
+    rows = []
+    for tp in (1, 2, 4, 8):
+        target = "llama-3.1-70b" if tp > 1 else "llama-3.1-8b"
+        for b in (1, 8):
+            step = sdsl.price_step(target, "ngram", sdsl.Deployment("h100-sxm", tp=tp, engine=truth, context=512),
+                                   tau=1.0, gamma=0, batch=b)
+            rows.append({"target": target, "hardware": "h100-sxm", "tp": tp, "batch": b, "context": 512, "proposer": "",
+                         "k": "", "accepted_length": "", "tpot_ms": 1e3 * float(step.t_plain_s)})
+    path = tmp_path / "runs.csv"
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    fit = calibrate_engine([path], base="vllm-2025-07", terms=("host_step_s", "allreduce_latency_s"), lopo=False)
+    assert fit.profile.allreduce_latency_s == pytest.approx(9e-6, rel=1e-3)
+    assert fit.profile.host_step_s == pytest.approx(1.0e-3, rel=1e-3)
+    with pytest.raises(InvalidInputError, match="cannot identify allreduce_latency_s"):  # tp 1 runs alone
+        _tp1_only(path, tmp_path)
+
+
+def _tp1_only(path, tmp_path):
+    import csv
+
+    with path.open() as fh:
+        rows = [r for r in csv.DictReader(fh) if r["tp"] == "1"]
+    one = tmp_path / "tp1.csv"
+    with one.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return calibrate_engine([one], base="vllm-2025-07", terms=("host_step_s", "allreduce_latency_s"), lopo=False)
