@@ -38,7 +38,7 @@ def _says(doc: str, *fragments: str) -> None:
 
 def test_readme_gamma_star_example():
     # README.md "In Python": print(sdsl.gamma_star(alpha=0.8, c=0.05))  # 7.857
-    _says("README.md", "sdsl.gamma_star(alpha=0.8, c=0.05))          # 7.857")
+    _says("README.md", "sdsl.gamma_star(alpha=0.8, c=0.05)) # 7.857")
     assert float(gamma_star(0.8, 0.05)) == pytest.approx(7.856654, rel=1e-6)
 
 
@@ -58,9 +58,9 @@ def test_readme_python_block_runs():
 
 
 def test_readme_catalog_sizes_and_70b_memory():
-    # README.md "What it does": "the catalogs (21 accelerators plus a CPU stand-in ...; 60 models ...)" and
+    # README.md "The two commands": "the catalogs (21 accelerators plus a CPU stand-in; 60 models ...)" and
     # "Llama-3.1-70B in bf16 needs 141 GB, one H100 has 80 GB"
-    _says("README.md", "(21 accelerators plus a CPU stand-in",
+    _says("README.md", "(21 accelerators plus a CPU stand-in;",
           "; 60 models, dense and mixture-of-experts; every number with its source)",
           "Llama-3.1-70B in bf16 needs 141 GB, one H100 has 80 GB")
     names = [h.name for h in list_hardware()]
