@@ -8,9 +8,9 @@ import math
 
 import click
 
-__all__ = ["json_option", "calibration_option", "deployment_options", "resolve_latency_params", "echo_json", "format_table", "parse_int_list",
-           "acceptance_options", "AcceptanceChoice", "parse_float_list", "workload_option", "acceptance_for_option",
-           "parse_acceptance_for", "WORKLOAD_HELP"]
+__all__ = ["json_option", "calibration_option", "engine_option", "deployment_options", "resolve_latency_params", "echo_json",
+           "format_table", "parse_int_list", "acceptance_options", "AcceptanceChoice", "parse_float_list", "workload_option",
+           "acceptance_for_option", "parse_acceptance_for", "WORKLOAD_HELP"]
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 calibration_option = click.option(
@@ -33,8 +33,15 @@ def resolve_latency_params(calibration, hardware):
 DTYPES = ["bf16", "fp16", "fp8", "fp32"]
 
 
+ENGINE_HELP = ("Engine execution profile that prices host time around the GPU work: vllm (newest) | vllm:2025-04 "
+               "(newest not after that month) | sglang | sglang-spec-v2 | trtllm | gpt-fast | hf-eager | llamacpp | "
+               "a profile name (`sdsl engines`) | FILE.json (`sdsl calibrate engine`) | ideal (the roofline alone, an "
+               "upper bound). Default: the newest vLLM profile (ideal on a CPU).")
+engine_option = click.option("--engine", default=None, help=ENGINE_HELP)
+
+
 def deployment_options(*, context: bool = True, tp_help: str = "Tensor-parallel degree of the target."):
-    """Add --hardware, [--context], --tp, --draft-tp, --dtype and --calibration to a command and hand it
+    """Add --hardware, [--context], --tp, --draft-tp, --dtype, --calibration and --engine to a command and hand it
     ONE ``deployment`` argument (a :class:`sdsl.core.deployment.Deployment`) built from them."""
     options = [
         click.option("--hardware", default="h100-sxm", show_default=True, help="Hardware (catalog name or TOML/JSON file)."),
@@ -44,18 +51,19 @@ def deployment_options(*, context: bool = True, tp_help: str = "Tensor-parallel 
         click.option("--draft-tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of a draft model."),
         click.option("--dtype", default="bf16", show_default=True, type=click.Choice(DTYPES)),
         calibration_option,
+        engine_option,
     ]
 
     def decorate(command):
         @functools.wraps(command)
-        def wrapper(*args, hardware, tp, draft_tp, dtype, calibration, **kwargs):
+        def wrapper(*args, hardware, tp, draft_tp, dtype, calibration, engine, **kwargs):
             from sdsl.core.deployment import Deployment
             from sdsl.core.hardware import get_hardware
 
             extra = {"context": kwargs.pop("context")} if context else {}
             hw = get_hardware(hardware)
             deployment = Deployment(hw, tp=tp, draft_tp=draft_tp, dtype=dtype,
-                                    params=resolve_latency_params(calibration, hw), **extra)
+                                    params=resolve_latency_params(calibration, hw), engine=engine, **extra)
             return command(*args, deployment=deployment, **kwargs)
 
         for option in reversed(options):

@@ -1,4 +1,6 @@
-"""``sdsl calibrate``: fit the latency model to profiles and write a calibration file."""
+"""``sdsl calibrate``: fit the latency model to profiles and write a calibration file (``sdsl calibrate PROFILES...``,
+the same as ``sdsl calibrate latency PROFILES...``), or an engine profile to measured runs
+(``sdsl calibrate engine RUNS...``, :mod:`sdsl.cli.calibrate_engine`)."""
 
 from __future__ import annotations
 
@@ -25,7 +27,22 @@ def _smoothness(value: str):
     return p
 
 
-@click.command("calibrate")
+class _CalibrateGroup(click.Group):
+    """``sdsl calibrate PROFILES...`` runs ``latency``; ``sdsl calibrate engine RUNS...`` the engine fit."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["latency", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group("calibrate", cls=_CalibrateGroup)
+def calibrate() -> None:
+    """Fit sdsl's models to measurements: the latency model to operator profiles (PROFILES..., or `latency`), or an
+    engine execution profile to measured runs of your engine (`engine RUNS...`)."""
+
+
+@calibrate.command("latency")
 @click.argument("profiles", nargs=-1, required=True)
 @click.option("--hardware", default=None, help="Catalog name or file whose datasheet peaks the fit refers to "
               "(default: the one the profiles' sidecars name).")
@@ -49,8 +66,8 @@ def _smoothness(value: str):
 @click.option("--kernel-terms/--no-kernel-terms", "kernel_terms", default=True, show_default=True,
               help="On a GPU, also fit the GEMM kernel terms (smallest row tile, last wave's tail, size overhead; "
               "the form of the shipped defaults, VALIDATION.md); --no-kernel-terms gives the earlier form without them.")
-def calibrate(profiles, hardware, output, smoothness, fit_layers, steps, holdout, allreduce_files, points, plot_path,
-              as_json, kernel_terms):
+def latency(profiles, hardware, output, smoothness, fit_layers, steps, holdout, allreduce_files, points, plot_path,
+            as_json, kernel_terms):
     """Fit eta_compute, eta_memory, t_kernel (and the soft-max smoothness) to PROFILES.
 
     PROFILES are sdsl profiles (NAME, NAME.csv or NAME.json) or Vidur mlp.csv files / folders.
@@ -139,3 +156,8 @@ def _with_allreduce(result, files, hardware=None):
     names = ", ".join(Path(f).name for f in files)
     return replace(result, params=params.replace(
         source=result.params.source + f"; all-reduce fitted to {names} (MAPE {100 * stats['mape']:.1f}%)"))
+
+
+from sdsl.cli.calibrate_engine import engine as _engine  # noqa: E402
+
+calibrate.add_command(_engine)

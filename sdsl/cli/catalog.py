@@ -1,4 +1,4 @@
-"""`sdsl hardware` and `sdsl models`: list the catalogs."""
+"""`sdsl hardware`, `sdsl models` and `sdsl engines`: list the catalogs."""
 
 from __future__ import annotations
 
@@ -45,3 +45,35 @@ def models(as_json):
              "d_model": s.d_model, "heads": f"{s.n_head}/{s.n_kv_head}", "d_ff": s.d_ff, "vocab": s.vocab_size}
             for s in specs]
     click.echo(format_table(rows, [(k, k, "") for k in rows[0]]))
+
+
+@click.command()
+@json_option
+def engines(as_json):
+    """List the engine execution profiles (sdsl/data/engines/profiles.json): name, engine, date, the host terms
+    (fitted ones marked *), the tensor-parallel all-reduce (NCCL, or the engine's custom kernel and its latency), CUDA
+    graphs and overlap, and what each build is. `--engine ENGINE` takes the newest of an
+    engine, `--engine ENGINE:YYYY-MM` the newest not after that month."""
+    from sdsl.core.engine import FREE_TERMS, engine_profiles
+
+    profiles = list(engine_profiles().values())
+    if as_json:
+        echo_json([p.to_dict() for p in profiles])
+        return
+    rows = []
+    for p in profiles:
+        fitted = {t for t in FREE_TERMS if (p.sources.get(t) or {}).get("fit") or "inherit" in (p.sources.get(t) or {})}
+        ms = lambda t: f"{1e3 * getattr(p, t):.3f}" + ("*" if t in fitted else "")  # noqa: E731
+        graphs = "".join(c if f else "-" for c, f in zip("TDE", (p.graphs_target, p.graphs_draft, p.graphs_extend)))
+        rows.append({"name": p.name, "engine": p.engine, "date": p.date or "-", "host ms": ms("host_step_s"),
+                     "spec ms": ms("spec_step_s"), "pass ms": ms("draft_pass_s"),
+                     "launch us": f"{1e6 * p.launch_s:.1f}",
+                     "all-reduce": "nccl" if p.allreduce == "nccl" else
+                     f"custom {1e6 * p.allreduce_latency_s:.1f} us" + ("*" if "allreduce_latency_s" in fitted else ""),
+                     "graphs": graphs,
+                     "overlap": ("P" if p.overlap_plain else "-") + ("S" if p.overlap_spec else "-")})
+    click.echo(format_table(rows, [(k, k, "") for k in rows[0]]))
+    click.echo("\n* fitted on published rows (leave-one-source-out in the file); graphs: T target, D drafting passes, "
+               "E draft extend; overlap: P plain steps, S speculative steps.")
+    for p in profiles:
+        click.echo(f"  {p.name}: {p.build}")

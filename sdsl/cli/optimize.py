@@ -10,7 +10,7 @@ import click
 
 from sdsl.cli._common import (acceptance_for_option, acceptance_options, deployment_options, echo_json, format_table,
                               json_option, parse_acceptance_for, parse_int_list, workload_option)
-from sdsl.cli._speculation import host_step_options, pass_overhead_option, proposer_option, resolve_host_step_s
+from sdsl.cli._speculation import proposer_option
 
 ALL_PROPOSERS = ("eagle", "eagle3", "medusa", "mtp", "ngram")  # what --proposer all ranks
 
@@ -45,18 +45,17 @@ def all_proposers(target) -> tuple[str, ...]:
 @click.option("--max-batch", default=256, show_default=True, type=int, help="Largest batch size in the batch-size -> k table.")
 @proposer_option
 @click.option("--trees", is_flag=True, help="Also rank SGLang token trees (steps 1-8 x topk 1,2,4,8 x <= 64 tokens) per proposer.")
-@pass_overhead_option
-@host_step_options
 @click.option("--export", type=str, default=None,
               help="Print the pick's configuration for an engine: vllm | sglang | trtllm.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print every evaluated configuration as CSV.")
 @json_option
 def optimize(target, deployment, batch, acceptance, acceptance_for, workload, gamma_max, drafts, any_tokenizer,
-             pretrain_tokens, top, serving, max_batch, proposers, trees, pass_overhead_us, engine_host, host_step_us,
-             export, as_csv, as_json):
+             pretrain_tokens, top, serving, max_batch, proposers, trees, export, as_csv, as_json):
     """Rank proposers and speculation lengths by predicted tokens/s.
 
-    Every (proposer, k, batch) is priced on the calibrated roofline of the hardware. Without --proposer or
+    Every (proposer, k, batch) is priced on the calibrated roofline of the hardware with the engine's execution
+    profile (--engine; default the newest vLLM profile), so the best k and the batch at which speculation stops
+    paying include the engine's host time. Without --proposer or
     --drafts, the proposers are the catalog's draft models for the target; --proposer (repeatable; 'all' =
     every head kind and n-gram lookup, MTP only for targets that ship MTP modules) and --drafts name them. Each proposer is priced with its own acceptance:
     --acceptance-for PROPOSER=TAU@K where you measured it, else the published catalog's for the target and
@@ -78,8 +77,6 @@ def optimize(target, deployment, batch, acceptance, acceptance_for, workload, ga
     plan = plan_speculation(target, deployment, proposers=names or None,
                             acceptance=_acceptance(target, names, acceptance, acceptance_for, any_tokenizer),
                             gamma_max=gamma_max, batches=batches, max_batch=max_batch, trees=trees, export=export,
-                            pass_overhead_s=1e-6 * pass_overhead_us, host_step_s=resolve_host_step_s(engine_host,
-                                                                                                     host_step_us),
                             pretrain_tokens=pretrain_tokens, any_tokenizer=any_tokenizer, top=top, workload=workload)
     if as_csv:
         click.echo(plan.ranking.to_frame(batches=batches).to_csv(index=False), nl=False)
@@ -135,13 +132,12 @@ def _echo_header(out: dict, plan) -> None:
     click.echo(f"target {t.name} ({t.total_params / 1e9:.2f}B) on {dep.hardware.name}, context {dep.context}, "
                f"tp {dep.tp}, {dep.dtype}; acceptance: {source}")
     click.echo(f"latency parameters: {dep.params.source}")
+    click.echo(f"engine: {dep.engine.name} ({dep.engine.build})")
     if dep.context > t.max_context:
         click.echo(f"warning: context {dep.context} exceeds {t.name}'s maximum of {t.max_context} tokens.")
     if not out["fits_in_memory"]:
         click.echo(f"warning: {t.name} (and its best draft) do not fit in {dep.hardware.name}'s "
                    f"{dep.hardware.mem_capacity / 2 ** 30:.0f} GiB per GPU (weights + KV cache); raise --tp or use --dtype fp8.")
-    if out["host_step_s"] > 0:
-        click.echo(f"engine host time per speculative step: {1e3 * out['host_step_s']:.3f} ms")
     if source == "per-proposer" or any("evidence" in a for a in out["acceptance_by_proposer"].values()):
         click.echo("acceptance by proposer:")
         for name, acc in out["acceptance_by_proposer"].items():

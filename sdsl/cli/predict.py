@@ -5,8 +5,7 @@ from __future__ import annotations
 import click
 
 from sdsl.cli._common import acceptance_options, deployment_options, echo_json, json_option, workload_option
-from sdsl.cli._speculation import (host_step_options, pass_overhead_option, proposer_option, resolve_host_step_s,
-                                   tree_option)
+from sdsl.cli._speculation import proposer_option, tree_option
 
 
 @click.command()
@@ -20,17 +19,14 @@ from sdsl.cli._speculation import (host_step_options, pass_overhead_option, prop
 @acceptance_options
 @workload_option
 @click.option("--batch", default=1, show_default=True, type=int, help="Sequences decoded together.")
-@pass_overhead_option
-@host_step_options
 @json_option
-def predict(target, draft, proposers, gamma, tree, deployment, acceptance, workload, batch, pass_overhead_us,
-            engine_host, host_step_us, as_json):
+def predict(target, draft, proposers, gamma, tree, deployment, acceptance, workload, batch, as_json):
     """Predict one speculative-decoding configuration: draft and verify step times, tau, tokens/s,
     time per output token and speedup over plain decoding of the target. A chain (--gamma) or an
     SGLang-style tree (--tree STEPS,TOPK,TOKENS) of any proposer (--proposer or --draft). Without a given
     acceptance the proposer's own prices it: the published catalog's for the target and --workload (the output
-    names the rows or the transfer rule), SDSL's plane for a draft model. --engine-host or --host-step-us add
-    an engine's host time per speculative step (engines without spec overlap)."""
+    names the rows or the transfer rule), SDSL's plane for a draft model. --engine names the execution profile
+    that prices the engine's host time (default: the newest vLLM profile; ideal: the roofline alone)."""
     from sdsl.core.proposers import make_proposer
     from sdsl.core.speculation import parse_tree, price_step
     from sdsl.errors import InvalidInputError
@@ -44,13 +40,11 @@ def predict(target, draft, proposers, gamma, tree, deployment, acceptance, workl
     if len(proposers) + bool(draft) != 1:
         raise InvalidInputError("Give one proposer: --draft <model> or --proposer draft:<model>|eagle|eagle3|medusa|mtp|ngram.")
     shape = parse_tree(tree) if tree else None
-    host_s = resolve_host_step_s(engine_host, host_step_us)
     proposer = make_proposer(proposers[0] if proposers else f"draft:{draft}")
     options = {"workload": workload, "spread_k": gamma if gamma else (shape.steps if shape else None)}
     step = price_step(target, proposer, deployment, gamma=None if shape else gamma, tree=shape, batch=batch,
-                      pass_overhead_s=1e-6 * pass_overhead_us, overhead_s=host_s, acceptance_options=options,
-                      **_acceptance(acceptance, gamma, shape, proposer))
-    out = _json(step, proposer, gamma, shape, engine_host if host_step_us is None else "given", host_s)
+                      acceptance_options=options, **_acceptance(acceptance, gamma, shape, proposer))
+    out = _json(step, proposer, gamma, shape)
     if as_json:
         echo_json(out)
         return
@@ -70,19 +64,20 @@ def _acceptance(acceptance, gamma, shape, proposer) -> dict:
                                              decay=group_decay(proposer.kind))}
 
 
-def _json(step, proposer, gamma, shape, engine_host: str, host_s: float) -> dict:
+def _json(step, proposer, gamma, shape) -> dict:
     """``sdsl predict --json``: the priced step's fields (docs/json.md) and the inputs."""
     acc, dep = step.acceptance, step.deployment
     chain = {} if shape is not None or acc is None else {
         "alpha": float(acc.iid_alpha(gamma)) if gamma else None,
         "alpha_source": "given" if acc.is_iid and acc.source != "sdsl-plane" else acc.source}
     values = {k: v for k, v in step.to_dict().items() if k not in ("gamma", "tree", "batch", "deployment", "acceptance",
-                                                                   "target", "proposer")}
+                                                                   "target", "proposer", "engine")}
     return {"target": step.target, "draft": getattr(getattr(proposer, "model", None), "name", None), **chain,
             "proposer": proposer.name, "proposer_source": proposer.source, "hardware": dep.hardware.name,
             "gamma": None if shape else gamma, "tree": None if shape is None else [shape.steps, shape.topk, shape.tokens],
-            "engine_host": engine_host, "host_step_s": host_s, "batch": int(step.batch), "context": dep.context,
-            "tp": dep.tp, "dtype": dep.dtype, **values, "latency_params": dep.params.to_dict(),
+            "batch": int(step.batch), "context": dep.context,
+            "tp": dep.tp, "dtype": dep.dtype, **values, "engine": dep.engine.name, "engine_profile": dep.engine.summary(),
+            "latency_params": dep.params.to_dict(),
             **({"acceptance": acc.to_dict(gamma if shape is None else None)} if acc is not None else {})}
 
 
@@ -91,6 +86,7 @@ def _echo(out: dict, hw_name: str) -> None:
     shape = f"gamma {out['gamma']}" if out["tree"] is None else "tree " + ",".join(map(str, out["tree"]))
     click.echo(f"{out['target']} + {out['proposer']}, {shape}, tau {out['tau']:.3f} ({out['acceptance_source']}), "
                f"batch {out['batch']}, context {out['context']}, tp {out['tp']}, {out['dtype']} on {hw_name}")
+    click.echo(f"  engine {out['engine']}: {out['engine_profile']['build']}")
     if "evidence" in out.get("acceptance", {}):
         from sdsl.cli.optimize import describe_acceptance
 
@@ -101,8 +97,8 @@ def _echo(out: dict, hw_name: str) -> None:
     if out.get("distinct_experts"):
         click.echo(f"  experts per MoE layer {out['distinct_experts']:8.1f}      (plain step: {out['plain_distinct_experts']:.1f}; "
                    "distinct experts the verified tokens route to)")
-    if out["host_step_s"] > 0:
-        click.echo(f"  engine host per step  {ms(out['host_step_s'])}   ({out['engine_host']})")
+    click.echo(f"  worker (GPU)          {ms(out['t_worker_s'])}")
+    click.echo(f"  engine host per step  {ms(out['t_host_s'])}   (exposed: the GPU waits for it)")
     click.echo(f"  SD step               {ms(out['t_step_s'])}")
     click.echo(f"  plain step (q=1)      {ms(out['t_plain_s'])}")
     click.echo(f"  TPOT                  {ms(out['tpot_s'])}")

@@ -58,7 +58,7 @@ def simulate(target, draft, deployment, qps, policies, trace, data_dir, n_reques
     Requests arrive (Poisson, or a replayed Azure trace time-scaled to the QPS), are admitted while
     batch slots and KV-cache memory (GPU memory minus target and draft weights) allow, and decode
     with per-request acceptance drawn around --alpha. Prints mean/p99 latency, TTFT, TPOT, output
-    tokens/s and mean k per QPS and policy.
+    tokens/s and mean k per QPS and policy. Steps are priced with the engine profile (--engine), host time included.
     """
     from sdsl.core.architecture import get_model
     from sdsl.serving import AcceptanceDist, ServingSystem, SimConfig, parse_policies, simulate as run_sim
@@ -85,11 +85,11 @@ def simulate(target, draft, deployment, qps, policies, trace, data_dir, n_reques
             results.append({key: s[key] for key in ("qps", "policy", "mean_latency_s", "p99_latency_s", "ttft_s",
                                                      "tpot_s", "tokens_per_s", "mean_k")})
     if as_json:
-        echo_json({"results": results})
+        echo_json({"engine": deployment.engine.name, "engine_profile": deployment.engine.summary(), "results": results})
         return
     src = f"trace {trace}" if trace else f"Poisson, {prompt_tokens}+{output_tokens} tokens"
     click.echo(f"{system.name}; {src}; {n_requests} requests; alpha ~ Beta(mean {alpha:g}, "
-               f"concentration {alpha_concentration:g}); seed {seed}")
+               f"concentration {alpha_concentration:g}); seed {seed}; engine {deployment.engine.name}")
     _echo_tables(rates, results)
 
 

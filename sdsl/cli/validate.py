@@ -101,11 +101,13 @@ validate.add_command(_decoder)
 @click.option("--figure", default=None, help="Also save the predicted-vs-measured and k-sweep figure here (.png).")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 def published(figure, as_json):
-    """Price every published row sdsl can price (sdsl/data/published) with the shipped calibration and
-    the measured accepted length; per-row and median errors, the rows it cannot price and why, a
-    leave-one-source-out engine-overhead variant, the engine speculative rows with the sourced host time
-    per step (sdsl/data/published/engine_host.csv), and vLLM's EAGLE k-sweep."""
+    """Price every published row sdsl can price (sdsl/data/published, development and engine rows) with the
+    execution profile of its engine and date and the measured accepted length; per-row errors with the profile
+    terms fitted without the row's source (the headline), with the shipped terms and on the roofline alone; the
+    rows it cannot price and why; per-class median, worst and signed error; every k-sweep's order and best k; the
+    goals."""
     from sdsl.cli._common import echo_json
+    from sdsl.cli._validate_published import echo_published
     from sdsl.experiments.published_validation import validate_published
 
     out = validate_published()
@@ -120,34 +122,16 @@ def published(figure, as_json):
     if as_json:
         echo_json(out)
         return
-    for r in out["rows"]:
-        shape = r["tree"] and "tree " + ",".join(map(str, r["tree"])) or (f"k {r['gamma']}" if r["proposer"] else "plain")
-        click.echo(f"{r['group']:<19} {r['file'][:4]}#{r['row']:<3} {r['target']:<16} {r['hardware']:<10} tp{r['tp']} "
-                   f"{(r['proposer'] or '-'):<16} {shape:<14} measured {r['measured']:8.2f}  predicted "
-                   f"{r['predicted']:8.2f}  error {100 * r['error']:+6.1f}%")
-    for u in out["unpriced"]:
-        click.echo(f"not priced: {u['file']}#{u['row']}: {u['reason']}")
-    for name, s in out["summary"].items():
-        if s["n"]:
-            click.echo(f"{name}: n={s['n']} median |error| {100 * s['median_abs_error']:.1f}%, mean "
-                       f"{100 * s['mean_abs_error']:.1f}%, worst {100 * s['worst_error']:+.1f}%, "
-                       f"median signed {100 * s['median_signed_error']:+.1f}%")
-    src, hosts = out["sourced_host"]["engine_speculative"], out["sourced_host"]["hosts"]
-    click.echo(f"engine_speculative + sourced host per step (SGLang {1e3 * hosts['sglang']:.3f} ms, vLLM "
-               f"{1e3 * hosts['vllm']:.3f} ms): median |error| {100 * src['median_abs_error']:.1f}%, worst "
-               f"{100 * src['worst_error']:+.1f}%, {100 * src['share_over_predicted']:.0f}% over-predicted")
-    ks = out["k_sweep"]
-    click.echo(f"vLLM EAGLE k-sweep: measured best k {ks['measured_best_k']}; sdsl best k {ks['shipped']['best_k']} "
-               f"(shipped), {ks['loso_overhead']['best_k']} (with overhead fitted without the sweep's source), "
-               f"{ks['sourced_host']['best_k']} (with the sourced vLLM host time)")
+    echo_published(out)
     if figure:
         click.echo(f"wrote {figure}")
 
 
 @validate.command("acceptance")
 @click.option("--engine", default="roofline", show_default=True,
-              help="Cost model that prices the Spec-Bench speedups: roofline (the shipped calibrated operator roofline "
-                   "at batch 1; Spec-Bench itself runs Hugging Face eager decoding).")
+              help="Cost model that prices the Spec-Bench speedups at batch 1: roofline (the shipped calibrated operator "
+                   "roofline alone) or an engine execution profile (hf-eager: the Hugging Face eager decoding Spec-Bench "
+                   "runs; any name `sdsl engines` lists, ENGINE:YYYY-MM or FILE.json).")
 @click.option("--pass-overhead-us", type=float, default=0.0, show_default=True,
               help="Host time per forward pass (us) added to the roofline for the Spec-Bench speedups.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
@@ -211,16 +195,21 @@ def acceptance(engine, pass_overhead_us, as_json):
                    f"acceptance, {g['kendall_tau_predicted_tau']:.2f} with predicted ({g['n_predicted']} methods); "
                    f"measured/priced/predicted speedup: {order}")
 @validate.command("moe")
+@click.option("--engine", default="ideal", show_default=True,
+              help="Engine execution profile: ideal (the roofline alone) | an engine (sglang: each row's build by its "
+                   "date, the newest profile of that engine not after the row) | a profile name | ENGINE:YYYY-MM | "
+                   "FILE.json (`sdsl engines` lists them).")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
-def moe(as_json):
+def moe(engine, as_json):
     """Price the published mixture-of-experts rows (sdsl/data/published, row_set=moe) on the roofline with the
-    shipped calibration and no engine host time: plain-decode tokens/s, the speculative/plain ratio of each
-    source and whether speculation wins or loses, with the measured accepted length as an oracle τ; the rows it
-    cannot price and why; the verify-growth check (measured step time against the priced one within a source)."""
+    shipped calibration, with no engine host time or (--engine) an engine's execution profile: plain-decode
+    tokens/s, the speculative/plain ratio of each source and whether speculation wins or loses, with the measured
+    accepted length as an oracle τ; the rows it cannot price and why; the verify-growth check (measured step time
+    against the priced one within a source)."""
     from sdsl.cli._common import echo_json
     from sdsl.experiments.moe_validation import validate_moe
 
-    out = validate_moe()
+    out = validate_moe(engine=None if engine == "ideal" else engine)
     if as_json:
         echo_json(out)
         return

@@ -19,7 +19,7 @@ __all__ = ["ROW_KEYS", "config_row", "frame_columns", "report_rows"]
 ROW_KEYS = ("proposer", "draft", "draft_params", "gamma", "tree", "batch", "acceptance_index", "alpha",
             "acceptance_source", "tau", "tokens_per_s", "plain_tokens_per_s", "speedup", "tpot_s", "bound",
             "t_draft_s", "t_propose_s", "t_verify_s", "t_worker_s", "t_host_s", "t_step_s", "cost_ratio",
-            "distinct_experts")
+            "distinct_experts", "engine")
 _PRICED = ("tau", "tokens_per_s", "plain_tokens_per_s", "speedup", "tpot_s", "bound", "t_draft_s", "t_propose_s",
            "t_verify_s", "t_worker_s", "t_host_s", "t_step_s", "cost_ratio", "distinct_experts")
 
@@ -32,10 +32,33 @@ def _draft(proposer) -> tuple:
     return (model.name, float(model.total_params)) if isinstance(model, ModelSpec) else (None, None)
 
 
+def _engine(step) -> str | None:
+    """The name of the engine profile that priced ``step``."""
+    return None if step.engine is None else step.engine.name
+
+
 def _full(step, name: str, shape):
     if name == "distinct_experts":  # routed experts per MoE layer of the verify forward (0 for a dense target)
         return np.broadcast_to(np.asarray(step.verify_time.distinct_experts, dtype=float), shape)
     return np.broadcast_to(np.asarray(getattr(step, name)), shape)
+
+
+def _plain_full(step, name: str, shape):
+    """The same column for plain decoding (no speculation): what a k = 0 row is. The priced step at γ = 0 would
+    still charge a speculative worker's host time and draft extend, which a step without speculation does not
+    run; the ranking prices k = 0 as plain (:func:`sdsl.core.ranking.rank_proposers`) and its rows say so."""
+    plain = {"tau": 1.0, "tokens_per_s": step.plain_tokens_per_s, "speedup": 1.0, "tpot_s": step.t_plain_s,
+             "t_draft_s": 0.0, "t_propose_s": 0.0, "t_verify_s": step.t_plain_s, "t_worker_s": 0.0, "t_host_s": 0.0,
+             "t_step_s": step.t_plain_s}
+    if name == "distinct_experts":
+        source = step.plain_time if step.plain_time is not None else step.verify_time
+        return np.broadcast_to(np.asarray(source.distinct_experts, dtype=float), shape)
+    return np.broadcast_to(np.asarray(plain[name]), shape) if name in plain else _full(step, name, shape)
+
+
+def _column(step, name: str, shape, gammas_on_shape):
+    """Column ``name`` on ``shape``, plain decoding where k = 0."""
+    return np.where(gammas_on_shape == 0, _plain_full(step, name, shape), _full(step, name, shape))
 
 
 def config_row(proposer, step, index: tuple, acceptance, *, gamma, batch: int, acceptance_index: int,
@@ -43,12 +66,13 @@ def config_row(proposer, step, index: tuple, acceptance, *, gamma, batch: int, a
     """One row (:data:`ROW_KEYS`) of ``step`` at ``index``. ``alpha`` is the i.i.d. α with the same τ at that k
     (Leviathan Eq. (1) inverted; the α itself for an i.i.d. acceptance), None for a tree."""
     shape = np.broadcast_shapes(*(np.shape(getattr(step, k)) for k in ARRAY_FIELDS))
-    values = {k: _full(step, k, shape)[index].item() for k in _PRICED}
+    full = _plain_full if tree is None and int(gamma) == 0 else _full
+    values = {k: full(step, k, shape)[index].item() for k in _PRICED}
     draft, params = _draft(proposer)
     alpha = None if tree is not None else float(acceptance.iid_alpha(int(gamma)))
     row = {"proposer": proposer.name, "draft": draft, "draft_params": params, "gamma": gamma, "tree": tree,
            "batch": batch, "acceptance_index": acceptance_index, "alpha": alpha,
-           "acceptance_source": step.acceptance_source, **values}
+           "acceptance_source": step.acceptance_source, **values, "engine": _engine(step)}
     return {k: row[k] for k in ROW_KEYS}
 
 
@@ -64,7 +88,9 @@ def frame_columns(proposer, step, levels, gammas, batches, keep, finite) -> dict
     cols = {"proposer": [proposer.name] * n, "draft": [draft] * n, "draft_params": [params] * n,
             "gamma": gammas[k_idx].astype(int), "tree": [None] * n, "batch": batches[b_idx].astype(int),
             "acceptance_index": a_idx, "alpha": alpha[k_idx, a_idx], "acceptance_source": [step.acceptance_source] * n}
-    cols.update({k: _full(step, k, shape)[mask] for k in _PRICED})
+    k_on_shape = np.broadcast_to(gammas.reshape(-1, 1, 1), shape)
+    cols.update({k: _column(step, k, shape, k_on_shape)[mask] for k in _PRICED})
+    cols["engine"] = [_engine(step)] * n
     return {k: cols[k] for k in ROW_KEYS}
 
 

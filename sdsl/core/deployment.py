@@ -1,7 +1,8 @@
-"""Where and how models run: one frozen value for hardware, parallelism, precision, context and
-latency parameters, passed whole to :func:`~sdsl.core.throughput.predict`,
+"""Where and how models run: one frozen value for hardware, parallelism, precision, context, latency
+parameters and the engine that runs them, passed whole to :func:`~sdsl.core.throughput.predict`,
 :func:`~sdsl.core.latency.step_time`, :func:`~sdsl.core.search.evaluate_grid`, the serving
-simulator and the CLI (the roofline step time of docs/model.md §3.3 reads all of them).
+simulator and the CLI (the roofline step time of docs/model.md §3.3 reads all of them; the engine's execution
+profile, §3.9, prices the host time around it).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from numbers import Integral, Real
 from pathlib import Path
 
 from sdsl.core.architecture import dtype_bytes
+from sdsl.core.engine import EngineProfile, resolve_engine
 from sdsl.core.hardware import Hardware, get_hardware
 from sdsl.core.latency_params import LatencyParams, default_params
 from sdsl.errors import InvalidInputError
@@ -42,6 +44,10 @@ class Deployment:
     ``weight_dtype``. ep: expert-parallel degree, dividing ``tp``: the MoE experts spread over ep groups of
     tp/ep GPUs. expert_dispatch: how tokens reach their experts when ep > 1 — "allreduce" (every GPU holds
     every token; the layer's all-reduce combines) or "all-to-all" (dispatch and combine, DeepEP-style).
+    engine: the engine's execution profile (:class:`~sdsl.core.engine.EngineProfile` or any
+    :func:`~sdsl.core.engine.resolve_engine` spec: ``"vllm"``, ``"vllm:2025-04"``, ``"sglang-spec-v2"``,
+    ``"ideal"``, a profile name or ``.json`` file); ``None`` is the newest vLLM profile on a GPU and ``"ideal"``
+    (the roofline alone) on a CPU.
     """
 
     hardware: Hardware
@@ -54,10 +60,12 @@ class Deployment:
     expert_dtype: str | None = None
     ep: int = 1
     expert_dispatch: str = "allreduce"
+    engine: EngineProfile | None = None
 
     def __init__(self, hardware, *, tp: int = 1, draft_tp: int = 1, dtype: str = "bf16", context=1024,
                  params: LatencyParams | None = None, weight_dtype: str | None = None,
-                 expert_dtype: str | None = None, ep: int = 1, expert_dispatch: str = "allreduce") -> None:
+                 expert_dtype: str | None = None, ep: int = 1, expert_dispatch: str = "allreduce",
+                 engine=None) -> None:
         from sdsl.core.weight_formats import get_weight_format
 
         hw = get_hardware(hardware) if isinstance(hardware, (str, Path, Hardware)) else None
@@ -85,6 +93,7 @@ class Deployment:
         set_(self, "expert_dtype", formats[1])
         set_(self, "ep", ep)
         set_(self, "expert_dispatch", expert_dispatch)
+        set_(self, "engine", resolve_engine(engine, hardware=hw))
 
     @classmethod
     def of(cls, value) -> "Deployment":
@@ -105,11 +114,12 @@ class Deployment:
         return replace(self, tp=self.draft_tp, ep=1, params=params or self.params)
 
     def to_dict(self) -> dict:
-        """JSON-ready: the hardware by name, the latency parameters as a dict."""
+        """JSON-ready: the hardware by name, the latency parameters as a dict, the engine profile's summary."""
         out = {"hardware": self.hardware.name, "tp": self.tp, "draft_tp": self.draft_tp, "dtype": self.dtype,
                "context": self.context, "params": self.params.to_dict()}
         extra = {"weight_dtype": self.weight_dtype, "expert_dtype": self.expert_dtype, "ep": self.ep,
                  "expert_dispatch": self.expert_dispatch}
         defaults = {"weight_dtype": None, "expert_dtype": None, "ep": 1, "expert_dispatch": "allreduce"}
         out.update({k: v for k, v in extra.items() if v != defaults[k]})  # dense defaults keep the old keys only
+        out["engine"] = self.engine.summary()
         return out

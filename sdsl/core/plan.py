@@ -56,9 +56,7 @@ class SpeculationPlan(Result):
     pick: dict  # {"proposer", "gamma", "tree"} at the first batch asked for
     k_table: list  # the pick's batch -> k ranges
     flop_optimum: dict  # SDSL's continuous N*
-    host_step_s: float = 0.0
     given: Acceptance | None = None  # the acceptance the caller gave for every proposer
-    pass_overhead_s: float = 0.0
     trees: TreeRanking | None = None
     tree_pick: dict | None = None
     export: dict | None = None
@@ -148,12 +146,11 @@ class SpeculationPlan(Result):
         dep = self.deployment
         out = {"target": self.target.name, "hardware": dep.hardware.name, "context": dep.context, "tp": dep.tp,
                "draft_tp": dep.draft_tp, "dtype": dep.dtype, "alpha_source": self.alpha_source,
-               "latency_params": dep.params.to_dict(),
+               "latency_params": dep.params.to_dict(), "engine": dep.engine.summary(),
                **({"acceptance": self.given.to_dict()} if self.given is not None else {}),
                "acceptance_by_proposer": {p.name: levels[0].to_dict() for p, levels in
                                           zip(self.ranking.proposers, self.ranking.acceptance)},
-               "fits_in_memory": self.fits_in_memory(), "pass_overhead_s": self.pass_overhead_s,
-               "host_step_s": self.host_step_s, "configs": self.configs, "break_even_batch": self.break_even_batch,
+               "fits_in_memory": self.fits_in_memory(), "configs": self.configs, "break_even_batch": self.break_even_batch,
                "max_batch": self.max_batch, "pick": self.pick, "k_table": self.k_table,
                "speculation_pays": self.speculation_pays, "k_reasons": self.k_reasons(), "sdsl": self.flop_optimum}
         if self.trees is not None:
@@ -187,14 +184,16 @@ def _tree_pick(trees: TreeRanking, ranking: ProposerRanking, batches) -> dict | 
 
 
 def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gamma_max: int = 10, batches=(1,),
-                     max_batch: int = 256, trees: bool = False, export: str | None = None, pass_overhead_s=0.0,
-                     host_step_s=0.0, pretrain_tokens: float = 1e12, any_tokenizer: bool = False,
+                     max_batch: int = 256, trees: bool = False, export: str | None = None,
+                     pretrain_tokens: float = 1e12, any_tokenizer: bool = False,
                      top: int = 10, workload: str = "chat") -> SpeculationPlan:
     """Everything ``sdsl optimize`` reports (module docstring). ``proposers``: names or Proposers (default: the
     catalog's draft candidates, :func:`default_proposers`); ``acceptance``: one Acceptance for every proposer, a
     mapping (proposer name or kind → Acceptance; the others resolve on their own), or None (each proposer's
     own, :func:`sdsl.core.acceptance.resolve_acceptance`: the published catalog for ``workload``, SDSL's plane
-    with D = D′ = ``pretrain_tokens`` for draft models)."""
+    with D = D′ = ``pretrain_tokens`` for draft models). The deployment's engine profile prices every step
+    (docs/model.md §3.9), so the best k and the batch at which speculation stops paying include the engine's
+    costs."""
     from sdsl.core.architecture import get_model
     from sdsl.core.export import ENGINES, export_config
     from sdsl.core.proposers import make_proposer
@@ -212,9 +211,8 @@ def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gam
         gamma_max = min(gamma_max, int(acceptance.max_k))  # a measured vector prices only the positions it covers
     dense = np.unique(np.concatenate([np.arange(1, max_batch + 1), batches]))
     options = {"draft_tokens": pretrain_tokens, "target_tokens": pretrain_tokens, "workload": workload}
-    host = {"pass_overhead_s": pass_overhead_s, "host_step_s": host_step_s}
     ranking = rank_proposers(target, props, dep, acceptance=acceptance, gammas=range(0, gamma_max + 1),
-                             batches=dense, acceptance_options=options, **host)
+                             batches=dense, acceptance_options=options)
     pick_i, pick_k = ranking.pick(batches[0])
     pick = {"proposer": ranking.proposers[pick_i].name, "gamma": pick_k, "tree": None}
     table = ranking.k_table(pick_i)
@@ -222,7 +220,7 @@ def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gam
     if trees:
         depth = range(1, max(1, min(8, gamma_max)) + 1)
         tree_ranking = rank_trees(target, props, dep, acceptance=acceptance, batches=batches, steps=depth,
-                                  acceptance_options=options, **host)
+                                  acceptance_options=options)
         tree_pick = _tree_pick(tree_ranking, ranking, batches)
     engine = None
     if export:
@@ -230,6 +228,6 @@ def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gam
         engine = {"engine": export, "pick": engine_pick, "config": export_config(export, engine_pick, table)}
     given = acceptance if isinstance(acceptance, Acceptance) else None
     return SpeculationPlan(target, dep, ranking, batches, top, max_batch, pick, table, flop_optimum(target, pretrain_tokens),
-                           host_step_s=host_step_s, given=given, pass_overhead_s=pass_overhead_s, trees=tree_ranking,
+                           given=given, trees=tree_ranking,
                            tree_pick=tree_pick, export=engine)
 

@@ -10,7 +10,7 @@ inputs it depends on (batch, γ or trees, τ, drafts stacked on a leading axis).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
@@ -58,6 +58,12 @@ class PricedStep(Result):
     deployment: object = None  # the Deployment that priced it
     acceptance: object = None  # the Acceptance τ came from (None when τ was given)
     acceptance_source: str = "given"
+    pieces: object = field(default=None, compare=False, repr=False)  # engine StepPieces (calibration)
+
+    @property
+    def engine(self):
+        """The :class:`~sdsl.core.engine.EngineProfile` that priced the step (the deployment's)."""
+        return None if self.deployment is None else self.deployment.engine
 
     @property
     def t_overhead_s(self) -> np.ndarray:
@@ -72,12 +78,13 @@ class PricedStep(Result):
         dep = self.deployment
         summary = None if dep is None else {"hardware": dep.hardware.name, "tp": dep.tp, "draft_tp": dep.draft_tp,
                                             "dtype": dep.dtype, "context": dep.context,
-                                            "latency_params": dep.params.source}
+                                            "latency_params": dep.params.source, "engine": dep.engine.name}
         tree = self.tree if not isinstance(self.tree, dict) else {k: np.asarray(v).tolist() for k, v in self.tree.items()}
         return {"target": self.target, "proposer": self.proposer,
                 "gamma": None if self.gamma is None else np.asarray(self.gamma).tolist(), "tree": tree,
                 "batch": np.asarray(self.batch).tolist(), "deployment": summary,
                 "acceptance_source": self.acceptance_source,
+                "engine": None if dep is None else dep.engine.summary(),
                 "acceptance": None if self.acceptance is None else self.acceptance.to_dict()}
 
     def to_dict(self) -> dict:
@@ -102,7 +109,7 @@ class PricedStep(Result):
         shape = np.broadcast_shapes(*(np.shape(getattr(self, k)) for k in ARRAY_FIELDS))
         arrays = {k: np.broadcast_to(np.asarray(getattr(self, k)), shape)[index] for k in ARRAY_FIELDS}
         times = {k: _take_time(getattr(self, k), shape, index) for k in ("verify_time", "plain_time")}
-        return replace(self, **arrays, **times, **changes)
+        return replace(self, **arrays, **times, pieces=None, **changes)
 
     def report(self) -> str:
         """One line per configuration: τ, step times (ms), tokens/s, speedup and the bound."""

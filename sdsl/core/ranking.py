@@ -186,13 +186,12 @@ def _draft_groups(props) -> dict:
 
 
 def rank_proposers(target, proposers, deployment, *, acceptance=None, gammas=range(0, 9), batches=(1,),
-                   pass_overhead_s=0.0, host_step_s=0.0, acceptance_options: dict | None = None) -> ProposerRanking:
+                   acceptance_options: dict | None = None) -> ProposerRanking:
     """Price every proposer × k × batch × acceptance. ``acceptance``: None (each proposer's own,
     :func:`sdsl.core.acceptance.resolve_acceptance`: the published catalog, SDSL's plane for draft models), one
     spec for all proposers, or a mapping {proposer name or kind: spec}; a spec is an Acceptance, i.i.d. α level(s), or a list of
-    Acceptance levels (every proposer needs the same number). ``pass_overhead_s``: an engine's host time per
-    forward pass; ``host_step_s``: its exposed host time per speculative step (k > 0 only;
-    :mod:`sdsl.core.engine_host`); ``acceptance_options`` go to the acceptance rules (e.g. ``draft_tokens``)."""
+    Acceptance levels (every proposer needs the same number). The deployment's engine profile prices the engine's
+    host time (:mod:`sdsl.core.engine`); ``acceptance_options`` go to the acceptance rules (e.g. ``draft_tokens``)."""
     from sdsl.core.architecture import get_model
     from sdsl.core.search import price_draft_stack
 
@@ -207,21 +206,18 @@ def rank_proposers(target, proposers, deployment, *, acceptance=None, gammas=ran
     levels = _levels(props, target, acceptance, acceptance_options or {})
     if len({len(x) for x in levels}) > 1:
         raise InvalidInputError("Every proposer ranked needs the same number of acceptance levels.")
-    host = dict(pass_overhead_s=pass_overhead_s)
     steps = [None] * len(props)
     for group in _draft_groups(props).values():
         taus = np.stack([_level_taus(levels[i], g) for i in group])[:, :, None, :]  # (draft, k, 1, acceptance)
         stack = price_draft_stack(target, [props[i].model for i in group], dep, tau=taus, gamma=g[None, :, None, None],
-                                  batch=b[None, None, :, None], draft_params=props[group[0]].params,
-                                  overhead_s=host_step_s * (g[None, :, None, None] > 0), **host)
+                                  batch=b[None, None, :, None], draft_params=props[group[0]].params)
         for j, i in enumerate(group):
             steps[i] = stack.take(j, proposer=props[i].name, acceptance_source=levels[i][0].source)
     for i, p in enumerate(props):
         if steps[i] is None:
             usable = g if p.max_depth is None else np.minimum(g, p.max_depth)
             steps[i] = price_step(target, p, dep, tau=_level_taus(levels[i], usable)[:, None, :],
-                                  gamma=usable[:, None, None], batch=b[None, :, None], tau_source=levels[i][0].source,
-                                  overhead_s=host_step_s * (usable[:, None, None] > 0), **host)
+                                  gamma=usable[:, None, None], batch=b[None, :, None], tau_source=levels[i][0].source)
     shape = (g.size, b.size, len(levels[0]))
     plain = np.broadcast_to(steps[0].plain_tokens_per_s, shape)[0, :, 0]
     # k = 0 is plain decoding whatever the proposer: an EAGLE-style head priced at γ = 0 would still charge its
@@ -284,7 +280,7 @@ class TreeRanking(Result):
 
 def rank_trees(target, proposers, deployment, *, acceptance=None, batches=(1,), steps=range(1, 9), topks=(1, 2, 4, 8),
                max_tokens: int = 64, rank_ratio: float | None = None, draft_temperature: float | None = None,
-               pass_overhead_s=0.0, host_step_s=0.0, acceptance_options: dict | None = None) -> TreeRanking:
+               acceptance_options: dict | None = None) -> TreeRanking:
     """Price every SGLang (steps, topk, num_draft_tokens) triple for each proposer and batch: τ from the
     SpecInfer/Sequoia tree model (:func:`sdsl.core.tree_search.sglang_grid`) over per-rank acceptance built from
     the proposer's acceptance (its first level; resolved as in :func:`rank_proposers`) by
@@ -308,7 +304,7 @@ def rank_trees(target, proposers, deployment, *, acceptance=None, batches=(1,), 
         trees = {"steps": grid.steps[:, None], "topk": grid.topk[:, None], "tokens": grid.num_draft_tokens[:, None]}
         sub = {k: np.where(usable[:, None], v, 1 + (k == "tokens")) for k, v in trees.items()}
         step = price_step(target, p, dep, tau=np.where(usable, grid.tau, 1.0)[:, None], tree=sub, batch=b[None, :],
-                          overhead_s=host_step_s, pass_overhead_s=pass_overhead_s, tau_source=f"{acc.source} (tree model)")
+                          tau_source=f"{acc.source} (tree model)")
         priced.append(step)
         tps.append(np.where(usable[:, None], step.tokens_per_s, -np.inf))
     grid = grids[accs[0]]

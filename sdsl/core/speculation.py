@@ -116,19 +116,24 @@ def _price_distinct_shapes(price, x, y, many: bool):
     return gather(out)
 
 
-def _host_seconds(proposer, deployment, *, steps, verify_tokens, batch, gpu_step_s, gpu_plain_s, overhead_s,
-                  pass_overhead_s, plain_overhead_s):
+def _host_seconds(proposer, deployment, *, pieces, overhead_s, pass_overhead_s, plain_overhead_s):
     """Exposed host seconds (the GPU waits for them) of one speculative step and of one plain step: every host-time
-    term of :func:`price_step` comes from here, and only here, so an engine execution model replaces this one
-    function (it gets the deployment, the step's shape and the GPU seconds it could overlap with).
+    term of :func:`price_step` comes from here, and only here. The deployment's engine profile prices its terms
+    (:func:`sdsl.core.engine.host_seconds`: host per step and whether it overlaps the GPU, eager launches beyond the
+    GPU time, host per speculative step and per separate forward; docs/model.md §3.9) from ``pieces``
+    (:class:`~sdsl.core.engine.StepPieces`: the step's GPU seconds and shape).
 
-    Today's terms, all added to the GPU time (no overlap): ``overhead_s`` once per speculative step;
+    The explicit terms are added on top, with no overlap: ``overhead_s`` once per speculative step;
     ``pass_overhead_s`` per forward — the verify pass, every separate drafting pass (:meth:`Proposer.passes`) and
     every worker pass (:meth:`Proposer.worker_passes`) of the step, and the plain step's one forward;
-    ``plain_overhead_s`` once per plain step."""
-    forwards = 1.0 + proposer.passes(steps) + proposer.worker_passes()
+    ``plain_overhead_s`` once per plain step (sdsl's reference decoder, whose host times are measured, gives them
+    with the ``ideal`` engine)."""
+    from sdsl.core.engine import host_seconds
+
+    engine_step, engine_plain = host_seconds(deployment.engine, pieces)
+    forwards = 1.0 + pieces.passes
     spec = overhead_s + pass_overhead_s * forwards
-    return spec + 0.0 * gpu_step_s, plain_overhead_s + pass_overhead_s + 0.0 * gpu_plain_s
+    return engine_step + spec + 0.0 * pieces.gpu_step_s, engine_plain + plain_overhead_s + pass_overhead_s + 0.0 * pieces.gpu_plain_s
 
 
 def _check_seconds(**values):
@@ -173,7 +178,7 @@ def _resolve_tau(target, proposer, tau, acceptance, gamma, tree, rank_ratio, tau
 
 def price_step(target, proposer, deployment, *, tau=None, acceptance=None, gamma=None, tree=None, batch=1,
                context=None, overhead_s=0.0, pass_overhead_s=0.0, plain_overhead_s=0.0, rank_ratio=None,
-               tau_source: str = "given", acceptance_options: dict | None = None) -> PricedStep:
+               tau_source: str = "given", acceptance_options: dict | None = None, engine=None) -> PricedStep:
     """Price one speculative step (module docstring) → :class:`~sdsl.core.priced_step.PricedStep`.
 
     ``target``: ModelSpec or catalog name; ``proposer``: a :class:`~sdsl.core.proposers.Proposer` or its name
@@ -183,14 +188,17 @@ def price_step(target, proposer, deployment, *, tau=None, acceptance=None, gamma
     ``tau_source`` is recorded), else from ``acceptance`` (an Acceptance; an i.i.d. α, number or array, for a
     chain; a mapping proposer → either), else resolved (:func:`sdsl.core.acceptance.resolve_acceptance`:
     SDSL's plane for a draft model; ``acceptance_options``, e.g. ``{"draft_tokens": 3e11}``, go to its
-    rules). ``context`` (default the deployment's) broadcasts. Host time (:func:`_host_seconds`):
-    ``overhead_s`` once per speculative step, ``pass_overhead_s`` per forward (an engine's host time per pass,
-    which operator-level calibration does not see; plain step included), ``plain_overhead_s`` once per plain
-    step.
+    rules). ``context`` (default the deployment's) broadcasts. ``engine`` (default the deployment's own, whose
+    default is the newest vLLM profile on a GPU) is any :func:`sdsl.core.engine.resolve_engine` spec: ``"ideal"``,
+    ``"vllm"``, ``"vllm:2025-04"``, a profile name or file. Host time (:func:`_host_seconds`): the engine's terms,
+    plus ``overhead_s`` once per speculative step, ``pass_overhead_s`` per forward (plain step included) and
+    ``plain_overhead_s`` once per plain step, added without overlap.
     """
     from sdsl.core.architecture import get_model
 
     dep = Deployment.of(deployment)
+    if engine is not None:
+        dep = dep.replace(engine=engine)
     proposer = make_proposer(proposer)
     target = target if hasattr(target, "d_model") else get_model(target)
     if (gamma is None) == (tree is None):
@@ -203,19 +211,11 @@ def price_step(target, proposer, deployment, *, tau=None, acceptance=None, gamma
     host = _check_seconds(overhead_s=overhead_s, pass_overhead_s=pass_overhead_s, plain_overhead_s=plain_overhead_s)
     b = np.asarray(batch, dtype=float)
     ctx = np.asarray(dep.context if context is None else context, dtype=float)
-    many = isinstance(tree, dict)
-    plain = forward_step(target, dep, batch=b, q=1, context=ctx)
-    verify = _price_distinct_shapes(lambda n, m: forward_step(target, dep, batch=b, q=n, context=ctx + m),
-                                    n_verify, mask_extra, many)
+    plain, verify, t_propose, worker, pieces = _gpu_parts(target, proposer, dep, b, ctx, steps, topk, n_verify,
+                                                          mask_extra, t, isinstance(tree, dict))
     t_draft = proposer.step_time(target, dep, batch=b, q=1, context=ctx)
-    t_propose = _price_distinct_shapes(lambda s_, k_: proposer.draft_time(target, dep, batch=b, steps=s_, topk=k_,
-                                                                          context=ctx), steps, topk, many)
-    worker = proposer.worker_time(target, dep, batch=b, steps=steps, topk=topk, tau=t, verify_tokens=n_verify,
-                                  context=ctx)
-    gpu_step = t_propose + verify.total_s + worker
-    host_step, host_plain = _host_seconds(proposer, dep, steps=steps, verify_tokens=n_verify, batch=b,
-                                          gpu_step_s=gpu_step, gpu_plain_s=plain.total_s, **host)
-    t_step = gpu_step + host_step
+    host_step, host_plain = _host_seconds(proposer, dep, pieces=pieces, **host)
+    t_step = pieces.gpu_step_s + host_step
     t_plain = plain.total_s + host_plain
     tps, plain_tps = b * t / t_step, b / t_plain
     return PricedStep(
@@ -224,7 +224,112 @@ def price_step(target, proposer, deployment, *, tau=None, acceptance=None, gamma
         plain_tokens_per_s=plain_tps, speedup=tps / plain_tps, tpot_s=t_step / t, cost_ratio=t_draft / t_plain,
         bound=verify.bound, verify_tokens=n_verify, verify_time=verify, plain_time=plain,
         target=getattr(target, "name", ""), proposer=proposer.name, gamma=gamma,
-        tree=_tree_input(tree), batch=np.asarray(batch), deployment=dep, acceptance=acc, acceptance_source=source)
+        tree=_tree_input(tree), batch=np.asarray(batch), deployment=dep, acceptance=acc, acceptance_source=source,
+        pieces=pieces)
+
+
+def _gpu_parts(target, proposer, dep, b, ctx, steps, topk, n_verify, mask_extra, tau, many):
+    """(plain forward, verify forward, all drafting, worker GPU seconds, StepPieces) of a step on the deployment's
+    engine: the target's forwards at the batch the engine pads them to, the rejection sampler's probabilities where
+    the engine writes them."""
+    engine = dep.engine
+    plain = _padded_forward(target, dep, engine, b, 1.0, ctx)
+    verify = _price_distinct_shapes(lambda n, m: _padded_forward(target, dep, engine, b, n, ctx + m),
+                                    n_verify, mask_extra, many)
+    t_propose = _price_distinct_shapes(lambda s_, k_: proposer.draft_time(target, dep, batch=b, steps=s_, topk=k_,
+                                                                          context=ctx), steps, topk, many)
+    worker = proposer.worker_time(target, dep, batch=b, steps=steps, topk=topk, tau=tau, verify_tokens=n_verify,
+                                  context=ctx)
+    speculative = (np.asarray(steps, dtype=float) > 0) | (proposer.worker_passes() > 0)
+    if engine.rejection_probs:
+        worker = worker + np.where(speculative & (n_verify > 1), _rejection_probs_s(target, dep, b, n_verify), 0.0)
+    gpu_step = t_propose + verify.total_s + worker
+    pieces = _pieces(target, proposer, dep, engine, b, steps, topk, tau, ctx, n_verify, speculative, gpu_step,
+                     t_propose, verify.total_s, plain.total_s)
+    return plain, verify, t_propose, worker, pieces
+
+
+def _padded_forward(target, dep, engine, b, q, context):
+    """The target's forward over ``q`` tokens of ``b`` sequences, priced at the batch the engine pads it to
+    (:func:`sdsl.core.engine.padded_batch`); the padded rows hold no context, so the KV read stays that of the
+    ``b`` real sequences (context scaled by b / padded batch)."""
+    from sdsl.core.engine import padded_batch
+
+    if not engine.capture_sizes:
+        return forward_step(target, dep, batch=b, q=q, context=context)
+    pb, _ = padded_batch(engine, b, q)
+    ctx = np.where(pb == b, context, np.asarray(context, dtype=float) * b / pb)
+    return forward_step(target, dep, batch=pb, q=q, context=ctx)
+
+
+def _rejection_probs_s(target, dep, b, n_verify):
+    """The rejection sampler's fp32 probabilities of every verified position over the (local) vocabulary, written
+    once and read once: two memory-bound kernels of b·n·V·4 bytes (docs/model.md §3.9)."""
+    from sdsl.core.latency import op_time
+
+    hw = dep.hardware
+    nbytes = b * np.asarray(n_verify, dtype=float) * (-(-target.vocab_size // dep.tp)) * 4.0
+    return 2.0 * op_time(0.0, nbytes, hw.peak_flops_for(dep.dtype), hw.mem_bandwidth, dep.params)
+
+
+def _pieces(target, proposer, dep, engine, b, steps, topk, tau, ctx, n_verify, speculative, gpu_step, t_propose,
+            t_verify, t_plain):
+    """The :class:`~sdsl.core.engine.StepPieces` of a priced step: GPU times, separate forwards, and every forward
+    that may run eagerly (verify and plain forwards without graphs or above the largest captured size; drafting
+    passes and the draft-extend pass where the engine does not graph them) with its kernels counted from the
+    model's structure (:func:`sdsl.core.engine.forward_kernels`)."""
+    from sdsl.core.engine import StepPieces, forward_kernels, padded_batch, proposer_kernels
+
+    style, tp = engine.kernels, dep.tp
+    passes = np.asarray(proposer.passes(steps), dtype=float)
+    workers = float(proposer.worker_passes())
+    rows_step, rows_plain = [], []
+    if not engine.is_ideal:
+        grouped = target.n_kv_head != target.n_head
+        k_draft, k_extend = proposer_kernels(proposer, target, style, dep.draft_tp if proposer.kind == "draft" else tp)
+        k_verify = forward_kernels(style, target.n_layer, grouped_kv=grouped, tp=tp, loop_step=False)
+        if proposer.kind == "medusa":  # the heads run inside the target's forward
+            k_verify = k_verify + k_draft
+        k_plain = forward_kernels(style, target.n_layer, grouped_kv=grouped, tp=tp, loop_step=True)
+        eager_v = padded_batch(engine, b, n_verify)[1] | (not engine.graphs_target)
+        eager_p = padded_batch(engine, b, 1.0)[1] | (not engine.graphs_target)
+        rows_step.append((1.0, k_verify, t_verify, eager_v))
+        rows_plain.append((1.0, k_plain, t_plain, eager_p))
+        if not engine.graphs_draft and np.any(np.asarray(k_draft) > 0):
+            per_pass = np.where(passes > 0, t_propose / np.maximum(passes, 1.0), 0.0)
+            rows_step.append((passes, k_draft, per_pass, True))
+        if not engine.graphs_extend and workers > 0 and hasattr(proposer, "extend_time"):
+            extend = proposer.extend_time(target, dep, batch=b, tau=proposer.extend_rows(tau, steps), context=ctx)
+            rows_step.append((workers, k_extend, extend, True))
+    ar_step, ar_plain = _allreduce_counts(target, proposer, dep, engine, b, topk, tau, n_verify, passes, workers)
+    return StepPieces(gpu_step_s=gpu_step, gpu_plain_s=t_plain, speculative=speculative, passes=passes + workers,
+                      steps=np.asarray(steps, dtype=float), kind=proposer.kind, eager_step=tuple(rows_step),
+                      eager_plain=tuple(rows_plain), allreduce_step=ar_step, allreduce_plain=ar_plain)
+
+
+def _allreduce_counts(target, proposer, dep, engine, b, topk, tau, n_verify, passes, workers):
+    """(custom all-reduce latencies in the step's GPU time, in the plain step's): two all-reduces per layer of the
+    target's verify and plain forwards at the batch the engine pads them to, of an EAGLE-style head's passes and
+    draft extend at the target's tp, of a draft model's passes at ``draft_tp``; each one-shot call one latency, a
+    two-shot call two (:func:`sdsl.core.engine.allreduce_latencies`). Zero without a custom all-reduce."""
+    from sdsl.core.architecture import dtype_bytes
+    from sdsl.core.engine import allreduce_latencies, padded_batch
+
+    if engine.allreduce != "custom":
+        return 0.0, 0.0
+    dt, d, tp = dtype_bytes(dep.dtype), target.d_model, dep.tp
+    calls = lambda layers, tokens, degree, width=d: 2.0 * layers * allreduce_latencies(engine, tokens * width * dt, degree)  # noqa: E731
+    plain = calls(target.n_layer, padded_batch(engine, b, 1.0)[0], tp)
+    step = calls(target.n_layer, padded_batch(engine, b, n_verify)[0] * n_verify, tp)
+    kind = proposer.kind
+    if kind in ("eagle", "eagle3", "mtp"):
+        layers = getattr(proposer, "layers", 1)
+        step = step + passes * calls(layers, b * np.asarray(topk, dtype=float), tp)
+        step = step + workers * calls(layers, b * np.asarray(tau, dtype=float), tp)
+    elif kind == "draft":
+        model = proposer.model
+        step = step + passes * calls(model.n_layer, b, dep.draft_tp, model.d_model)
+    return step, plain
 
 
 def _tree_input(tree):

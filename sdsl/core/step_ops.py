@@ -262,7 +262,13 @@ def communication_time(shapes: ModelShapes, dep: Deployment, tokens, dt: int):
     ic = getattr(hardware, "interconnect_bandwidth", None)
     if not ic:
         raise InvalidInputError(f"{hardware.name} has no interconnect bandwidth in the catalog; tp > 1 needs one.")
-    one = allreduce_time_with(tokens * shapes.d_model * dt, shapes.tp, ic, params)
+    message = tokens * shapes.d_model * dt
+    one = allreduce_time_with(message, shapes.tp, ic, params)
+    engine = getattr(dep, "engine", None)
+    if engine is not None and engine.allreduce == "custom":  # the engine's own one-/two-shot kernel (sdsl.core.engine)
+        from sdsl.core.engine_allreduce import custom_allreduce_time
+
+        one = custom_allreduce_time(engine, message, shapes.tp, ic, params.eta_interconnect, one)
     if not (shapes.has_moe and shapes.ep > 1 and dep.expert_dispatch == "all-to-all"):
         return 2.0 * shapes.n_layer * one
     a2a = all_to_all_time(tokens / shapes.ep * shapes.top_k * shapes.d_model * dt, shapes.ep, ic, params)

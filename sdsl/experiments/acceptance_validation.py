@@ -14,11 +14,13 @@
    setting's measured chains, nodes chosen by acceptance (the earlier model) or by the draft's scores
    (temperature fitted on all pairs, and leave-one-target-out), with the rank ratio profiled.
 4. **Ranking in Spec-Bench.** For each Spec-Bench target and GPU, the methods sdsl has a proposer for, priced
-   by :func:`sdsl.core.speculation.price_step` on that GPU at batch 1 (the cost model is ``engine``; today
-   only ``"roofline"``: the shipped calibrated operator roofline, with ``pass_overhead_s`` host time per
-   forward pass, 0 by default, while Spec-Bench runs Hugging Face eager decoding), with the measured accepted
-   length (an oracle acceptance: this checks the cost model) and with the leave-one-source-out prediction;
-   Kendall τ of predicted against measured speedup order.
+   by :func:`sdsl.core.speculation.price_step` on that GPU at batch 1 (the cost model is ``engine``:
+   ``"roofline"``, the shipped calibrated operator roofline alone — the ``ideal`` engine profile — with
+   ``pass_overhead_s`` host time per forward pass, 0 by default; or an engine execution profile, any
+   :func:`sdsl.core.engine.resolve_engine` spec or :class:`~sdsl.core.engine.EngineProfile`, e.g. ``"hf-eager"``,
+   the Hugging Face eager decoding Spec-Bench runs), with the measured accepted length (an oracle acceptance:
+   this checks the cost model) and with the leave-one-source-out prediction; Kendall τ of predicted against
+   measured speedup order.
 
 Results: VALIDATION.md "Acceptance catalog: defaults, k and trees"; recomputed by
 tests/unit/test_acceptance_validation.py.
@@ -35,9 +37,9 @@ from sdsl.errors import InvalidInputError
 
 __all__ = ["validate_acceptance", "loso_predictions", "k_sweep_check", "tree_pair_check", "specbench_ranking",
            "within_source_check",
-           "kendall_tau", "COST_ENGINES", "GOALS"]
+           "kendall_tau", "cost_profile", "COST_ENGINES", "GOALS"]
 
-COST_ENGINES = ("roofline",)
+COST_ENGINES = ("roofline",)  # cost models that are not engine profiles (the roofline alone)
 GOALS = {"median_abs_error": 0.10, "worst_abs_error": 0.25, "min_rows": 40, "min_sources": 5, "kendall_tau": 0.8}
 PREVIOUS_DECAY = 0.915  # the shared r before per-group ratios (sdsl/data/published/per_position.csv fit)
 
@@ -291,27 +293,35 @@ def _proposer(method: str):
     return make_proposer(_SPECBENCH_PROPOSERS[method])
 
 
-def _price(row, tau: float, engine: str, pass_overhead_s: float) -> float:
+def cost_profile(engine):
+    """The engine profile a cost model name prices with: ``"roofline"`` the roofline alone (``ideal``), anything else
+    as :func:`sdsl.core.engine.resolve_engine` takes it (an unknown name is a one-line :class:`UnknownNameError`)."""
+    from sdsl.core.engine import resolve_engine
+
+    return resolve_engine("ideal" if isinstance(engine, str) and engine.strip().lower() in COST_ENGINES else engine)
+
+
+def _price(row, tau: float, engine, pass_overhead_s: float) -> float:
     from sdsl.core.deployment import Deployment
     from sdsl.core.hardware import get_hardware
     from sdsl.core.latency import default_params
     from sdsl.core.speculation import price_step
 
     hw = get_hardware(next(v for k, v in _HARDWARE.items() if row.hardware.startswith(k)))
-    dep = Deployment(hw, tp=1, dtype="fp16", params=default_params(hw))
+    dep = Deployment(hw, tp=1, dtype="fp16", params=default_params(hw), engine=cost_profile(engine))
     shape = {"gamma": row.k} if row.structure == "chain" else {"tree": f"{row.k},{row.topk},{row.verify_tokens}"}
     step = price_step(_vicuna(row.target), _proposer(row.method), dep, tau=tau, batch=1, pass_overhead_s=pass_overhead_s,
                       **shape)
     return float(step.speedup)
 
 
-def specbench_ranking(predictions: dict | None = None, *, engine: str = "roofline", pass_overhead_s: float = 0.0) -> dict:
+def specbench_ranking(predictions: dict | None = None, *, engine="roofline", pass_overhead_s: float = 0.0) -> dict:
     """Per Spec-Bench (target, GPU): measured speedups, speedups priced with the measured and with the
-    leave-one-source-out accepted length, and Kendall τ of each against the measured order."""
+    leave-one-source-out accepted length, and Kendall τ of each against the measured order. ``engine``:
+    ``"roofline"`` or an engine profile (:func:`cost_profile`)."""
     from sdsl.core.acceptance_catalog import catalog_rows
 
-    if engine not in COST_ENGINES:
-        raise InvalidInputError(f"No cost model {engine!r} for Spec-Bench rows; known: {', '.join(COST_ENGINES)}.")
+    profile = cost_profile(engine)
     if predictions is None:
         predictions = {p["row_id"]: p for p in loso_predictions()[0]}
     rows = [r for r in catalog_rows() if r.source_id == "hemingkx/Spec-Bench" and r.task.startswith("Spec-Bench overall")
@@ -329,9 +339,9 @@ def specbench_ranking(predictions: dict | None = None, *, engine: str = "rooflin
             pred = predictions.get(r.row_id)
             priced.append({"method": r.method, "row_id": r.row_id, "measured_speedup": r.speedup,
                            "measured_tau": r.accepted_length,
-                           "speedup_with_measured_tau": _price(r, r.accepted_length, engine, pass_overhead_s),
+                           "speedup_with_measured_tau": _price(r, r.accepted_length, profile, pass_overhead_s),
                            "predicted_tau": None if pred is None else pred["predicted"],
-                           "speedup_with_predicted_tau": None if pred is None else _price(r, pred["predicted"], engine,
+                           "speedup_with_predicted_tau": None if pred is None else _price(r, pred["predicted"], profile,
                                                                                           pass_overhead_s)})
         meas = [p["measured_speedup"] for p in priced]
         oracle = kendall_tau(meas, [p["speedup_with_measured_tau"] for p in priced])
@@ -340,16 +350,18 @@ def specbench_ranking(predictions: dict | None = None, *, engine: str = "rooflin
         out.append({"target": target, "hardware": hw, "methods": priced, "not_priced": left,
                     "kendall_tau_measured_tau": oracle, "kendall_tau_predicted_tau": predicted,
                     "n_predicted": len(both)})
-    return {"engine": engine, "pass_overhead_s": pass_overhead_s, "batch": 1, "dtype": "fp16", "groups": out,
+    name = engine if isinstance(engine, str) else profile.name
+    return {"engine": name, "engine_profile": profile.summary(), "pass_overhead_s": pass_overhead_s, "batch": 1,
+            "dtype": "fp16", "groups": out,
             "goal": GOALS["kendall_tau"],
             "goal_met_measured_tau": all(g["kendall_tau_measured_tau"] >= GOALS["kendall_tau"] for g in out),
             "goal_met_predicted_tau": all(g["kendall_tau_predicted_tau"] >= GOALS["kendall_tau"] for g in out)}
 
 
-def validate_acceptance(*, engine: str = "roofline", pass_overhead_s: float = 0.0) -> dict:
-    """Everything ``sdsl validate acceptance`` prints (module docstring)."""
-    if engine not in COST_ENGINES:
-        raise InvalidInputError(f"No cost model {engine!r}; known: {', '.join(COST_ENGINES)}.")
+def validate_acceptance(*, engine="roofline", pass_overhead_s: float = 0.0) -> dict:
+    """Everything ``sdsl validate acceptance`` prints (module docstring); ``engine`` prices the Spec-Bench ranking
+    (``"roofline"`` or an engine profile, :func:`cost_profile`)."""
+    cost_profile(engine)  # an unknown engine is one line before any work
     if not (np.isfinite(pass_overhead_s) and pass_overhead_s >= 0):
         raise InvalidInputError("--pass-overhead-us must be a finite non-negative number of microseconds.")
     done, skipped = loso_predictions()

@@ -222,7 +222,7 @@ def turbospec_comparison(params: LatencyParams, *, hardware: str = "h100-sxm", c
     b = np.arange(1, 65) if batches is None else np.asarray(batches)
     rows = []
     for name, (tp, fit) in TURBOSPEC_LINES.items():
-        dep = Deployment(hardware, tp=tp, dtype=dtype, context=context, params=params)
+        dep = Deployment(hardware, tp=tp, dtype=dtype, context=context, params=params, engine="ideal")  # NCCL, as measured
         st = step_time(get_model(name), dep, batch=b, q=1)
         line = fit.step_fn(b, 1, context)
         rows.append(pd.DataFrame({"model": name, "tp": tp, "batch": b, "turbospec_s": line,

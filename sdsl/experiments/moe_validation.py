@@ -8,9 +8,11 @@ accepted length as τ (an **oracle input**: these rows test the step time, not t
 speculative/plain ratio is the priced speedup (both sides on the same deployment) against the source's own
 speculative value over its own plain value.
 
-Every row is priced on a deployment built by ``deployment_for(row)`` (default :func:`row_deployment`); any
-``deployment_options`` (e.g. an engine profile) are passed to :class:`~sdsl.core.deployment.Deployment`, so
-the same rows can be priced with and without an engine host-time model. Nothing is fitted to these rows.
+Every row is priced on a deployment built by ``deployment_for(row)`` (default :func:`row_deployment`): by default
+the roofline alone (engine profile ``ideal``), with ``engine="sglang"`` the SGLang build each row ran by its date
+(:func:`row_engine`; ``sdsl validate moe --engine``), and any other ``deployment_options`` passed to
+:class:`~sdsl.core.deployment.Deployment`, so the same rows can be priced with and without an engine
+execution model. Nothing is fitted to these rows.
 
 Assumptions, the same for every row they touch (each row lists the ones it uses):
 
@@ -38,7 +40,7 @@ from sdsl.core.deployment import Deployment
 from sdsl.experiments.published_rows import (CHAT_CONTEXT, RowSpec, Unpriceable, _hardware, _shape, load_rows)
 
 __all__ = ["MoERow", "notes_fields", "interpret_moe_decode", "interpret_moe_speculative", "moe_rows",
-           "row_deployment", "price_moe_row", "source_label", "validate_moe", "verify_growth", "tp_sensitivity", "GOALS", "KV_HEADROOM"]
+           "row_engine", "row_deployment", "price_moe_row", "source_label", "validate_moe", "verify_growth", "tp_sensitivity", "GOALS", "KV_HEADROOM"]
 
 MOE_SET = ("moe",)
 #: Published name -> catalog model (the catalog names the MoE rows already use, and the dense comparisons).
@@ -206,10 +208,30 @@ def moe_rows() -> tuple[list[MoERow], list[dict]]:
     return specs, unpriced
 
 
-def row_deployment(spec: MoERow, **deployment_options) -> Deployment:
-    """The deployment a row runs on: its GPU, TP and EP, bf16, the row's context; ``deployment_options`` (an
-    engine profile, latency parameters, ...) passed to :class:`Deployment`."""
-    return Deployment(spec.hardware, tp=spec.tp, ep=spec.ep, dtype="bf16", context=spec.context, **deployment_options)
+def row_engine(spec: MoERow, engine=None):
+    """The engine profile a row is priced with: ``None`` or ``"ideal"`` the roofline alone (no engine host time);
+    an engine family (``"sglang"``, ``"vllm"``) the newest profile of that engine dated no later than the row
+    (its ``date`` note; the family's newest where the row has none); any other
+    :func:`~sdsl.core.engine.resolve_engine` spec (a profile name, ``ENGINE:YYYY-MM``, a ``.json`` file or an
+    :class:`~sdsl.core.engine.EngineProfile`) the same profile for every row."""
+    from sdsl.core.engine import EngineProfile, engine_profiles, resolve_engine
+
+    if engine is None or isinstance(engine, EngineProfile):
+        return resolve_engine("ideal" if engine is None else engine)
+    text = str(engine).strip().lower()
+    families = {p.engine for p in engine_profiles().values()}
+    date = spec.notes.get("date", "")
+    if text in families and text not in engine_profiles() and re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):
+        return resolve_engine(f"{text}:{date[:7]}")
+    return resolve_engine(engine)
+
+
+def row_deployment(spec: MoERow, engine=None, **deployment_options) -> Deployment:
+    """The deployment a row runs on: its GPU, TP and EP, bf16, the row's context, the engine profile of
+    :func:`row_engine` (default: the roofline alone); ``deployment_options`` (latency parameters, ...) passed to
+    :class:`Deployment`."""
+    return Deployment(spec.hardware, tp=spec.tp, ep=spec.ep, dtype="bf16", context=spec.context,
+                      engine=row_engine(spec, engine), **deployment_options)
 
 
 def price_moe_row(spec: MoERow, deployment: Deployment, **price_options):
@@ -326,17 +348,18 @@ def verify_growth(rows: list[dict], *, min_rows: int = 4, min_spread_s: float = 
     return out
 
 
-def validate_moe(deployment_for=None, *, label: str | None = None, price_options: dict | None = None,
+def validate_moe(deployment_for=None, *, engine=None, label: str | None = None, price_options: dict | None = None,
                  **deployment_options) -> dict:
-    """Price every priceable MoE row on ``deployment_for(row)`` (default :func:`row_deployment` with
-    ``deployment_options``, e.g. an engine profile), with ``price_options`` passed to
+    """Price every priceable MoE row on ``deployment_for(row)`` (default :func:`row_deployment` with ``engine`` —
+    None: the roofline alone; ``"sglang"``: each row's SGLang build by its date, :func:`row_engine` — and
+    ``deployment_options``), with ``price_options`` passed to
     :func:`~sdsl.core.speculation.price_step` (e.g. ``{"overhead_s": ...}``, a host time per speculative step):
     per-row records, the unpriced rows and why, the three claims (plain tokens/s, speculative/plain ratio,
     win/loss) over the ``class=moe`` rows, the dense comparisons apart, the verify-growth check
     (:func:`verify_growth`) and the goals. ``label`` names the step model in the output (default: "roofline, no
     engine host time" when nothing changes the deployment or the pricing)."""
     specs, unpriced = moe_rows()
-    build = deployment_for or (lambda s: row_deployment(s, **deployment_options))
+    build = deployment_for or (lambda s: row_deployment(s, engine, **deployment_options))
     rows = [_record(s, price_moe_row(s, build(s), **(price_options or {}))) for s in specs]
     claims = _claims(rows)
     by_source = {}
@@ -348,14 +371,19 @@ def validate_moe(deployment_for=None, *, label: str | None = None, price_options
               and not any(a.startswith("assumed_tp") for a in r["assumptions"])]
     claims["ratio_tp_stated"] = _summary(r["ratio_error"] for r in stated)
     plain = not deployment_options and deployment_for is None and not price_options
-    return {"model": label or ("roofline, no engine host time" if plain else "custom deployment or pricing"),
+    profiles = sorted({build(s).engine.name for s in specs})
+    if label is None and plain:
+        label = ("roofline, no engine host time" if profiles == ["ideal"] else
+                 f"roofline with the engine profile of each row ({', '.join(profiles)})")
+    return {"model": label or "custom deployment or pricing", "engine_profiles": profiles,
             "oracle_inputs": ["accepted length (tau) of every speculative row"],
             "rows": rows, "unpriced": unpriced, "claims": claims, "verify_growth": verify_growth(rows),
             "goals": GOALS, "goals_met": _goals(claims)}
 
 
-def tp_sensitivity(**deployment_options) -> list[dict]:
-    """The rows priced at an assumed TP, re-priced at twice that TP: (row, tp, ratio error) at both."""
+def tp_sensitivity(engine=None, **deployment_options) -> list[dict]:
+    """The rows priced at an assumed TP, re-priced at twice that TP: (row, tp, ratio error) at both (``engine`` as in
+    :func:`row_engine`; default the roofline alone)."""
     specs, _ = moe_rows()
     out = []
     for s in specs:
@@ -363,7 +391,8 @@ def tp_sensitivity(**deployment_options) -> list[dict]:
             continue
         errs = {}
         for tp in (s.tp, 2 * s.tp):
-            dep = Deployment(s.hardware, tp=tp, ep=s.ep, dtype="bf16", context=s.context, **deployment_options)
+            dep = Deployment(s.hardware, tp=tp, ep=s.ep, dtype="bf16", context=s.context,
+                             engine=row_engine(s, engine), **deployment_options)
             errs[tp] = float(price_moe_row(s, dep).speedup) / s.ratio_measured - 1.0
         out.append({"file": s.file, "row": s.index, "target": s.target.name, "ratio_error_by_tp": errs})
     return out

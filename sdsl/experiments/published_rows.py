@@ -7,8 +7,12 @@ proposer's shape (sdsl.core.proposers) price it; the measured accepted length is
 Assumptions (the same for every row they touch):
 - context: gpt-fast rows run a 5-token prompt and ~200 new tokens, so the mean KV context is 105;
   MT-bench and single-prompt rows use 512 (a chat prompt plus half a reply; not measured).
-- "H100" is the SXM part; the one vLLM row with an unstated GPU is priced as H100-SXM (its author's
-  other runs are on H100) and flagged ``assumed_gpu``.
+- "H100" is the SXM part; rows with an unstated GPU are priced as H100-SXM (the vLLM authors' other runs are on
+  H100) and flagged ``assumed_gpu``; "RTX 3090" is the catalog's ``rtx-3090``.
+- engine: each row is priced with the execution profile of its engine and date (:func:`row_engine`): the newest
+  profile of the row's ``engine`` column dated no later than the row (an undated row: the newest), SGLang rows
+  of speculative v2 with the ``sglang-spec-v2`` profile, and rows the source ran without CUDA graphs with the
+  profile's graphs switched off (the one difference their ``engine_version`` states).
 - tokens/s "incl. prefill" is compared with decode tokens/s (prefill of a short prompt is ~1% of a
   few hundred decode steps).
 - trees whose top-k / size is not stated use SGLang's recipe quoted in the same set (top-k 8, 64 tokens);
@@ -25,7 +29,8 @@ from sdsl._paths import data_path
 from sdsl.core.architecture import ModelSpec, get_model
 from sdsl.core.speculation import TreeShape
 
-__all__ = ["Unpriceable", "RowSpec", "load_rows", "interpret_decode", "interpret_speculative", "VICUNA_33B"]
+__all__ = ["Unpriceable", "RowSpec", "load_rows", "interpret_decode", "interpret_speculative", "row_engine", "source_key",
+           "VICUNA_33B"]
 
 # LLaMA-1 33B shapes (Touvron et al. 2023, Table 2: 6656 wide, 52 heads, 60 layers); d_ff and vocab from
 # lmsys/vicuna-33b-v1.3 config.json. Not a catalog model: used only to price Spec-Bench's Vicuna-33B rows.
@@ -69,9 +74,15 @@ class RowSpec:
     tree: TreeShape | None = None
     accepted_length: float | None = None
     assumptions: list = field(default_factory=list)
+    engine_column: str = ""  # the CSV's engine (vllm, sglang, trtllm, gpt-fast, hf-eager, eager-pytorch)
+    engine_version: str = ""
+    date: str = ""
+    concurrency: int = 1
+    row_set: str = "dev"
 
 
 DEV_SET = ("dev",)
+ENGINE_SETS = ("dev", "engine")  # what `sdsl validate published` prices and the engine fits read (not `moe`)
 
 
 def load_rows(name: str, row_sets: tuple | None = DEV_SET) -> list[dict]:
@@ -109,6 +120,8 @@ def _hardware(gpu: str, assumptions: list) -> str:
         return "h100-sxm"
     if g.startswith("h200"):
         return "h200"
+    if g.startswith("rtx 3090"):
+        return "rtx-3090"
     if g.startswith("unstated"):
         assumptions.append("assumed_gpu: GPU unstated, priced as H100-SXM")
         return "h100-sxm"
@@ -123,7 +136,35 @@ def _common(row: dict, file: str, index: int, model_key: str) -> RowSpec:
     return RowSpec(file=file, index=index, source=row["source"], engine=_engine(row["source"]),
                    target=_target(row[model_key]), hardware=_hardware(row["gpu"], assumptions), tp=int(row["tp"]),
                    batch=int(row["batch"]), context=context, metric=row["metric"], measured=float(row["value"]),
-                   assumptions=assumptions)
+                   assumptions=assumptions, engine_column=(row.get("engine") or "").strip(),
+                   engine_version=row.get("engine_version") or "", date=(row.get("date") or "").strip(),
+                   concurrency=int(row.get("concurrency") or row["batch"] or 1), row_set=row.get("row_set") or "dev")
+
+
+def source_key(source: str) -> str:
+    """The publication a row comes from (a PR, a README, a docs page), without the comment detail."""
+    return source.split(" (")[0].strip()
+
+
+def row_engine(spec: RowSpec):
+    """The engine profile that prices ``spec`` (module docstring): its engine's newest profile dated no later than
+    the row (undated: the newest), ``sglang-spec-v2`` for SGLang's speculative v2, graphs off where the source ran
+    without CUDA graphs."""
+    from sdsl.core.engine import engine_profiles
+
+    version = spec.engine_version.lower()
+    family = spec.engine_column or "ideal"
+    if family == "sglang" and ("speculative v2" in version or "spec_v2" in version):
+        family = "sglang-spec-v2"
+    candidates = [p for p in engine_profiles().values() if p.engine == family]
+    if not candidates:
+        raise Unpriceable(f"engine {spec.engine_column!r} has no execution profile")
+    dated = [p for p in candidates if not spec.date or p.date <= spec.date]
+    profile = max(dated or candidates, key=lambda p: p.date)
+    if "cuda graphs off" in version:
+        profile = profile.replace(name=f"{profile.name}+no-cuda-graphs", graphs_target=False, graphs_draft=False,
+                                  graphs_extend=False, capture_sizes=())
+    return profile
 
 
 def interpret_decode(row: dict, index: int) -> RowSpec:

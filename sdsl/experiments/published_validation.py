@@ -1,94 +1,44 @@
-"""``sdsl validate published``: price every row of the published development set that sdsl can price.
+"""``sdsl validate published``: price every published row sdsl can price with the execution profile of its engine and
+date, and hold it against the measurement.
 
-Plain decode rows are priced as b / T_target(b, 1, L); speculative rows with
-:func:`sdsl.core.speculation.price_speculation` (the row's proposer shape, chain or tree, and its measured
-accepted length as τ — an oracle input). Latency parameters are the hardware's shipped calibration
-(fitted to Vidur's operator timings), never to these rows. Errors are signed relative errors of
-tokens/s (speedup for Spec-Bench, whose baseline is eager Hugging Face decoding, reported apart).
+Rows (sdsl/data/published/{decode,speculative}.csv, development and engine rows alike) are priced by
+:func:`sdsl.core.speculation.price_step` with the row's proposer shape (chain or tree), its measured accepted length
+as τ (an oracle input: these rows test the step time, not acceptance), the hardware's shipped latency calibration
+(fitted to Vidur's operator timings, never to these rows) and the row's engine profile
+(:func:`sdsl.experiments.published_rows.row_engine`). Errors are signed, of speed: predicted / measured − 1 of the
+row's tokens/s (or speedup, for Spec-Bench and TensorRT-LLM PR #5146, whose baselines are their own), and
+measured / predicted − 1 of a TPOT, so that a positive error always means sdsl predicts faster than measured.
 
-Two optional corrections are fitted on the published rows and therefore reported leave-one-source-out
-only: a fixed engine overhead per forward pass (host scheduling, sampling, launches the operator-level
-calibration does not see), added to the verify pass, to every drafting pass and to the plain step
-(:func:`price_speculation`'s ``pass_overhead_s``); and a host time per *speculative* step
-(``overhead_s``), charged only where the engine cannot overlap host work with the GPU: both engines ran
-speculative decoding without overlap scheduling (SGLang PR #9588, 2025-08: "speculative decoding currently
-does not support overlap scheduling"; vLLM PR #23569, 2025-08: the overlapped model runner "does not support
-speculative decoding"), and SGLang's draft-extend forward ran eagerly until PR #6606 (2025-05), after the
-SGLang rows here (PR #4247, 2025-03). Plain decode is not charged (SGLang overlaps it; gpt-fast has no
-scheduler), so the plain-decode numbers do not move.
+Profile terms fitted on these rows (``"fit": "published"`` in sdsl/data/engines/profiles.json) are reported
+leave-one-source-out (:func:`sdsl.experiments.engine_fit.loso`): each row priced with the terms fitted without its
+own source. That is the headline; the shipped (in-sample) values and the roofline alone (``ideal``) are beside it.
+Per class — engine speculative (vLLM, SGLang, TensorRT-LLM with a stated accepted length), Hugging Face eager
+(Spec-Bench), engine plain decoding (gpt-fast compiled, vLLM, SGLang, TensorRT-LLM), the Hugging Face eager
+baseline and the naive eager loop — the summary gives median, worst and signed median error. Each k-sweep (rows of
+one source, proposer and setup at several k) says whether the predicted TPOT ranks the measured k in the measured
+order and whether the measured best k is sdsl's best among them.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from sdsl.core.deployment import Deployment
-from sdsl.core.proposers import make_proposer
-from sdsl.core.speculation import price_speculation
-from sdsl.experiments.published_rows import (Unpriceable, interpret_decode, interpret_speculative, load_rows)
+from sdsl.experiments.published_rows import ENGINE_SETS, source_key
 
-__all__ = ["price_rows", "summarize", "loso_overhead", "loso_host_step", "term_ablation", "k_sweep", "validate_published", "source_key"]
+__all__ = ["validate_published", "summarize", "source_key", "k_sweeps", "k_sweep", "CLASSES", "GOALS", "row_class",
+           "speed_error"]
 
-ENGINE_GROUPS = ("engine_decode", "engine_speculative")
-OVERHEAD_GRID_S = np.linspace(0.0, 3e-3, 601)  # per-forward engine overhead searched (0 .. 3 ms, 5 µs steps)
-HOST_GRID_S = np.linspace(0.0, 8e-3, 1601)  # host time per speculative step searched (0 .. 8 ms, 5 µs steps)
+#: (class, what it holds) in report order.
+CLASSES = (("engine_speculative", "vLLM, SGLang and TensorRT-LLM speculative rows with a stated accepted length"),
+           ("spec_bench", "Spec-Bench speedups over its Hugging Face eager baseline (hf-eager)"),
+           ("engine_decode", "plain decoding in engines: gpt-fast compiled, vLLM, SGLang, TensorRT-LLM"),
+           ("hf_eager_decode", "the EAGLE repository's Hugging Face eager baseline"),
+           ("eager", "the 'GPT, Fast' blog's naive eager PyTorch loop"))
 
-
-def _deployment(spec):
-    return Deployment(spec.hardware, tp=spec.tp, dtype="bf16", context=spec.context)
-
-
-EAGLE_KINDS = ("eagle", "eagle3", "mtp")
-# The EAGLE worker terms switched on one at a time (sdsl.core.proposers.EagleHead.worker_time), for the ablation.
-TERM_STEPS = (("calibrated roofline only", {"draft_extend": False, "select_kernels": 0, "verify_kernels": 0}),
-              ("+ draft extend over the τ accepted tokens", {"select_kernels": 0, "verify_kernels": 0}),
-              ("+ softmax/top-k per draft depth", {"verify_kernels": 0}),
-              ("+ tree build/verify kernels", {}))
-
-
-def _price(spec, pass_overhead_s=0.0, step_overhead_s=0.0, terms=None):
-    """(predicted value(s), priced step) of one row: tokens/s, or the speedup for Spec-Bench's metric;
-    an array over ``pass_overhead_s`` or ``step_overhead_s`` when one is (:func:`price_speculation`'s
-    per-forward and per-step overheads)."""
-    proposer = spec.proposer or "ngram"
-    if terms is not None and proposer in EAGLE_KINDS:
-        proposer = make_proposer(proposer, **terms)
-    out = price_speculation(spec.target, proposer, _deployment(spec),
-                            tau_value=spec.accepted_length if spec.proposer else 1.0,
-                            gamma=None if spec.tree else (spec.gamma if spec.proposer else 0), tree=spec.tree,
-                            batch=spec.batch, pass_overhead_s=pass_overhead_s, overhead_s=step_overhead_s)
-    return (out["speedup"] if spec.metric == "speedup_vs_autoregressive" else out["tokens_per_s"]), out
-
-
-def _record(spec) -> dict:
-    value, out = _price(spec)
-    kind = "speculative" if spec.proposer else "decode"
-    group = {"spec-bench": "spec_bench", "eager-pytorch": "eager"}.get(spec.engine, f"engine_{kind}")
-    return {"file": spec.file, "row": spec.index, "source": spec.source, "source_key": source_key(spec.source),
-            "engine": spec.engine, "group": group, "target": spec.target.name, "hardware": spec.hardware,
-            "tp": spec.tp, "batch": spec.batch, "context": spec.context, "proposer": spec.proposer, "gamma": spec.gamma,
-            "tree": None if spec.tree is None else [spec.tree.steps, spec.tree.topk, spec.tree.tokens],
-            "accepted_length": spec.accepted_length, "metric": spec.metric, "measured": spec.measured,
-            "predicted": float(value), "t_step_s": float(out["t_step_s"]), "t_plain_s": float(out["t_plain_s"]),
-            "tau": float(out["tau"]), "error": float(value) / spec.measured - 1.0, "assumptions": list(spec.assumptions)}
-
-
-def _interpreted() -> tuple[list, list[dict]]:
-    """(row specs sdsl can price, unpriced rows with the reason) over both CSV files."""
-    specs, unpriced = [], []
-    for name, interpret in (("decode", interpret_decode), ("speculative", interpret_speculative)):
-        for i, row in enumerate(load_rows(name)):
-            try:
-                specs.append(interpret(row, i))
-            except Unpriceable as exc:
-                unpriced.append({"file": name, "row": i, "source": row["source"], "reason": str(exc)})
-    return specs, unpriced
-
-
-def price_rows() -> tuple[list[dict], list[dict]]:
-    """(priced rows, unpriced rows with the reason) over both CSV files."""
-    specs, unpriced = _interpreted()
-    return [_record(s) for s in specs], unpriced
+#: The goals the result is held to (docs: VALIDATION.md, "Published engine measurements").
+GOALS = {"engine_speculative_median_abs": 0.10, "engine_speculative_worst_abs": 0.20,
+         "engine_speculative_median_signed_abs": 0.05, "spec_bench_median_abs": 0.10, "engine_decode_median_abs": 0.03,
+         "eager_abs": 0.25}
 
 
 def summarize(errors) -> dict:
@@ -102,54 +52,99 @@ def summarize(errors) -> dict:
             "worst_error": s["worst"], "median_signed_error": s["median_signed"]}
 
 
-def _best_overhead(log_err: np.ndarray, train: np.ndarray) -> int:
-    """Index into :data:`OVERHEAD_GRID_S` of the least-squares per-pass overhead over the ``train`` rows."""
-    return int(np.argmin((log_err[train] ** 2).sum(axis=0)))
+def row_class(spec) -> str:
+    """The summary class of a row (:data:`CLASSES`)."""
+    engine = spec.engine_column
+    if spec.proposer:
+        return "spec_bench" if engine == "hf-eager" else "engine_speculative"
+    return {"hf-eager": "hf_eager_decode", "eager-pytorch": "eager"}.get(engine, "engine_decode")
 
 
-def loso_overhead(rows: list[dict], grid: np.ndarray, values: np.ndarray = OVERHEAD_GRID_S) -> dict:
-    """Per-forward engine overhead fitted on every other source's engine rows (least squares in log
-    tokens/s over :data:`OVERHEAD_GRID_S`), then applied to the held-out source's rows. ``grid``: predicted
-    tokens/s of ``rows`` (engine rows) at every overhead of the grid, shape (rows, grid)."""
-    measured = np.array([r["measured"] for r in rows])
-    log_err = np.log(grid / measured[:, None])
-    sources = np.array([r["source_key"] for r in rows])
-    out_rows = []
-    for src in dict.fromkeys(sources):
-        best = _best_overhead(log_err, sources != src)
-        for i in np.flatnonzero(sources == src):
-            pred = float(grid[i, best])
-            out_rows.append({"source": str(src), "row": rows[i]["row"], "file": rows[i]["file"],
-                             "group": rows[i]["group"], "overhead_s": float(values[best]), "predicted": pred,
-                             "error": pred / rows[i]["measured"] - 1.0})
-    return {"rows": out_rows, **{g: summarize(r["error"] for r in out_rows if r["group"] == g) for g in ENGINE_GROUPS}}
+def _ideal_value(point) -> float:
+    """The row's metric on the roofline alone (the ``ideal`` profile)."""
+    from sdsl.core.speculation import price_step
+
+    s = point.spec
+    step = price_step(s.target, s.proposer or "ngram", point.step.deployment.replace(engine="ideal"),
+                      tau=s.accepted_length if s.proposer else 1.0,
+                      gamma=None if s.tree else (s.gamma if s.proposer else 0), tree=s.tree, batch=s.batch)
+    from sdsl.experiments.engine_fit import Point, predict_point
+
+    return predict_point(Point(s, step.deployment.engine, "ideal", step, point.source))
 
 
-def loso_host_step(rows: list[dict], grid: np.ndarray) -> dict:
-    """Host time per speculative step fitted on the other source's engine speculative rows (least squares in
-    log tokens/s over :data:`HOST_GRID_S`) and applied to the held-out source. ``grid``: predicted tokens/s of
-    ``rows`` at every value of the grid, shape (rows, grid)."""
-    fit = loso_overhead(rows, grid, values=HOST_GRID_S)
-    return {"rows": fit["rows"], "engine_speculative": fit["engine_speculative"]}
+def speed_error(predicted: float, measured: float, metric: str) -> float:
+    """Signed error of speed (module docstring): predicted / measured − 1, or measured / predicted − 1 of a TPOT."""
+    return measured / predicted - 1.0 if metric == "TPOT" else predicted / measured - 1.0
 
 
-def term_ablation(specs) -> list[dict]:
-    """Errors of the engine speculative and Spec-Bench rows as the EAGLE worker terms are added one at a time
-    (:data:`TERM_STEPS`): median, mean, worst and median signed per group at each step."""
+def _records(points, loso_rows, shipped):
+    from sdsl.experiments.engine_fit import predict_point
+
+    loso = {i: v for fold in loso_rows.values() for i, v in fold["rows"]}
     out = []
-    for label, terms in TERM_STEPS:
-        errs = {"engine_speculative": [], "spec_bench": []}
-        for spec in specs:
-            group = "spec_bench" if spec.engine == "spec-bench" else "engine_speculative"
-            if spec.proposer and spec.engine in ("spec-bench", "sglang", "vllm"):
-                errs[group].append(float(_price(spec, terms=terms)[0]) / spec.measured - 1.0)
-        out.append({"step": label, **{g: summarize(e) for g, e in errs.items()}})
+    for i, p in enumerate(points):
+        s = p.spec
+        value, held = predict_point(p, shipped[p.base]), loso[i]
+        ideal = _ideal_value(p)
+        tree = None if s.tree is None else [s.tree.steps, s.tree.topk, s.tree.tokens]
+        out.append({"file": s.file, "row": s.index, "source": s.source, "source_key": p.source, "class": row_class(s),
+                    "engine": s.engine_column, "date": s.date, "profile": p.profile.name, "target": s.target.name,
+                    "hardware": s.hardware, "tp": s.tp, "batch": s.batch, "context": s.context,
+                    "proposer": s.proposer, "gamma": s.gamma, "tree": tree, "accepted_length": s.accepted_length,
+                    "row_set": s.row_set, "metric": s.metric, "measured": s.measured, "predicted": held, "predicted_shipped": value,
+                    "predicted_ideal": ideal, "error": speed_error(held, s.measured, s.metric),
+                    "error_shipped": speed_error(value, s.measured, s.metric),
+                    "error_ideal": speed_error(ideal, s.measured, s.metric), "fitted_terms": bool(_fitted(p)),
+                    "assumptions": list(s.assumptions)})
     return out
 
 
-def source_key(source: str) -> str:
-    """The publication a row comes from (a PR, a README, a docs page), without the comment detail."""
-    return source.split(" (")[0].strip()
+def _fitted(point) -> tuple:
+    from sdsl.experiments.engine_fit import free_terms
+
+    from sdsl.core.engine import engine_profiles
+
+    prof = engine_profiles()[point.base]
+    return free_terms(prof) + tuple(t for t in ("host_step_s", "spec_step_s", "draft_pass_s")
+                                    if "inherit" in (prof.sources.get(t) or {}))
+
+
+def _better(metric: str) -> int:
+    return -1 if metric == "TPOT" else 1  # TPOT: lower is better; tokens/s and speedups: higher
+
+
+def k_sweeps(rows: list[dict]) -> list[dict]:
+    """Rows of one source, target, proposer, hardware and batch at several k (or tree depths): per sweep the measured
+    and predicted values by k, whether the predicted order of the measured k is the measured order, and whether the
+    measured best k is sdsl's best among them (leave-one-source-out, shipped and ideal)."""
+    groups: dict = {}
+    for r in rows:
+        if not r["proposer"]:
+            continue
+        k = r["gamma"] if r["gamma"] is not None else r["tree"][0]
+        shape = "chain" if r["gamma"] is not None else f"tree topk {r['tree'][1]}, {r['tree'][2]} tokens"
+        key = (r["source_key"], r["target"], r["proposer"], r["hardware"], r["batch"], r["metric"], shape,
+               r["profile"])
+        groups.setdefault(key, {})[k] = r
+    out = []
+    for (src, target, proposer, hw, batch, metric, shape, profile), by_k in groups.items():
+        if len(by_k) < 2:
+            continue
+        ks = sorted(by_k)
+        sign = _better(metric)
+        meas = np.array([by_k[k]["measured"] for k in ks])
+        entry = {"source": src, "target": target, "proposer": proposer, "hardware": hw, "batch": batch, "metric": metric,
+                 "shape": shape, "profile": profile, "k": ks, "measured": meas.tolist(),
+                 "measured_best_k": int(ks[int(np.argmax(sign * meas))])}
+        order = list(np.argsort(-sign * meas, kind="stable"))
+        for label, field in (("loso", "predicted"), ("shipped", "predicted_shipped"), ("ideal", "predicted_ideal")):
+            pred = np.array([by_k[k][field] for k in ks])
+            entry[label] = {"predicted": pred.tolist(), "best_k": int(ks[int(np.argmax(sign * pred))]),
+                            "same_order": list(np.argsort(-sign * pred, kind="stable")) == order,
+                            "best_k_matches": int(ks[int(np.argmax(sign * pred))]) == entry["measured_best_k"]}
+        out.append(entry)
+    return out
 
 
 def _decay_fit(lengths: dict) -> tuple[float, float]:
@@ -170,78 +165,90 @@ def _decay_fit(lengths: dict) -> tuple[float, float]:
 SWEEP_SOURCE = "github-pr:vllm-project/vllm#16937"
 
 
-def _sweep_data() -> tuple[dict, dict]:
-    """({k: measured tokens/s} of vLLM's EAGLE-1 sweep, {k: accepted length} of PR #16035's EAGLE-1 rows)."""
+def k_sweep(terms: dict | None = None, profile: str = "vllm-2025-04") -> dict:
+    """vLLM's EAGLE-1 k-sweep of the development set (PR #16937, Llama-3.1-8B, H100, batch 1): measured tokens/s at
+    k = 2, 4, 7 against sdsl's curve for k = 1..8 with ``profile`` (its terms ``terms``, e.g. those fitted without
+    PR #16937) and on the roofline alone. The sweep states no accepted length, so acceptance comes from another
+    source (PR #16035: EAGLE-1 on Llama-3-8B, τ = 1.89 at k = 2 and 2.08 at k = 4) through the decay form
+    p_i = a·r^(i−1); nothing is fitted on the sweep itself."""
+    from sdsl.core.architecture import get_model
+    from sdsl.core.deployment import Deployment
+    from sdsl.core.engine import resolve_engine
+    from sdsl.core.speculation import price_step
+    from sdsl.experiments.published_rows import load_rows
+
     rows = load_rows("speculative")
     sweep = {int(r["gamma"]): float(r["value"]) for r in rows
              if source_key(r["source"]) == SWEEP_SOURCE and r["draft"].startswith("EAGLE-1")}
     borrowed = {int(r["gamma"]): float(r["mean_accepted_len"]) for r in rows if "vllm#16035" in r["source"]}
-    return sweep, borrowed
-
-
-def _curve_summary(tps: np.ndarray, ks: np.ndarray, sweep: dict) -> dict:
-    measured_k = np.array(sorted(sweep))
-    at = {int(k): float(tps[k - 1]) for k in measured_k}
-    return {"tokens_per_s": np.asarray(tps).tolist(), "at_measured_k": at, "best_k": int(ks[np.argmax(tps)]),
-            "best_measured_k": int(measured_k[np.argmax([at[k] for k in measured_k])]),
-            "relative_to_k2": {int(k): at[k] / at[2] for k in measured_k},
-            "errors": {int(k): at[k] / sweep[k] - 1.0 for k in measured_k}}
-
-
-def k_sweep(overhead_s: float, host_step_s: float = 0.0, sourced_host_s: float = 0.0) -> dict:
-    """vLLM's EAGLE-1 k-sweep (PR #16937, Llama-3.1-8B, H100, batch 1): measured tokens/s at k = 2, 4, 7
-    against sdsl's curve for k = 1..8. The sweep states no accepted length, so acceptance comes from
-    another source (PR #16035: EAGLE-1 on Llama-3-8B, τ = 1.89 at k = 2 and 2.08 at k = 4) through the
-    decay form p_i = a·r^(i−1); ``overhead_s`` is the per-pass overhead and ``host_step_s`` the host time per
-    speculative step, each fitted without PR #16937; ``sourced_host_s`` the sourced vLLM host time per speculative
-    step (sdsl.core.engine_host), fitted to nothing here."""
-    from sdsl.core.architecture import get_model
-
-    sweep, borrowed = _sweep_data()
     a, r = _decay_fit(borrowed)
     ks = np.arange(1, 9)
     taus = 1.0 + np.cumsum(np.cumprod(a * r ** np.arange(8)))
-    price = lambda x, h=0.0: price_speculation(get_model("llama-3.1-8b"), "eagle",  # noqa: E731
-                                               Deployment("h100-sxm", context=512), tau_value=taus, gamma=ks, batch=1,
-                                               pass_overhead_s=x, overhead_s=h)["tokens_per_s"]
+    eng = resolve_engine(profile)
+    if terms:
+        eng = eng.replace(**{k: v for k, v in terms.items() if k in ("host_step_s", "spec_step_s", "draft_pass_s",
+                                                                        "launch_s")})
+
+    def curve(engine):
+        tps = price_step(get_model("llama-3.1-8b"), "eagle", Deployment("h100-sxm", context=512, engine=engine),
+                         tau=taus, gamma=ks, batch=1).tokens_per_s
+        at = {int(k): float(tps[k - 1]) for k in sorted(sweep)}
+        measured_k = sorted(sweep)
+        return {"tokens_per_s": np.asarray(tps).tolist(), "at_measured_k": at, "best_k": int(ks[np.argmax(tps)]),
+                "best_measured_k": int(measured_k[int(np.argmax([at[k] for k in measured_k]))]),
+                "same_order": sorted(sweep, key=lambda k: -at[k]) == sorted(sweep, key=lambda k: -sweep[k]),
+                "errors": {int(k): at[k] / sweep[k] - 1.0 for k in measured_k}}
+
     return {"k": ks.tolist(), "tau": taus.tolist(), "decay": {"a": a, "r": r}, "borrowed_accepted_lengths": borrowed,
             "measured": dict(sorted(sweep.items())), "measured_best_k": int(max(sweep, key=sweep.get)),
-            "overhead_s": float(overhead_s), "shipped": _curve_summary(price(0.0), ks, sweep),
-            "loso_overhead": _curve_summary(price(overhead_s), ks, sweep), "host_step_s": float(host_step_s),
-            "host_step": _curve_summary(price(0.0, host_step_s), ks, sweep), "sourced_host_s": float(sourced_host_s),
-            "sourced_host": _curve_summary(price(0.0, sourced_host_s), ks, sweep),
-            "measured_relative_to_k2": {int(k): sweep[k] / sweep[2] for k in sorted(sweep)}}
+            "profile": eng.name, "terms": {t: getattr(eng, t) for t in ("host_step_s", "spec_step_s", "draft_pass_s")},
+            "engine": curve(eng), "ideal": curve("ideal")}
+
+
+def _goal_status(summary: dict, rows: list[dict]) -> dict:
+    spec, sb, dec, eager = (summary[c]["loso"] for c in ("engine_speculative", "spec_bench", "engine_decode", "eager"))
+    stated = [r for r in rows if r["class"] == "engine_speculative"]
+    goals = {"engine_speculative_median_abs": (spec.get("median_abs_error"), GOALS["engine_speculative_median_abs"]),
+             "engine_speculative_worst_abs": (abs(spec.get("worst_error", np.nan)), GOALS["engine_speculative_worst_abs"]),
+             "engine_speculative_median_signed": (spec.get("median_signed_error"),
+                                                  GOALS["engine_speculative_median_signed_abs"]),
+             "spec_bench_median_abs": (sb.get("median_abs_error"), GOALS["spec_bench_median_abs"]),
+             "engine_decode_median_abs": (dec.get("median_abs_error"), GOALS["engine_decode_median_abs"]),
+             "eager_gpt_fast_abs": (abs(eager.get("worst_error", np.nan)), GOALS["eager_abs"])}
+    out = {k: {"value": None if v is None else float(v), "limit": lim,
+               "met": v is not None and bool(abs(v) <= lim)} for k, (v, lim) in goals.items()}
+    out["engine_speculative_rows"] = len(stated)
+    return out
 
 
 def validate_published() -> dict:
-    """Every priceable row with its error, the unpriced rows and why, summaries per group, the engine
-    speculative rows with the sourced host time per step (:mod:`sdsl.experiments.published_host`), the
-    leave-one-source-out overhead variants, the vLLM EAGLE k-sweep and the goals' status."""
-    from sdsl.experiments.published_host import goal_status, overlap_source_check, row_host_s, sourced_host
+    """Every priceable row (development and engine rows) with its leave-one-source-out, shipped and roofline-only
+    errors, the rows sdsl cannot price and why, per-class summaries, the k-sweeps, the fitted terms with their
+    leave-one-source-out values, and the goals' status."""
+    from sdsl.core.engine import engine_profiles
+    from sdsl.experiments.engine_fit import loso, published_points
 
-    specs, unpriced = _interpreted()
-    rows = [_record(s) for s in specs]
-    engine = [i for i, r in enumerate(rows) if r["group"] in ENGINE_GROUPS]
-    grid = np.stack([_price(specs[i], OVERHEAD_GRID_S)[0] for i in engine])
-    engine_rows = [rows[i] for i in engine]
-    loso = loso_overhead(engine_rows, grid)
-    log_err = np.log(grid / np.array([r["measured"] for r in engine_rows])[:, None])
-    sweep_overhead = OVERHEAD_GRID_S[_best_overhead(log_err, np.array([r["source_key"] != SWEEP_SOURCE
-                                                                       for r in engine_rows]))]
-    spec_idx = [i for i in engine if rows[i]["group"] == "engine_speculative"]
-    host_grid = np.stack([_price(specs[i], step_overhead_s=HOST_GRID_S)[0] for i in spec_idx])
-    spec_rows = [rows[i] for i in spec_idx]
-    host = loso_host_step(spec_rows, host_grid)
-    host_log_err = np.log(host_grid / np.array([r["measured"] for r in spec_rows])[:, None])
-    sweep_host = HOST_GRID_S[_best_overhead(host_log_err, np.array([r["source_key"] != SWEEP_SOURCE for r in spec_rows]))]
-    groups = {g: summarize(r["error"] for r in rows if r["group"] == g) for g in (*ENGINE_GROUPS, "spec_bench", "eager")}
-    stated_gpu = [r["error"] for r in rows if r["group"] == "engine_speculative"
-                  and not any(a.startswith("assumed_gpu") for a in r["assumptions"])]
-    groups["engine_speculative_stated_gpu"] = summarize(stated_gpu)
-    out = {"rows": rows, "unpriced": unpriced, "summary": groups, "loso_overhead": loso, "loso_host_step": host,
-           "sourced_host": sourced_host([specs[i] for i in spec_idx], _price, summarize), "terms": term_ablation(specs),
-           "k_sweep": k_sweep(float(sweep_overhead), float(sweep_host), row_host_s("vllm")),
-           "goals": {"engine_speculative_median_abs_error_max": 0.10, "engine_decode_median_abs_error_max": 0.05}}
-    out["overlap_source_check"] = overlap_source_check()
-    out["goals_met"] = {"sourced_host": goal_status(out), "no_host": goal_status(out, "summary")}
-    return out
+    points, unpriced = published_points(row_sets=ENGINE_SETS)
+    folds = loso(points)
+    catalog = {k: v for k, v in engine_profiles().items() if k != "ideal"}
+    shipped = {name: {t: getattr(p, t) for t in ("host_step_s", "spec_step_s", "draft_pass_s", "launch_s")}
+               for name, p in catalog.items()}
+    rows = _records(points, folds, shipped)
+    summary = {}
+    for cls, _ in CLASSES:
+        sel = [r for r in rows if r["class"] == cls]
+        summary[cls] = {"loso": summarize(r["error"] for r in sel), "shipped": summarize(r["error_shipped"] for r in sel),
+                        "ideal": summarize(r["error_ideal"] for r in sel)}
+    for cls in ("engine_speculative", "spec_bench", "engine_decode"):  # development set alone, as reported before
+        sel = [r for r in rows if r["class"] == cls and r["row_set"] == "dev"]
+        summary[f"{cls}_dev"] = {"loso": summarize(r["error"] for r in sel),
+                                 "ideal": summarize(r["error_ideal"] for r in sel)}
+    fitted = {src: {name: {t: v for t, v in vals.items()} for name, vals in fold["values"].items()
+                    if not name.startswith("_")} for src, fold in folds.items()}
+    sweep_terms = folds.get(SWEEP_SOURCE, {}).get("values", {}).get("vllm-2025-04")
+    sweeps = k_sweeps(rows)
+    return {"rows": rows, "unpriced": unpriced, "summary": summary, "k_sweeps": sweeps,
+            "k_sweep": k_sweep(sweep_terms), "profiles": {n: p.summary() for n, p in catalog.items()},
+            "loso_terms": fitted, "goals": _goal_status(summary, rows),
+            "k_sweep_goals": {"same_order": [s["loso"]["same_order"] for s in sweeps],
+                              "best_k_matches": [s["loso"]["best_k_matches"] for s in sweeps]}}

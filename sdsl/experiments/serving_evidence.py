@@ -29,8 +29,8 @@ __all__ = ["DEPLOYMENTS", "HEADLINE_PRIOR", "CONTROLLERS", "deployment", "trace_
            "linear_vs_roofline", "gap_to_best_fixed", "main"]
 
 DEPLOYMENTS = {
-    "7b": dict(target="llama-2-7b", draft="llama-160m", deployment=Deployment("h100-sxm", tp=1)),
-    "70b": dict(target="llama-3.1-70b", draft="llama-3.2-1b", deployment=Deployment("h100-sxm", tp=4)),
+    "7b": dict(target="llama-2-7b", draft="llama-160m", deployment=Deployment("h100-sxm", tp=1, engine="ideal")),
+    "70b": dict(target="llama-3.1-70b", draft="llama-3.2-1b", deployment=Deployment("h100-sxm", tp=4, engine="ideal")),
 }
 FIXED = ("k=1", "k=3", "k=5", "k=7")
 HEADLINE_PRIOR = 0.5  # the EMA's starting α̂ in the headline runs; the workload's mean α is 0.7
@@ -212,7 +212,7 @@ def linear_vs_roofline(n_rows: int = 4000, seed: int = 0):
              ("llama-3.1-70b", 4, "llama-3.1-70b-tp4-h100")]
     rows = []
     for model, tp, published in cases:
-        t = roofline_step_fn(model, Deployment("h100-sxm", tp=tp))(b, q, L)
+        t = roofline_step_fn(model, Deployment("h100-sxm", tp=tp, engine="ideal"))(b, q, L)
         fit = fit_linear_step_model(b, q, L, t, test_fraction=0.25, seed=seed, source=f"fit to roofline {model}")
         m = fit.model
         row = {"model": model, "tp": tp, "c_kv": m.c_kv, "c_tok": m.c_tok, "c_b": m.c_b, "c_0": m.c_0,

@@ -10,7 +10,7 @@ from sdsl.plots._common import _axes, _finish
 
 __all__ = ["plot_speedup_by_batch", "plot_step_breakdown", "plot_best_by_batch", "plot_draft_law",
            "plot_latency_cdf", "plot_linear_step_model", "plot_acceptance_histogram",
-           "plot_acceptance_by_position", "plot_tau_by_tree_size"]
+           "plot_acceptance_by_position", "plot_tau_by_tree_size", "plot_predicted_vs_measured"]
 
 
 def plot_speedup_by_batch(batch, speedup, ax=None, title: str = ""):
@@ -137,4 +137,21 @@ def plot_tau_by_tree_size(tau_by_size, ax=None, title: str = ""):
     ax = _axes(ax)
     ax.plot(np.arange(len(tau_by_size)), tau_by_size, "o-", ms=3, color="C0")
     _finish(ax, "draft tokens in the tree", "τ (tokens per target pass)", title or "best tree by size", legend=None)
+    return ax
+
+
+def plot_predicted_vs_measured(measured, predicted, ax=None, title: str = ""):
+    """Predicted against measured values on log axes, with the identity and ±10% lines."""
+    import numpy as np
+
+    ax = _axes(ax)
+    m, p = np.asarray(measured, dtype=float), np.asarray(predicted, dtype=float)
+    ax.scatter(m, p, s=18, color="C0")
+    lo, hi = float(min(m.min(), p.min())) * 0.9, float(max(m.max(), p.max())) * 1.1
+    ax.plot([lo, hi], [lo, hi], color="k", lw=0.8)
+    for f in (0.9, 1.1):
+        ax.plot([lo, hi], [f * lo, f * hi], color="k", lw=0.5, ls=":")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _finish(ax, "measured", "predicted", title or "predicted vs measured (±10% dotted)", legend=None)
     return ax

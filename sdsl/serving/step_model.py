@@ -203,16 +203,20 @@ class BatchStepModel:
         self._last_cell = len(self.ctx_grid) - 2
         oh = 1.0 + self.spec_overhead_frac * (np.arange(self.max_k + 1) > 0)
         # target[n-1, q-1, c]; draft[n-1, c] (q = 1); decode[n-1, k, c] = k·T_draft + T_target(q=k+1)·(1 + o·[k>0])
+        ks = np.arange(self.max_k + 1, dtype=float)
         if tables is not None:  # (target, draft, step) of priced_step_tables on this grid: the step is the shared one
             self.target, self.draft, step = tables(self.max_batch, self.max_k, self.ctx_grid)
             self.decode = step + self.target * (oh - 1.0)[None, :, None]
+            # what the priced step holds beyond k drafting passes and the verify forward: the engine's host time
+            # and the worker's GPU work, charged to a mixed step at its largest k (decode_row)
+            self.extra = step - self.target - ks[None, :, None] * self.draft[:, None, :]
         else:
             self.target = np.asarray(target_fn(n[:, None, None], q[None, :, None], self.ctx_grid[None, None, :]), float)
             self.target = np.broadcast_to(self.target, (len(n), len(q), len(self.ctx_grid))).copy()
             self.draft = np.zeros((len(n), len(self.ctx_grid))) if draft_fn is None else np.broadcast_to(
                 np.asarray(draft_fn(n[:, None], 1.0, self.ctx_grid[None, :]), float), (len(n), len(self.ctx_grid))).copy()
-            ks = np.arange(self.max_k + 1, dtype=float)
             self.decode = ks[None, :, None] * self.draft[:, None, :] + self.target * oh[None, :, None]
+            self.extra = np.zeros_like(self.decode)
         if draft_fn is None:
             self.decode[:, 1:, :] = np.inf
         self.log_p_grid = np.linspace(0.0, np.log(self.max_prompt), int(prompt_points))
@@ -286,7 +290,8 @@ class BatchStepModel:
         """Step time on the context grid for per-request lengths ``k_r`` (uniform k: a table row).
 
         The draft runs max(k_r) steps, step j over the requests with k_r >= j; the target verifies
-        Σ(k_r + 1) tokens, priced at the batch's mean q (interpolated between integer q).
+        Σ(k_r + 1) tokens, priced at the batch's mean q (interpolated between integer q); the engine's host time
+        and the worker's own work are those of a uniform step at max(k_r).
         """
         k_r = np.asarray(k_r, dtype=np.int64)
         n = self.check_batch(k_r.size)
@@ -300,7 +305,7 @@ class BatchStepModel:
         fq = q_mean - q0
         tgt = self.target[n - 1]
         row = tgt[q0 - 1] * (1.0 - fq) + tgt[min(q0, self.max_k)] * fq
-        row = row * (1.0 + self.spec_overhead_frac * (kmax > 0))
+        row = row * (1.0 + self.spec_overhead_frac * (kmax > 0)) + self.extra[n - 1, kmax]
         if kmax > 0:
             n_j = np.count_nonzero(k_r[:, None] >= np.arange(1, kmax + 1)[None, :], axis=0)
             row = row + self.draft[n_j - 1].sum(axis=0)

@@ -63,7 +63,8 @@ def test_optimize_bad_input(args):
 
 def test_validate_published_json():
     out = json.loads(run(["validate", "published", "--json"]).output)
-    assert out["summary"]["engine_decode"]["n"] == 18 and out["k_sweep"]["measured_best_k"] == 2
+    assert out["summary"]["engine_decode"]["loso"]["n"] == 22 and out["k_sweep"]["measured_best_k"] == 2
+    assert {r["profile"] for r in out["rows"]} >= {"vllm-2025-07", "sglang-spec-v2-2025-10", "hf-eager-2024-01"}
 
 
 def test_tree_from_a_chain_measurement_uses_the_tree_model():
@@ -113,18 +114,17 @@ def test_validate_published_figure(tmp_path):
     assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1
 
 
-def test_pass_overhead_is_the_validation_code_path():
-    """The SGLang EAGLE-3 row priced by `predict --pass-overhead-us` equals its leave-one-source-out row."""
+def test_predict_with_the_rows_engine_is_the_validation_code_path():
+    """The SGLang EAGLE-3 row (PR #4247) priced by `predict --engine sglang:2025-03` equals its shipped row."""
     from sdsl.experiments.published_validation import validate_published
 
-    loso = {r["row"]: r for r in validate_published()["loso_overhead"]["rows"]}
-    row = loso[26]
+    row = next(r for r in validate_published()["rows"] if r["file"] == "speculative" and r["row"] == 26)
+    assert row["profile"] == "sglang-2025-01"
     out = json.loads(run(["predict", "--target", "llama-3.1-8b", "--proposer", "eagle3", "--tree", "8,8,64",
-                          "--accepted-length", "5.39", "--context", "512", "--pass-overhead-us",
-                          str(row["overhead_s"] * 1e6), "--json"]).output)
-    assert out["tokens_per_s"] == pytest.approx(row["predicted"], rel=1e-9)
-    assert run(["predict", "--target", "llama-3.1-8b", "--proposer", "eagle", "--gamma", "2", "--alpha", "0.6",
-                "--pass-overhead-us", "-1"]).exit_code == 2
+                          "--accepted-length", "5.39", "--context", "512", "--engine", "sglang:2025-03",
+                          "--json"]).output)
+    assert out["engine"] == "sglang-2025-01"
+    assert out["tokens_per_s"] == pytest.approx(row["predicted_shipped"], rel=1e-9)
 
 
 def test_trees_stay_within_a_measured_vector():

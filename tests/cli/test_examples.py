@@ -13,6 +13,7 @@ EXPECT = {
     "speculation_on_my_gpu.py": "Verdict:",
     "draft_size_for_70b.py": "Answer: train a draft of about",
     "why_slower.py": "What to do:",
+    "engine_calibration.py": "Answer: the fitted profile",
 }
 
 

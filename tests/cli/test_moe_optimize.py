@@ -14,11 +14,14 @@ from sdsl.core.acceptance import Acceptance
 from sdsl.core.config_table import ROW_KEYS
 from sdsl.core.cost_drivers import PARTS, cost_driver, step_parts
 from sdsl.core.deployment import Deployment
+from sdsl.core.engine import IDEAL
 from sdsl.core.moe import expected_distinct_experts
 from sdsl.core.plan import plan_speculation
 from sdsl.core.speculation import price_step
 
-H100 = Deployment("h100-sxm", context=1024)
+H100 = Deployment("h100-sxm", context=1024, engine="ideal")  # the roofline alone
+#: the roofline plus 4 ms of host time per speculative step (an engine profile's S; plain steps uncharged)
+HOST_4MS = IDEAL.replace(name="ideal+4ms-per-speculative-step", spec_step_s=4e-3)
 
 
 def test_predict_json_prints_the_moe_fields():
@@ -59,8 +62,8 @@ def test_cost_driver_names_the_expert_union_on_moe_and_not_on_dense():
 
 @pytest.fixture(scope="module")
 def plans():
-    kw = dict(proposers=["eagle3"], acceptance=Acceptance.from_iid(0.6), host_step_s=4e-3, max_batch=256)
-    return {t: plan_speculation(t, H100, **kw) for t in ("qwen3-30b-a3b", "qwen3-4b")}
+    kw = dict(proposers=["eagle3"], acceptance=Acceptance.from_iid(0.6), max_batch=256)
+    return {t: plan_speculation(t, H100.replace(engine=HOST_4MS), **kw) for t in ("qwen3-30b-a3b", "qwen3-4b")}
 
 
 def test_speculation_pays_from_a_medium_batch_on_moe_only(plans):
@@ -87,9 +90,11 @@ def test_k_reasons_cover_every_batch_and_agree_with_the_k_table(plans):
         assert pays == {b for b, k in k_of.items() if k > 0}  # one proposer: it pays exactly where its k > 0
 
 
-def test_optimize_json_and_text_on_moe():
+def test_optimize_json_and_text_on_moe(tmp_path):
+    engine = tmp_path / "host-4ms.json"
+    engine.write_text(json.dumps(HOST_4MS.to_dict()))
     args = ["optimize", "--target", "qwen3-30b-a3b", "--hardware", "h100-sxm", "--proposer", "eagle3", "--alpha",
-            "0.5", "--host-step-us", "4000", "--batch", "1,32", "--max-batch", "64"]
+            "0.5", "--engine", str(engine), "--batch", "1,32", "--max-batch", "64"]
     out = json.loads(CliRunner().invoke(main, args + ["--json"]).output)
     assert {"speculation_pays", "k_reasons"} <= set(out)
     assert all(tuple(r) == ROW_KEYS for r in out["configs"])  # one schema, distinct_experts included

@@ -115,7 +115,48 @@ def test_kendall_tau():
 
 
 def test_unknown_cost_model_is_an_error():
-    from sdsl.errors import InvalidInputError
+    from sdsl.errors import UnknownNameError
 
-    with pytest.raises(InvalidInputError):
-        validate_acceptance(engine="hf-eager")
+    with pytest.raises(UnknownNameError):
+        validate_acceptance(engine="tgi")
+
+
+def _hf_eager_without_specbench():
+    """The hf-eager profile with its terms fitted without Spec-Bench (the published validation's fold)."""
+    from sdsl.core.engine import resolve_engine
+    from sdsl.experiments.engine_fit import fit_profiles, published_points
+
+    points, _ = published_points()
+    source = next(p.source for p in points if "Spec-Bench" in p.source)
+    terms = fit_profiles(points, held_out=source)["hf-eager-2024-01"]
+    return resolve_engine("hf-eager-2024-01").replace(name="hf-eager-2024-01 without Spec-Bench", **terms)
+
+
+def test_specbench_ranking_with_the_engine_it_runs(out):
+    """VALIDATION.md "With the engine Spec-Bench runs": the level moves with the cost model, the order does not."""
+    import numpy as np
+
+    from sdsl.experiments.acceptance_validation import specbench_ranking
+
+    predictions = {p["row_id"]: p for p in out["accepted_length"]["rows"]}
+    loso = _hf_eager_without_specbench()
+    assert 1e3 * loso.spec_step_s == A(1.885, abs=1e-3) and 1e3 * loso.draft_pass_s == A(0.362, abs=1e-3)
+    want = {"roofline": ((0.67, 1.0, 1.0, 1.0), (0.33, 0.33, 0.67, 1.0), (0.224, 0.458)),
+            "hf-eager": ((0.67, 1.0, 1.0, 1.0), (0.33, 0.33, 0.33, 1.0), (0.089, 0.189)),
+            loso: ((0.67, 1.0, 1.0, 1.0), (0.33, 0.33, 0.67, 1.0), (0.197, 0.370))}
+    order = [("Vicuna-7B-v1.3", "RTX 3090 24GB"), ("Vicuna-7B-v1.3", "A100-80GB"), ("Vicuna-13B-v1.3", "A100-80GB"),
+             ("Vicuna-33B-v1.3", "A100-80GB")]
+    for engine, (measured, predicted, (median, worst)) in want.items():
+        rk = specbench_ranking(predictions, engine=engine)
+        groups = {(g["target"], g["hardware"]): g for g in rk["groups"]}
+        assert tuple(round(groups[k]["kendall_tau_measured_tau"], 2) for k in order) == measured
+        assert tuple(round(groups[k]["kendall_tau_predicted_tau"], 2) for k in order) == predicted
+        assert not rk["goal_met_measured_tau"] and not rk["goal_met_predicted_tau"]
+        errs = np.array([m["speedup_with_measured_tau"] / m["measured_speedup"] - 1 for g in rk["groups"]
+                         for m in g["methods"]])
+        assert len(errs) == 17 and np.median(np.abs(errs)) == A(median, abs=1e-3)
+        assert errs[np.argmax(np.abs(errs))] == A(worst, abs=1e-3)
+    rk = specbench_ranking(predictions, engine="hf-eager")
+    assert rk["engine"] == "hf-eager" and rk["engine_profile"]["name"] == "hf-eager-2024-01"
+    rtx = {m["method"]: m["speedup_with_measured_tau"] for m in rk["groups"][3]["methods"]}
+    assert rtx["medusa"] == A(1.67, abs=5e-3) and rtx["ngram"] == A(1.51, abs=5e-3)

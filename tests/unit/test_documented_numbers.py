@@ -38,7 +38,7 @@ def _says(doc: str, *fragments: str) -> None:
 
 def test_readme_gamma_star_example():
     # README.md "In Python": print(sdsl.gamma_star(alpha=0.8, c=0.05))  # 7.857
-    _says("README.md", "sdsl.gamma_star(alpha=0.8, c=0.05))          # 7.857")
+    _says("README.md", "sdsl.gamma_star(alpha=0.8, c=0.05)) # 7.857")
     assert float(gamma_star(0.8, 0.05)) == pytest.approx(7.856654, rel=1e-6)
 
 
@@ -58,9 +58,9 @@ def test_readme_python_block_runs():
 
 
 def test_readme_catalog_sizes_and_70b_memory():
-    # README.md "What it does": "the catalogs (21 accelerators plus a CPU stand-in ...; 60 models ...)" and
+    # README.md "The two commands": "the catalogs (21 accelerators plus a CPU stand-in; 60 models ...)" and
     # "Llama-3.1-70B in bf16 needs 141 GB, one H100 has 80 GB"
-    _says("README.md", "(21 accelerators plus a CPU stand-in",
+    _says("README.md", "(21 accelerators plus a CPU stand-in;",
           "; 60 models, dense and mixture-of-experts; every number with its source)",
           "Llama-3.1-70B in bf16 needs 141 GB, one H100 has 80 GB")
     names = [h.name for h in list_hardware()]
@@ -176,7 +176,7 @@ def _hardware_sweep(target: str, tp: int):
 
     spec = get_model(target)
     drafts = llama_family(spec.vocab_size, np.arange(128, 4097, 128))
-    return draft_size_sweep(spec, Deployment("h100-sxm", tp=tp), drafts=drafts, batch=(1, 8, 32))
+    return draft_size_sweep(spec, Deployment("h100-sxm", tp=tp, engine="ideal"), drafts=drafts, batch=(1, 8, 32))
 
 
 @pytest.mark.parametrize("target, tp, flop, hw", [
@@ -261,7 +261,7 @@ def test_turbospec_speedup_vs_batch_numbers():
           "k = 4 first dips below 1× at batch 180 and stays there from 205")
     target, draft, hw = _turbospec_pair()
     b = np.arange(1, 257, dtype=float)
-    s = predict(target, draft, Deployment(hw, context=512), gamma=np.arange(0, 9)[:, None], alpha=0.5,
+    s = predict(target, draft, Deployment(hw, context=512, engine="ideal"), gamma=np.arange(0, 9)[:, None], alpha=0.5,
                 batch=b[None, :]).speedup  # (k, batch)
     best = s.max(axis=0)
     assert best[[0, 63, 255]] == pytest.approx([1.532425, 1.311239, 1.208963], rel=REL)
@@ -280,7 +280,7 @@ def test_turbospec_linear_fit_numbers():
 
     _says("paper_figures/README.md", "held-out R² 0.981 on this grid", "(18.4 ms vs the roofline's 20.0 ms at",
           "(90 ms vs 55 ms at 256 requests × 4096 tokens)")
-    step = roofline_step_fn("llama-3.1-70b", Deployment("h100-sxm", tp=4))
+    step = roofline_step_fn("llama-3.1-70b", Deployment("h100-sxm", tp=4, engine="ideal"))
     b = np.unique(np.round(np.logspace(0, 8, 33, base=2)))
     bb, cc = (g.ravel() for g in np.meshgrid(b, np.array([256.0, 1024.0, 4096.0])))
     fit = fit_linear_step_model(bb, np.ones_like(bb), cc, step(bb, np.ones_like(bb), cc), test_fraction=0.25, seed=0)

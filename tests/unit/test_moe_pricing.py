@@ -23,7 +23,8 @@ TILED = LatencyParams(m_tile=128, m_tile_min=64, tail_waves=0.5)  # row tiles an
 
 
 def dep(hw=H100, **kw):
-    return Deployment(hw, params=kw.pop("params", DEFAULT_PARAMS), **kw)
+    # the roofline's formulas (NCCL all-reduce): the engine profile's own all-reduce is tested in test_engine.py
+    return Deployment(hw, params=kw.pop("params", DEFAULT_PARAMS), engine=kw.pop("engine", "ideal"), **kw)
 
 
 def test_step_time_reports_the_distinct_experts_it_priced():

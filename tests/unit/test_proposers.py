@@ -19,7 +19,7 @@ from sdsl.core.throughput import predict
 from sdsl.errors import InvalidInputError, UnknownNameError
 
 TARGET = get_model("llama-3.1-8b")
-DEP = Deployment("h100-sxm", context=1024)
+DEP = Deployment("h100-sxm", context=1024, engine="ideal")  # the proposers' roofline terms, no engine host time
 
 
 def test_draft_model_chain_is_predict():
@@ -130,21 +130,31 @@ def test_rank_trees_matches_pointwise_pricing():
     assert best["tokens_per_s"] == pytest.approx(float(np.max(r.tokens_per_s[:, :, 0])))
 
 
-def test_host_step_charges_speculative_steps_only():
-    """rank_proposers/rank_trees charge ``host_step_s`` once per speculative step, never to k = 0 (plain)."""
+def test_engine_host_per_speculative_step_reaches_the_rankings():
+    """rank_proposers/rank_trees price with the deployment's engine: its host time per speculative step is charged to
+    every speculative step, and never to k = 0, which the ranking prices as plain decoding whatever the proposer (an
+    EAGLE head's step at k = 0 would still run its draft extend: the drafter tax of a speculative worker with
+    nothing drafted, which a user who turns speculation off does not pay)."""
+    from sdsl.core.engine import IDEAL
     from sdsl.core.ranking import rank_trees
 
     host = 1.1e-3
-    base = rank_proposers(TARGET, ["eagle"], DEP, acceptance=np.array([0.7]), gammas=range(0, 6), batches=[1, 64])
-    slow = rank_proposers(TARGET, ["eagle"], DEP, acceptance=np.array([0.7]), gammas=range(0, 6), batches=[1, 64],
-                          host_step_s=host)
-    np.testing.assert_array_equal(slow.tokens_per_s[:, 0], base.tokens_per_s[:, 0])
-    b, tau_k = np.array([1.0, 64.0]), base.taus[0][1:, 0, 0]
-    step = b[None, :] * tau_k[:, None] / base.tokens_per_s[0, 1:, :, 0]
-    np.testing.assert_allclose(slow.tokens_per_s[0, 1:, :, 0], b[None, :] * tau_k[:, None] / (step + host), rtol=1e-12)
+    slow_dep = DEP.replace(engine=IDEAL.replace(name="host", spec_step_s=host))
+    args = dict(acceptance=np.array([0.7]), gammas=range(0, 6), batches=[1, 64])
+    base = rank_proposers(TARGET, ["eagle", "draft:llama-3.2-1b"], DEP, **args)
+    slow = rank_proposers(TARGET, ["eagle", "draft:llama-3.2-1b"], slow_dep, **args)
+    for p in (0, 1):  # k = 0 is plain decoding for both proposers
+        np.testing.assert_array_equal(slow.tokens_per_s[p, 0], base.tokens_per_s[p, 0])
+        np.testing.assert_array_equal(base.tokens_per_s[p, 0, :, 0], base.plain_tokens_per_s)
+    b = np.array([1.0, 64.0])
+    for p, ks in ((0, slice(1, None)), (1, slice(1, None))):
+        tau_k = base.taus[p][ks, 0, 0]
+        step = b[None, :] * tau_k[:, None] / base.tokens_per_s[p, ks, :, 0]
+        np.testing.assert_allclose(slow.tokens_per_s[p, ks, :, 0], b[None, :] * tau_k[:, None] / (step + host),
+                                   rtol=1e-12)
     acc = Acceptance.from_accepted_length(3.1, 4)
     t0 = rank_trees(TARGET, ["eagle3"], DEP, acceptance=acc, batches=[1], steps=range(1, 4))
-    t1 = rank_trees(TARGET, ["eagle3"], DEP, acceptance=acc, batches=[1], steps=range(1, 4), host_step_s=host)
+    t1 = rank_trees(TARGET, ["eagle3"], slow_dep, acceptance=acc, batches=[1], steps=range(1, 4))
     np.testing.assert_allclose(1 / t1.tokens_per_s[0, :, 0] - 1 / t0.tokens_per_s[0, :, 0], host / t0.tau[0], rtol=1e-9)
 
 

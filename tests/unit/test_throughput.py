@@ -4,6 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sdsl.core.architecture import get_model
+from sdsl.core.deployment import Deployment
 from sdsl.errors import InvalidInputError
 from sdsl.core.hardware import get_hardware
 from sdsl.core.throughput import predict, speedup, tokens_per_flop, work_factor
@@ -33,7 +34,8 @@ def test_tokens_per_flop_is_speedup_over_2m():
 
 def test_hardware_prediction_consistency():
     t, d, hw = get_model("llama-2-7b"), get_model("llama-160m"), get_hardware("h100-sxm")
-    p = predict(t, d, hw, gamma=np.arange(0, 9)[:, None], alpha=0.7, batch=np.array([1, 8, 64])[None, :])
+    p = predict(t, d, Deployment(hw, engine="ideal"), gamma=np.arange(0, 9)[:, None], alpha=0.7,
+                batch=np.array([1, 8, 64])[None, :])  # the roofline alone
     assert p.speedup.shape == (9, 3)
     np.testing.assert_allclose(p.speedup[0], 1.0)  # γ = 0 is plain decoding
     np.testing.assert_allclose(p.tokens_per_s, np.array([1, 8, 64]) * p.tau / p.t_step_s)
@@ -52,7 +54,7 @@ def test_prediction_composes_step_times_by_hand():
 
     t, d, hw = get_model("llama-3.1-8b"), get_model("llama-3.2-1b"), get_hardware("a100-80gb")
     gamma, alpha, batch, over = np.array([1, 3, 6]), 0.75, 16, 2e-4
-    p = predict(t, d, hw, gamma=gamma, alpha=alpha, batch=batch, overhead_s=over)
+    p = predict(t, d, Deployment(hw, engine="ideal"), gamma=gamma, alpha=alpha, batch=batch, overhead_s=over)
     tau = (1 - alpha ** (gamma + 1)) / (1 - alpha)
     t_step = gamma * step_time_s(d, hw, batch=batch, q=1) + np.array(
         [step_time_s(t, hw, batch=batch, q=g + 1) for g in gamma]) + over

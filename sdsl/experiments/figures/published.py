@@ -8,8 +8,7 @@ __all__ = ["fig_published_validation"]
 
 
 def fig_published_validation(quick: bool = False):
-    """Predicted vs measured for every priced published row, and vLLM's EAGLE-1 k-sweep (``quick`` is
-    the same: the whole set prices in well under a second)."""
+    """Predicted vs measured for every priced published row, and the k-sweeps (``quick`` is the same)."""
     from sdsl.experiments.published_validation import validate_published
 
     return published_figure(validate_published())

@@ -139,7 +139,7 @@ def fig_hardware_draft_size(quick: bool = False):
         from sdsl.core.architecture import get_model
 
         spec = get_model(target)
-        sweep = draft_size_sweep(spec, Deployment(hw, tp=tp, params=params),
+        sweep = draft_size_sweep(spec, Deployment(hw, tp=tp, params=params, engine="ideal"),
                                  drafts=llama_family(spec.vocab_size, d_models), batch=(1, 8, 32))
         first = sweep[sweep["batch"] == 1]
         ax.plot(first["draft_params"], first["flop_speedup"], color="k", lw=1.6, label="FLOP model S*(α, c = N/M)")

@@ -25,7 +25,7 @@ def fig_turbospec_step_latency(quick: bool = False):
     from sdsl.core.deployment import Deployment
 
     target, draft, hw, params = _turbospec_setup()
-    dep = Deployment(hw, context=512, params=params)
+    dep = Deployment(hw, context=512, params=params, engine="ideal")
     b = np.unique(np.round(np.logspace(0, 8, 17 if quick else 65, base=2)))
     fig, ((ax,),) = _figure(figsize=(6.4, 4.3))
     t_d = step_time_s(draft, dep, batch=b, q=1)
@@ -58,7 +58,7 @@ def fig_turbospec_speedup_vs_batch(quick: bool = False):
     k = np.arange(0, 9)
     fig, ((ax, ax2),) = _figure(1, 2, figsize=(11.0, 4.0))
     alphas = np.array([0.5, 0.7, 0.9])
-    s_all = predict(target, draft, Deployment(hw, context=512, params=params), gamma=k[None, :, None],
+    s_all = predict(target, draft, Deployment(hw, context=512, params=params, engine="ideal"), gamma=k[None, :, None],
                     alpha=alphas[:, None, None], batch=b[None, None, :]).speedup  # (alpha, k, batch)
     s = s_all[0]
     for i in range(1, 6):
@@ -83,7 +83,7 @@ def fig_turbospec_linear_fit(quick: bool = False):
     from sdsl.serving.linear_model import TURBOSPEC_PUBLISHED, fit_linear_step_model
     from sdsl.serving.step_model import roofline_step_fn
 
-    step = roofline_step_fn("llama-3.1-70b", Deployment("h100-sxm", tp=4))
+    step = roofline_step_fn("llama-3.1-70b", Deployment("h100-sxm", tp=4, engine="ideal"))
     b = np.unique(np.round(np.logspace(0, 8, 9 if quick else 33, base=2)))
     contexts = (256, 1024, 4096)
     fig, ((ax, ax2),) = _figure(1, 2, figsize=(11.0, 4.2))

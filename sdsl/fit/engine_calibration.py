@@ -1,0 +1,378 @@
+"""``sdsl calibrate engine``: fit an engine profile's free terms to a user's own measured runs, and write a profile
+JSON that ``--engine FILE`` takes (docs/model.md §3.9).
+
+A run is one measured configuration: target, hardware, tensor parallelism, batch (concurrency), context, the
+proposer (none for plain decoding) with its chain length k or SGLang tree, the measured mean accepted length (bonus
+included) and what was measured: TPOT (ms), output tokens/s of the whole batch, or a speedup. Runs come from
+- CSV or JSON files of such rows (:data:`RUN_FIELDS`);
+- vLLM ``vllm bench serve --save-result`` JSON (``mean_tpot_ms``, ``max_concurrency``) with the server's log beside
+  it (the same name with ``.log``) or named by ``log``, whose ``SpecDecoding metrics`` lines give the accepted length
+  (:func:`sdsl.fit.engine_logs.read_acceptance_log`);
+- vLLM ``vllm bench latency --output-json`` JSON (``avg_latency``) with ``batch`` and ``output_len`` given;
+- SGLang ``python -m sglang.test.send_one`` output (``acc_length=… speed=… token/s``) and ``bench_one_batch``
+  output (``Decode.  median latency: … s``).
+Fields a file does not carry (target, hardware, proposer, k, ...) come from ``defaults`` (the command's options).
+
+Every run is priced once with the base profile's structure (graphs, overlap, padding, kernels); the free terms
+(:data:`sdsl.core.engine.FREE_TERMS`, by default host per step, per speculative step and per drafting pass) then
+minimise Σ log(predicted / measured)² over the runs, bounded below by zero. Before fitting, the runs must identify
+every term: each term must move some prediction, and no two terms may move the predictions in proportion (e.g. a
+per-step and a per-pass term with every run at the same k) — otherwise a one-line error says which term and what to
+measure. The result reports each run's residual and its leave-one-point-out error (refit without the run, predict it;
+``None`` where the other runs cannot identify the terms).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from sdsl._result import Result
+from sdsl.core.engine import FREE_TERMS, EngineProfile, host_seconds, resolve_engine
+from sdsl.errors import ConfigError, InvalidInputError
+
+__all__ = ["EnginePoint", "StackedPoints", "read_runs", "price_runs", "fit_engine", "calibrate_engine",
+           "EngineCalibration", "RUN_FIELDS", "DEFAULT_TERMS", "TERM_BOUNDS", "identify"]
+
+#: Columns of a runs CSV / keys of a runs JSON object (``tpot_ms``, ``tokens_per_s`` or ``speedup``: one of them).
+RUN_FIELDS = ("target", "hardware", "tp", "batch", "context", "dtype", "proposer", "k", "tree", "accepted_length",
+              "tpot_ms", "tokens_per_s", "speedup", "label")
+DEFAULT_TERMS = ("host_step_s", "spec_step_s", "draft_pass_s")
+TERM_BOUNDS = {"host_step_s": 0.05, "spec_step_s": 0.05, "draft_pass_s": 0.01, "launch_s": 2e-4,
+               "allreduce_latency_s": 5e-5}  # upper bounds (s)
+_METRICS = ("tpot_ms", "tokens_per_s", "speedup")
+
+
+@dataclass
+class EnginePoint:
+    """One measured run priced once with a profile's structure: its step, what was measured and how much."""
+
+    step: object  # PricedStep (its ``pieces`` carry the GPU times and the step's shape)
+    profile: EngineProfile
+    metric: str  # "tpot_ms", "tokens_per_s" (all sequences) or "speedup" (over the same engine's plain decoding)
+    measured: float
+    plain: bool
+    batch: float
+    label: str = ""
+
+
+class StackedPoints:
+    """Points priced by one profile with their pieces stacked on one axis, so that one :func:`host_seconds` call
+    prices them all for any terms (the fits' inner loop)."""
+
+    def __init__(self, points: list):
+        from sdsl.core.engine import StepPieces
+
+        self.points, self.profile = points, points[0].profile
+        pcs = [p.step.pieces for p in points]
+        col = lambda name: np.array([float(np.asarray(getattr(x, name))) for x in pcs])  # noqa: E731
+
+        def rows(attr):
+            width = max(len(getattr(x, attr)) for x in pcs)
+            out = []
+            for j in range(width):
+                entry = [getattr(x, attr)[j] if j < len(getattr(x, attr)) else (0.0, 0.0, 0.0, False) for x in pcs]
+                out.append(tuple(np.array([float(np.asarray(e[i])) for e in entry]) for i in range(3))
+                           + (np.array([bool(np.asarray(e[3])) for e in entry]),))
+            return tuple(out)
+
+        self.pieces = StepPieces(gpu_step_s=col("gpu_step_s"), gpu_plain_s=col("gpu_plain_s"),
+                                 speculative=np.array([bool(np.asarray(x.speculative)) for x in pcs]),
+                                 passes=col("passes"), steps=col("steps"), kind="", eager_step=rows("eager_step"),
+                                 eager_plain=rows("eager_plain"), allreduce_step=col("allreduce_step"),
+                                 allreduce_plain=col("allreduce_plain"))
+        self.batch = np.array([float(p.batch) for p in points])
+        self.tau = np.array([float(np.asarray(p.step.tau)) for p in points])
+        self.metric = np.array([("plain-" if p.plain else "") + p.metric for p in points])
+        self.measured = np.array([float(p.measured) for p in points])
+
+    def predict(self, terms: dict | None = None) -> np.ndarray:
+        """Each point's metric with ``terms`` overriding the profile's time terms."""
+        hs, hp = host_seconds(self.profile, self.pieces, **(terms or {}))
+        t_step, t_plain = self.pieces.gpu_step_s + hs, self.pieces.gpu_plain_s + hp
+        m, b, tau = self.metric, self.batch, self.tau
+        return np.select([m == "plain-tpot_ms", m == "plain-tokens_per_s", m == "tpot_ms", m == "speedup"],
+                         [1e3 * t_plain, b / t_plain, 1e3 * t_step / tau, (tau / t_step) * t_plain], b * tau / t_step)
+
+
+def _stacks(points: list) -> list:
+    groups: dict = {}
+    for p in points:
+        groups.setdefault(id(p.profile), []).append(p)
+    return [StackedPoints(g) for g in groups.values()]
+
+
+def _log_residuals(stacks, terms: tuple, x) -> np.ndarray:
+    values = dict(zip(terms, x))
+    return np.concatenate([np.log(s.predict(values) / s.measured) for s in stacks])
+
+
+def identify(points: list, terms: tuple) -> str | None:
+    """None when ``points`` identify every one of ``terms``; else one sentence naming the term and what to measure.
+    The check is the Jacobian of the log-predictions at a reference point (each term at 5% of its bound): a term
+    whose column is zero moves nothing; two terms whose columns are proportional cannot be told apart."""
+    stacks = _stacks(points)
+    hi = np.array([TERM_BOUNDS[t] for t in terms])
+    x = 0.05 * hi
+    base = _log_residuals(stacks, terms, x)
+    cols = []
+    for j in range(len(terms)):
+        probe = x.copy()
+        probe[j] += 0.05 * hi[j]
+        cols.append((_log_residuals(stacks, terms, probe) - base) / (0.05 * hi[j]))
+    J = np.stack(cols, axis=1)
+    norms = np.linalg.norm(J, axis=0)
+    hints = {"host_step_s": "plain-decoding runs (the engine overlaps its host work there only when the GPU step is "
+                            "longer: add runs at batch 1)",
+             "spec_step_s": "speculative runs", "draft_pass_s": "speculative runs at two k values or more",
+             "launch_s": "runs where the profile executes something eagerly (graphs off)",
+             "allreduce_latency_s": "runs at tensor parallelism > 1 on an engine with a custom all-reduce"}
+    for j, t in enumerate(terms):
+        if norms[j] < 1e-9 * max(1.0, norms.max()):
+            return f"The runs cannot identify {t} (no run depends on it); give {hints[t]}."
+    unit = J / norms
+    for i in range(len(terms)):
+        for j in range(i + 1, len(terms)):
+            if abs(float(unit[:, i] @ unit[:, j])) > 1 - 1e-6:
+                return (f"The runs cannot tell {terms[i]} from {terms[j]} (they move every prediction in proportion); "
+                        f"give {hints[terms[j]]}.")
+    if np.linalg.matrix_rank(unit, tol=1e-6) < len(terms):
+        return f"The runs cannot identify {', '.join(terms)} together; give plain runs and speculative runs at two k values."
+    return None
+
+
+def fit_engine(points: list, terms: tuple = DEFAULT_TERMS) -> dict:
+    """Least squares in log of ``terms`` over ``points`` (module docstring): {"values", "residuals", "rms_log"}."""
+    from scipy.optimize import least_squares
+
+    stacks = _stacks(points)
+    hi = np.array([TERM_BOUNDS[t] for t in terms])
+    fit = least_squares(lambda x: _log_residuals(stacks, terms, x), hi / 100.0, bounds=(np.zeros(len(terms)), hi),
+                        x_scale=hi / 100.0)
+    order = [p for s in stacks for p in s.points]
+    res = dict(zip(map(id, order), fit.fun))
+    residuals = np.array([res[id(p)] for p in points])
+    return {"values": dict(zip(terms, (float(v) for v in fit.x))), "residuals": residuals,
+            "rms_log": float(np.sqrt(np.mean(residuals ** 2)))}
+
+
+# -- reading runs ------------------------------------------------------------------------------------------------
+
+_SEND_ONE = re.compile(r"acc_length\s*[=:]\s*([0-9.]+).*?speed\s*[=:]\s*([0-9.]+)\s*token/s", re.S | re.I)
+_BENCH_ONE = re.compile(r"Decode\.\s+median latency:\s*([0-9.eE+-]+)\s*s", re.I)
+
+
+def _rows_from_csv(path: Path) -> list[dict]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        unknown = set(reader.fieldnames or ()) - set(RUN_FIELDS)
+        if unknown:
+            raise ConfigError(f"{path}: unknown run column(s) {', '.join(sorted(unknown))}; known: {', '.join(RUN_FIELDS)}.")
+        return [{k: v for k, v in r.items() if v not in (None, "")} for r in reader]
+
+
+def _rows_from_json(path: Path, data) -> list[dict]:
+    if isinstance(data, dict) and "mean_tpot_ms" in data:  # vllm bench serve --save-result
+        row = {"tpot_ms": data["mean_tpot_ms"], "batch": data.get("max_concurrency") or 1, "label": path.name}
+        log = Path(data["log"]) if data.get("log") else path.with_suffix(".log")
+        if log.is_file():
+            from sdsl.fit.engine_logs import read_acceptance_log
+
+            got = read_acceptance_log(log)
+            row.update(accepted_length=got.mean_accepted_length, k=got.k)
+        return [row]
+    if isinstance(data, dict) and "avg_latency" in data:  # vllm bench latency --output-json
+        return [{"latency_s": data["avg_latency"], "label": path.name}]
+    rows = data.get("runs") if isinstance(data, dict) else data
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise ConfigError(f"{path}: a runs JSON is a list of objects (or {{'runs': [...]}}), a vLLM bench result, "
+                          "or a vLLM bench latency result.")
+    return rows
+
+
+def _rows_from_text(path: Path, text: str) -> list[dict]:
+    rows = [{"accepted_length": float(a), "tokens_per_s": float(s), "label": f"{path.name}#{i + 1}"}
+            for i, (a, s) in enumerate(_SEND_ONE.findall(text))]
+    rows += [{"latency_s_per_step": float(v), "label": f"{path.name} decode#{i + 1}"}
+             for i, v in enumerate(_BENCH_ONE.findall(text))]
+    if not rows:
+        raise ConfigError(f"{path}: no runs found (expected a CSV or JSON of runs, a vLLM bench JSON, or SGLang "
+                          "send_one / bench_one_batch output).")
+    return rows
+
+
+def read_runs(paths, defaults: dict | None = None) -> list[dict]:
+    """Every run of ``paths`` as a dict of :data:`RUN_FIELDS`, missing fields filled from ``defaults``; a file sdsl
+    cannot read, or a run that lacks a field no default gives, is a one-line ConfigError/InvalidInputError."""
+    from sdsl._io import load_json
+
+    out = []
+    for name in paths:
+        path = Path(name)
+        if not path.is_file():
+            raise ConfigError(f"Run file {path} not found.")
+        if path.suffix.lower() == ".csv":
+            rows = _rows_from_csv(path)
+        elif path.suffix.lower() == ".json":
+            rows = _rows_from_json(path, load_json(path))
+        else:
+            rows = _rows_from_text(path, path.read_text(encoding="utf-8", errors="replace"))
+        for i, r in enumerate(rows):
+            out.append(_complete({**(defaults or {}), **r}, f"{path}:{i + 1}"))
+    if not out:
+        raise InvalidInputError("No runs to calibrate on.")
+    return out
+
+
+def _complete(row: dict, where: str) -> dict:
+    """A run with its numbers parsed and its measured metric decided."""
+    row = dict(row)
+    if "latency_s" in row:  # bench latency: batch x output_len tokens per request latency
+        if "output_len" not in row:
+            raise InvalidInputError(f"{where}: a vLLM bench latency result needs --output-len (tokens per request).")
+        row["tokens_per_s"] = float(row.get("batch", 1)) * float(row["output_len"]) / float(row.pop("latency_s"))
+    if "latency_s_per_step" in row:
+        step = float(row.pop("latency_s_per_step"))
+        row["tokens_per_s"] = float(row.get("batch", 1)) * float(row.get("accepted_length") or 1.0) / step
+    missing = [f for f in ("target", "hardware") if not row.get(f)]
+    if missing:
+        raise InvalidInputError(f"{where}: no {' or '.join(missing)} (give a column or --{missing[0]}).")
+    given = [m for m in _METRICS if row.get(m) not in (None, "")]
+    if len(given) != 1:
+        raise InvalidInputError(f"{where}: give exactly one of tpot_ms, tokens_per_s, speedup (got {len(given)}).")
+    proposer = str(row.get("proposer") or "").strip()
+    row["proposer"] = None if proposer.lower() in ("", "none", "plain") else proposer
+    try:
+        row["metric"], row["measured"] = given[0], float(row[given[0]])
+        row["batch"] = int(float(row.get("batch", 1)))
+        row["tp"] = int(float(row.get("tp", 1)))
+        row["context"] = float(row.get("context", 1024))
+        row["k"] = None if row.get("k") in (None, "") else int(float(row["k"]))
+        row["accepted_length"] = None if row.get("accepted_length") in (None, "") else float(row["accepted_length"])
+    except ValueError as exc:
+        raise InvalidInputError(f"{where}: {exc}.") from None
+    if not (np.isfinite(row["measured"]) and row["measured"] > 0):
+        raise InvalidInputError(f"{where}: the measured {row['metric']} must be a positive number.")
+    if row["proposer"] is not None:
+        if row["accepted_length"] is None:
+            raise InvalidInputError(f"{where}: a speculative run needs its accepted_length (bonus token included).")
+        if row["k"] is None and not row.get("tree"):
+            raise InvalidInputError(f"{where}: a speculative run needs k (chain length) or tree (STEPS,TOPK,TOKENS).")
+    elif row["metric"] == "speedup":
+        raise InvalidInputError(f"{where}: a plain run cannot be measured as a speedup.")
+    row["where"] = where
+    return row
+
+
+def price_runs(runs: list[dict], base: EngineProfile) -> list[EnginePoint]:
+    """Each run priced once on its deployment with the base profile's structure (:func:`price_step`)."""
+    from sdsl.core.deployment import Deployment
+    from sdsl.core.speculation import price_step
+
+    points = []
+    for r in runs:
+        dep = Deployment(r["hardware"], tp=r["tp"], dtype=r.get("dtype", "bf16"), context=r["context"], engine=base)
+        plain = r["proposer"] is None
+        tree = r.get("tree") if not plain else None
+        try:
+            step = price_step(r["target"], r["proposer"] or "ngram", dep, tau=1.0 if plain else r["accepted_length"],
+                              gamma=None if tree else (0 if plain else r["k"]), tree=tree, batch=r["batch"])
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"{r['where']}: {exc}") from None
+        points.append(EnginePoint(step, base, r["metric"], r["measured"], plain, float(r["batch"]),
+                                  r.get("label") or r["where"]))
+    return points
+
+
+# -- the command's result -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EngineCalibration(Result):
+    """A fitted profile with its fit: values per term, residuals and leave-one-point-out errors per run."""
+
+    profile: EngineProfile
+    base: str
+    terms: tuple
+    runs: list = field(repr=False)
+    residuals: np.ndarray = field(repr=False)
+    lopo: list = field(repr=False)  # per run: leave-one-point-out error of its speed (1/TPOT), or None
+    rms_log: float = 0.0
+
+    def summary(self) -> dict:
+        errs = np.array([e for e in self.lopo if e is not None], dtype=float)
+        return {"points": len(self.runs), "rms_log_residual": self.rms_log,
+                "median_abs_lopo_error": float(np.median(np.abs(errs))) if errs.size else None,
+                "worst_lopo_error": float(errs[np.argmax(np.abs(errs))]) if errs.size else None,
+                "lopo_points": int(errs.size)}
+
+    def to_dict(self) -> dict:
+        rows = [{"label": r.get("label") or r["where"], "target": r["target"], "hardware": r["hardware"],
+                 "batch": r["batch"], "proposer": r["proposer"], "k": r["k"], "tree": r.get("tree"),
+                 "accepted_length": r["accepted_length"], "metric": r["metric"], "measured": r["measured"],
+                 "residual": float(np.expm1(-res if r["metric"] == "tpot_ms" else res)), "lopo_error": lo}
+                for r, res, lo in zip(self.runs, self.residuals, self.lopo)]
+        return {"format": "sdsl-engine-profile", "format_version": 1, "profile": self.profile.to_dict(),
+                "fit": {"base": self.base, "terms": list(self.terms),
+                        "values": {t: getattr(self.profile, t) for t in self.terms}, **self.summary(), "runs": rows}}
+
+    def report(self) -> str:
+        s = self.summary()
+        lines = [f"engine profile {self.profile.name} (structure of {self.base}), fitted on {s['points']} runs:"]
+        lines += [f"  {t:<13} {1e3 * getattr(self.profile, t):8.4f} ms" for t in self.terms]
+        lopo = "n/a" if s["median_abs_lopo_error"] is None else (f"{100 * s['median_abs_lopo_error']:.1f}% median, "
+                                                                   f"worst {100 * s['worst_lopo_error']:+.1f}%")
+        lines.append(f"  rms log residual {s['rms_log_residual']:.4f}; leave-one-point-out error {lopo} "
+                     f"({s['lopo_points']} of {s['points']} runs identifiable without themselves)")
+        for row in self.to_dict()["fit"]["runs"]:
+            lo = "   n/a" if row["lopo_error"] is None else f"{100 * row['lopo_error']:+6.1f}%"
+            shape = "plain" if row["proposer"] is None else f"{row['proposer']} k={row['k'] or row['tree']}"
+            lines.append(f"  {row['label'][:32]:<32} {shape:<18} b={row['batch']:<4} {row['metric']:<12} "
+                         f"{row['measured']:10.3f}  residual {100 * row['residual']:+6.1f}%  lopo {lo}")
+        return "\n".join(lines)
+
+    def plot(self, ax=None):
+        """Measured against fitted value of every run (:func:`sdsl.plots.results.plot_predicted_vs_measured`)."""
+        from sdsl.plots.results import plot_predicted_vs_measured
+
+        measured = np.array([r["measured"] for r in self.runs])
+        return plot_predicted_vs_measured(measured, measured * np.exp(self.residuals), ax=ax)
+
+
+def calibrate_engine(paths, *, base="vllm", terms=DEFAULT_TERMS, defaults: dict | None = None,
+                     name: str | None = None, lopo: bool = True) -> EngineCalibration:
+    """Read the runs of ``paths``, price them with ``base``'s structure, check that they identify ``terms``, fit them
+    and (``lopo``) leave each point out in turn (module docstring)."""
+    base_profile = resolve_engine(base)
+    terms = tuple(terms)
+    bad = [t for t in terms if t not in FREE_TERMS]
+    if bad or not terms:
+        raise InvalidInputError(f"Unknown engine term(s) {', '.join(bad) or '(none)'}; fit some of {', '.join(FREE_TERMS)}.")
+    runs = read_runs(paths, defaults)
+    points = price_runs(runs, base_profile)
+    problem = identify(points, terms)
+    if problem:
+        raise InvalidInputError(problem)
+    fit = fit_engine(points, terms)
+    errors = []
+    for i, p in enumerate(points if lopo else ()):
+        rest = points[:i] + points[i + 1:]
+        if len(rest) < len(terms) or identify(rest, terms):
+            errors.append(None)
+            continue
+        values = fit_engine(rest, terms)["values"]
+        pred = float(StackedPoints([p]).predict(values)[0])
+        errors.append(p.measured / pred - 1.0 if p.metric == "tpot_ms" else pred / p.measured - 1.0)
+    errors = errors or [None] * len(points)
+    today = datetime.date.today().isoformat()
+    sources = {**base_profile.sources, **{t: {"fit": "user-runs", "files": [str(x) for x in paths],
+                                              "points": len(points)} for t in terms}}
+    profile = base_profile.replace(name=name or f"calibrated-{base_profile.name}", date=today,
+                                   build=f"{base_profile.build} — terms fitted to {len(points)} measured runs",
+                                   sources=sources, **fit["values"])
+    return EngineCalibration(profile, base_profile.name, terms, runs, fit["residuals"], errors, fit["rms_log"])
