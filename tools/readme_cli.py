@@ -1,8 +1,8 @@
-"""Generate the README's CLI reference from the commands' --help text (the documentation site's CLI page
-is built from the same :func:`sections` by tools/mkdocs_hooks.py).
+"""The CLI reference from the commands' --help text: :func:`sections` builds the documentation site's CLI page
+(tools/mkdocs_hooks.py, at every `make docs`). A README.md holding the cli-reference markers gets the same text:
 
-    .venv/bin/python tools/readme_cli.py          # rewrite the section in README.md
-    .venv/bin/python tools/readme_cli.py --check  # exit 1 if README.md is stale (tests do this)
+    .venv/bin/python tools/readme_cli.py          # rewrite the marked section in README.md
+    .venv/bin/python tools/readme_cli.py --check  # exit 1 if that section is stale
 """
 
 from __future__ import annotations
