@@ -61,8 +61,9 @@ def test_dynamic_spine_sampling_is_lossless(models):
     target, draft, head = models
     probs = exact_three_token_dist(target, torch.tensor(PROMPT), 1.0, 1.0)
     tree, proposer = parse_tree("dspine2@0.4"), DraftModel(draft)
+    # one generate call per sequence (its own shape): half the samples keep ~48 per cell of the 125-cell test
     toks = np.array([generate(target, torch.tensor(PROMPT), 3, proposer, temperature=1.0, seed=i, tree=tree).tokens[0]
-                     for i in range(N_SAMPLES)])
+                     for i in range(N_SAMPLES // 2)])
     counts = np.bincount(toks[:, 0] * V * V + toks[:, 1] * V + toks[:, 2], minlength=V ** 3)
     assert 0.1 < tree.stats["leaves"] / (2 * tree.stats["steps"]) < 0.9, tree.stats  # both shapes were drafted
     assert chi2_pvalue(counts, probs) > 1e-3
