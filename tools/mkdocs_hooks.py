@@ -1,6 +1,6 @@
 """MkDocs hooks that build the documentation site's generated pages at build time, so none can go stale.
 
-- ``cli.md`` — every command's ``--help`` (:func:`tools.readme_cli.sections`, the README's generator);
+- ``cli.md`` — every command's ``--help`` (:func:`tools.cli_text.sections`);
 - ``api.md`` — one mkdocstrings block per name of ``sdsl.__all__``, grouped as ``sdsl/__init__.py`` groups them
   (the lazily imported names under the module that defines them);
 - ``validation.md``, ``benchmarks.md``, ``figures.md`` — VALIDATION.md, BENCHMARKS.md and
@@ -17,6 +17,7 @@ Configured in mkdocs.yml (``hooks:``); ``make docs`` runs ``mkdocs build --stric
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import shlex
 import sys
@@ -38,17 +39,21 @@ def _figure_names() -> list[str]:
     return [f.name for f in FIGURES]
 
 
-def cli_page() -> str:
+@functools.lru_cache(maxsize=1)
+def _cli_text():
+    """tools/cli_text.py (a sibling file, not an installed package)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("readme_cli", ROOT / "tools" / "readme_cli.py")
-    readme_cli = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(readme_cli)
-    sections = readme_cli.sections
+    spec = importlib.util.spec_from_file_location("cli_text", ROOT / "tools" / "cli_text.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
+
+def cli_page() -> str:
     return "\n".join(["# CLI reference", "",
-                      "Every command's `--help`, generated when the site is built (`tools/readme_cli.py`). "
-                      "Bad input prints one sentence on stderr and exits with code 2.", "", *sections(2), ""])
+                      "Every command's `--help`, generated when the site is built (`tools/cli_text.py`). "
+                      "Bad input prints one sentence on stderr and exits with code 2.", "", *_cli_text().sections(2), ""])
 
 
 def _all_groups() -> list[tuple[str, list[str]]]:
@@ -109,14 +114,11 @@ def on_files(files, config):
 
 
 def _run(args: str) -> str:
-    from click.testing import CliRunner
-
-    from sdsl.cli import cli
-
-    result = CliRunner().invoke(cli, shlex.split(args), prog_name="sdsl", terminal_width=100)
-    if result.exit_code != 0:
-        raise RuntimeError(f"`sdsl {args}` failed in the docs: {result.output}")
-    return f"```text\n$ sdsl {args}\n{result.output.rstrip()}\n```"
+    try:
+        out = _cli_text().run_sdsl(shlex.split(args))
+    except RuntimeError as e:
+        raise RuntimeError(f"{e} (failed in the docs)") from None
+    return f"```text\n$ sdsl {args}\n{out}\n```"
 
 
 def _script(path: str, args: str) -> str:

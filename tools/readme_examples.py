@@ -23,7 +23,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from click.testing import CliRunner
+from cli_text import run_sdsl  # tools/ is this script's directory
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"(<!-- example: (?P<cmd>.*?)(?: \| from=(?P<start>[^|]*?))?(?: \| lines=(?P<lines>\d+))? -->\n)"
@@ -31,15 +31,10 @@ BLOCK = re.compile(r"(<!-- example: (?P<cmd>.*?)(?: \| from=(?P<start>[^|]*?))?(
 
 
 def output(command: str, lines: int | None, start: str | None = None) -> str:
-    from sdsl.cli import cli
-
     args = shlex.split(command)
     if args[0] != "sdsl":
         raise SystemExit(f"example command must start with sdsl: {command!r}")
-    result = CliRunner().invoke(cli, args[1:], prog_name="sdsl", terminal_width=100)
-    if result.exit_code != 0:
-        raise SystemExit(f"example `{command}` failed ({result.exit_code}): {result.output}")
-    text = result.output.rstrip().splitlines()
+    text = run_sdsl(args[1:]).splitlines()
     if start:
         first = next((i for i, line in enumerate(text) if start in line), None)
         if first is None:
