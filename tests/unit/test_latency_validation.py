@@ -372,7 +372,9 @@ def test_shipped_defaults_measured_on_every_row(report, gpu):
     from sdsl.experiments.latency_validation import VIDUR_HARDWARE
 
     s = report[gpu]["shipped"]
-    assert s["max_rel_diff_to_fit"] < 1e-9 and s["source"] == default_params(VIDUR_HARDWARE[gpu]).source
+    # 1e-6: the least-squares refit reproduces the shipped parameters to ~3e-7 when BLAS sums in another order
+    # (one thread instead of two); a different form or data set moves them by percent.
+    assert s["max_rel_diff_to_fit"] < 1e-6 and s["source"] == default_params(VIDUR_HARDWARE[gpu]).source
     gemm, ew, ar = SHIPPED[gpu]
     assert (s["pooled_overall_mape"], s["pooled_decode_mape"], s["worst_model_decode_mape"]) == pytest.approx(gemm, rel=REL)
     assert (s["elementwise_mape"], s["elementwise_layer_mape"]) == pytest.approx(ew, rel=REL)
