@@ -195,14 +195,16 @@ def acceptance(engine, pass_overhead_us, as_json):
                    f"acceptance, {g['kendall_tau_predicted_tau']:.2f} with predicted ({g['n_predicted']} methods); "
                    f"measured/priced/predicted speedup: {order}")
 @validate.command("moe")
-@click.option("--engine", default="ideal", show_default=True,
-              help="Engine execution profile: ideal (the roofline alone) | an engine (sglang: each row's build by its "
-                   "date, the newest profile of that engine not after the row) | a profile name | ENGINE:YYYY-MM | "
-                   "FILE.json (`sdsl engines` lists them).")
+@click.option("--engine", default="row", show_default=True,
+              help="Engine execution profile: row (each row's own engine and build: the newest profile of that "
+                   "engine not after the row) | ideal (the roofline alone, no engine host time) | an engine (sglang: "
+                   "that engine's build by each row's date) | a profile name | ENGINE:YYYY-MM | FILE.json (`sdsl "
+                   "engines` lists them).")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 def moe(engine, as_json):
     """Price the published mixture-of-experts rows (sdsl/data/published, row_set=moe) on the roofline with the
-    shipped calibration, with no engine host time or (--engine) an engine's execution profile: plain-decode
+    shipped calibration and the execution profile of the engine each row ran on (--engine ideal: no engine
+    host time): plain-decode
     tokens/s, the speculative/plain ratio of each source and whether speculation wins or loses, with the measured
     accepted length as an oracle τ; the rows it cannot price and why; the verify-growth check (measured step time
     against the priced one within a source)."""

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sdsl.core.deployment import Deployment
+from sdsl.errors import InvalidInputError
 from sdsl.experiments.published_rows import (CHAT_CONTEXT, RowSpec, Unpriceable, _hardware, _shape, load_rows)
 
 __all__ = ["MoERow", "notes_fields", "interpret_moe_decode", "interpret_moe_speculative", "moe_rows",
@@ -209,8 +210,9 @@ def moe_rows() -> tuple[list[MoERow], list[dict]]:
 
 
 def row_engine(spec: MoERow, engine=None):
-    """The engine profile a row is priced with: ``None`` or ``"ideal"`` the roofline alone (no engine host time);
-    an engine family (``"sglang"``, ``"vllm"``) the newest profile of that engine dated no later than the row
+    """The engine profile a row is priced with: ``"row"`` the newest profile of the row's own engine dated no
+    later than the row (what ``sdsl validate moe`` uses by default); ``None`` or ``"ideal"`` the roofline alone
+    (no engine host time); an engine family (``"sglang"``, ``"vllm"``) the newest profile of that engine dated no later than the row
     (its ``date`` note; the family's newest where the row has none); any other
     :func:`~sdsl.core.engine.resolve_engine` spec (a profile name, ``ENGINE:YYYY-MM``, a ``.json`` file or an
     :class:`~sdsl.core.engine.EngineProfile`) the same profile for every row."""
@@ -220,6 +222,11 @@ def row_engine(spec: MoERow, engine=None):
         return resolve_engine("ideal" if engine is None else engine)
     text = str(engine).strip().lower()
     families = {p.engine for p in engine_profiles().values()}
+    if text == "row":
+        if spec.engine.strip().lower() not in families:
+            raise InvalidInputError(f"row {spec.file}#{spec.index} ran on engine {spec.engine!r}, which has no execution "
+                            f"profile; price it with --engine ideal or a profile `sdsl engines` lists")
+        text = engine = spec.engine.strip().lower()
     date = spec.notes.get("date", "")
     if text in families and text not in engine_profiles() and re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):
         return resolve_engine(f"{text}:{date[:7]}")
@@ -348,10 +355,11 @@ def verify_growth(rows: list[dict], *, min_rows: int = 4, min_spread_s: float = 
     return out
 
 
-def validate_moe(deployment_for=None, *, engine=None, label: str | None = None, price_options: dict | None = None,
+def validate_moe(deployment_for=None, *, engine="row", label: str | None = None, price_options: dict | None = None,
                  **deployment_options) -> dict:
     """Price every priceable MoE row on ``deployment_for(row)`` (default :func:`row_deployment` with ``engine`` —
-    None: the roofline alone; ``"sglang"``: each row's SGLang build by its date, :func:`row_engine` — and
+    ``"row"``: the execution profile of each row's own engine and date; None: the roofline alone; ``"sglang"``:
+    each row's SGLang build by its date, :func:`row_engine` — and
     ``deployment_options``), with ``price_options`` passed to
     :func:`~sdsl.core.speculation.price_step` (e.g. ``{"overhead_s": ...}``, a host time per speculative step):
     per-row records, the unpriced rows and why, the three claims (plain tokens/s, speculative/plain ratio,

@@ -1,7 +1,8 @@
 """Every number VALIDATION.md states about the published mixture-of-experts rows (``sdsl validate moe``),
 recomputed, and the expert-union pricing held against two wrong forms that the same numbers reject.
 
-The values are relative errors under the shipped latency calibration with no engine host time; a change to the
+The values are relative errors under the shipped latency calibration, on the roofline alone (no engine host time)
+unless a test says it prices each row with its engine's profile (the default of ``validate_moe``); a change to the
 calibration or to the step model moves them, and then VALIDATION.md's mixture-of-experts section and this file
 are updated together (``sdsl validate moe --json``). Oracle input: the accepted length of every speculative row.
 """
@@ -21,7 +22,7 @@ A = 2e-3  # absolute tolerance on relative errors (the values are deterministic)
 
 @pytest.fixture(scope="module")
 def result():
-    return validate_moe()
+    return validate_moe(engine=None)  # the roofline alone
 
 
 def test_row_accounting(result):
@@ -103,7 +104,7 @@ def test_wrong_expert_forms_fail_the_growth_check(monkeypatch, wrong):
         return distinct, np.asarray(tokens, dtype=float) * shapes.top_k
 
     monkeypatch.setattr(step_ops, "expert_rows", wrong_rows)
-    rows = validate_moe()["rows"]
+    rows = validate_moe(engine=None)["rows"]
     slopes = [g["slope"] for g in verify_growth(rows, min_spread_s=0.0) if g["batch"] == 1]
     assert len(slopes) == 2 and min(slopes) > 3.0
 
@@ -146,7 +147,7 @@ def test_host_time_cross_checks():
     """The two host-time cross-checks VALIDATION.md states (not shipped): SGLang's sourced 1.107 ms per speculative
     step, and the 3.90 ms fitted on the development set's dense SGLang rows."""
     for host, median, right, losses in ((1.107e-3, 0.2013, 31, 0), (3.90e-3, 0.2031, 37, 8)):
-        c = validate_moe(price_options={"overhead_s": host})["claims"]
+        c = validate_moe(engine=None, price_options={"overhead_s": host})["claims"]
         assert c["ratio"]["median_abs_error"] == pytest.approx(median, abs=A)
         assert (c["outcome"]["right"], c["outcome"]["predicted_losses"]) == (right, losses)
 
@@ -172,8 +173,9 @@ def test_the_sglang_profile():
     """VALIDATION.md "With the SGLang profile the rows ran": each row priced with its SGLang build by date."""
     from sdsl._paths import REPO_ROOT
 
-    out = validate_moe(engine="sglang")
+    out = validate_moe()  # the default: each row's own engine (all of them SGLang) by its date
     assert out["engine_profiles"] == ["sglang-2025-01", "sglang-2025-10"]
+    assert validate_moe(engine="sglang")["claims"] == out["claims"]
     c = out["claims"]
     assert c["plain"]["median_abs_error"] == pytest.approx(0.4155, abs=A)
     assert c["plain"]["median_signed_error"] == pytest.approx(0.4155, abs=A)
@@ -190,10 +192,25 @@ def test_the_sglang_profile():
     steps = {(r["source"].split()[0], r["tp"]): 1e3 / r["predicted"] for r in out["rows"]
              if r["proposer"] is None and r["batch"] == 1 and r["target"] == "qwen3-30b-a3b" and r["tp"] > 1}
     assert sorted(round(v, 2) for v in steps.values()) == [3.41, 4.12]
-    roof = validate_moe()
+    growth = sorted((g["source"], round(g["slope"], 2), round(1e3 * g["intercept_s"], 1)) for g in out["verify_growth"]
+                    if g["batch"] == 1 and g["informative"])
+    assert growth == [("Tencent/AngelSlim#163", 0.97, 4.2), ("sgl-project/SpecForge#339", 0.89, 2.6)]
+    roof = validate_moe(engine=None)
     assert roof["engine_profiles"] == ["ideal"] and roof["model"] == "roofline, no engine host time"
     text = " ".join((REPO_ROOT / "VALIDATION.md").read_text().split())
     for fragment in ("median **13.7%**, worst −50.4%, median signed −11.7%", "**44 of 46 (96%)**",
                      "from 61.2% to 6.5% on SpecForge #339", "from 78.7% to 3.7% on AngelSlim #163",
-                     "priced at 4.12 ms on TP 2"):
+                     "priced at 4.12 ms on TP 2", "β = 0.89, a = +2.6 ms and β = 0.97, a = +4.2 ms"):
         assert " ".join(fragment.split()) in text, f"VALIDATION.md no longer says {fragment!r}"
+
+
+def test_a_row_whose_engine_has_no_profile_is_refused():
+    import dataclasses
+
+    from sdsl.errors import InvalidInputError
+    from sdsl.experiments.moe_validation import moe_rows, row_engine
+
+    spec = dataclasses.replace(moe_rows()[0][0], engine="mlc-llm")
+    with pytest.raises(InvalidInputError, match="no execution profile"):
+        row_engine(spec, "row")
+    assert row_engine(spec, None).name == "ideal"
