@@ -9,10 +9,8 @@ speculative/plain ratio is the priced speedup (both sides on the same deployment
 speculative value over its own plain value.
 
 Every row is priced on a deployment built by ``deployment_for(row)`` (default :func:`row_deployment`): by default
-the roofline alone (engine profile ``ideal``), with ``engine="sglang"`` the SGLang build each row ran by its date
-(:func:`row_engine`; ``sdsl validate moe --engine``), and any other ``deployment_options`` passed to
-:class:`~sdsl.core.deployment.Deployment`, so the same rows can be priced with and without an engine
-execution model. Nothing is fitted to these rows.
+with the profile of the engine and build each row ran on (:func:`row_engine`), with ``engine=None`` on the roofline
+alone; ``deployment_options`` go to :class:`~sdsl.core.deployment.Deployment`. Nothing is fitted to these rows.
 
 Assumptions, the same for every row they touch (each row lists the ones it uses):
 
@@ -210,24 +208,21 @@ def moe_rows() -> tuple[list[MoERow], list[dict]]:
 
 
 def row_engine(spec: MoERow, engine=None):
-    """The engine profile a row is priced with: ``"row"`` the newest profile of the row's own engine dated no
-    later than the row (what ``sdsl validate moe`` uses by default); ``None`` or ``"ideal"`` the roofline alone
-    (no engine host time); an engine family (``"sglang"``, ``"vllm"``) the newest profile of that engine dated no later than the row
-    (its ``date`` note; the family's newest where the row has none); any other
-    :func:`~sdsl.core.engine.resolve_engine` spec (a profile name, ``ENGINE:YYYY-MM``, a ``.json`` file or an
-    :class:`~sdsl.core.engine.EngineProfile`) the same profile for every row."""
+    """The engine profile a row is priced with: ``"row"`` (``sdsl validate moe``'s default) the newest profile of the
+    row's own engine dated no later than the row; ``None`` or ``"ideal"`` the roofline alone; an engine family
+    (``"sglang"``) that engine's newest profile dated no later than the row (the family's newest where the row has no
+    date); any other :func:`~sdsl.core.engine.resolve_engine` spec the same profile for every row."""
     from sdsl.core.engine import EngineProfile, engine_profiles, resolve_engine
 
     if engine is None or isinstance(engine, EngineProfile):
         return resolve_engine("ideal" if engine is None else engine)
-    text = str(engine).strip().lower()
     families = {p.engine for p in engine_profiles().values()}
-    if text == "row":
+    if str(engine).strip().lower() == "row":
         if spec.engine.strip().lower() not in families:
-            raise InvalidInputError(f"row {spec.file}#{spec.index} ran on engine {spec.engine!r}, which has no execution "
-                            f"profile; price it with --engine ideal or a profile `sdsl engines` lists")
-        text = engine = spec.engine.strip().lower()
-    date = spec.notes.get("date", "")
+            raise InvalidInputError(f"row {spec.file}#{spec.index} ran on engine {spec.engine!r}, which has no "
+                                    "execution profile; price it with --engine ideal or a profile `sdsl engines` lists")
+        engine = spec.engine
+    text, date = str(engine).strip().lower(), spec.notes.get("date", "")
     if text in families and text not in engine_profiles() and re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):
         return resolve_engine(f"{text}:{date[:7]}")
     return resolve_engine(engine)
