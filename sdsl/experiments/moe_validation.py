@@ -230,8 +230,7 @@ def row_engine(spec: MoERow, engine=None):
 
 def row_deployment(spec: MoERow, engine=None, **deployment_options) -> Deployment:
     """The deployment a row runs on: its GPU, TP and EP, bf16, the row's context, the engine profile of
-    :func:`row_engine` (default: the roofline alone); ``deployment_options`` (latency parameters, ...) passed to
-    :class:`Deployment`."""
+    :func:`row_engine` (default: the roofline alone); ``deployment_options`` passed to :class:`Deployment`."""
     return Deployment(spec.hardware, tp=spec.tp, ep=spec.ep, dtype="bf16", context=spec.context,
                       engine=row_engine(spec, engine), **deployment_options)
 
