@@ -179,15 +179,10 @@ def _echo(out: dict, plan) -> None:
                                        ("tau", "tau", ".2f"), ("tokens_per_s", "tokens/s", ".1f"),
                                        ("speedup", "speedup", ".2f")]))
         click.echo("")
-    stop = out["break_even_batch"]
-    click.echo("speculation stops paying at batch " + (str(stop) if stop else
-                                                        f"> {out['max_batch']} (pays at every batch searched)"))
     click.echo(f"best k by batch for {out['pick']['proposer']} (context {plan.deployment.context}; "
                "k = 0: do not speculate)")
     click.echo(format_table(out["k_table"], [("batch_min", "batch from", "d"), ("batch_max", "to", "d"), ("k", "k", "d")]))
-    pays = out["speculation_pays"]
-    click.echo("speculation pays at batch " + (", ".join(f"{r['batch_min']}-{r['batch_max']}" for r in pays) if pays
-                                               else "none of 1-" + str(out["max_batch"])))
+    click.echo(plan.stop_line())
     click.echo(f"why, for {out['pick']['proposer']} (bound: what bounds the verify forward; cost driver: what speculation "
                "adds most over the plain step, at k = 1 where k = 0; experts: per MoE layer, plain -> verify):")
     rows = [dict(r, speedup=f"{r['speedup_min']:.2f}-{r['speedup_max']:.2f}",

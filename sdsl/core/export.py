@@ -56,7 +56,7 @@ def _vllm(pick: dict, table: list[dict]) -> str:
             cfg["model"] = _draft_id(pick)
         return cfg
 
-    lines = [json.dumps({"speculative_config": config(k)})]
+    lines = [json.dumps({"speculative_config": config(k) if k > 0 else None})]  # k = 0: plain decoding is faster
     for row in table:
         cfg = config(row["k"]) if row["k"] > 0 else None
         lines.append(f"# batch {row['batch_min']}-{row['batch_max']}: " + json.dumps({"speculative_config": cfg}))
@@ -77,7 +77,7 @@ def _sglang(pick: dict, table: list[dict]) -> str:
     if kind not in _SGLANG_ALGORITHM:
         raise InvalidInputError(f"SGLang has no {kind} speculation; pick another proposer or engine.")
     steps, topk, tokens = pick["tree"] if pick.get("tree") else (pick["gamma"], 1, pick["gamma"] + 1)
-    lines = [_sglang_flags(kind, steps, topk, tokens, pick)]
+    lines = [_sglang_flags(kind, steps, topk, tokens, pick) if steps > 0 else "(no speculation)"]
     for row in table:
         flags = _sglang_flags(kind, row["k"], 1, row["k"] + 1, pick) if row["k"] > 0 else "(no speculation)"
         lines.append(f"# batch {row['batch_min']}-{row['batch_max']}: {flags}")
@@ -90,7 +90,7 @@ def _trtllm(pick: dict, table: list[dict]) -> str:
     schedule = {str(row["batch_max"]): int(row["k"]) for row in table if row["k"] > 0}
     cfg = {"decoding_type": _TRTLLM_TYPE[kind], "max_draft_len": int(max([k, *schedule.values()]))}
     if kind == "mtp":
-        cfg["num_nextn_predict_layers"] = int(k)
+        cfg["num_nextn_predict_layers"] = int(k or cfg["max_draft_len"])
     if kind == "draft":
         cfg["speculative_model"] = _draft_id(pick)
     if schedule:

@@ -322,5 +322,6 @@ def prefill_time_s(model, deployment, *, batch=1, prompt=1, context=0.0) -> np.n
 
 
 def step_time_s(model, deployment, *, batch=1, q=1, context=None) -> np.ndarray:
-    """Total step time only (seconds); same arguments as :func:`step_time`."""
+    """Total step time only (seconds); same arguments as :func:`step_time`: the GPU time of the forward, without the
+    engine's host time (:func:`sdsl.core.speculation.price_step`'s ``t_plain_s`` adds it)."""
     return step_time(model, deployment, batch=batch, q=q, context=context).total_s

@@ -53,7 +53,7 @@ class SpeculationPlan(Result):
     batches: tuple  # the batches asked for
     top: int  # rows per batch in the table
     max_batch: int
-    pick: dict  # {"proposer", "gamma", "tree"} at the first batch asked for
+    pick: dict  # {"proposer", "gamma", "tree"} at the first batch asked for (gamma 0: do not speculate there)
     k_table: list  # the pick's batch -> k ranges
     flop_optimum: dict  # SDSL's continuous N*
     given: Acceptance | None = None  # the acceptance the caller gave for every proposer
@@ -162,12 +162,20 @@ class SpeculationPlan(Result):
         return out
 
     def report(self) -> str:
-        stop = self.break_even_batch
-        lines = [report_rows(self.configs), "",
-                 "speculation stops paying at batch " + (str(stop) if stop else f"> {self.max_batch}"),
+        lines = [report_rows(self.configs), "", self.stop_line(),
                  f"best k by batch for {self.pick['proposer']}: " +
                  ", ".join(f"{r['batch_min']}-{r['batch_max']}: {r['k']}" for r in self.k_table)]
         return "\n".join(lines)
+
+    def stop_line(self) -> str:
+        """Where speculation pays and where it stops paying, in one line (the report's and ``sdsl optimize``'s)."""
+        pays, stop = self.speculation_pays, self.break_even_batch
+        if not pays:
+            return f"speculation pays at no batch of 1-{self.max_batch}: plain decoding is faster"
+        ranges = ", ".join(f"{r['batch_min']}-{r['batch_max']}" for r in pays)
+        if stop is None:
+            return f"speculation pays at batch {ranges} and does not stop paying up to batch {self.max_batch}"
+        return f"speculation pays at batch {ranges}; it stops paying at batch {stop}"
 
     def plot(self, ax=None):
         """Best speedup over plain decoding per batch size (:meth:`ProposerRanking.plot`)."""
@@ -213,9 +221,11 @@ def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gam
     options = {"draft_tokens": pretrain_tokens, "target_tokens": pretrain_tokens, "workload": workload}
     ranking = rank_proposers(target, props, dep, acceptance=acceptance, gammas=range(0, gamma_max + 1),
                              batches=dense, acceptance_options=options)
-    pick_i, pick_k = ranking.pick(batches[0])
-    pick = {"proposer": ranking.proposers[pick_i].name, "gamma": pick_k, "tree": None}
+    pick_i, _ = ranking.pick(batches[0])
     table = ranking.k_table(pick_i)
+    # the best speculating proposer, at its best k at the first batch asked for: 0 where plain decoding is faster
+    pick_k = next(r["k"] for r in table if r["batch_min"] <= batches[0] <= r["batch_max"])
+    pick = {"proposer": ranking.proposers[pick_i].name, "gamma": pick_k, "tree": None}
     tree_ranking = tree_pick = None
     if trees:
         depth = range(1, max(1, min(8, gamma_max)) + 1)

@@ -7,7 +7,7 @@ separate draft models are stacked as one :class:`~sdsl.core.latency.ModelShapes`
 Acceptance per proposer is the one given or :func:`sdsl.core.acceptance.resolve_acceptance`'s (the published
 catalog's for heads and lookup, SDSL's plane for a draft model). τ(k) per level is Leviathan et al. 2023
 Eq. 1 for an i.i.d. α or the acceptance's per-position sum. The pick per (batch, acceptance) is the (proposer, k) with the most tokens/s; k = 0 is
-plain decoding, so speculation "stops paying" at the first batch whose pick is k = 0. One batch → k table
+plain decoding, so speculation "stops paying" at the first batch whose pick is k = 0 after one that speculates. One batch → k table
 (:meth:`ProposerRanking.k_table`) serves the engine export and the serving simulator.
 """
 
@@ -99,11 +99,15 @@ class ProposerRanking(Result):
         return k_ranges(self.gammas[np.argmax(tps, axis=0)], self.batches)
 
     def break_even_batch(self) -> np.ndarray:
-        """Per acceptance level: the smallest batch at which no (proposer, k ≥ 1) beats plain decoding
-        (NaN when speculation pays at every batch searched)."""
-        stops = ~(self.best()["gamma"] > 0)
+        """Per acceptance level: the first batch at which speculation stops paying — no (proposer, k ≥ 1) beats
+        plain decoding there, though one did at a smaller batch; the first batch searched when speculation pays at
+        none; NaN when it pays at every batch from the first at which it pays (on a mixture-of-experts target that
+        need not be batch 1: :meth:`sdsl.core.plan.SpeculationPlan.speculation_pays` gives the ranges)."""
+        pays = self.best()["gamma"] > 0
+        stops = ~pays & (np.cumsum(pays, axis=0) > 0)
         first = np.argmax(stops, axis=0)
-        return np.where(stops.any(axis=0), self.batches[first], np.nan)
+        return np.where(stops.any(axis=0), self.batches[first],
+                        np.where(pays.any(axis=0), np.nan, self.batches[0]))
 
     def row(self, p: int, g: int, b: int, a: int) -> dict:
         """The configuration (proposer p, k index g, batch index b, acceptance a) as one table row."""

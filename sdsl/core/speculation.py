@@ -59,13 +59,17 @@ class TreeShape:
 
 
 def parse_tree(text) -> TreeShape:
-    """'8,8,64' → TreeShape(8, 8, 64); anything else is a one-line InvalidInputError."""
+    """'8,8,64' or (8, 8, 64) (as a JSON result lists it) → TreeShape(8, 8, 64); anything else is a one-line
+    InvalidInputError."""
     if isinstance(text, TreeShape):
         return text
+    parts = list(text) if isinstance(text, (tuple, list, np.ndarray)) else str(text).split(",")
     try:
-        s, k, n = (int(v) for v in str(text).split(","))
-    except ValueError:
-        raise InvalidInputError(f"--tree takes STEPS,TOPK,TOKENS (three integers, e.g. 8,8,64); got {text!r}.") from None
+        s, k, n = (int(v) if float(v) == int(float(v)) else None for v in parts)
+        if None in (s, k, n):
+            raise ValueError
+    except (ValueError, TypeError):
+        raise InvalidInputError(f"A tree is STEPS,TOPK,TOKENS (three whole numbers, e.g. 8,8,64); got {text!r}.") from None
     return TreeShape(s, k, n)
 
 
@@ -192,7 +196,9 @@ def price_step(target, proposer, deployment, *, tau=None, acceptance=None, gamma
     default is the newest vLLM profile on a GPU) is any :func:`sdsl.core.engine.resolve_engine` spec: ``"ideal"``,
     ``"vllm"``, ``"vllm:2025-04"``, a profile name or file. Host time (:func:`_host_seconds`): the engine's terms,
     plus ``overhead_s`` once per speculative step, ``pass_overhead_s`` per forward (plain step included) and
-    ``plain_overhead_s`` once per plain step, added without overlap.
+    ``plain_overhead_s`` once per plain step, added without overlap. ``gamma=0`` prices a speculative step that
+    drafts nothing, which still pays the engine's drafter tax (docs/model.md §3.9); decoding with speculation off is
+    the result's ``plain_tokens_per_s``, which is what a ranking reports at k = 0.
     """
     from sdsl.core.architecture import get_model
 
@@ -206,8 +212,10 @@ def price_step(target, proposer, deployment, *, tau=None, acceptance=None, gamma
     steps, topk, n_verify, mask_extra = _chain(gamma, proposer) if tree is None else _trees(tree, proposer)
     t, acc, source = _resolve_tau(target, proposer, tau, acceptance, gamma, tree, rank_ratio, tau_source,
                                   acceptance_options or {})
-    if np.any(~np.isfinite(t)) or np.any(t < 1) or np.any(t > n_verify + 1e-9):
-        raise InvalidInputError(f"Expected tokens per step must lie in [1, {float(np.max(n_verify)):g}] (verified tokens).")
+    most = np.minimum(n_verify, np.asarray(steps, dtype=float) + 1.0)  # one token per draft level + the bonus token
+    if np.any(~np.isfinite(t)) or np.any(t < 1) or np.any(t > most + 1e-9):
+        raise InvalidInputError(f"Expected tokens per step must lie in [1, {float(np.max(most)):g}]: a step emits at most "
+                                "one token per draft level plus one, and no more than it verifies.")
     host = _check_seconds(overhead_s=overhead_s, pass_overhead_s=pass_overhead_s, plain_overhead_s=plain_overhead_s)
     b = np.asarray(batch, dtype=float)
     ctx = np.asarray(dep.context if context is None else context, dtype=float)

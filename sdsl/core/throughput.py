@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from sdsl.core.acceptance import check_alpha, check_gamma, tau
-from sdsl.core.latency import LatencyParams, step_time
+from sdsl.core.latency import LatencyParams
 from sdsl.core.priced_step import PricedStep
 from sdsl.errors import InvalidInputError
 
@@ -56,9 +56,15 @@ SDPrediction = PricedStep
 """:func:`predict`'s result: the priced step every caller shares (:class:`~sdsl.core.priced_step.PricedStep`)."""
 
 
-def plain_tokens_per_s(target, deployment, *, batch=1) -> np.ndarray:
-    """Tokens/s of plain decoding: b / T_target(b, 1, L), T from the roofline (docs/model.md §3.3)."""
-    return np.asarray(batch, dtype=float) / step_time(target, deployment, batch=batch, q=1).total_s
+def plain_tokens_per_s(target, deployment, *, batch=1, context=None) -> np.ndarray:
+    """Tokens/s of plain decoding under the deployment's engine: b / (T_target(b, 1, L) + the engine's host time of a
+    plain step), T from the roofline (docs/model.md §3.3, §3.9) — the plain side of
+    :func:`sdsl.core.speculation.price_step`, so a speedup computed against it is the one price_step reports.
+    With ``engine="ideal"`` it is the roofline alone."""
+    from sdsl.core.speculation import price_step
+
+    # the plain half of a priced step does not depend on the proposer; prompt lookup has no model to price
+    return price_step(target, "ngram", deployment, gamma=0, tau=1.0, batch=batch, context=context).plain_tokens_per_s
 
 
 def predict(target, draft, deployment, *, gamma, alpha, batch=1, draft_params: LatencyParams | None = None,

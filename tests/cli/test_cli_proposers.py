@@ -43,7 +43,7 @@ def test_optimize_export(engine, needle):
     res = run(["optimize", "--target", "llama-3.1-8b", "--proposer", "eagle3", "--accepted-length", "3.1",
                "--accepted-at", "4", "--gamma-max", "8", "--max-batch", "64", "--export", engine])
     assert res.exit_code == 0, res.output
-    assert needle in res.output and "stops paying" in res.output
+    assert needle in res.output and "speculation pays at batch 1-64" in res.output
 
 
 def test_optimize_ranks_all_proposers_json():

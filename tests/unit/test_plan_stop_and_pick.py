@@ -1,0 +1,67 @@
+"""Where speculation pays, where it stops paying and the pick agree with each other and with the batch → k table,
+on a mixture-of-experts target (speculation pays only from a medium batch) and on a dense one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import sdsl
+from sdsl.core.acceptance import Acceptance
+from sdsl.core.export import export_config
+
+
+@pytest.fixture(scope="module")
+def moe_plan():
+    return sdsl.plan_speculation("qwen3-30b-a3b", sdsl.Deployment("h100-sxm", engine="sglang"), proposers=["eagle3"],
+                                 batches=[1, 64], export="vllm")
+
+
+def _k_at(plan, batch):
+    return next(r["k"] for r in plan.k_table if r["batch_min"] <= batch <= r["batch_max"])
+
+
+def test_no_stop_is_reported_before_speculation_starts_paying(moe_plan):
+    pays = moe_plan.speculation_pays
+    assert pays[0]["batch_min"] > 1 and pays[-1]["batch_max"] == 256
+    assert moe_plan.break_even_batch is None  # it pays at every batch from its first paying one
+    assert moe_plan.stop_line() == f"speculation pays at batch {pays[0]['batch_min']}-256 and does not stop paying up to batch 256"
+
+
+def test_the_pick_is_the_best_k_at_the_first_batch_and_the_export_follows(moe_plan):
+    assert moe_plan.pick["gamma"] == _k_at(moe_plan, 1) == 0  # plain decoding is faster at batch 1
+    first = moe_plan.export["config"].splitlines()[0]
+    assert json.loads(first) == {"speculative_config": None}
+    assert "--speculative-algorithm" not in export_config("sglang", moe_plan.pick, moe_plan.k_table).splitlines()[0]
+
+
+def test_a_stop_after_paying_and_a_resumption_are_both_stated():
+    plan = sdsl.plan_speculation("llama-3.1-8b", sdsl.Deployment("h100-sxm"), proposers=["ngram"], batches=[256])
+    pays, stop = plan.speculation_pays, plan.break_even_batch
+    assert pays[0]["batch_min"] == 1 and stop == pays[0]["batch_max"] + 1
+    assert all(_k_at(plan, b) == 0 for b in range(stop, pays[1]["batch_min"])) if len(pays) > 1 else True
+    assert plan.stop_line().endswith(f"it stops paying at batch {stop}")
+    assert plan.pick["gamma"] == _k_at(plan, 256)
+
+
+def test_speculation_that_never_pays():
+    plan = sdsl.plan_speculation("llama-3.1-8b", sdsl.Deployment("h100-sxm"), proposers=["eagle3"],
+                                 acceptance=Acceptance.from_iid(0.05), batches=[1], max_batch=32)
+    assert plan.speculation_pays == [] and plan.break_even_batch == 1 and plan.pick["gamma"] == 0
+    assert plan.stop_line() == "speculation pays at no batch of 1-32: plain decoding is faster"
+
+
+@pytest.mark.parametrize("engine", ["hf-eager", "sglang", "vllm", "ideal"])
+def test_plain_tokens_per_s_is_price_steps_plain_side(engine):
+    """The public plain rate includes the engine's plain-step host time, as price_step's does (a speedup computed
+    against it is price_step's); hf-eager's eager launches halve it at batch 1."""
+    import numpy as np
+
+    dep = sdsl.Deployment("h100-sxm", engine=engine)
+    b = np.array([1, 64])
+    plain = sdsl.plain_tokens_per_s("llama-3.1-8b", dep, batch=b)
+    step = sdsl.price_step("llama-3.1-8b", "eagle3", dep, gamma=3, tau=2.5, batch=b)
+    np.testing.assert_allclose(plain, step.plain_tokens_per_s, rtol=1e-12)
+    gpu_only = b / sdsl.step_time_s("llama-3.1-8b", dep, batch=b)
+    assert np.all(plain <= gpu_only * (1 + 1e-12)) and (engine != "hf-eager" or plain[0] < 0.6 * gpu_only[0])
