@@ -35,8 +35,8 @@ DTYPES = ["bf16", "fp16", "fp8", "fp32"]
 
 ENGINE_HELP = ("Engine execution profile that prices host time around the GPU work: vllm (newest) | vllm:2025-04 "
                "(newest not after that month) | sglang | sglang-spec-v2 | trtllm | gpt-fast | hf-eager | llamacpp | "
-               "a profile name (`sdsl engines`) | FILE.json (`sdsl calibrate engine`) | ideal (the roofline alone, an "
-               "upper bound). Default: the newest vLLM profile (ideal on a CPU).")
+               "a profile name (`sdsl engines`) | FILE.json (`sdsl calibrate engine`) | ideal (the roofline alone: no "
+               "host time, NCCL all-reduce). Default: the newest vLLM profile (ideal on a CPU).")
 engine_option = click.option("--engine", default=None, help=ENGINE_HELP)
 
 

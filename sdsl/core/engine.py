@@ -87,7 +87,7 @@ class EngineProfile:
     name: str = "ideal"
     engine: str = "ideal"
     date: str = ""
-    build: str = "the operator-level roofline alone (no engine host time): an upper bound"
+    build: str = "the operator-level roofline alone: no engine host time, all-reduce as NCCL"
     host_step_s: float = 0.0
     spec_step_s: float = 0.0
     draft_pass_s: float = 0.0
