@@ -76,6 +76,7 @@ class SearchGrid(Result):
         for d, b, a in np.ndindex(best["gamma"].shape):
             spec = self.drafts[d]
             rows.append({"draft": spec.name, "draft_params": float(spec.total_params), "batch": int(self.batches[b]),
+                         "engine": self.prediction.deployment.engine.name,
                          **{k: v[d, b, a].item() for k, v in best.items()}})
         return sorted(rows, key=lambda r: (r["batch"], r["alpha"] if self.alpha_source == "given" else 0,
                                            -r["tokens_per_s"]))
@@ -84,7 +85,8 @@ class SearchGrid(Result):
         """The grid's axes, the α source and the prediction on the full grid (nested lists)."""
         return {"drafts": [d.name for d in self.drafts], "draft_params": [float(d.total_params) for d in self.drafts],
                 "gammas": self.gammas.tolist(), "batches": self.batches.tolist(), "alpha": self.alpha.tolist(),
-                "alpha_source": self.alpha_source, "prediction": self.prediction.to_dict()}
+                "alpha_source": self.alpha_source, "engine": self.prediction.deployment.engine.name,
+                "prediction": self.prediction.to_dict()}
 
     def report(self) -> str:
         """One line per (draft, batch, α): the best γ, τ, tokens/s and speedup."""
@@ -112,6 +114,7 @@ class SearchGrid(Result):
         return pd.DataFrame({
             "draft": names[idx[0]], "draft_params": params[idx[0]], "gamma": self.gammas[idx[1]].astype(int),
             "batch": self.batches[idx[2]], "alpha": flat(self.alpha), "alpha_source": self.alpha_source,
+            "engine": p.deployment.engine.name,
             **{k: flat(getattr(p, k)) for k in ("tau", "t_draft_s", "t_verify_s", "t_step_s", "tokens_per_s",
                                                 "plain_tokens_per_s", "speedup", "cost_ratio", "bound")},
         })
