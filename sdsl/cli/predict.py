@@ -77,8 +77,19 @@ def _json(step, proposer, gamma, shape) -> dict:
             "gamma": None if shape else gamma, "tree": None if shape is None else [shape.steps, shape.topk, shape.tokens],
             "batch": int(step.batch), "context": dep.context,
             "tp": dep.tp, "dtype": dep.dtype, **values, "engine": dep.engine.name, "engine_profile": dep.engine.summary(),
-            "latency_params": dep.params.to_dict(),
+            "latency_params": dep.params.to_dict(), **_memory(step, proposer),
             **({"acceptance": acc.to_dict(gamma if shape is None else None)} if acc is not None else {})}
+
+
+def _memory(step, proposer) -> dict:
+    """Bytes the most loaded GPU holds (the target's weights and KV cache, a draft model's beside them; a head's own
+    weights are not counted) and whether they fit in the GPU's memory."""
+    from sdsl.core.latency import memory_with_draft_per_gpu
+
+    dep = step.deployment
+    need = float(memory_with_draft_per_gpu(step.target, getattr(proposer, "model", None), dep, batch=int(step.batch)))
+    return {"memory_per_gpu_bytes": need, "memory_capacity_bytes": float(dep.hardware.mem_capacity),
+            "fits_in_memory": need <= dep.hardware.mem_capacity}
 
 
 def _echo(out: dict, hw_name: str) -> None:
@@ -104,3 +115,7 @@ def _echo(out: dict, hw_name: str) -> None:
     click.echo(f"  TPOT                  {ms(out['tpot_s'])}")
     click.echo(f"  tokens/s              {out['tokens_per_s']:8.1f}   (plain {out['plain_tokens_per_s']:.1f})")
     click.echo(f"  speedup               {out['speedup']:8.3f}x  (cost ratio c = {out['cost_ratio']:.4f})")
+    gib = 2.0 ** 30
+    click.echo(f"  memory per GPU        {out['memory_per_gpu_bytes'] / gib:8.1f} GiB of "
+               f"{out['memory_capacity_bytes'] / gib:.1f} GiB" + ("" if out["fits_in_memory"] else
+                                                               "   DOES NOT FIT: raise --tp or use a larger GPU"))

@@ -65,3 +65,19 @@ def test_plain_tokens_per_s_is_price_steps_plain_side(engine):
     np.testing.assert_allclose(plain, step.plain_tokens_per_s, rtol=1e-12)
     gpu_only = b / sdsl.step_time_s("llama-3.1-8b", dep, batch=b)
     assert np.all(plain <= gpu_only * (1 + 1e-12)) and (engine != "hf-eager" or plain[0] < 0.6 * gpu_only[0])
+
+
+def test_predict_says_whether_the_deployment_fits():
+    from click.testing import CliRunner
+
+    from sdsl.cli import cli as main
+
+    args = ["predict", "--target", "llama-3.1-70b", "--proposer", "eagle3", "--gamma", "3", "--accepted-length", "2.5",
+            "--hardware", "h100-sxm", "--json"]
+    one = json.loads(CliRunner().invoke(main, args).output)
+    four = json.loads(CliRunner().invoke(main, args + ["--tp", "4"]).output)
+    assert not one["fits_in_memory"] and four["fits_in_memory"]
+    assert one["memory_per_gpu_bytes"] > 130 * 2**30 > one["memory_capacity_bytes"]  # 70.6B bf16 weights alone
+    assert four["memory_per_gpu_bytes"] == pytest.approx(one["memory_per_gpu_bytes"] / 4, rel=0.05)
+    text = CliRunner().invoke(main, args[:-1]).output
+    assert "DOES NOT FIT" in text
