@@ -13,9 +13,11 @@ from sdsl.cli._common import echo_json
 @click.option("--engine", "base", default="vllm", show_default=True,
               help="Profile whose structure (CUDA graphs, overlap, padding, kernels) the runs share: vllm, "
                    "vllm:2025-07, sglang, a profile name or a .json file.")
-@click.option("--terms", default="host_step_s,spec_step_s,draft_pass_s", show_default=True,
+@click.option("--terms", default=None,
               help="Terms to fit, comma-separated: host_step_s, spec_step_s, draft_pass_s, launch_s, "
-                   "allreduce_latency_s (the custom all-reduce's latency; needs runs at tp > 1).")
+                   "allreduce_latency_s (the custom all-reduce's latency; needs runs at tp > 1); each must be identified "
+                   "by the runs. Default: host_step_s,spec_step_s,draft_pass_s, less host_step_s where the profile "
+                   "overlaps it with longer GPU steps in every run (it keeps the profile's value; the output says so).")
 @click.option("--target", default=None, help="Target of runs that do not name one (catalog name or config.json).")
 @click.option("--hardware", default=None, help="Hardware of runs that do not name one.")
 @click.option("--tp", default=None, type=int, help="Tensor parallelism of runs that do not state it (default 1).")
@@ -39,7 +41,8 @@ def engine(runs, base, terms, target, hardware, tp, context, proposer, k, batch,
     defaults = {key: v for key, v in (("target", target), ("hardware", hardware), ("tp", tp), ("context", context),
                                       ("proposer", proposer), ("k", k), ("batch", batch), ("output_len", output_len))
                 if v is not None}
-    result = calibrate_engine(runs, base=base, terms=[t.strip() for t in terms.split(",") if t.strip()],
+    result = calibrate_engine(runs, base=base, terms=None if terms is None else [t.strip() for t in terms.split(",")
+                                                                                  if t.strip()],
                               defaults=defaults, name=name)
     if output:
         result.to_json(output)

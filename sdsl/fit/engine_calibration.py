@@ -303,6 +303,7 @@ class EngineCalibration(Result):
     residuals: np.ndarray = field(repr=False)
     lopo: list = field(repr=False)  # per run: leave-one-point-out error of its speed (1/TPOT), or None
     rms_log: float = 0.0
+    kept: tuple = ()  # default terms no run depends on (the base profile's structure hides them): left at its values
 
     def summary(self) -> dict:
         errs = np.array([e for e in self.lopo if e is not None], dtype=float)
@@ -318,13 +319,15 @@ class EngineCalibration(Result):
                  "residual": float(np.expm1(-res if r["metric"] == "tpot_ms" else res)), "lopo_error": lo}
                 for r, res, lo in zip(self.runs, self.residuals, self.lopo)]
         return {"format": "sdsl-engine-profile", "format_version": 1, "profile": self.profile.to_dict(),
-                "fit": {"base": self.base, "terms": list(self.terms),
+                "fit": {"base": self.base, "terms": list(self.terms), "kept": list(self.kept),
                         "values": {t: getattr(self.profile, t) for t in self.terms}, **self.summary(), "runs": rows}}
 
     def report(self) -> str:
         s = self.summary()
         lines = [f"engine profile {self.profile.name} (structure of {self.base}), fitted on {s['points']} runs:"]
         lines += [f"  {t:<13} {1e3 * getattr(self.profile, t):8.4f} ms" for t in self.terms]
+        lines += [f"  {t:<13} {1e3 * getattr(self.profile, t):8.4f} ms  kept at {self.base}'s value: no run depends on it"
+                  for t in self.kept]
         lopo = "n/a" if s["median_abs_lopo_error"] is None else (f"{100 * s['median_abs_lopo_error']:.1f}% median, "
                                                                    f"worst {100 * s['worst_lopo_error']:+.1f}%")
         lines.append(f"  rms log residual {s['rms_log_residual']:.4f}; leave-one-point-out error {lopo} "
@@ -344,17 +347,22 @@ class EngineCalibration(Result):
         return plot_predicted_vs_measured(measured, measured * np.exp(self.residuals), ax=ax)
 
 
-def calibrate_engine(paths, *, base="vllm", terms=DEFAULT_TERMS, defaults: dict | None = None,
+def calibrate_engine(paths, *, base="vllm", terms=None, defaults: dict | None = None,
                      name: str | None = None, lopo: bool = True) -> EngineCalibration:
     """Read the runs of ``paths``, price them with ``base``'s structure, check that they identify ``terms``, fit them
-    and (``lopo``) leave each point out in turn (module docstring)."""
+    and (``lopo``) leave each point out in turn (module docstring). ``terms`` None: the default terms, less the host
+    time per step where the profile overlaps it with GPU steps longer than it in every run (it keeps the base
+    profile's value: ``kept``); given terms must all be identified."""
     base_profile = resolve_engine(base)
-    terms = tuple(terms)
+    auto, terms = terms is None, tuple(DEFAULT_TERMS if terms is None else terms)
     bad = [t for t in terms if t not in FREE_TERMS]
     if bad or not terms:
         raise InvalidInputError(f"Unknown engine term(s) {', '.join(bad) or '(none)'}; fit some of {', '.join(FREE_TERMS)}.")
     runs = read_runs(paths, defaults)
     points = price_runs(runs, base_profile)
+    overlaps = base_profile.overlap_plain or base_profile.overlap_spec  # host time hidden behind a longer GPU step
+    kept = ("host_step_s",) if auto and overlaps and identify(points, ("host_step_s",)) is not None else ()
+    terms = tuple(t for t in terms if t not in kept)
     problem = identify(points, terms)
     if problem:
         raise InvalidInputError(problem)
@@ -375,4 +383,4 @@ def calibrate_engine(paths, *, base="vllm", terms=DEFAULT_TERMS, defaults: dict 
     profile = base_profile.replace(name=name or f"calibrated-{base_profile.name}", date=today,
                                    build=f"{base_profile.build} — terms fitted to {len(points)} measured runs",
                                    sources=sources, **fit["values"])
-    return EngineCalibration(profile, base_profile.name, terms, runs, fit["residuals"], errors, fit["rms_log"])
+    return EngineCalibration(profile, base_profile.name, terms, runs, fit["residuals"], errors, fit["rms_log"], kept)

@@ -74,7 +74,12 @@ def test_refuses_runs_that_cannot_identify_a_term(tmp_path):
         calibrate_engine([_write(tmp_path, plain_only)], base="vllm-2025-07", lopo=False)
     hidden = _runs(noise=0.0, batches=(1, 4), ks=(0, 2, 4), target="llama-3.1-8b")
     with pytest.raises(InvalidInputError, match="cannot identify host_step_s"):  # overlap hides it behind the GPU
-        calibrate_engine([_write(tmp_path, hidden)], base="vllm-2026-01", lopo=False)
+        calibrate_engine([_write(tmp_path, hidden)], base="vllm-2026-01", terms=TERMS, lopo=False)
+    # by default the hidden term keeps the profile's value and the others are fitted
+    auto = calibrate_engine([_write(tmp_path, hidden)], base="vllm-2026-01", lopo=False)
+    assert auto.kept == ("host_step_s",) and auto.terms == ("spec_step_s", "draft_pass_s")
+    assert auto.profile.host_step_s == resolve_engine("vllm-2026-01").host_step_s
+    assert "kept at vllm-2026-01's value" in auto.report() and auto.to_dict()["fit"]["kept"] == ["host_step_s"]
 
 
 def test_cli_writes_a_profile_that_predict_prices_with(tmp_path):
