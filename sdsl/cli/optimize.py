@@ -135,6 +135,9 @@ def _echo_header(out: dict, plan) -> None:
     click.echo(f"engine: {dep.engine.name} ({dep.engine.build})")
     if dep.context > t.max_context:
         click.echo(f"warning: context {dep.context} exceeds {t.name}'s maximum of {t.max_context} tokens.")
+    if t.mtp_layers == 0 and any(p.kind == "mtp" for p in plan.ranking.proposers):
+        click.echo(f"warning: {t.name} ships no MTP module; mtp is priced as a module trained for it (DeepSeek-V3's "
+                   "MTP shape), which engines' mtp methods cannot load.")
     if not out["fits_in_memory"]:
         click.echo(f"warning: {t.name} (and its best draft) do not fit in {dep.hardware.name}'s "
                    f"{dep.hardware.mem_capacity / 2 ** 30:.0f} GiB per GPU (weights + KV cache); raise --tp or use --dtype fp8.")

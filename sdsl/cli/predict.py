@@ -45,6 +45,7 @@ def predict(target, draft, proposers, gamma, tree, deployment, acceptance, workl
     step = price_step(target, proposer, deployment, gamma=None if shape else gamma, tree=shape, batch=batch,
                       acceptance_options=options, **_acceptance(acceptance, gamma, shape, proposer))
     out = _json(step, proposer, gamma, shape)
+    out["warnings"] = _warnings(target, step.deployment, proposer)
     if as_json:
         echo_json(out)
         return
@@ -92,12 +93,29 @@ def _memory(step, proposer) -> dict:
             "fits_in_memory": need <= dep.hardware.mem_capacity}
 
 
+def _warnings(target, dep, proposer) -> list:
+    """What the user should know before trusting the number: a context beyond the target's, an MTP module the
+    target does not ship."""
+    from sdsl.core.architecture import get_model
+
+    target, out = get_model(target), []
+    if dep.context > target.max_context:
+        out.append(f"context {dep.context} exceeds {target.name}'s maximum of {target.max_context} tokens")
+    if proposer.kind == "mtp" and target.mtp_layers == 0:
+        out.append(f"{target.name} ships no MTP module; mtp is priced as a module trained for it (DeepSeek-V3's MTP "
+                   "shape), which engines' mtp methods cannot load")
+    return out
+
+
 def _echo(out: dict, hw_name: str) -> None:
     ms = lambda s: f"{1e3 * s:8.3f} ms"  # noqa: E731
     shape = f"gamma {out['gamma']}" if out["tree"] is None else "tree " + ",".join(map(str, out["tree"]))
     click.echo(f"{out['target']} + {out['proposer']}, {shape}, tau {out['tau']:.3f} ({out['acceptance_source']}), "
                f"batch {out['batch']}, context {out['context']}, tp {out['tp']}, {out['dtype']} on {hw_name}")
     click.echo(f"  engine {out['engine']}: {out['engine_profile']['build']}")
+    click.echo(f"  latency parameters: {out['latency_params'].get('source', 'not stated')}")
+    for line in out["warnings"]:
+        click.echo(f"  warning: {line}")
     if "evidence" in out.get("acceptance", {}):
         from sdsl.cli.optimize import describe_acceptance
 

@@ -233,6 +233,9 @@ def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gam
                                   acceptance_options=options)
         tree_pick = _tree_pick(tree_ranking, ranking, batches)
     engine = None
+    if export and pick["proposer"] == "mtp" and target.mtp_layers == 0:
+        raise InvalidInputError(f"{target.name} ships no MTP module, so no engine's mtp method can run the pick; rank "
+                                "other proposers (or a target with MTP modules) to export.")
     if export:
         engine_pick = tree_pick or pick if export.lower() == "sglang" else pick
         engine = {"engine": export, "pick": engine_pick, "config": export_config(export, engine_pick, table)}

@@ -81,3 +81,20 @@ def test_predict_says_whether_the_deployment_fits():
     assert four["memory_per_gpu_bytes"] == pytest.approx(one["memory_per_gpu_bytes"] / 4, rel=0.05)
     text = CliRunner().invoke(main, args[:-1]).output
     assert "DOES NOT FIT" in text
+
+
+def test_mtp_on_a_target_without_mtp_modules_is_flagged_and_not_exported():
+    from click.testing import CliRunner
+
+    from sdsl.cli import cli
+    from sdsl.errors import InvalidInputError
+
+    out = json.loads(CliRunner().invoke(cli, ["predict", "--target", "llama-3.1-8b", "--proposer", "mtp", "--gamma", "2",
+                                              "--alpha", "0.7", "--json"]).output)
+    assert any("ships no MTP module" in w for w in out["warnings"])
+    ok = json.loads(CliRunner().invoke(cli, ["predict", "--target", "deepseek-v3", "--tp", "8", "--proposer", "mtp",
+                                             "--gamma", "1", "--alpha", "0.7", "--hardware", "h200", "--json"]).output)
+    assert ok["warnings"] == []
+    with pytest.raises(InvalidInputError, match="ships no MTP module"):
+        sdsl.plan_speculation("llama-3.1-8b", "h100-sxm", proposers=["mtp"], acceptance=Acceptance.from_iid(0.8),
+                              export="vllm")
