@@ -207,4 +207,7 @@ def load_latency_params(path: str | os.PathLike) -> LatencyParams:
         raise ConfigError(f"{path}: expected a JSON object.")
     if data.get("format") == FORMAT:
         return CalibrationResult.from_dict(data, where=str(path)).params
-    return LatencyParams.from_dict(data.get("params", data))
+    params = data.get("params", data)
+    if not isinstance(params, dict) or not params:
+        raise ConfigError(f"{path} holds no latency parameters (write one with `sdsl calibrate`).")
+    return LatencyParams.from_dict(params)

@@ -98,3 +98,19 @@ def test_mtp_on_a_target_without_mtp_modules_is_flagged_and_not_exported():
     with pytest.raises(InvalidInputError, match="ships no MTP module"):
         sdsl.plan_speculation("llama-3.1-8b", "h100-sxm", proposers=["mtp"], acceptance=Acceptance.from_iid(0.8),
                               export="vllm")
+
+
+def test_a_calibration_of_another_gpu_or_an_empty_one_is_refused(tmp_path):
+    from click.testing import CliRunner
+
+    from sdsl.cli import cli
+
+    cpu = tmp_path / "cpu.json"
+    cpu.write_text(json.dumps({"hardware": "cpu", "params": {"eta_compute": 0.01, "eta_memory": 0.06}}))
+    empty = tmp_path / "empty.json"
+    empty.write_text("{}")
+    base = ["predict", "--target", "llama-3.1-8b", "--proposer", "eagle3", "--gamma", "4", "--alpha", "0.7"]
+    for path, needle in ((cpu, "was calibrated on cpu, not on H100-SXM"), (empty, "holds no latency parameters")):
+        res = CliRunner().invoke(cli, base + ["--calibration", str(path)])
+        assert res.exit_code == 2 and needle in res.output and len(res.output.strip().splitlines()) == 1
+    assert CliRunner().invoke(cli, base + ["--hardware", "cpu", "--calibration", str(cpu)]).exit_code == 0
