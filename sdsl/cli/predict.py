@@ -45,7 +45,7 @@ def predict(target, draft, proposers, gamma, tree, deployment, acceptance, workl
     step = price_step(target, proposer, deployment, gamma=None if shape else gamma, tree=shape, batch=batch,
                       acceptance_options=options, **_acceptance(acceptance, gamma, shape, proposer))
     out = _json(step, proposer, gamma, shape)
-    out["warnings"] = _warnings(target, step.deployment, proposer)
+    out["warnings"] = _warnings(target, step, proposer, gamma)
     if as_json:
         echo_json(out)
         return
@@ -93,12 +93,15 @@ def _memory(step, proposer) -> dict:
             "fits_in_memory": need <= dep.hardware.mem_capacity}
 
 
-def _warnings(target, dep, proposer) -> list:
+def _warnings(target, step, proposer, gamma) -> list:
     """What the user should know before trusting the number: a context beyond the target's, an MTP module the
-    target does not ship."""
+    target does not ship, a k = 0 step that still pays for the drafter."""
     from sdsl.core.architecture import get_model
 
-    target, out = get_model(target), []
+    target, dep, out = get_model(target), step.deployment, []
+    if gamma == 0 and float(step.t_step_s) > float(step.t_plain_s) * (1 + 1e-9):
+        out.append("k = 0 with speculation enabled: the engine still runs the drafter (docs/model.md, drafter tax); "
+                   "'plain' is decoding with speculation off")
     if dep.context > target.max_context:
         out.append(f"context {dep.context} exceeds {target.name}'s maximum of {target.max_context} tokens")
     if proposer.kind == "mtp" and target.mtp_layers == 0:
