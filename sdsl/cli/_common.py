@@ -10,7 +10,7 @@ import click
 
 __all__ = ["json_option", "calibration_option", "engine_option", "deployment_options", "resolve_latency_params", "echo_json",
            "format_table", "parse_int_list", "acceptance_options", "AcceptanceChoice", "parse_float_list", "workload_option",
-           "acceptance_for_option", "parse_acceptance_for", "WORKLOAD_HELP"]
+           "acceptance_for_option", "parse_acceptance_for", "WORKLOAD_HELP", "vocabulary_warning"]
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 calibration_option = click.option(
@@ -268,3 +268,14 @@ def parse_acceptance_for(items, accepted_at: int | None = None) -> dict:
                                     "least 1; give per-position rates as a comma-separated list.")
         out[name] = Acceptance.from_accepted_length(tau_value, k, decay=group_decay(kind), source=f"given:{name}")
     return out
+
+
+def vocabulary_warning(target, proposer) -> str | None:
+    """A sentence when a separate draft model's vocabulary is not the target's (sizes more than 1% apart: the
+    same tokenizer is often padded to different embedding sizes, e.g. Qwen2.5's 151,936 and 152,064)."""
+    draft = getattr(proposer, "model", None)
+    if draft is None or abs(draft.vocab_size - target.vocab_size) <= 0.01 * target.vocab_size:
+        return None
+    return (f"{draft.name}'s vocabulary ({draft.vocab_size} tokens) is not {target.name}'s ({target.vocab_size}): "
+            "standard speculative decoding needs the target's tokenizer; sdsl prices it as if the two shared one")
+

@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from sdsl.cli._common import (acceptance_for_option, acceptance_options, deployment_options, echo_json, format_table,
-                              json_option, parse_acceptance_for, parse_int_list, workload_option)
+                              json_option, parse_acceptance_for, parse_int_list, vocabulary_warning, workload_option)
 from sdsl.cli._speculation import proposer_option
 
 ALL_PROPOSERS = ("eagle", "eagle3", "medusa", "mtp", "ngram")  # what --proposer all ranks
@@ -135,6 +135,8 @@ def _echo_header(out: dict, plan) -> None:
     click.echo(f"engine: {dep.engine.name} ({dep.engine.build})")
     if dep.context > t.max_context:
         click.echo(f"warning: context {dep.context} exceeds {t.name}'s maximum of {t.max_context} tokens.")
+    for line in filter(None, (vocabulary_warning(t, p) for p in plan.ranking.proposers)):
+        click.echo(f"warning: {line}.")
     if t.mtp_layers == 0 and any(p.kind == "mtp" for p in plan.ranking.proposers):
         click.echo(f"warning: {t.name} ships no MTP module; mtp is priced as a module trained for it (DeepSeek-V3's "
                    "MTP shape), which engines' mtp methods cannot load.")

@@ -98,7 +98,11 @@ def _warnings(target, step, proposer, gamma) -> list:
     target does not ship, a k = 0 step that still pays for the drafter."""
     from sdsl.core.architecture import get_model
 
+    from sdsl.cli._common import vocabulary_warning
+
     target, dep, out = get_model(target), step.deployment, []
+    if vocabulary_warning(target, proposer):
+        out.append(vocabulary_warning(target, proposer))
     if gamma == 0 and float(step.t_step_s) > float(step.t_plain_s) * (1 + 1e-9):
         out.append("k = 0 with speculation enabled: the engine still runs the drafter (docs/model.md, drafter tax); "
                    "'plain' is decoding with speculation off")

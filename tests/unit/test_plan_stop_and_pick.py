@@ -114,3 +114,14 @@ def test_a_calibration_of_another_gpu_or_an_empty_one_is_refused(tmp_path):
         res = CliRunner().invoke(cli, base + ["--calibration", str(path)])
         assert res.exit_code == 2 and needle in res.output and len(res.output.strip().splitlines()) == 1
     assert CliRunner().invoke(cli, base + ["--hardware", "cpu", "--calibration", str(cpu)]).exit_code == 0
+
+
+def test_a_draft_with_another_vocabulary_is_flagged():
+    from click.testing import CliRunner
+
+    from sdsl.cli import cli
+
+    run = lambda *a: json.loads(CliRunner().invoke(cli, ["predict", "--gamma", "3", "--alpha", "0.6", "--json", *a]).output)  # noqa: E731
+    assert any("vocabulary (50272 tokens)" in w for w in run("--target", "llama-3.1-8b", "--draft", "opt-125m")["warnings"])
+    assert run("--target", "llama-3.1-8b", "--draft", "llama-3.2-1b")["warnings"] == []
+    assert run("--target", "qwen2.5-32b", "--draft", "qwen2.5-0.5b")["warnings"] == []  # one tokenizer, padded apart
