@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from sdsl.core.acceptance import check_alpha, check_gamma, tau
+from sdsl.core.checks import broadcast_shapes, count, draft_length, numbers
 from sdsl.core.latency import LatencyParams, step_time
 from sdsl.core.priced_step import PricedStep
 from sdsl.errors import InvalidInputError
@@ -58,7 +59,7 @@ SDPrediction = PricedStep
 
 def plain_tokens_per_s(target, deployment, *, batch=1) -> np.ndarray:
     """Tokens/s of plain decoding: b / T_target(b, 1, L), T from the roofline (docs/model.md §3.3)."""
-    return np.asarray(batch, dtype=float) / step_time(target, deployment, batch=batch, q=1).total_s
+    return count(batch) / step_time(target, deployment, batch=batch, q=1).total_s
 
 
 def predict(target, draft, deployment, *, gamma, alpha, batch=1, draft_params: LatencyParams | None = None,
@@ -78,12 +79,15 @@ def predict(target, draft, deployment, *, gamma, alpha, batch=1, draft_params: L
     from sdsl.core.proposers import DraftModel, NGramLookup, Proposer
     from sdsl.core.speculation import price_step
 
-    g = check_gamma(gamma)
+    g, a = draft_length(gamma), check_alpha(numbers(alpha, "alpha"))
+    broadcast_shapes(gamma=g, alpha=a, batch=count(batch))
+    if isinstance(draft, (list, tuple)):
+        raise InvalidInputError("predict prices one draft per call; use rank_proposers to compare several.")
     if draft is None:
         proposer = NGramLookup()
     elif isinstance(draft, Proposer):
         proposer = draft
     else:
         proposer = DraftModel(draft, params=draft_params)
-    return price_step(target, proposer, deployment, acceptance=check_alpha(alpha), gamma=g, batch=batch,
+    return price_step(target, proposer, deployment, acceptance=a, gamma=g, batch=batch,
                       overhead_s=overhead_s)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sdsl.core.checks import broadcast_shapes, numbers
 from sdsl.errors import InvalidInputError
 
 __all__ = ["tau", "tau_unchecked", "tau_from_conditional", "chain_tau", "alpha_from_tau", "check_alpha",
@@ -19,7 +20,7 @@ __all__ = ["tau", "tau_unchecked", "tau_from_conditional", "chain_tau", "alpha_f
 
 def check_alpha(alpha, *, open_interval: bool = False, name: str = "alpha") -> np.ndarray:
     """Return ``alpha`` as a float array, raising InvalidInputError outside [0, 1] (or (0, 1))."""
-    a = np.asarray(alpha, dtype=float)
+    a = numbers(alpha, name, allow_empty=True)
     bad = ~np.isfinite(a) | (a <= 0 if open_interval else a < 0) | (a >= 1 if open_interval else a > 1)
     if np.any(bad):
         rng = "(0, 1)" if open_interval else "[0, 1]"
@@ -29,7 +30,7 @@ def check_alpha(alpha, *, open_interval: bool = False, name: str = "alpha") -> n
 
 def check_gamma(gamma, *, name: str = "gamma") -> np.ndarray:
     """Return ``gamma`` as a float array, raising InvalidInputError for negative or non-finite values."""
-    g = np.asarray(gamma, dtype=float)
+    g = numbers(gamma, name, allow_empty=True)
     bad = ~np.isfinite(g) | (g < 0)
     if np.any(bad):
         raise InvalidInputError(f"{name} must be a non-negative number; got {float(g[bad].ravel()[0]):g}.")
@@ -45,7 +46,9 @@ def tau(alpha, gamma) -> np.ndarray:
     tiny arguments, so only α = 1 itself needs its limit) and gives 1 at α = 0.
     ``gamma`` may be non-integer (continuous relaxation, used by the γ* optimum). Broadcasts.
     """
-    return tau_unchecked(check_alpha(alpha), check_gamma(gamma))
+    a, g = check_alpha(alpha), check_gamma(gamma)
+    broadcast_shapes(alpha=a, gamma=g)
+    return tau_unchecked(a, g)
 
 
 def tau_unchecked(alpha, gamma) -> np.ndarray:
