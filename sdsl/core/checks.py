@@ -8,7 +8,8 @@ import numpy as np
 
 from sdsl.errors import InvalidInputError
 
-__all__ = ["numbers", "whole", "count", "draft_length", "non_negative", "positive", "positive_int", "broadcast_shapes"]
+__all__ = ["numbers", "whole", "count", "draft_length", "non_negative", "positive", "positive_int", "index", "one_or_many",
+           "broadcast_shapes"]
 
 
 def _shown(value) -> str:
@@ -81,10 +82,25 @@ def positive(value, name: str, what: str = "a finite positive number") -> np.nda
 
 
 def positive_int(value, name: str, *, minimum: int = 1) -> int:
-    """One integer >= ``minimum`` (a tree's steps, a table index), as a Python int."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
+    """One whole number >= ``minimum`` (a tree's steps, a maximum batch), as a Python int; 8.0 is 8, 2.5 and
+    True are refused."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer, float, np.floating)) or (
+            not float(value).is_integer() or value < minimum):
         raise InvalidInputError(f"{name} must be an integer >= {minimum}; got {_shown(value)}.")
     return int(value)
+
+
+def index(value, name: str, n: int, what: str) -> int:
+    """One index into ``n`` ``what`` (proposers, acceptance levels): an integer in [0, n)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 <= value < n:
+        raise InvalidInputError(f"{name} must be an integer from 0 to {n - 1} (there are {n} {what}); "
+                                f"got {_shown(value)}.")
+    return int(value)
+
+
+def one_or_many(value, single=(str,)) -> list:
+    """``value`` as a list: an instance of ``single`` (a name, one object) is one item, not a sequence of them."""
+    return [value] if isinstance(value, single) else list(value)
 
 
 def broadcast_shapes(**arrays) -> tuple:

@@ -28,7 +28,9 @@ __all__ = ["candidate_drafts", "SearchGrid", "evaluate_grid", "search", "price_d
 
 def candidate_drafts(target: ModelSpec, *, max_fraction: float = 0.25, same_tokenizer: bool = True) -> list[ModelSpec]:
     """Catalog models no larger than ``max_fraction`` of the target; with ``same_tokenizer`` only
-    those whose vocabulary size matches the target's (a draft must share the target's tokenizer)."""
+    those whose vocabulary size matches the target's (a draft must share the target's tokenizer). ``target``:
+    a ModelSpec, a catalog name or a config.json path."""
+    target = get_model(target)
     out = [
         m for m in list_models()
         if m.name != target.name and m.total_params <= max_fraction * target.total_params
