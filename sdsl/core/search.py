@@ -17,6 +17,7 @@ import numpy as np
 from sdsl._result import Result
 from sdsl.core.acceptance import Acceptance, check_alpha, tau
 from sdsl.core.architecture import ModelSpec, get_model, list_models
+from sdsl.core.checks import numbers
 from sdsl.core.deployment import Deployment
 from sdsl.core.latency import LatencyParams, ModelShapes
 from sdsl.core.priced_step import PricedStep
@@ -148,7 +149,7 @@ def evaluate_grid(target, deployment, *, drafts=None, gammas=range(0, 11), batch
         a_grid = np.asarray(alpha.iid_alpha(g.astype(int)), dtype=float).reshape(1, -1, 1, 1)
         source = "given" if alpha.is_iid else alpha.source
     else:
-        a_grid = check_alpha(np.atleast_1d(alpha), open_interval=True).reshape(1, 1, 1, -1)
+        a_grid = np.atleast_1d(check_alpha(numbers(alpha, "alpha"))).reshape(1, 1, 1, -1)  # τ(1, γ) = γ + 1
         source = "given"
     g_grid = g.reshape(1, -1, 1, 1)
     tau_grid = np.asarray(alpha.tau(g.astype(int)), dtype=float).reshape(1, -1, 1, 1) if isinstance(alpha, Acceptance) \
