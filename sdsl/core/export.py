@@ -82,7 +82,7 @@ def _draft_id(pick: dict) -> str:
 def _vllm(pick: dict, table: list[dict]) -> str:
     kind = _kind(pick)
     if pick.get("tree") and pick["tree"][1] > 1:
-        raise InvalidInputError("vLLM verifies chains only; export a chain pick (omit --tree) for vLLM.")
+        raise InvalidInputError("vLLM verifies chains only; export a chain pick (no tree, or a top-1 tree) for vLLM.")
     k = pick["gamma"] if pick.get("tree") is None else pick["tree"][0]
 
     def config(n):

@@ -28,7 +28,7 @@ def default_proposers(target, *, any_tokenizer: bool = False) -> list:
 
     drafts = candidate_drafts(target, same_tokenizer=not any_tokenizer)
     if not drafts:
-        raise InvalidInputError(f"No catalog draft shares {target.name}'s vocabulary; pass --drafts or --any-tokenizer.")
+        raise InvalidInputError(f"No catalog draft shares {target.name}'s vocabulary; name the drafts to rank or allow any tokenizer.")
     return [DraftModel(d) for d in drafts]
 
 

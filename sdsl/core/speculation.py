@@ -66,7 +66,7 @@ def parse_tree(text) -> TreeShape:
     try:
         s, k, n = (int(v) for v in str(text).split(","))
     except ValueError:
-        raise InvalidInputError(f"--tree takes STEPS,TOPK,TOKENS (three integers, e.g. 8,8,64); got {text!r}.") from None
+        raise InvalidInputError(f"tree takes STEPS,TOPK,TOKENS (three integers, e.g. 8,8,64); got {text!r}.") from None
     return TreeShape(s, k, n)
 
 
