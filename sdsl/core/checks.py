@@ -8,7 +8,7 @@ import numpy as np
 
 from sdsl.errors import InvalidInputError
 
-__all__ = ["numbers", "whole", "count", "draft_length", "non_negative", "positive", "positive_int", "index", "one_or_many",
+__all__ = ["numbers", "numbers_1d", "whole", "count", "draft_length", "non_negative", "positive", "positive_int", "index", "one_or_many",
            "broadcast_shapes"]
 
 
@@ -35,6 +35,13 @@ def numbers(value, name: str, *, allow_empty: bool = False) -> np.ndarray:
     if a.size == 0 and not allow_empty:
         raise InvalidInputError(f"{name} is empty; give at least one value.")
     return a
+
+
+def numbers_1d(value, name: str, *, allow_empty: bool = False) -> np.ndarray:
+    """:func:`numbers` of a number or any iterable of numbers (a range, a generator), as a 1-D float array."""
+    if hasattr(value, "__iter__") and not isinstance(value, (str, bytes, np.ndarray)):
+        value = list(value)
+    return np.atleast_1d(numbers(value, name, allow_empty=allow_empty))
 
 
 def _first_bad(a: np.ndarray, bad: np.ndarray) -> str:
@@ -93,8 +100,7 @@ def positive_int(value, name: str, *, minimum: int = 1) -> int:
 def index(value, name: str, n: int, what: str) -> int:
     """One index into ``n`` ``what`` (proposers, acceptance levels): an integer in [0, n)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 <= value < n:
-        raise InvalidInputError(f"{name} must be an integer from 0 to {n - 1} (there are {n} {what}); "
-                                f"got {_shown(value)}.")
+        raise InvalidInputError(f"{name} must be an integer from 0 to {n - 1} ({what}: {n}); got {_shown(value)}.")
     return int(value)
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from sdsl._result import Result
 from sdsl.core.acceptance import acceptance_levels, given_acceptance, tau
 from sdsl.core.deployment import Deployment
-from sdsl.core.checks import index, one_or_many
+from sdsl.core.checks import index, numbers_1d, one_or_many
 from sdsl.core.proposers import Proposer, make_proposer
 from sdsl.core.config_table import config_row, frame_columns, report_rows
 from sdsl.core.speculation import price_step
@@ -202,8 +202,8 @@ def rank_proposers(target, proposers, deployment, *, acceptance=None, gammas=ran
     props = tuple(make_proposer(p) for p in one_or_many(proposers, (str, Proposer)))
     if not props:
         raise InvalidInputError("Need at least one proposer to rank.")
-    g = np.asarray(list(gammas), dtype=float)
-    b = np.asarray(list(np.atleast_1d(batches)), dtype=float)
+    g = numbers_1d(gammas, "gammas", allow_empty=True)
+    b = numbers_1d(batches, "batches", allow_empty=True)
     if g.size == 0 or b.size == 0 or np.any(g < 0):
         raise InvalidInputError("Need at least one k >= 0 and one batch size.")
     levels = _levels(props, target, acceptance, acceptance_options or {})

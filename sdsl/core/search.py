@@ -17,7 +17,7 @@ import numpy as np
 from sdsl._result import Result
 from sdsl.core.acceptance import Acceptance, check_alpha, tau
 from sdsl.core.architecture import ModelSpec, get_model, list_models
-from sdsl.core.checks import numbers
+from sdsl.core.checks import numbers, numbers_1d
 from sdsl.core.deployment import Deployment
 from sdsl.core.latency import LatencyParams, ModelShapes
 from sdsl.core.priced_step import PricedStep
@@ -136,8 +136,8 @@ def evaluate_grid(target, deployment, *, drafts=None, gammas=range(0, 11), batch
     drafts = tuple(get_model(d) if not isinstance(d, ModelSpec) else d for d in drafts)
     if not drafts:
         raise InvalidInputError(f"No candidate drafts for {target.name}; pass drafts explicitly.")
-    g = np.asarray(list(gammas), dtype=float)
-    b = np.asarray(list(np.atleast_1d(batch)), dtype=float)
+    g = numbers_1d(gammas, "gammas", allow_empty=True)
+    b = numbers_1d(batch, "batch", allow_empty=True)
     if g.size == 0 or b.size == 0:
         raise InvalidInputError("Need at least one gamma and one batch size.")
     if alpha is None:

@@ -138,7 +138,7 @@ def _host_seconds(proposer, deployment, *, pieces, overhead_s, pass_overhead_s, 
 def _check_seconds(**values):
     out = {}
     for name, v in values.items():
-        a = np.asarray(v, dtype=float)
+        a = numbers(v, name)
         if np.any(~np.isfinite(a)) or np.any(a < 0):
             raise InvalidInputError("Overheads (per step and per forward pass) must be finite non-negative seconds.")
         out[name] = a

@@ -69,6 +69,10 @@ def test_shapes_that_do_not_broadcast_are_named_with_their_shapes():
     (lambda: sdsl.step_time_s(TARGET, DEP, batch="abc"), "batch"),
     (lambda: sdsl.plain_tokens_per_s(TARGET, DEP, batch="abc"), "batch"),
     (lambda: sdsl.speedup(0.7, 3, "abc"), "c"),
+    (lambda: sdsl.alpha_from_tau("abc", 3), "tau"),
+    (lambda: sdsl.rank_proposers(TARGET, "eagle3", DEP, gammas=["a"]), "gammas"),
+    (lambda: sdsl.evaluate_grid("llama-2-7b", DEP, drafts=["llama-160m"], gammas=["a"]), "gammas"),
+    (lambda: sdsl.predict("llama-2-7b", "llama-160m", DEP, gamma=3, alpha=.7, overhead_s="abc"), "overhead_s"),
 ])
 def test_a_non_number_names_its_argument(call, name):
     with pytest.raises(InvalidInputError, match=f"^{name} must be a number"):

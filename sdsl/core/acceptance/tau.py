@@ -89,8 +89,9 @@ def alpha_from_tau(tau_value, gamma, *, iterations: int = 80) -> np.ndarray:
 
     ``tau_value`` must lie in [1, γ + 1]; τ = 1 gives α = 0 and τ = γ + 1 gives α = 1.
     """
-    t = np.asarray(tau_value, dtype=float)
+    t = numbers(tau_value, "tau")
     g = check_gamma(gamma)
+    broadcast_shapes(tau=t, gamma=g)
     t, g = np.broadcast_arrays(t, g)
     if np.any(g < 1):
         raise InvalidInputError("gamma must be at least 1 to infer alpha from tau.")
