@@ -8,8 +8,8 @@ import numpy as np
 
 from sdsl.errors import InvalidInputError
 
-__all__ = ["numbers", "numbers_1d", "whole", "count", "draft_length", "non_negative", "positive", "positive_int", "index", "one_or_many",
-           "broadcast_shapes"]
+__all__ = ["numbers", "numbers_1d", "whole", "count", "draft_length", "non_negative", "positive", "positive_int",
+           "index", "one_or_many", "broadcast_shapes"]
 
 
 def _shown(value) -> str:
@@ -123,5 +123,4 @@ def broadcast_shapes(**arrays) -> tuple:
                 except ValueError:
                     raise InvalidInputError(f"{x} (shape {shapes[x]}) and {y} (shape {shapes[y]}) do not broadcast "
                                             "together; give arrays of matching shapes.") from None
-        listed = ", ".join(f"{n} {s}" for n, s in shapes.items())
-        raise InvalidInputError(f"The shapes of {listed} do not broadcast together.") from None
+        raise  # unreachable: shapes that broadcast pairwise broadcast together

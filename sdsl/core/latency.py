@@ -143,7 +143,8 @@ def _check_grid(batch, q, context, q_name="q", whole_batch=True):
     b = count(batch) if whole_batch else positive(batch, "batch")
     qq = numbers(q, q_name)
     if np.any(~np.isfinite(qq)) or np.any(qq < 1):
-        raise InvalidInputError(f"{q_name} (new tokens per sequence) must be >= 1; got {float(qq[~(qq >= 1)].ravel()[0]):g}.")
+        bad = float(qq[~(qq >= 1)].ravel()[0])
+        raise InvalidInputError(f"{q_name} (new tokens per sequence) must be >= 1; got {bad:g}.")
     L = non_negative(context, "context", "a non-negative number of tokens")
     broadcast_shapes(batch=b, **{q_name: qq}, context=L)
     return b, qq, L
@@ -232,6 +233,7 @@ def step_time(model, deployment, *, batch=1, q=1, context=None) -> StepTime:
     pass. ``batch``, ``q`` and ``context`` broadcast; ``context=None`` is the deployment's context (tokens
     already in each sequence's KV cache; use the mean for mixed lengths: KV reads and attention FLOPs are
     linear in it). On an MoE model the b·q tokens route to ``StepTime.distinct_experts`` experts per layer.
+    ``batch`` is a whole number of sequences (:func:`padded_step_time` prices an engine's padded forward).
     """
     return _step_time(model, deployment, batch, q, context, whole_batch=True)
 

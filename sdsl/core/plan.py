@@ -205,7 +205,8 @@ def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gam
     gamma_max = positive_int(gamma_max, "gamma_max", minimum=0)
     if export and export.lower().replace("-", "") not in ENGINES:
         raise InvalidInputError(f"Unknown engine {export!r}; expected one of {', '.join(ENGINES)}.")
-    props = [make_proposer(p) for p in one_or_many(proposers, (str, Proposer))] if proposers else default_proposers(target, any_tokenizer=any_tokenizer)
+    props = ([make_proposer(p) for p in one_or_many(proposers, (str, Proposer))] if proposers
+             else default_proposers(target, any_tokenizer=any_tokenizer))
     if isinstance(acceptance, Acceptance) and np.isfinite(acceptance.max_k):
         gamma_max = min(gamma_max, int(acceptance.max_k))  # a measured vector prices only the positions it covers
     dense = np.unique(np.concatenate([np.arange(1, max_batch + 1), batches]))

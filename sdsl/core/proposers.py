@@ -137,9 +137,8 @@ class DraftModel(Proposer):
     def __post_init__(self):
         if isinstance(self.model, str):
             object.__setattr__(self, "model", get_model(self.model))
-        if not hasattr(self.model, "d_model"):
-            raise InvalidInputError("DraftModel needs its draft model (a catalog name, config.json, ModelSpec or "
-                                    f"ModelShapes stack); got {type(self.model).__name__}.")
+        if not hasattr(self.model, "d_model"):  # a catalog name, config.json, ModelSpec or ModelShapes stack
+            raise InvalidInputError(f"DraftModel needs its draft model (a name or ModelSpec); got {type(self.model).__name__}.")
         if int(self.first_pass_tokens) != self.first_pass_tokens or self.first_pass_tokens < 1:
             raise InvalidInputError(f"first_pass_tokens must be a positive whole number; got {self.first_pass_tokens}.")
         if not (np.isfinite(self.switch_ratio) and self.switch_ratio >= 1):
