@@ -79,6 +79,13 @@ def test_a_non_number_names_its_argument(call, name):
         call()
 
 
+@pytest.mark.parametrize("fn", [sdsl.tau, lambda a, g: sdsl.speedup(a, g, 0.1), lambda a, g: sdsl.work_factor(a, g, 0.1)])
+@pytest.mark.parametrize("gamma", ["3", True])
+def test_the_closed_forms_refuse_a_string_or_boolean_k(fn, gamma):
+    with pytest.raises(InvalidInputError, match="^gamma must be"):
+        fn(0.8, gamma)
+
+
 def test_tau_of_none_says_none():
     _raises("got None", sdsl.tau, None, 3)
 

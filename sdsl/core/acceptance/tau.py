@@ -31,6 +31,8 @@ def check_alpha(alpha, *, open_interval: bool = False, name: str = "alpha") -> n
 def check_gamma(gamma, *, name: str = "gamma") -> np.ndarray:
     """Return ``gamma`` as a float array, raising InvalidInputError for negative or non-finite values."""
     g = numbers(gamma, name, allow_empty=True)
+    if np.asarray(gamma).dtype == bool:
+        raise InvalidInputError(f"{name} must be a non-negative number of draft tokens; got the boolean {gamma!r}.")
     bad = ~np.isfinite(g) | (g < 0)
     if np.any(bad):
         raise InvalidInputError(f"{name} must be a non-negative number; got {float(g[bad].ravel()[0]):g}.")
