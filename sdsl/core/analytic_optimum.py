@@ -18,6 +18,7 @@ import numpy as np
 
 from sdsl._result import Result, plain
 from sdsl.core.acceptance import check_alpha
+from sdsl.core.checks import broadcast_shapes, numbers
 from sdsl.errors import InvalidInputError
 from sdsl.core.scaling import CHINCHILLA, SDSL_PLANE, AcceptancePlane, LossLaw
 from sdsl.core.throughput import speedup
@@ -84,11 +85,20 @@ def lambert_w_minus1(z) -> np.ndarray:
     return lambert_w_minus1_from_log(np.log(-z))
 
 
-def _alpha_c(alpha, c):
-    a = check_alpha(alpha, open_interval=True)
-    c = np.asarray(c, dtype=float)
+def _alpha_c(alpha, c, what):
+    """(α, c) broadcast, α strictly inside (0, 1): the closed form γ* = −(1 + W₋₁(z))/ln(1/α) − 1/c has no value
+    at either end (τ itself is defined there: :func:`sdsl.core.acceptance.tau`)."""
+    a = check_alpha(alpha)
+    ends = (a <= 0) | (a >= 1)
+    if np.any(ends):
+        bad = float(a[ends].ravel()[0])
+        why = ("at alpha = 1 every draft is accepted and (for c < 1) the optimal k is unbounded" if bad >= 1 else
+               "at alpha = 0 no draft is ever accepted and speculation never pays (k = 0)")
+        raise InvalidInputError(f"{what} needs 0 < alpha < 1: {why}; got {bad:g}.")
+    c = numbers(c, "c")
     if np.any(~np.isfinite(c)) or np.any(c <= 0):
         raise InvalidInputError("The cost ratio c must be a finite positive number.")
+    broadcast_shapes(alpha=a, c=c)
     return np.broadcast_arrays(a, c)
 
 
@@ -102,7 +112,7 @@ def _w(a, c):
 def gamma_star(alpha, c) -> np.ndarray:
     """Continuous optimal speculation length γ* = −(1 + W₋₁(z))/ln(1/α) − 1/c (Leviathan speedup,
     docs/model.md §3.1), clipped at 0 where speculation cannot pay (c ≥ 1 or γ* < 0). Broadcasts."""
-    a, c = _alpha_c(alpha, c)
+    a, c = _alpha_c(alpha, c, "gamma_star")
     w, valid = _w(a, c)
     g = -(1.0 + w) / np.log(1.0 / a) - 1.0 / c
     out = np.where(valid, np.maximum(g, 0.0), 0.0)
@@ -112,7 +122,7 @@ def gamma_star(alpha, c) -> np.ndarray:
 def best_speedup(alpha, c) -> np.ndarray:
     """S* = ln(1/α) / (c(1 − α)(−W₋₁(z))), Leviathan's speedup (Theorem 3.8) at γ* (docs/model.md §3.1);
     1 where no γ > 0 pays."""
-    a, c = _alpha_c(alpha, c)
+    a, c = _alpha_c(alpha, c, "best_speedup")
     w, valid = _w(a, c)
     s = np.log(1.0 / a) / (c * (1.0 - a) * (-w))
     out = np.where(valid & (gamma_star(a, c) > 0), s, 1.0)
@@ -122,7 +132,7 @@ def best_speedup(alpha, c) -> np.ndarray:
 def best_integer_gamma(alpha, c, gamma_max: int | None = None) -> np.ndarray:
     """Best whole γ for Leviathan's speedup (Theorem 3.8): floor or ceil of γ* (S is unimodal in γ),
     optionally capped at ``gamma_max``."""
-    a, c = _alpha_c(alpha, c)
+    a, c = _alpha_c(alpha, c, "best_integer_gamma")
     g = gamma_star(a, c)
     lo, hi = np.floor(g), np.ceil(g)
     if gamma_max is not None:

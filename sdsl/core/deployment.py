@@ -8,7 +8,7 @@ profile, §3.9, prices the host time around it).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from numbers import Integral, Real
 from pathlib import Path
 
@@ -104,6 +104,10 @@ class Deployment:
         """A copy with ``changes`` applied (validated like the constructor). A new ``hardware``
         without new ``params`` gets that hardware's default parameters when these were the old
         hardware's defaults (explicitly given parameters are kept)."""
+        unknown = sorted(set(changes) - {f.name for f in fields(self)})
+        if unknown:
+            valid = ", ".join(f.name for f in fields(self))
+            raise InvalidInputError(f"Deployment has no field {unknown[0]!r}; its fields are {valid}.")
         if "hardware" in changes and "params" not in changes and self.params == default_params(self.hardware):
             changes["params"] = None
         return replace(self, **changes)

@@ -16,7 +16,12 @@ Field names follow each engine's documentation (the tests cite the pages):
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
+import numpy as np
+
+from sdsl.core.checks import draft_length
+from sdsl.core.speculation import TreeShape
 from sdsl.errors import InvalidInputError, SDSLError, UnknownNameError
 
 __all__ = ["ENGINES", "export_config"]
@@ -27,6 +32,36 @@ _VLLM_METHOD = {"draft": "draft_model", "eagle": "eagle", "eagle3": "eagle3", "m
 _SGLANG_ALGORITHM = {"draft": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "EAGLE", "ngram": "NGRAM"}
 _TRTLLM_TYPE = {"draft": "DraftTarget", "eagle": "Eagle", "eagle3": "Eagle3", "medusa": "Medusa", "mtp": "MTP",
                 "ngram": "NGram"}
+
+
+def _k(value, name: str) -> int:
+    """One chain length k of a pick or a table row: a non-negative whole number (a float k would be truncated or
+    printed as is)."""
+    if value is None or np.ndim(value) != 0:
+        raise InvalidInputError(f"{name} must be one non-negative whole number of draft tokens; got {value!r}.")
+    return int(draft_length(value, name))
+
+
+def _checked(pick, table) -> tuple[dict, list[dict]]:
+    """The pick and table with every k and tree entry checked (one sentence for what is missing or wrong)."""
+    if not isinstance(pick, Mapping) or "proposer" not in pick:
+        raise InvalidInputError("A pick must be a mapping with 'proposer' (e.g. 'eagle3' or 'draft:<model>') and "
+                                "'gamma' (k) or 'tree' ([steps, topk, tokens]).")
+    pick = dict(pick)
+    if pick.get("tree"):
+        tree = pick["tree"]
+        if isinstance(tree, str) or np.ndim(tree) != 1 or len(tree) != 3:
+            raise InvalidInputError(f"A pick's tree must be [steps, topk, tokens]; got {tree!r}.")
+        shape = TreeShape(*(_k(v, f"tree {part}") for v, part in zip(tree, ("steps", "topk", "tokens"))))
+        pick["tree"] = [shape.steps, shape.topk, shape.tokens]
+    else:
+        pick["gamma"] = _k(pick.get("gamma"), "gamma")
+    rows = []
+    for row in table or []:
+        if not isinstance(row, Mapping) or not {"batch_min", "batch_max", "k"} <= set(row):
+            raise InvalidInputError(f"A k-table row must have batch_min, batch_max and k; got {row!r}.")
+        rows.append({**row, "k": _k(row["k"], "A k-table row's k")})
+    return pick, rows
 
 
 def _kind(pick: dict) -> str:
@@ -47,7 +82,7 @@ def _draft_id(pick: dict) -> str:
 def _vllm(pick: dict, table: list[dict]) -> str:
     kind = _kind(pick)
     if pick.get("tree") and pick["tree"][1] > 1:
-        raise InvalidInputError("vLLM verifies chains only; export a chain pick (omit --tree) for vLLM.")
+        raise InvalidInputError("vLLM verifies chains only; export a chain pick (no tree, or a top-1 tree) for vLLM.")
     k = pick["gamma"] if pick.get("tree") is None else pick["tree"][0]
 
     def config(n):
@@ -104,6 +139,7 @@ def export_config(engine: str, pick: dict, table: list[dict] | None = None) -> s
     key = str(engine).lower().replace("-", "")
     if key not in ENGINES:
         raise UnknownNameError(f"Unknown engine {engine!r}; expected one of {', '.join(ENGINES)}.")
+    pick, table = _checked(pick, table)
     if _kind(pick) not in _VLLM_METHOD:
         raise UnknownNameError(f"Unknown proposer {pick['proposer']!r}.")
-    return {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm}[key](pick, table or [])
+    return {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm}[key](pick, table)

@@ -34,6 +34,7 @@ import numpy as np
 from sdsl._result import Result
 from sdsl.core.architecture import dtype_bytes
 from sdsl.core.deployment import Deployment
+from sdsl.core.checks import broadcast_shapes, count, non_negative, numbers, positive
 from sdsl.core.shapes import GEMM_OPS, MLA_OPS, ModelShapes, local_context  # noqa: F401
 from sdsl.core.step_ops import (MLA_EXTRA_GEMM_KERNELS, all_to_all_time, cached_kv_elements, communication_time,  # noqa: F401
                                 expert_rows, gemm_op, layer_elementwise_time, layer_ops, moe_elementwise, op_time,
@@ -58,6 +59,7 @@ __all__ = [
     "gemm_flops_bytes",
     "step_time",
     "step_time_s",
+    "padded_step_time",
     "memory_per_gpu",
     "kv_cache_bytes_per_gpu",
     "weight_bytes_per_gpu",
@@ -134,16 +136,17 @@ class StepTime(Result):
                                     "overhead": self.overhead_s, "all-reduce": self.allreduce_s}, ax=ax)
 
 
-def _check_grid(batch, q, context):
-    b = np.asarray(batch, dtype=float)
-    qq = np.asarray(q, dtype=float)
-    L = np.asarray(context, dtype=float)
-    if np.any(~np.isfinite(b)) or np.any(b <= 0):
-        raise InvalidInputError("batch must be a positive number of sequences.")
+def _check_grid(batch, q, context, q_name="q", whole_batch=True):
+    """(batch, q, context) as float arrays: batch a positive whole number of sequences (any positive number with
+    ``whole_batch`` False: a forward padded to a captured token count), q >= 1 new tokens per sequence, context
+    a non-negative number of tokens, shapes that broadcast (:mod:`sdsl.core.checks`)."""
+    b = count(batch) if whole_batch else positive(batch, "batch")
+    qq = numbers(q, q_name)
     if np.any(~np.isfinite(qq)) or np.any(qq < 1):
-        raise InvalidInputError("q (new tokens per sequence) must be >= 1.")
-    if np.any(~np.isfinite(L)) or np.any(L < 0):
-        raise InvalidInputError("context must be a non-negative number of tokens.")
+        bad = float(qq[~(qq >= 1)].ravel()[0])
+        raise InvalidInputError(f"{q_name} (new tokens per sequence) must be >= 1; got {bad:g}.")
+    L = non_negative(context, "context", "a non-negative number of tokens")
+    broadcast_shapes(batch=b, **{q_name: qq}, context=L)
     return b, qq, L
 
 
@@ -230,9 +233,20 @@ def step_time(model, deployment, *, batch=1, q=1, context=None) -> StepTime:
     pass. ``batch``, ``q`` and ``context`` broadcast; ``context=None`` is the deployment's context (tokens
     already in each sequence's KV cache; use the mean for mixed lengths: KV reads and attention FLOPs are
     linear in it). On an MoE model the b·q tokens route to ``StepTime.distinct_experts`` experts per layer.
+    ``batch`` is a whole number of sequences (:func:`padded_step_time` prices an engine's padded forward).
     """
+    return _step_time(model, deployment, batch, q, context, whole_batch=True)
+
+
+def padded_step_time(model, deployment, *, batch, q=1, context=None) -> StepTime:
+    """:func:`step_time` at any positive ``batch``: the forward an engine pads to a captured token count prices
+    b = tokens / q sequences, which need not be whole (:func:`sdsl.core.engine.padded_batch`)."""
+    return _step_time(model, deployment, batch, q, context, whole_batch=False)
+
+
+def _step_time(model, deployment, batch, q, context, *, whole_batch):
     dep = Deployment.of(deployment)
-    b, qq, L = _check_grid(batch, q, dep.context if context is None else context)
+    b, qq, L = _check_grid(batch, q, dep.context if context is None else context, whole_batch=whole_batch)
     return StepTime(*_price(_shapes(model, dep), dep, b, qq, L))
 
 
@@ -264,8 +278,7 @@ def kv_cache_bytes_per_gpu(model, deployment, *, batch=1, context=None) -> np.nd
     In the deployment's dtype. The same elements the step time's attention reads (:func:`cached_kv_elements`),
     so memory and latency agree on the KV cache."""
     dep = Deployment.of(deployment)
-    b = np.asarray(batch, dtype=float)
-    L = np.asarray(dep.context if context is None else context, dtype=float)
+    b, _, L = _check_grid(batch, 1, dep.context if context is None else context)
     shapes = _shapes(model, dep)
     dt = dtype_bytes(dep.dtype)
     if not shapes.has_local:
@@ -317,7 +330,7 @@ def prefill_time_s(model, deployment, *, batch=1, prompt=1, context=0.0) -> np.n
     cached ones (chunked prefill), priced like :func:`step_time` except that the LM head computes
     only each prompt's last position (the one whose next token is sampled), not all b·prompt."""
     dep = Deployment.of(deployment)
-    b, qq, L = _check_grid(batch, prompt, context)
+    b, qq, L = _check_grid(batch, prompt, context, q_name="prompt")
     return _price(_shapes(model, dep), dep, b, qq, L, logit_tokens=b)[0]
 
 

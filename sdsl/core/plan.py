@@ -28,7 +28,7 @@ def default_proposers(target, *, any_tokenizer: bool = False) -> list:
 
     drafts = candidate_drafts(target, same_tokenizer=not any_tokenizer)
     if not drafts:
-        raise InvalidInputError(f"No catalog draft shares {target.name}'s vocabulary; pass --drafts or --any-tokenizer.")
+        raise InvalidInputError(f"No catalog draft shares {target.name}'s vocabulary; name the drafts to rank or allow any tokenizer.")
     return [DraftModel(d) for d in drafts]
 
 
@@ -204,17 +204,17 @@ def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gam
     costs."""
     from sdsl.core.architecture import get_model
     from sdsl.core.export import ENGINES, export_config
-    from sdsl.core.proposers import make_proposer
+    from sdsl.core.checks import count, one_or_many, positive_int
+    from sdsl.core.proposers import Proposer, make_proposer
 
     target, dep = get_model(target), Deployment.of(deployment)
-    batches = tuple(int(b) for b in batches)
-    if not batches or min(batches) < 1 or max_batch < 1:
-        raise InvalidInputError("Batch sizes and --max-batch must be positive integers.")
-    if gamma_max < 0 or top < 1:
-        raise InvalidInputError("--gamma-max must be >= 0 and --top positive.")
+    batches = tuple(int(b) for b in np.atleast_1d(count(batches, "batches")))
+    max_batch, top = positive_int(max_batch, "max_batch"), positive_int(top, "top")
+    gamma_max = positive_int(gamma_max, "gamma_max", minimum=0)
     if export and export.lower().replace("-", "") not in ENGINES:
         raise InvalidInputError(f"Unknown engine {export!r}; expected one of {', '.join(ENGINES)}.")
-    props = [make_proposer(p) for p in proposers] if proposers else default_proposers(target, any_tokenizer=any_tokenizer)
+    props = ([make_proposer(p) for p in one_or_many(proposers, (str, Proposer))] if proposers
+             else default_proposers(target, any_tokenizer=any_tokenizer))
     if isinstance(acceptance, Acceptance) and np.isfinite(acceptance.max_k):
         gamma_max = min(gamma_max, int(acceptance.max_k))  # a measured vector prices only the positions it covers
     dense = np.unique(np.concatenate([np.arange(1, max_batch + 1), batches]))

@@ -36,7 +36,7 @@ import numpy as np
 
 from sdsl.core.architecture import ModelSpec, dtype_bytes, get_model
 from sdsl.core.head_catalog import dense_head_spec, head_config, target_layer_spec
-from sdsl.core.latency import ModelShapes, gemm_flops_bytes, op_time, prefill_time_s, step_time
+from sdsl.core.latency import ModelShapes, gemm_flops_bytes, op_time, padded_step_time, prefill_time_s
 from sdsl.errors import InvalidInputError, UnknownNameError
 
 __all__ = ["Proposer", "DraftModel", "EagleHead", "Eagle3Head", "MedusaHeads", "MTPLayers", "NGramLookup",
@@ -48,7 +48,7 @@ def forward_step(model, deployment, *, batch, q, context, draft=False, params=No
     on the deployment itself (target, heads) or, with ``draft``, on :meth:`Deployment.for_draft` (draft_tp
     GPUs, ``params`` when given). The single place speculation calls the roofline; returns the StepTime."""
     dep = deployment.for_draft(params) if draft else deployment
-    return step_time(model, dep, batch=batch, q=q, context=context)
+    return padded_step_time(model, dep, batch=batch, q=q, context=context)
 
 
 def forward_time(model, deployment, *, batch, q, context, draft=False, params=None) -> np.ndarray:
@@ -137,6 +137,8 @@ class DraftModel(Proposer):
     def __post_init__(self):
         if isinstance(self.model, str):
             object.__setattr__(self, "model", get_model(self.model))
+        if not hasattr(self.model, "d_model"):  # a catalog name, config.json, ModelSpec or ModelShapes stack
+            raise InvalidInputError(f"DraftModel needs its draft model (a name or ModelSpec); got {type(self.model).__name__}.")
         if int(self.first_pass_tokens) != self.first_pass_tokens or self.first_pass_tokens < 1:
             raise InvalidInputError(f"first_pass_tokens must be a positive whole number; got {self.first_pass_tokens}.")
         if not (np.isfinite(self.switch_ratio) and self.switch_ratio >= 1):

@@ -20,7 +20,8 @@ import numpy as np
 from sdsl._result import Result
 from sdsl.core.acceptance import acceptance_levels, given_acceptance, tau
 from sdsl.core.deployment import Deployment
-from sdsl.core.proposers import make_proposer
+from sdsl.core.checks import index, numbers_1d, one_or_many
+from sdsl.core.proposers import Proposer, make_proposer
 from sdsl.core.config_table import config_row, frame_columns, report_rows
 from sdsl.core.speculation import price_step
 from sdsl.errors import InvalidInputError
@@ -95,7 +96,9 @@ class ProposerRanking(Result):
     def k_table(self, proposer_index: int, acceptance_index: int = 0) -> list[dict]:
         """The best k of one proposer per ranked batch, as ranges {batch_min, batch_max, k} (k = 0: do not
         speculate): the table the engine export and the serving simulator use."""
-        tps = self.tokens_per_s[proposer_index, :, :, acceptance_index]
+        p = index(proposer_index, "proposer_index", len(self.proposers), "proposers ranked")
+        a = index(acceptance_index, "acceptance_index", self.n_acceptance, "acceptance levels")
+        tps = self.tokens_per_s[p, :, :, a]
         return k_ranges(self.gammas[np.argmax(tps, axis=0)], self.batches)
 
     def break_even_batch(self) -> np.ndarray:
@@ -200,11 +203,11 @@ def rank_proposers(target, proposers, deployment, *, acceptance=None, gammas=ran
     from sdsl.core.search import price_draft_stack
 
     target, dep = get_model(target), Deployment.of(deployment)
-    props = tuple(make_proposer(p) for p in proposers)
+    props = tuple(make_proposer(p) for p in one_or_many(proposers, (str, Proposer)))
     if not props:
         raise InvalidInputError("Need at least one proposer to rank.")
-    g = np.asarray(list(gammas), dtype=float)
-    b = np.asarray(list(np.atleast_1d(batches)), dtype=float)
+    g = numbers_1d(gammas, "gammas", allow_empty=True)
+    b = numbers_1d(batches, "batches", allow_empty=True)
     if g.size == 0 or b.size == 0 or np.any(g < 0):
         raise InvalidInputError("Need at least one k >= 0 and one batch size.")
     levels = _levels(props, target, acceptance, acceptance_options or {})
@@ -295,7 +298,7 @@ def rank_trees(target, proposers, deployment, *, acceptance=None, batches=(1,), 
     from sdsl.core.trees import tree_matrices
 
     target, dep = get_model(target), Deployment.of(deployment)
-    props = tuple(make_proposer(p) for p in proposers)
+    props = tuple(make_proposer(p) for p in one_or_many(proposers, (str, Proposer)))
     b = np.asarray(list(np.atleast_1d(batches)), dtype=float)
     accs = tuple(acceptance_levels(p, target, acceptance, **(acceptance_options or {}))[0] for p in props)
     grids, priced, tps = {}, [], []

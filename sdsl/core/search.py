@@ -17,6 +17,7 @@ import numpy as np
 from sdsl._result import Result
 from sdsl.core.acceptance import Acceptance, check_alpha, tau
 from sdsl.core.architecture import ModelSpec, get_model, list_models
+from sdsl.core.checks import numbers, numbers_1d
 from sdsl.core.deployment import Deployment
 from sdsl.core.latency import LatencyParams, ModelShapes
 from sdsl.core.priced_step import PricedStep
@@ -28,7 +29,9 @@ __all__ = ["candidate_drafts", "SearchGrid", "evaluate_grid", "search", "price_d
 
 def candidate_drafts(target: ModelSpec, *, max_fraction: float = 0.25, same_tokenizer: bool = True) -> list[ModelSpec]:
     """Catalog models no larger than ``max_fraction`` of the target; with ``same_tokenizer`` only
-    those whose vocabulary size matches the target's (a draft must share the target's tokenizer)."""
+    those whose vocabulary size matches the target's (a draft must share the target's tokenizer). ``target``:
+    a ModelSpec, a catalog name or a config.json path."""
+    target = get_model(target)
     out = [
         m for m in list_models()
         if m.name != target.name and m.total_params <= max_fraction * target.total_params
@@ -136,8 +139,8 @@ def evaluate_grid(target, deployment, *, drafts=None, gammas=range(0, 11), batch
     drafts = tuple(get_model(d) if not isinstance(d, ModelSpec) else d for d in drafts)
     if not drafts:
         raise InvalidInputError(f"No candidate drafts for {target.name}; pass drafts explicitly.")
-    g = np.asarray(list(gammas), dtype=float)
-    b = np.asarray(list(np.atleast_1d(batch)), dtype=float)
+    g = numbers_1d(gammas, "gammas", allow_empty=True)
+    b = numbers_1d(batch, "batch", allow_empty=True)
     if g.size == 0 or b.size == 0:
         raise InvalidInputError("Need at least one gamma and one batch size.")
     if alpha is None:
@@ -149,7 +152,7 @@ def evaluate_grid(target, deployment, *, drafts=None, gammas=range(0, 11), batch
         a_grid = np.asarray(alpha.iid_alpha(g.astype(int)), dtype=float).reshape(1, -1, 1, 1)
         source = "given" if alpha.is_iid else alpha.source
     else:
-        a_grid = check_alpha(np.atleast_1d(alpha), open_interval=True).reshape(1, 1, 1, -1)
+        a_grid = np.atleast_1d(check_alpha(numbers(alpha, "alpha"))).reshape(1, 1, 1, -1)  # τ(1, γ) = γ + 1
         source = "given"
     g_grid = g.reshape(1, -1, 1, 1)
     tau_grid = np.asarray(alpha.tau(g.astype(int)), dtype=float).reshape(1, -1, 1, 1) if isinstance(alpha, Acceptance) \

@@ -26,7 +26,8 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from sdsl.core.acceptance import Acceptance, check_gamma, chain_tau, resolve_acceptance
+from sdsl.core.acceptance import Acceptance, chain_tau, resolve_acceptance
+from sdsl.core.checks import broadcast_shapes, count, draft_length, non_negative, numbers
 from sdsl.core.deployment import Deployment
 from sdsl.core.priced_step import PricedStep
 from sdsl.core.proposers import forward_step, make_proposer
@@ -74,9 +75,7 @@ def parse_tree(text) -> TreeShape:
 
 
 def _chain(gamma, proposer):
-    g = check_gamma(gamma)
-    if np.any(g != np.round(g)):
-        raise InvalidInputError("gamma must be a whole number of draft tokens.")
+    g = draft_length(gamma)
     if proposer.max_depth is not None and np.any(g > proposer.max_depth):
         raise InvalidInputError(f"{proposer.name} drafts at most {proposer.max_depth} tokens; got gamma={int(np.max(g))}.")
     return g, 1, g + 1.0, 0.0
@@ -143,7 +142,7 @@ def _host_seconds(proposer, deployment, *, pieces, overhead_s, pass_overhead_s, 
 def _check_seconds(**values):
     out = {}
     for name, v in values.items():
-        a = np.asarray(v, dtype=float)
+        a = numbers(v, name)
         if np.any(~np.isfinite(a)) or np.any(a < 0):
             raise InvalidInputError("Overheads (per step and per forward pass) must be finite non-negative seconds.")
         out[name] = a
@@ -173,7 +172,9 @@ def _resolve_tau(target, proposer, tau, acceptance, gamma, tree, rank_ratio, tau
     if tau is not None:
         if acceptance is not None:
             raise InvalidInputError("Give tau or an acceptance, not both.")
-        return np.asarray(tau, dtype=float), None, tau_source
+        return numbers(tau, "tau"), None, tau_source
+    if acceptance is not None and not isinstance(acceptance, (Acceptance, dict)) and not hasattr(acceptance, "tau"):
+        acceptance = numbers(acceptance, "acceptance")
     if acceptance is None or isinstance(acceptance, dict) or tree is not None and not isinstance(acceptance, Acceptance):
         acceptance = resolve_acceptance(proposer, target, acceptance, **options)
     t, source = step_tau(acceptance, gamma=gamma, tree=tree, rank_ratio=rank_ratio)
@@ -209,16 +210,17 @@ def price_step(target, proposer, deployment, *, tau=None, acceptance=None, gamma
     target = target if hasattr(target, "d_model") else get_model(target)
     if (gamma is None) == (tree is None):
         raise InvalidInputError("Give a chain length gamma or a tree shape, not both.")
+    b = count(batch)
+    ctx = non_negative(dep.context if context is None else context, "context", "a non-negative number of tokens")
     steps, topk, n_verify, mask_extra = _chain(gamma, proposer) if tree is None else _trees(tree, proposer)
     t, acc, source = _resolve_tau(target, proposer, tau, acceptance, gamma, tree, rank_ratio, tau_source,
                                   acceptance_options or {})
+    broadcast_shapes(**{"gamma": steps} if tree is None else {}, tau=t, batch=b, context=ctx)
     most = np.minimum(n_verify, np.asarray(steps, dtype=float) + 1.0)  # one token per draft level + the bonus token
     if np.any(~np.isfinite(t)) or np.any(t < 1) or np.any(t > most + 1e-9):
         raise InvalidInputError(f"Expected tokens per step must lie in [1, {float(np.max(most)):g}]: a step emits at most "
                                 "one token per draft level plus one, and no more than it verifies.")
     host = _check_seconds(overhead_s=overhead_s, pass_overhead_s=pass_overhead_s, plain_overhead_s=plain_overhead_s)
-    b = np.asarray(batch, dtype=float)
-    ctx = np.asarray(dep.context if context is None else context, dtype=float)
     plain, verify, t_propose, worker, pieces = _gpu_parts(target, proposer, dep, b, ctx, steps, topk, n_verify,
                                                           mask_extra, t, isinstance(tree, dict))
     t_draft = proposer.step_time(target, dep, batch=b, q=1, context=ctx)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from sdsl.core.acceptance import check_alpha, check_gamma, tau
+from sdsl.core.checks import broadcast_shapes, count, draft_length, numbers
 from sdsl.core.latency import LatencyParams
 from sdsl.core.priced_step import PricedStep
 from sdsl.errors import InvalidInputError
@@ -23,7 +24,7 @@ __all__ = ["speedup", "work_factor", "tokens_per_flop", "SDPrediction", "predict
 
 
 def _check_cost(c, name="c") -> np.ndarray:
-    c = np.asarray(c, dtype=float)
+    c = numbers(c, name)
     if np.any(~np.isfinite(c)) or np.any(c < 0):
         raise InvalidInputError(f"{name} (cost ratio) must be a finite non-negative number.")
     return c
@@ -31,22 +32,26 @@ def _check_cost(c, name="c") -> np.ndarray:
 
 def speedup(alpha, gamma, c) -> np.ndarray:
     """Expected wall-time speedup over plain decoding, Leviathan et al. (2023) Theorem 3.8:
-    S = (1 − α^{γ+1}) / ((1 − α)(γc + 1)), c = time of a draft step / time of a target step."""
-    return tau(alpha, gamma) / (1.0 + check_gamma(gamma) * _check_cost(c))
+    S = (1 − α^{γ+1}) / ((1 − α)(γc + 1)), c = time of a draft step / time of a target step. γ is real here
+    (the continuous relaxation S* = S(γ*) is defined on; :func:`predict` and ``price_step`` take whole drafts)."""
+    a, g, c = check_alpha(alpha), check_gamma(gamma), _check_cost(c)
+    broadcast_shapes(alpha=a, gamma=g, c=c)
+    return tau(a, g) / (1.0 + g * c)
 
 
 def work_factor(alpha, gamma, c_hat) -> np.ndarray:
     """Factor by which arithmetic work grows, Leviathan et al. (2023) Theorem 3.11:
-    (1 − α)(γĉ + γ + 1) / (1 − α^{γ+1}), ĉ = FLOPs of a draft step / FLOPs of a target step."""
-    g = check_gamma(gamma)
-    return (g * _check_cost(c_hat, "c_hat") + g + 1.0) / tau(alpha, gamma)
+    (1 − α)(γĉ + γ + 1) / (1 − α^{γ+1}), ĉ = FLOPs of a draft step / FLOPs of a target step; γ real, as in
+    :func:`speedup`."""
+    a, g, c = check_alpha(alpha), check_gamma(gamma), _check_cost(c_hat, "c_hat")
+    broadcast_shapes(alpha=a, gamma=g, c_hat=c)
+    return (g * c + g + 1.0) / tau(a, g)
 
 
 def tokens_per_flop(alpha, gamma, draft_params, target_params) -> np.ndarray:
     """SDSL's FLOP-model throughput: S(α, γ, N/M) / (2M) tokens per FLOP (arXiv 2603.11053, §3;
     one forward costs ≈ 2·params FLOPs per token, so c = N/M)."""
-    n = np.asarray(draft_params, dtype=float)
-    m = np.asarray(target_params, dtype=float)
+    n, m = numbers(draft_params, "draft_params"), numbers(target_params, "target_params")
     if np.any(~(n > 0)) or np.any(~(m > 0)):
         raise InvalidInputError("Parameter counts must be positive.")
     return speedup(alpha, gamma, n / m) / (2.0 * m)
@@ -84,12 +89,15 @@ def predict(target, draft, deployment, *, gamma, alpha, batch=1, draft_params: L
     from sdsl.core.proposers import DraftModel, NGramLookup, Proposer
     from sdsl.core.speculation import price_step
 
-    g = check_gamma(gamma)
+    g, a = draft_length(gamma), check_alpha(numbers(alpha, "alpha"))
+    broadcast_shapes(gamma=g, alpha=a, batch=count(batch))
+    if isinstance(draft, (list, tuple)):
+        raise InvalidInputError("predict prices one draft per call; use rank_proposers to compare several.")
     if draft is None:
         proposer = NGramLookup()
     elif isinstance(draft, Proposer):
         proposer = draft
     else:
         proposer = DraftModel(draft, params=draft_params)
-    return price_step(target, proposer, deployment, acceptance=check_alpha(alpha), gamma=g, batch=batch,
+    return price_step(target, proposer, deployment, acceptance=a, gamma=g, batch=batch,
                       overhead_s=overhead_s)

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sdsl.core.acceptance.tau import check_alpha
+from sdsl.core.checks import positive_int
 from sdsl.errors import InvalidInputError
 
 __all__ = ["TokenTree", "check_rank_acceptance", "rank_acceptance", "draft_scores", "tree_matrices", "sglang_pool", "sglang_candidates",
@@ -263,10 +264,17 @@ def sglang_tree_tau(acceptance, steps: int, topk: int, tokens: int, rank_ratio: 
     ``rank_ratio``, default :data:`DEFAULT_RANK_RATIO`), the verified nodes are the ``tokens`` − 1 best by the
     draft's scores (``selection="draft"``, temperature ``draft_temperature``, default
     :data:`DEFAULT_DRAFT_TEMPERATURE`) or by acceptance (``"acceptance"``, a static tree), and τ is the
-    SpecInfer/Sequoia sum over that tree. A top-1 tree is the chain: ``acceptance.tau(steps)``."""
-    if int(topk) == 1:
-        return float(acceptance.tau(int(steps)))
-    cond = acceptance.conditional_at(int(steps))
+    SpecInfer/Sequoia sum over that tree. A top-1 tree is the chain: ``acceptance.tau(steps)``. A number as
+    ``acceptance`` is an i.i.d. α (:meth:`Acceptance.from_iid`)."""
+    steps, topk = positive_int(steps, "steps"), positive_int(topk, "topk")
+    positive_int(tokens, "tokens")
+    if not hasattr(acceptance, "conditional_at"):
+        from sdsl.core.acceptance.vector import Acceptance
+
+        acceptance = Acceptance.from_iid(float(check_alpha(acceptance, name="acceptance")))
+    if topk == 1:
+        return float(acceptance.tau(steps))
+    cond = acceptance.conditional_at(steps)
     return float(sglang_tree_tau_stack(cond[None, :], steps, topk, tokens, rank_ratio, selection=selection,
                                        draft_temperature=draft_temperature)[0])
 
@@ -282,7 +290,8 @@ def sglang_tree_tau_stack(conditional, steps: int, topk: int, tokens: int, rank_
         raise InvalidInputError(f"Need a (stack, >= {steps}) array of conditional rates and steps, topk >= 1.")
     pool_size = topk + (steps - 1) * topk * topk
     if n < 0 or n > pool_size:
-        raise InvalidInputError(f"SGLang's tree holds at most {pool_size + 1} tokens for these steps and topk; got {n + 1}.")
+        raise InvalidInputError(f"SGLang's tree of {steps} steps and top-{topk} holds 1 to {pool_size + 1} tokens (root "
+                                f"included); got {n + 1}.")
     temps = None if draft_temperature is None else np.asarray(draft_temperature, dtype=float)
     if temps is not None and temps.ndim:  # one temperature per row of the stack
         temps = np.repeat(np.broadcast_to(temps, cond.shape[:1]), steps)[:, None]
@@ -307,7 +316,8 @@ def _top_nodes(prob: np.ndarray, n: int) -> list[int]:
     if int(n) != n or n < 0:
         raise InvalidInputError(f"num_draft_tokens must be at least 1 (it counts the root); got {n + 1}.")
     if n > prob.size:
-        raise InvalidInputError(f"SGLang's tree holds at most {prob.size + 1} tokens for these steps and topk; got {n + 1}.")
+        raise InvalidInputError(f"SGLang's tree holds 1 to {prob.size + 1} tokens (root included) for these steps and "
+                                f"topk; got {n + 1}.")
     order = np.argsort(-prob, kind="stable")[: int(n)]
     return sorted(int(i) for i in order)
 

@@ -20,7 +20,8 @@ __all__ = ["best_k_by_batch", "serving_k_table", "speedup_vs_batch"]
 
 
 def _check_alpha(alpha) -> np.ndarray:
-    return np.atleast_1d(check_alpha(alpha, open_interval=True))
+    """α in [0, 1]: the best k is an argmax over 0..max_k, defined at both ends (τ(1, k) = k + 1, τ(0, k) = 1)."""
+    return np.atleast_1d(check_alpha(alpha))
 
 
 def _throughput(step_model: BatchStepModel, alpha: np.ndarray, context: float, max_k: int) -> np.ndarray:

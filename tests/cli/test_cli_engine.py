@@ -12,7 +12,7 @@ from click.testing import CliRunner
 import sdsl
 from sdsl.cli import cli
 from sdsl.core.engine import resolve_engine
-from sdsl.core.latency import step_time
+from sdsl.core.latency import padded_step_time, step_time
 
 PREDICT = ["predict", "--target", "llama-3.1-8b", "--proposer", "eagle", "--gamma", "4", "--accepted-length", "2.4",
            "--hardware", "h100-sxm", "--engine", "vllm:2025-07", "--json"]
@@ -28,7 +28,7 @@ def test_predict_prints_the_step_and_its_engine():
     eng = resolve_engine("vllm-2025-07")
     ideal = sdsl.Deployment("h100-sxm", engine="ideal")
     roof = sdsl.price_step("llama-3.1-8b", "eagle", ideal, tau=2.4, gamma=4)
-    verify = float(step_time("llama-3.1-8b", ideal, batch=8 / 5, q=5, context=1024 * 5 / 8).total_s)
+    verify = float(padded_step_time("llama-3.1-8b", ideal, batch=8 / 5, q=5, context=1024 * 5 / 8).total_s)
     probs = out["t_worker_s"] - float(roof.t_worker_s)
     assert 0 < probs < 1e-4  # 5 positions x 128256 fp32 probabilities, written and read: a few microseconds
     gpu = float(roof.t_propose_s) + verify + out["t_worker_s"]

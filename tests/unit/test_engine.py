@@ -12,7 +12,7 @@ import pytest
 import sdsl
 from sdsl.core.deployment import Deployment
 from sdsl.core.engine import (IDEAL, EngineProfile, forward_kernels, engine_profiles, padded_batch, resolve_engine)
-from sdsl.core.latency import step_time
+from sdsl.core.latency import padded_step_time, step_time
 from sdsl.errors import ConfigError, InvalidInputError, UnknownNameError
 
 TARGET = "llama-3.1-8b"
@@ -85,7 +85,7 @@ def test_verify_is_padded_to_the_next_captured_size_and_runs_eagerly_above_the_l
     np.testing.assert_allclose(b, [4 / 3, 8 / 5, 3])
     np.testing.assert_array_equal(pad, [False, False, True])  # 9 tokens > 8: eager
     step = sdsl.price_step(TARGET, "ngram", _dep(eng), tau=1.0, gamma=4, batch=1)
-    want = step_time(TARGET, _dep("ideal"), batch=8 / 5, q=5, context=512 * 5 / 8).total_s
+    want = padded_step_time(TARGET, _dep("ideal"), batch=8 / 5, q=5, context=512 * 5 / 8).total_s
     assert float(step.t_verify_s) == pytest.approx(float(want), rel=1e-12)
     above = sdsl.price_step(TARGET, "ngram", _dep(eng), tau=1.0, gamma=4, batch=2)  # 10 tokens: eager, unpadded
     assert float(above.t_verify_s) == pytest.approx(float(step_time(TARGET, _dep("ideal"), batch=2, q=5).total_s),

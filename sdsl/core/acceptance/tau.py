@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sdsl.core.checks import broadcast_shapes, numbers
 from sdsl.errors import InvalidInputError
 
 __all__ = ["tau", "tau_unchecked", "tau_from_conditional", "chain_tau", "alpha_from_tau", "check_alpha",
@@ -19,7 +20,7 @@ __all__ = ["tau", "tau_unchecked", "tau_from_conditional", "chain_tau", "alpha_f
 
 def check_alpha(alpha, *, open_interval: bool = False, name: str = "alpha") -> np.ndarray:
     """Return ``alpha`` as a float array, raising InvalidInputError outside [0, 1] (or (0, 1))."""
-    a = np.asarray(alpha, dtype=float)
+    a = numbers(alpha, name, allow_empty=True)
     bad = ~np.isfinite(a) | (a <= 0 if open_interval else a < 0) | (a >= 1 if open_interval else a > 1)
     if np.any(bad):
         rng = "(0, 1)" if open_interval else "[0, 1]"
@@ -29,7 +30,9 @@ def check_alpha(alpha, *, open_interval: bool = False, name: str = "alpha") -> n
 
 def check_gamma(gamma, *, name: str = "gamma") -> np.ndarray:
     """Return ``gamma`` as a float array, raising InvalidInputError for negative or non-finite values."""
-    g = np.asarray(gamma, dtype=float)
+    g = numbers(gamma, name, allow_empty=True)
+    if np.asarray(gamma).dtype == bool:
+        raise InvalidInputError(f"{name} must be a non-negative number of draft tokens; got the boolean {gamma!r}.")
     bad = ~np.isfinite(g) | (g < 0)
     if np.any(bad):
         raise InvalidInputError(f"{name} must be a non-negative number; got {float(g[bad].ravel()[0]):g}.")
@@ -45,7 +48,9 @@ def tau(alpha, gamma) -> np.ndarray:
     tiny arguments, so only α = 1 itself needs its limit) and gives 1 at α = 0.
     ``gamma`` may be non-integer (continuous relaxation, used by the γ* optimum). Broadcasts.
     """
-    return tau_unchecked(check_alpha(alpha), check_gamma(gamma))
+    a, g = check_alpha(alpha), check_gamma(gamma)
+    broadcast_shapes(alpha=a, gamma=g)
+    return tau_unchecked(a, g)
 
 
 def tau_unchecked(alpha, gamma) -> np.ndarray:
@@ -86,8 +91,9 @@ def alpha_from_tau(tau_value, gamma, *, iterations: int = 80) -> np.ndarray:
 
     ``tau_value`` must lie in [1, γ + 1]; τ = 1 gives α = 0 and τ = γ + 1 gives α = 1.
     """
-    t = np.asarray(tau_value, dtype=float)
+    t = numbers(tau_value, "tau")
     g = check_gamma(gamma)
+    broadcast_shapes(tau=t, gamma=g)
     t, g = np.broadcast_arrays(t, g)
     if np.any(g < 1):
         raise InvalidInputError("gamma must be at least 1 to infer alpha from tau.")
