@@ -27,7 +27,8 @@ from sdsl.cli._common import WORKLOAD_HELP, acceptance_options, echo_json, json_
                    "--target: the published catalog's for --workload, SDSL's plane for a draft model.")
 @click.option("--target", default=None, help="Target model of --proposer (catalog name or config.json).")
 @click.option("--workload", default="chat", show_default=True, help=WORKLOAD_HELP)
-@acceptance_options
+@acceptance_options(alpha_help="i.i.d. per-token acceptance rate in (0, 1) (Leviathan et al.) to convert to per-position rates.",
+                    accepted_at_help="Draft length k the --accepted-length was measured at (default: --k).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the acceptance JSON here (atomically).")
 @json_option
 def acceptance(log, engine, ngram, ngram_min, ngram_max, k, proposer, target, workload, acceptance, out, as_json):

@@ -16,7 +16,9 @@ from sdsl.cli._speculation import proposer_option, tree_option
               help="Draft tokens per step (a chain); with --tree, the k an --accepted-length was measured at.")
 @tree_option
 @deployment_options(tp_help="Tensor-parallel degree of the target (and its heads).")
-@acceptance_options
+@acceptance_options(alpha_help="i.i.d. per-token acceptance rate in (0, 1) (Leviathan et al.), a what-if level for the "
+                               "proposer priced; default: its own (published catalog, SDSL's plane for a draft model).",
+                    accepted_at_help="Draft length k the --accepted-length was measured at (default: --gamma).")
 @workload_option
 @click.option("--batch", default=1, show_default=True, type=int, help="Sequences decoded together.")
 @json_option
@@ -39,8 +41,14 @@ def predict(target, draft, proposers, gamma, tree, deployment, acceptance, workl
         raise InvalidInputError("--batch must be a positive integer.")
     if len(proposers) + bool(draft) != 1:
         raise InvalidInputError("Give one proposer: --draft <model> or --proposer draft:<model>|eagle|eagle3|medusa|mtp|ngram.")
+    if tree is not None and gamma is not None and acceptance.given != "--accepted-length":
+        raise InvalidInputError("Give --gamma or --tree, not both (with --tree, --gamma is only the k an "
+                                "--accepted-length was measured at).")
     shape = parse_tree(tree) if tree else None
     proposer = make_proposer(proposers[0] if proposers else f"draft:{draft}")
+    if deployment.draft_tp != 1 and proposer.kind != "draft":
+        raise InvalidInputError(f"--draft-tp applies to a separate draft model only; {proposer.name} runs on the "
+                                "target's GPUs (its tensor parallelism is --tp).")
     options = {"workload": workload, "spread_k": gamma if gamma else (shape.steps if shape else None)}
     step = price_step(target, proposer, deployment, gamma=None if shape else gamma, tree=shape, batch=batch,
                       acceptance_options=options, **_acceptance(acceptance, gamma, shape, proposer))
