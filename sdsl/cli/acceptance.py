@@ -69,7 +69,8 @@ def acceptance(log, engine, ngram, ngram_min, ngram_max, k, proposer, target, wo
     else:
         acc = acceptance.resolve(k=k)
         if acc is None:
-            raise InvalidInputError("Give --from-log FILE, or one of --alpha, --accepted-length, --acceptance, --acceptance-file.")
+            raise InvalidInputError("Give --from-log FILE, --ngram FILE, --proposer NAME with --target MODEL, or one of "
+                                    "--alpha, --accepted-length, --acceptance, --acceptance-file.")
         shown = k if k is not None else (acc.k if acc.tail_ratio is None else (acceptance.accepted_at or acc.k))
         data, text = acc.to_dict(shown), acc.report(shown)
     if out:
