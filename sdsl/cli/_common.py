@@ -11,7 +11,7 @@ import click
 __all__ = ["json_option", "calibration_option", "engine_option", "deployment_options", "resolve_latency_params", "echo_json",
            "format_table", "parse_int_list", "acceptance_options", "AcceptanceChoice", "parse_float_list", "workload_option",
            "acceptance_for_option", "parse_acceptance_for", "WORKLOAD_HELP",
-           "check_accepted_length", "split_entries"]
+           "check_accepted_length", "split_entries", "json_text"]
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 calibration_option = click.option(
@@ -86,9 +86,14 @@ def _clean(x):
     return x
 
 
-def echo_json(obj) -> None:
+def json_text(obj, *, sort_keys: bool = False) -> str:
+    """``obj`` as indented JSON text, NaN and infinity as null (as :meth:`sdsl._result.Result.to_json` writes them)."""
+    return json.dumps(_clean(obj), indent=2, sort_keys=sort_keys, allow_nan=False, default=float)
+
+
+def echo_json(obj, *, sort_keys: bool = False) -> None:
     """Print ``obj`` as indented JSON (NaN/inf become null)."""
-    click.echo(json.dumps(_clean(obj), indent=2))
+    click.echo(json_text(obj, sort_keys=sort_keys))
 
 
 def format_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
