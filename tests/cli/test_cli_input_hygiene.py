@@ -111,3 +111,67 @@ def test_accepted_at_help_names_the_commands_own_default(command, text):
 def test_predict_alpha_help_prices_one_proposer():
     out = " ".join(run("predict", "--help").output.split())
     assert "every proposer ranked" not in out and "the proposer priced" in out
+
+
+def test_an_engine_file_without_terms_is_an_error(tmp_path):
+    empty = tmp_path / "EMPTY.json"
+    empty.write_text("{}")
+    fails("predict", "--target", "llama-2-7b", "--proposer", "eagle3", "--gamma", "3", "--engine", empty,
+          match="EMPTY.json holds no engine profile terms")
+
+
+def test_ngram_replay_of_empty_texts_is_an_error(tmp_path):
+    pairs = tmp_path / "p.jsonl"
+    pairs.write_text('{"prompt": "", "response": ""}\n{"prompt": "ab", "response": "a"}\n')
+    fails("acceptance", "--ngram", pairs, match="has no response tokens to replay")
+
+
+def test_acceptance_without_input_names_every_source():
+    out = fails("acceptance", match="--from-log FILE")
+    assert "--ngram FILE" in out and "--proposer NAME with --target MODEL" in out
+
+
+def test_profile_q_help_matches_what_the_grid_takes():
+    out = " ".join(run("profile", "--help").output.split())
+    assert "(1..8)" not in out and "each >= 1" in out
+
+
+def test_calibrate_latency_missing_file_is_not_called_a_vidur_file(tmp_path):
+    out = fails("calibrate", "latency", tmp_path / "nonexist.csv", match="nonexist.csv not found")
+    assert "Vidur file" not in out
+
+
+def test_vllm_log_with_an_inconsistent_mean_reads_clearly(tmp_path):
+    log = tmp_path / "vllm.log"
+    log.write_text("INFO 05-01 12:00:00 metrics.py:455] SpecDecoding metrics: Mean acceptance length: 3.90, Accepted "
+                   "throughput: 100.00 tokens/s, Drafted throughput: 200.00 tokens/s, Accepted: 1000 tokens, Drafted: "
+                   "2000 tokens, Per-position acceptance rate: 0.800, 0.600, 0.400, 0.250, Avg Draft acceptance rate: "
+                   "51.2%\n")
+    fails("acceptance", "--from-log", log,
+          match="matches neither 1 + the sum of the per-position rates (3.050) nor that sum (2.050)")
+
+
+def test_infinity_prints_as_null_in_json():
+    r = run("predict", "--target", "llama-2-7b", "--draft", "llama-68m", "--gamma", "3", "--hardware", "cpu", "--json")
+    assert r.exit_code == 0, r.output
+    assert '"inf"' not in r.output and json.loads(r.output)["latency_params"]["smoothness"] is None
+
+
+def _llama_config(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
+                                "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+                                "vocab_size": 128256, "max_position_embeddings": 131072, "model_type": "llama"}))
+    return path
+
+
+@pytest.mark.parametrize("relative, name", [("qa/cfg.json", "cfg"), ("qa/MyModel-8B/config.json", "mymodel-8b")])
+def test_a_config_file_names_the_model_the_same_everywhere(tmp_path, relative, name):
+    cfg = _llama_config(tmp_path / relative)
+    for given in (cfg, cfg.parent) if cfg.name == "config.json" else (cfg,):
+        r = run("predict", "--target", given, "--draft", "llama-68m", "--gamma", "3", "--json")
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.output)["target"] == name
+        r = run("optimize", "--target", given, "--proposer", "eagle3", "--json")
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.output)["target"] == name
