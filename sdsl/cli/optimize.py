@@ -70,6 +70,7 @@ def optimize(target, deployment, batch, acceptance, acceptance_for, workload, ga
     the pick, the engine's configuration with --export, and SDSL's continuous FLOP-optimal draft size N*.
     """
     from sdsl.core.plan import plan_speculation
+    from sdsl.core.proposers import make_proposer
     from sdsl.errors import InvalidInputError
 
     _check_outputs(as_csv, as_json, trees, export)
@@ -79,6 +80,9 @@ def optimize(target, deployment, batch, acceptance, acceptance_for, workload, ga
     if not (math.isfinite(pretrain_tokens) and pretrain_tokens > 0):
         raise InvalidInputError(f"--tokens must be a finite positive number of pre-training tokens; got {pretrain_tokens:g}.")
     names = _proposer_names(target, proposers, drafts)
+    if deployment.draft_tp != 1 and names and not any(make_proposer(n).kind == "draft" for n in names):
+        raise InvalidInputError("--draft-tp applies to a separate draft model only; the ranked heads and n-gram lookup "
+                                "run on the target's GPUs (their tensor parallelism is --tp).")
     given = _acceptance(target, names, acceptance, acceptance_for, any_tokenizer)
     gamma_max, note = _gamma_cap(given, gamma_max)
     plan = plan_speculation(target, deployment, proposers=names or None, acceptance=given,

@@ -175,3 +175,15 @@ def test_a_config_file_names_the_model_the_same_everywhere(tmp_path, relative, n
         r = run("optimize", "--target", given, "--proposer", "eagle3", "--json")
         assert r.exit_code == 0, r.output
         assert json.loads(r.output)["target"] == name
+
+
+@pytest.mark.parametrize("args, match", [
+    (("law", "--tokens", "inf"), "--tokens must be a finite positive number"),
+    (("law", "--targets", ""), "--targets is empty"),
+    (("law", "--targets", "llama-2-7b,,llama-2-13b"), "--targets has an empty entry"),
+    (("calibrate", "engine", "RUNS.csv", "--terms", "host_step_s,,"), "--terms has an empty entry"),
+    (("optimize", "--target", "llama-2-7b", "--proposer", "eagle3", "--draft-tp", "2"),
+     "--draft-tp applies to a separate draft model only"),
+])
+def test_more_option_values_are_one_sentence(args, match):
+    fails(*args, match=match)
