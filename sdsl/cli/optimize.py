@@ -50,7 +50,7 @@ def all_proposers(target) -> tuple[str, ...]:
 @click.option("--trees", is_flag=True, help="Also rank SGLang token trees (steps 1-8 x topk 1,2,4,8 x <= 64 tokens) per proposer.")
 @click.option("--export", type=str, default=None,
               help="Print the pick's configuration for an engine: vllm | sglang | trtllm.")
-@click.option("--csv", "as_csv", is_flag=True, help="Print every evaluated configuration as CSV.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print every evaluated chain configuration as CSV (not with --json, --trees or --export).")
 @json_option
 def optimize(target, deployment, batch, acceptance, acceptance_for, workload, gamma_max, drafts, any_tokenizer,
              pretrain_tokens, top, serving, max_batch, proposers, trees, export, as_csv, as_json):

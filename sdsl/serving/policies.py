@@ -64,10 +64,14 @@ def parse_policy(text: str | Policy) -> Policy:
 
 
 def parse_policies(text: str) -> list[Policy]:
-    """Comma-separated policies, e.g. ``none,k=3,adaptive``."""
+    """Comma-separated policies, e.g. ``none,k=3,adaptive``; a policy named twice is simulated once."""
     items = [p for p in str(text).split(",")]
     if not any(p.strip() for p in items):
         raise InvalidInputError("Give at least one policy.")
     if not all(p.strip() for p in items):
         raise InvalidInputError(f"The policy list {text!r} has an empty entry; give e.g. none,k=3,adaptive.")
-    return [parse_policy(p) for p in items]
+    unique: dict[str, Policy] = {}
+    for p in items:  # each policy once, in the order given ("none,k=0" is one policy)
+        policy = parse_policy(p)
+        unique.setdefault(policy.name, policy)
+    return list(unique.values())

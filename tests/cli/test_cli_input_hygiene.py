@@ -187,3 +187,9 @@ def test_a_config_file_names_the_model_the_same_everywhere(tmp_path, relative, n
 ])
 def test_more_option_values_are_one_sentence(args, match):
     fails(*args, match=match)
+
+
+def test_a_policy_named_twice_is_simulated_once():
+    r = run("simulate", "--qps", "2", "--requests", "20", "--policy", "none,k=0,k=3,none", "--json")
+    assert r.exit_code == 0, r.output
+    assert [x["policy"] for x in json.loads(r.output)["results"]] == ["none", "k=3"]
