@@ -166,7 +166,8 @@ def test_request_budget_and_draft_errors():
 def test_policy_parsing():
     assert [p.name for p in parse_policies("none,k=3,adaptive,per-request")] == ["none", "k=3", "adaptive", "per-request"]
     assert parse_policy("k=0").kind == "none"
-    for bad in ["k=x", "k=99", "fast", ""]:
+    assert [p.name for p in parse_policies("none,k=0,k=3,none")] == ["none", "k=3"]
+    for bad in ["k=x", "k=99", "fast", "", "none,,k=3", "none,"]:
         with pytest.raises(InvalidInputError):
             parse_policies(bad)
 
