@@ -10,7 +10,8 @@ import click
 
 __all__ = ["json_option", "calibration_option", "engine_option", "deployment_options", "resolve_latency_params", "echo_json",
            "format_table", "parse_int_list", "acceptance_options", "AcceptanceChoice", "parse_float_list", "workload_option",
-           "acceptance_for_option", "parse_acceptance_for", "WORKLOAD_HELP", "vocabulary_warning"]
+           "acceptance_for_option", "parse_acceptance_for", "WORKLOAD_HELP", "vocabulary_warning",
+           "check_accepted_length", "split_entries", "json_text"]
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 calibration_option = click.option(
@@ -98,9 +99,14 @@ def _clean(x):
     return x
 
 
-def echo_json(obj) -> None:
+def json_text(obj, *, sort_keys: bool = False) -> str:
+    """``obj`` as indented JSON text, NaN and infinity as null (as :meth:`sdsl._result.Result.to_json` writes them)."""
+    return json.dumps(_clean(obj), indent=2, sort_keys=sort_keys, allow_nan=False, default=float)
+
+
+def echo_json(obj, *, sort_keys: bool = False) -> None:
     """Print ``obj`` as indented JSON (NaN/inf become null)."""
-    click.echo(json.dumps(_clean(obj), indent=2))
+    click.echo(json_text(obj, sort_keys=sort_keys))
 
 
 def format_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
@@ -111,6 +117,18 @@ def format_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
     return "\n".join([line([h for _, h, _ in columns]), line(["-" * w for w in widths])] + [line(c) for c in cells])
 
 
+def split_entries(text: str, name: str, example: str) -> list[str]:
+    """The comma-separated entries of an option's value; an empty entry ('1,,8', '1,8,') is one InvalidInputError."""
+    from sdsl.errors import InvalidInputError
+
+    entries = str(text).replace(" ", "").split(",")
+    if entries == [""]:
+        raise InvalidInputError(f"{name} is empty; give a list like {example}.")
+    if "" in entries:
+        raise InvalidInputError(f"{name} has an empty entry in {text!r}; give a list like {example}.")
+    return entries
+
+
 def parse_int_list(text: str, name: str) -> list[int]:
     """'1,2,8' -> [1, 2, 8]; '1-8' -> [1, ..., 8]. Bad text raises InvalidInputError naming the option."""
     from sdsl.errors import InvalidInputError
@@ -119,27 +137,25 @@ def parse_int_list(text: str, name: str) -> list[int]:
     try:
         if "-" in text.lstrip("-") and "," not in text:
             lo, hi = (int(v) for v in text.split("-"))
-            values = list(range(lo, hi + 1))
-        else:
-            values = [int(v) for v in text.split(",") if v]
+            if hi < lo:
+                raise InvalidInputError(f"{name} range {text!r} is reversed; write it low-high, e.g. {hi}-{lo}.")
+            return list(range(lo, hi + 1))
+        return [int(v) for v in split_entries(text, name, "1,2,8 or a range like 1-8")]
+    except InvalidInputError:
+        raise
     except ValueError:
         raise InvalidInputError(f"{name} takes comma-separated integers or a range like '1-8'; got {text!r}.") from None
-    if not values:
-        raise InvalidInputError(f"{name} is empty.")
-    return values
 
 
 def parse_float_list(text: str, name: str) -> list[float]:
     """'0.8,0.6,0.4' -> [0.8, 0.6, 0.4]. Bad text raises InvalidInputError naming the option."""
     from sdsl.errors import InvalidInputError
 
+    entries = split_entries(text, name, "0.8,0.6,0.4")
     try:
-        values = [float(v) for v in str(text).replace(" ", "").split(",") if v]
+        return [float(v) for v in entries]
     except ValueError:
         raise InvalidInputError(f"{name} takes comma-separated numbers like 0.8,0.6,0.4; got {text!r}.") from None
-    if not values:
-        raise InvalidInputError(f"{name} is empty.")
-    return values
 
 
 class AcceptanceChoice:
@@ -180,6 +196,7 @@ class AcceptanceChoice:
         if self.alpha is not None:
             return Acceptance.from_iid(float(check_alpha(self.alpha, open_interval=True)))
         if self.accepted_length is not None:
+            check_accepted_length(self.accepted_length, "--accepted-length")
             at = self.accepted_at if self.accepted_at is not None else k
             if at is None:
                 raise InvalidInputError("--accepted-length needs --accepted-at K, the draft length it was measured at.")
@@ -194,20 +211,23 @@ class AcceptanceChoice:
         return Acceptance.from_dict(load_json(self.file))
 
 
-def acceptance_options(command):
-    """Add --alpha, --accepted-length/--accepted-at, --acceptance/--acceptance-kind and --acceptance-file
-    to a command; they reach it as one ``acceptance`` argument (an :class:`AcceptanceChoice`)."""
-    import functools
+ALPHA_HELP = ("i.i.d. per-token acceptance rate in (0, 1) (Leviathan et al.), a what-if level for every proposer "
+              "ranked; default: each proposer's own (published catalog, SDSL's plane for drafts).")
+ACCEPTED_AT_HELP = "Draft length k the --accepted-length was measured at (default: --gamma)."
 
+
+def acceptance_options(command=None, *, alpha_help: str = ALPHA_HELP, accepted_at_help: str = ACCEPTED_AT_HELP):
+    """Add --alpha, --accepted-length/--accepted-at, --acceptance/--acceptance-kind and --acceptance-file
+    to a command; they reach it as one ``acceptance`` argument (an :class:`AcceptanceChoice`). Used bare
+    (``@acceptance_options``) or called with the command's own --alpha and --accepted-at help."""
+    if command is None:
+        return functools.partial(acceptance_options, alpha_help=alpha_help, accepted_at_help=accepted_at_help)
     options = [
-        click.option("--alpha", type=float, default=None,
-                     help="i.i.d. per-token acceptance rate in (0, 1) (Leviathan et al.), a what-if level for every "
-                          "proposer ranked; default: each proposer's own (published catalog, SDSL's plane for drafts)."),
+        click.option("--alpha", type=float, default=None, help=alpha_help),
         click.option("--accepted-length", type=float, default=None,
                      help="Mean accepted length per step, bonus token included, as vLLM/SGLang/Spec-Bench print it: "
                           "one proposer's measurement (with several proposers use --acceptance-for)."),
-        click.option("--accepted-at", type=int, default=None,
-                     help="Draft length k the --accepted-length was measured at (default: --gamma)."),
+        click.option("--accepted-at", type=int, default=None, help=accepted_at_help),
         click.option("--acceptance", default=None,
                      help="Per-position acceptance p1,p2,... (marginal rates as vLLM logs them; see --acceptance-kind)."),
         click.option("--acceptance-kind", type=click.Choice(["marginal", "conditional"]), default="marginal",
@@ -224,6 +244,15 @@ def acceptance_options(command):
     for option in reversed(options):
         wrapper = option(wrapper)
     return wrapper
+
+
+def check_accepted_length(value: float, name: str) -> float:
+    """A mean accepted length (bonus token included) must be finite and at least 1: one InvalidInputError line."""
+    from sdsl.errors import InvalidInputError
+
+    if not math.isfinite(value):
+        raise InvalidInputError(f"{name} must be a finite mean accepted length (at least 1, the bonus token); got {value:g}.")
+    return value
 
 
 WORKLOAD_HELP = ("Workload whose published acceptance prices proposers without a given one: chat | code | math | "
@@ -251,15 +280,17 @@ def parse_acceptance_for(items, accepted_at: int | None = None) -> dict:
         if name in out:
             raise InvalidInputError(f"--acceptance-for gives {name} twice.")
         kind = name.split(":")[0].lower()
+        if "," in value:
+            rates = parse_float_list(value, f"--acceptance-for {name}")
+            out[name] = Acceptance.from_marginal(rates, source=f"given:{name}")
+            continue
         try:
-            if "," in value:
-                out[name] = Acceptance.from_marginal([float(v) for v in value.split(",") if v], source=f"given:{name}")
-                continue
             tau_text, at, k_text = value.partition("@")
             tau_value = float(tau_text)
             k = int(k_text) if at else accepted_at
         except ValueError:
             raise InvalidInputError(f"--acceptance-for {item!r}: expected TAU@K (numbers) or comma-separated rates.") from None
+        check_accepted_length(tau_value, f"--acceptance-for {name}")
         if k is None:
             raise InvalidInputError(f"--acceptance-for {item!r} needs the draft length it was measured at: {name}={value}@K "
                                     "or --accepted-at K.")

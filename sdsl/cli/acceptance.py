@@ -27,7 +27,8 @@ from sdsl.cli._common import WORKLOAD_HELP, acceptance_options, echo_json, json_
                    "--target: the published catalog's for --workload, SDSL's plane for a draft model.")
 @click.option("--target", default=None, help="Target model of --proposer (catalog name or config.json).")
 @click.option("--workload", default="chat", show_default=True, help=WORKLOAD_HELP)
-@acceptance_options
+@acceptance_options(alpha_help="i.i.d. per-token acceptance rate in (0, 1) (Leviathan et al.) to convert to per-position rates.",
+                    accepted_at_help="Draft length k the --accepted-length was measured at (default: --k).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the acceptance JSON here (atomically).")
 @json_option
 def acceptance(log, engine, ngram, ngram_min, ngram_max, k, proposer, target, workload, acceptance, out, as_json):
@@ -68,7 +69,8 @@ def acceptance(log, engine, ngram, ngram_min, ngram_max, k, proposer, target, wo
     else:
         acc = acceptance.resolve(k=k)
         if acc is None:
-            raise InvalidInputError("Give --from-log FILE, or one of --alpha, --accepted-length, --acceptance, --acceptance-file.")
+            raise InvalidInputError("Give --from-log FILE, --ngram FILE, --proposer NAME with --target MODEL, or one of "
+                                    "--alpha, --accepted-length, --acceptance, --acceptance-file.")
         shown = k if k is not None else (acc.k if acc.tail_ratio is None else (acceptance.accepted_at or acc.k))
         data, text = acc.to_dict(shown), acc.report(shown)
     if out:

@@ -4,11 +4,11 @@ the same as ``sdsl calibrate latency PROFILES...``), or an engine profile to mea
 
 from __future__ import annotations
 
-import json
 import math
 
 import click
 
+from sdsl.cli._common import echo_json
 from sdsl.errors import InvalidInputError
 
 
@@ -101,7 +101,7 @@ def latency(profiles, hardware, output, smoothness, fit_layers, steps, holdout, 
             d["step_holdout"] = {"per_model": held.to_dict(orient="records"),
                                  "median_heldout_mape": float(held["heldout_mape"].median()),
                                  "mean_heldout_mape": float(held["heldout_mape"].mean())}
-        click.echo(json.dumps(d, indent=2))
+        echo_json(d)
     else:
         click.echo(result.report())
         if held is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from sdsl.cli._common import echo_json
+from sdsl.cli._common import echo_json, split_entries
 
 
 @click.command("engine")
@@ -41,8 +41,8 @@ def engine(runs, base, terms, target, hardware, tp, context, proposer, k, batch,
     defaults = {key: v for key, v in (("target", target), ("hardware", hardware), ("tp", tp), ("context", context),
                                       ("proposer", proposer), ("k", k), ("batch", batch), ("output_len", output_len))
                 if v is not None}
-    result = calibrate_engine(runs, base=base, terms=None if terms is None else [t.strip() for t in terms.split(",")
-                                                                                  if t.strip()],
+    result = calibrate_engine(runs, base=base, terms=None if terms is None else
+                              split_entries(terms, "--terms", "host_step_s,spec_step_s"),
                               defaults=defaults, name=name)
     if output:
         result.to_json(output)

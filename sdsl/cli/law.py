@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from sdsl.cli._common import echo_json, json_option
+from sdsl.cli._common import echo_json, json_option, split_entries
 
 
 @click.command()
@@ -15,9 +15,15 @@ from sdsl.cli._common import echo_json, json_option
 def law(draft_tokens, target_tokens, targets, as_json):
     """Per-target optimal draft size N* (SDSL acceptance plane + Chinchilla loss law + Lambert-W
     speedup) and the fitted line N* = mu*M + M0, next to the paper's mu = 2.71e-3, M0 = 8.71e7."""
-    from sdsl.core.analytic_optimum import SDSL_TARGETS, fit_draft_law
+    import math
 
-    names = [t.strip() for t in targets.split(",") if t.strip()] if targets else SDSL_TARGETS
+    from sdsl.core.analytic_optimum import SDSL_TARGETS, fit_draft_law
+    from sdsl.errors import InvalidInputError
+
+    for flag, value in (("--tokens", draft_tokens), ("--target-tokens", target_tokens)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise InvalidInputError(f"{flag} must be a finite positive number of pre-training tokens; got {value:g}.")
+    names = split_entries(targets, "--targets", "llama-2-7b,llama-2-13b") if targets is not None else SDSL_TARGETS
     result = fit_draft_law(names, draft_tokens, target_tokens if target_tokens is not None else draft_tokens)
     if as_json:
         echo_json(result.to_dict())

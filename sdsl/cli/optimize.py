@@ -6,10 +6,13 @@ comes from that result (JSON schema: docs/json.md).
 
 from __future__ import annotations
 
+import math
+
 import click
 
 from sdsl.cli._common import (acceptance_for_option, acceptance_options, deployment_options, echo_json, format_table,
-                              json_option, parse_acceptance_for, parse_int_list, vocabulary_warning, workload_option)
+                              json_option, parse_acceptance_for, parse_int_list, split_entries, vocabulary_warning,
+                              workload_option)
 from sdsl.cli._speculation import proposer_option
 
 ALL_PROPOSERS = ("eagle", "eagle3", "medusa", "mtp", "ngram")  # what --proposer all ranks
@@ -29,7 +32,8 @@ def all_proposers(target) -> tuple[str, ...]:
 @click.option("--target", default="llama-3.1-70b", show_default=True, help="Target model (catalog name or config.json).")
 @deployment_options()
 @click.option("--batch", default="1", show_default=True, help="Batch size(s), comma-separated.")
-@acceptance_options
+@acceptance_options(accepted_at_help="Draft length k the --accepted-length was measured at, and of --acceptance-for values "
+                                     "without @K (no default: required with --accepted-length).")
 @acceptance_for_option
 @workload_option
 @click.option("--gamma-max", default=10, show_default=True, type=int, help="Largest speculation length searched.")
@@ -47,7 +51,7 @@ def all_proposers(target) -> tuple[str, ...]:
 @click.option("--trees", is_flag=True, help="Also rank SGLang token trees (steps 1-8 x topk 1,2,4,8 x <= 64 tokens) per proposer.")
 @click.option("--export", type=str, default=None,
               help="Print the pick's configuration for an engine: vllm | sglang | trtllm.")
-@click.option("--csv", "as_csv", is_flag=True, help="Print every evaluated configuration as CSV.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print every evaluated chain configuration as CSV (not with --json, --trees or --export).")
 @json_option
 def optimize(target, deployment, batch, acceptance, acceptance_for, workload, gamma_max, drafts, any_tokenizer,
              pretrain_tokens, top, serving, max_batch, proposers, trees, export, as_csv, as_json):
@@ -67,15 +71,22 @@ def optimize(target, deployment, batch, acceptance, acceptance_for, workload, ga
     the pick, the engine's configuration with --export, and SDSL's continuous FLOP-optimal draft size N*.
     """
     from sdsl.core.plan import plan_speculation
+    from sdsl.core.proposers import make_proposer
     from sdsl.errors import InvalidInputError
 
+    _check_outputs(as_csv, as_json, trees, export)
     batches = parse_int_list(batch, "--batch")
     if min(batches) <= 0:
         raise InvalidInputError("--batch must be a positive integer.")
-    names = [n for p in proposers for n in (all_proposers(target) if p == "all" else (p,))]
-    names += [f"draft:{d.strip()}" for d in (drafts or "").split(",") if d.strip()]
-    plan = plan_speculation(target, deployment, proposers=names or None,
-                            acceptance=_acceptance(target, names, acceptance, acceptance_for, any_tokenizer),
+    if not (math.isfinite(pretrain_tokens) and pretrain_tokens > 0):
+        raise InvalidInputError(f"--tokens must be a finite positive number of pre-training tokens; got {pretrain_tokens:g}.")
+    names = _proposer_names(target, proposers, drafts)
+    if deployment.draft_tp != 1 and names and not any(make_proposer(n).kind == "draft" for n in names):
+        raise InvalidInputError("--draft-tp applies to a separate draft model only; the ranked heads and n-gram lookup "
+                                "run on the target's GPUs (their tensor parallelism is --tp).")
+    given = _acceptance(target, names, acceptance, acceptance_for, any_tokenizer)
+    gamma_max, note = _gamma_cap(given, gamma_max)
+    plan = plan_speculation(target, deployment, proposers=names or None, acceptance=given,
                             gamma_max=gamma_max, batches=batches, max_batch=max_batch, trees=trees, export=export,
                             pretrain_tokens=pretrain_tokens, any_tokenizer=any_tokenizer, top=top, workload=workload)
     if as_csv:
@@ -87,7 +98,50 @@ def optimize(target, deployment, batch, acceptance, acceptance_for, workload, ga
     if as_json:
         echo_json(out)
     else:
+        if note:
+            click.echo(note)
         _echo(out, plan)
+
+
+def _check_outputs(as_csv, as_json, trees, export) -> None:
+    """--csv prints the evaluated chains only: it takes neither --json nor what its schema cannot carry."""
+    from sdsl.errors import InvalidInputError
+
+    if as_csv and as_json:
+        raise InvalidInputError("Give one of --json, --csv.")
+    for flag, value in (("--trees", trees), ("--export", export)):
+        if as_csv and value:
+            raise InvalidInputError(f"--csv lists the evaluated chains only and cannot carry {flag}; use --json or the "
+                                    "table output with it.")
+
+
+def _proposer_names(target, proposers, drafts) -> list[str]:
+    """The proposers named by --proposer (``all`` expanded) and --drafts, each once, in the order given."""
+    from sdsl.core.proposers import make_proposer
+
+    names = [n for p in proposers for n in (all_proposers(target) if p == "all" else (p,))]
+    if drafts is not None:
+        names += [f"draft:{d}" for d in split_entries(drafts, "--drafts", "llama-68m,llama-160m")]
+    seen, unique = set(), []
+    for n in names:
+        key = make_proposer(n).name
+        if key not in seen:
+            seen.add(key)
+            unique.append(n)
+    return unique
+
+
+def _gamma_cap(given, gamma_max: int) -> tuple[int, str | None]:
+    """--gamma-max capped at the draft positions a given acceptance vector covers, and the note that says so."""
+    from sdsl.core.acceptance import Acceptance
+
+    vectors = [given] if isinstance(given, Acceptance) else list(given.values()) if isinstance(given, dict) else []
+    covered = [int(a.max_k) for a in vectors if math.isfinite(a.max_k)]
+    if not covered or min(covered) >= gamma_max:
+        return gamma_max, None
+    k = min(covered)
+    return k, (f"note: k searched up to {k} only, the draft positions the given acceptance covers "
+               f"(--gamma-max {gamma_max}); give more per-position rates to search further.")
 
 
 def _acceptance(target, names, acceptance, acceptance_for, any_tokenizer):

@@ -16,7 +16,9 @@ from sdsl.cli._speculation import proposer_option, tree_option
               help="Draft tokens per step (a chain); with --tree, the k an --accepted-length was measured at.")
 @tree_option
 @deployment_options(tp_help="Tensor-parallel degree of the target (and its heads).")
-@acceptance_options
+@acceptance_options(alpha_help="i.i.d. per-token acceptance rate in (0, 1) (Leviathan et al.), a what-if level for the "
+                               "proposer priced; default: its own (published catalog, SDSL's plane for a draft model).",
+                    accepted_at_help="Draft length k the --accepted-length was measured at (default: --gamma).")
 @workload_option
 @click.option("--batch", default=1, show_default=True, type=int, help="Sequences decoded together.")
 @json_option
@@ -27,6 +29,7 @@ def predict(target, draft, proposers, gamma, tree, deployment, acceptance, workl
     acceptance the proposer's own prices it: the published catalog's for the target and --workload (the output
     names the rows or the transfer rule), SDSL's plane for a draft model. --engine names the execution profile
     that prices the engine's host time (default: the newest vLLM profile; ideal: the roofline alone)."""
+    from sdsl.core.architecture import get_model
     from sdsl.core.proposers import make_proposer
     from sdsl.core.speculation import parse_tree, price_step
     from sdsl.errors import InvalidInputError
@@ -39,12 +42,18 @@ def predict(target, draft, proposers, gamma, tree, deployment, acceptance, workl
         raise InvalidInputError("--batch must be a positive integer.")
     if len(proposers) + bool(draft) != 1:
         raise InvalidInputError("Give one proposer: --draft <model> or --proposer draft:<model>|eagle|eagle3|medusa|mtp|ngram.")
+    if tree is not None and gamma is not None and acceptance.given != "--accepted-length":
+        raise InvalidInputError("Give --gamma or --tree, not both (with --tree, --gamma is only the k an "
+                                "--accepted-length was measured at).")
     shape = parse_tree(tree) if tree else None
     proposer = make_proposer(proposers[0] if proposers else f"draft:{draft}")
+    if deployment.draft_tp != 1 and proposer.kind != "draft":
+        raise InvalidInputError(f"--draft-tp applies to a separate draft model only; {proposer.name} runs on the "
+                                "target's GPUs (its tensor parallelism is --tp).")
     options = {"workload": workload, "spread_k": gamma if gamma else (shape.steps if shape else None)}
     step = price_step(target, proposer, deployment, gamma=None if shape else gamma, tree=shape, batch=batch,
                       acceptance_options=options, **_acceptance(acceptance, gamma, shape, proposer))
-    out = _json(step, proposer, gamma, shape)
+    out = _json(step, proposer, gamma, shape, get_model(target))
     out["warnings"] = _warnings(target, step, proposer, gamma)
     if as_json:
         echo_json(out)
@@ -65,7 +74,7 @@ def _acceptance(acceptance, gamma, shape, proposer) -> dict:
                                              decay=group_decay(proposer.kind))}
 
 
-def _json(step, proposer, gamma, shape) -> dict:
+def _json(step, proposer, gamma, shape, target_spec) -> dict:
     """``sdsl predict --json``: the priced step's fields (docs/json.md) and the inputs."""
     acc, dep = step.acceptance, step.deployment
     chain = {} if shape is not None or acc is None else {
@@ -78,17 +87,17 @@ def _json(step, proposer, gamma, shape) -> dict:
             "gamma": None if shape else gamma, "tree": None if shape is None else [shape.steps, shape.topk, shape.tokens],
             "batch": int(step.batch), "context": dep.context,
             "tp": dep.tp, "dtype": dep.dtype, **values, "engine": dep.engine.name, "engine_profile": dep.engine.summary(),
-            "latency_params": dep.params.to_dict(), **_memory(step, proposer),
+            "latency_params": dep.params.to_dict(), **_memory(step, proposer, target_spec),
             **({"acceptance": acc.to_dict(gamma if shape is None else None)} if acc is not None else {})}
 
 
-def _memory(step, proposer) -> dict:
+def _memory(step, proposer, target_spec) -> dict:
     """Bytes the most loaded GPU holds (the target's weights and KV cache, a draft model's beside them; a head's own
     weights are not counted) and whether they fit in the GPU's memory."""
     from sdsl.core.latency import memory_with_draft_per_gpu
 
     dep = step.deployment
-    need = float(memory_with_draft_per_gpu(step.target, getattr(proposer, "model", None), dep, batch=int(step.batch)))
+    need = float(memory_with_draft_per_gpu(target_spec, getattr(proposer, "model", None), dep, batch=int(step.batch)))
     return {"memory_per_gpu_bytes": need, "memory_capacity_bytes": float(dep.hardware.mem_capacity),
             "fits_in_memory": need <= dep.hardware.mem_capacity}
 

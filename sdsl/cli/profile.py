@@ -22,7 +22,8 @@ def _ints(value: str | None, name: str) -> tuple[int, ...] | None:
 @click.option("--tp", default=None, help="Comma-separated tensor-parallel degrees (shapes of one worker's shard); "
               "under torchrun one degree N = the number of processes: time the shards and the TP-N collectives.")
 @click.option("--batch", default=None, help="Comma-separated batch sizes for decoder-layer steps.")
-@click.option("--q", "q", default=None, help="Comma-separated new tokens per sequence (1..8) for layer steps.")
+@click.option("--q", "q", default=None, help="Comma-separated new tokens per sequence (each >= 1) for layer steps "
+              "(default: 1-8 on CUDA, 1,2,4,8 on a CPU).")
 @click.option("--context", default=None, help="Comma-separated KV-cache lengths for layer steps.")
 @click.option("--repeats", type=int, default=None, help="Timed runs per point (median kept).")
 @click.option("--warmup", type=int, default=None, help="Untimed runs per point.")

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import click
 
-from sdsl.cli._common import deployment_options, echo_json, format_table, json_option
+from sdsl.cli._common import deployment_options, echo_json, format_table, json_option, split_entries
 
 
 def _parse_qps(text: str) -> list[float]:
     from sdsl.errors import InvalidInputError
 
+    entries = split_entries(text, "--qps", "1,2,4")
     try:
-        values = [float(v) for v in str(text).split(",") if v.strip()]
+        values = [float(v) for v in entries]
     except ValueError:
         raise InvalidInputError(f"--qps must be a comma-separated list of numbers; got {text!r}.") from None
     if not values or any(not (v > 0 and v < float("inf")) for v in values):
@@ -26,7 +27,8 @@ def _parse_qps(text: str) -> list[float]:
 @click.option("--qps", default="1,2,4,8,16", show_default=True, help="Request rates (requests/s), comma-separated.")
 @click.option("--policy", "policies", default="none,k=3,adaptive", show_default=True,
               help="Policies, comma-separated: none, k=N, adaptive, per-request.")
-@click.option("--trace", default=None, help="Replay a trace (conv, code or a CSV path) time-scaled to each QPS; "
+@click.option("--trace", default=None, help="Replay a trace (conv, code or a CSV path) time-scaled to each QPS; requests "
+              "longer than the target's context are cut to fit it (a note says how many); "
               "default: Poisson arrivals with fixed lengths.")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
               help="Directory holding traces/splitwise_*.csv (default: the traces shipped in sdsl/data).")
@@ -84,12 +86,19 @@ def simulate(target, draft, deployment, qps, policies, trace, data_dir, n_reques
             s = run_sim(workloads[r], system, p, config, seed=seed, qps=r).summary()
             results.append({key: s[key] for key in ("qps", "policy", "mean_latency_s", "p99_latency_s", "ttft_s",
                                                      "tpot_s", "tokens_per_s", "mean_k")})
+    clipped = _clipped(trace, data_dir, n_requests, target_spec.max_context) if trace else 0
     if as_json:
-        echo_json({"engine": deployment.engine.name, "engine_profile": deployment.engine.summary(), "results": results})
+        echo_json({"engine": deployment.engine.name, "engine_profile": deployment.engine.summary(), "results": results,
+                   **({"clipped_requests": clipped} if trace else {})})
         return
     src = f"trace {trace}" if trace else f"Poisson, {prompt_tokens}+{output_tokens} tokens"
     click.echo(f"{system.name}; {src}; {n_requests} requests; alpha ~ Beta(mean {alpha:g}, "
                f"concentration {alpha_concentration:g}); seed {seed}; engine {deployment.engine.name}")
+    if clipped:
+        n_run = len(next(iter(workloads.values())))
+        click.echo(f"note: {clipped} of the {n_run} replayed requests {'exceeds' if clipped == 1 else 'exceed'} "
+                   f"{target_spec.name}'s {target_spec.max_context}-token context and "
+                   f"{'is' if clipped == 1 else 'are'} cut to fit it (prompt first, then output).")
     _echo_tables(rates, results)
 
 
@@ -127,6 +136,17 @@ def _workloads(rates, trace, data_dir, n_requests, prompt_tokens, output_tokens,
         return {r: trace_workload(trace, r, n_requests, dist, seed=seed, max_context=max_ctx, data_dir=data_dir)
                 for r in rates}
     return {r: poisson_workload(n_requests, r, prompt_tokens, output_tokens, dist, seed=seed) for r in rates}
+
+
+def _clipped(trace, data_dir, n_requests, max_context) -> int:
+    """How many of the replayed trace requests :meth:`Workload.clip_context` cuts to the target's context."""
+    import numpy as np
+
+    from sdsl.serving import load_trace
+
+    w = load_trace(trace, data_dir).head(n_requests)
+    c = w.clip_context(max_context)
+    return int(np.sum((c.prompt_tokens != w.prompt_tokens) | (c.output_tokens != w.output_tokens)))
 
 
 def _echo_tables(rates, results) -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import click
+
+from sdsl.cli._common import echo_json
 
 
 @click.command("train-family")
@@ -39,7 +39,7 @@ def train_family(out_dir, steps, only, threads, force, as_json):
     summary = run(out_dir or CHECKPOINT_DIR, cfg=cfg, only=list(only) or None, threads=threads, force=force,
                   progress=not as_json)
     if as_json:
-        click.echo(json.dumps(summary, indent=2, sort_keys=True))
+        echo_json(summary, sort_keys=True)
     else:
         for name, m in summary.items():
             click.echo(f"{name:10s} params={m['params']:>9,d} ppl={m['heldout_ppl']:.3f} "

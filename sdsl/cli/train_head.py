@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 import click
+
+from sdsl.cli._common import echo_json
 
 
 @click.command("train-head")
@@ -48,7 +49,7 @@ def train_head(target, out_dir, steps, pool, lr, labels, threads, as_json):
     cfg = replace(HeadConfig(), **{k: v for k, v in given.items() if v is not None})
     meta = run(target, out_dir or CHECKPOINT_DIR, cfg=cfg, threads=threads, progress=not as_json)
     if as_json:
-        click.echo(json.dumps(meta, indent=2, sort_keys=True))
+        echo_json(meta, sort_keys=True)
     else:
         click.echo(f"{meta['name']}: params={meta['params']:,d} held-out top-1 agreement "
                    f"{meta['heldout_top1_agreement']:.3f} train_s={meta['train_seconds']}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from sdsl.cli._common import parse_int_list
+from sdsl.cli._common import json_text, parse_int_list
 
 
 @click.command("decoder")
@@ -67,7 +67,7 @@ def decoder(targets, drafts, gammas, batches, n_prompts, max_new, repeats, tempe
                            temperature=temperature, seed=seed, cache_path=cache_path or None, plane=not no_plane,
                            smollm2=smollm2, progress=not as_json, in_sample=in_sample)
     res = extend_report(res, heads=heads, synthetic=synthetic, smollm2=None if family else smollm2, progress=not as_json)
-    text = json.dumps(res, indent=2, sort_keys=True, default=float)
+    text = json_text(res, sort_keys=True)
     if out:
         atomic_write_text(out, text + "\n")
     if as_json:

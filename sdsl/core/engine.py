@@ -282,6 +282,10 @@ def load_engine_file(path) -> EngineProfile:
     data = load_json(path)
     if isinstance(data, dict) and "profile" in data and isinstance(data["profile"], dict):
         data = data["profile"]
+    labels = {"name", "engine", "date", "build", "sources", "format", "format_version", "loso_error"}
+    if isinstance(data, dict) and not set(data) - labels:
+        raise ConfigError(f"{path} holds no engine profile terms (host times, flags, kernels or capture sizes); "
+                          "write one with `sdsl calibrate engine` or EngineProfile.to_dict().")
     return EngineProfile.from_dict(data, origin=str(path))
 
 

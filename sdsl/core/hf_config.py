@@ -39,7 +39,9 @@ def _int(cfg: dict[str, Any], key: str, origin: str, default: Any = ...) -> int 
 
 
 def _default_name(cfg: dict[str, Any], origin: str) -> str:
-    name = cfg.get("_name_or_path") or Path(origin).parent.name or Path(origin).stem
+    """The config's ``_name_or_path``, else the folder of a file named config.json, else the file's stem."""
+    path = Path(origin)
+    name = cfg.get("_name_or_path") or (path.parent.name if path.name == "config.json" else "") or path.stem
     return str(name).rstrip("/").split("/")[-1].lower()
 
 

@@ -132,9 +132,11 @@ class LatencyParams:
         return replace(self, **changes)
 
     def to_dict(self) -> dict:
+        """The fields as plain values; the hard maximum (smoothness inf) is ``None``, JSON's null, as every
+        sdsl JSON writes infinity (:meth:`from_dict` reads null, and the older ``"inf"``, back as inf)."""
         d = asdict(self)
         if math.isinf(d["smoothness"]):
-            d["smoothness"] = "inf"
+            d["smoothness"] = None
         return d
 
     @classmethod
@@ -145,7 +147,7 @@ class LatencyParams:
             raise ConfigError(f"Unknown latency parameter(s): {', '.join(sorted(unknown))}.")
         d = dict(data)
         if "smoothness" in d:
-            d["smoothness"] = float(d["smoothness"])
+            d["smoothness"] = math.inf if d["smoothness"] is None else float(d["smoothness"])
         for name in ("m_tile", "m_tile_min"):
             if name in d:
                 d[name] = int(d[name])

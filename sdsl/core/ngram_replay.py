@@ -223,6 +223,9 @@ def read_pairs(path: str):
         raise ConfigError(f"{path} holds no prompt/response pairs.")
     if len(kinds) > 1:
         raise ConfigError(f"{path} mixes text pairs and token-id pairs; use one kind per file.")
+    if all(len(response) < 2 for _, response in pairs):
+        raise ConfigError(f"{path} has no response tokens to replay: every response is empty or one token long "
+                          "(the first comes from the prefill).")
     return pairs, kinds.pop()
 
 
@@ -246,6 +249,9 @@ def prompt_lookup_acceptance(pairs, *, k, min_n: int = 2, max_n: int = 5, tokeni
             acc[0] += steps
             acc[1] += drafts
             acc[2] += counts
+    if n_tokens == 0:
+        raise InvalidInputError("No response tokens to replay: every response is empty or one token long (the first "
+                                "comes from the prefill).")
     out = [NgramReplay(kk, int(min_n), int(max_n), len(pairs), n_tokens, s, d, tuple(int(x) for x in c), tokenizer,
                        f"{source} (n-gram {min_n}-{max_n}, k = {kk})")
            for kk, (s, d, c) in totals.items()]

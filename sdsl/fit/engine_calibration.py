@@ -223,7 +223,7 @@ def read_runs(paths, defaults: dict | None = None) -> list[dict]:
         else:
             rows = _rows_from_text(path, path.read_text(encoding="utf-8", errors="replace"))
         for i, r in enumerate(rows):
-            out.append(_complete({**(defaults or {}), **r}, f"{path}:{i + 1}"))
+            out.append(_complete({**(defaults or {}), **r}, f"{path}, row {i + 1}"))
     if not out:
         raise InvalidInputError("No runs to calibrate on.")
     return out
@@ -247,17 +247,12 @@ def _complete(row: dict, where: str) -> dict:
         raise InvalidInputError(f"{where}: give exactly one of tpot_ms, tokens_per_s, speedup (got {len(given)}).")
     proposer = str(row.get("proposer") or "").strip()
     row["proposer"] = None if proposer.lower() in ("", "none", "plain") else proposer
-    try:
-        row["metric"], row["measured"] = given[0], float(row[given[0]])
-        row["batch"] = int(float(row.get("batch", 1)))
-        row["tp"] = int(float(row.get("tp", 1)))
-        row["context"] = float(row.get("context", 1024))
-        row["k"] = None if row.get("k") in (None, "") else int(float(row["k"]))
-        row["accepted_length"] = None if row.get("accepted_length") in (None, "") else float(row["accepted_length"])
-    except ValueError as exc:
-        raise InvalidInputError(f"{where}: {exc}.") from None
-    if not (np.isfinite(row["measured"]) and row["measured"] > 0):
-        raise InvalidInputError(f"{where}: the measured {row['metric']} must be a positive number.")
+    row["metric"], row["measured"] = given[0], _number(row, given[0], where, "a positive number", 0.0, strict=True)
+    row["batch"] = _number(row, "batch", where, "a positive whole number", 1, default=1, whole=True)
+    row["tp"] = _number(row, "tp", where, "a positive whole number", 1, default=1, whole=True)
+    row["context"] = _number(row, "context", where, "a non-negative number of tokens", 0.0, default=1024.0)
+    row["k"] = _number(row, "k", where, "a non-negative whole number", 0, whole=True)
+    row["accepted_length"] = _number(row, "accepted_length", where, "at least 1 (the bonus token included)", 1.0)
     if row["proposer"] is not None:
         if row["accepted_length"] is None:
             raise InvalidInputError(f"{where}: a speculative run needs its accepted_length (bonus token included).")
@@ -267,6 +262,23 @@ def _complete(row: dict, where: str) -> dict:
         raise InvalidInputError(f"{where}: a plain run cannot be measured as a speedup.")
     row["where"] = where
     return row
+
+
+def _number(row: dict, column: str, where: str, what: str, lo, *, default=None, whole: bool = False,
+            strict: bool = False):
+    """``row[column]`` as a finite number >= ``lo`` (> ``lo`` when ``strict``; an int when ``whole``), ``default``
+    when absent; anything else is one InvalidInputError naming the file, the row and the column."""
+    text = row.get(column)
+    if text in (None, ""):
+        return default
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = float("nan")
+    ok = np.isfinite(value) and (value > lo if strict else value >= lo) and (not whole or value == int(value))
+    if not ok:
+        raise InvalidInputError(f"{where}: {column} must be {what}; got {text!r}.")
+    return int(value) if whole else value
 
 
 def price_runs(runs: list[dict], base: EngineProfile) -> list[EnginePoint]:

@@ -76,8 +76,8 @@ def _vllm_convention(mean: float, marginal: list[float], where: str) -> str:
         return "bonus-included"
     if abs(mean - total) <= tol:
         return "bonus-excluded"
-    raise ConfigError(f"{where}: mean acceptance length {mean:g} is neither 1 + nor the sum of the per-position "
-                      f"rates ({total:.3f}); the line is not vLLM's format.")
+    raise ConfigError(f"{where}: mean acceptance length {mean:g} matches neither 1 + the sum of the per-position "
+                      f"rates ({1.0 + total:.3f}) nor that sum ({total:.3f}); the line is not vLLM's format.")
 
 
 def _pool_vllm(lines: list[str], where: str) -> LogAcceptance:

@@ -282,6 +282,9 @@ def read_calibration_inputs(paths):
     """Operator frames, source names, hardware names, dtypes, (layer rows, model) and Vidur folders of ``paths``."""
     frames, names, hw_names, dtypes, layer_sets, vidur_dirs = [], [], set(), set(), [], []
     for p in map(Path, paths):
+        if not p.exists() and not any(x.is_file() for x in profile_paths(p)):
+            raise ProfileError(f"{p} not found: give an sdsl profile (NAME, NAME.csv or NAME.json) or a Vidur mlp.csv "
+                               "file or folder.")
         if p.is_dir():
             df = read_vidur(p)
             dtypes.add("fp16")

@@ -49,7 +49,7 @@ class Policy:
 
 
 def parse_policy(text: str | Policy) -> Policy:
-    """``none`` | ``k=3`` | ``adaptive`` | ``per-request`` → :class:`Policy`."""
+    """``none`` | ``k=3`` | ``adaptive`` | ``per-request`` → :class:`Policy` (``k=0`` is ``none``)."""
     if isinstance(text, Policy):
         return text
     s = str(text).strip().lower()
@@ -60,12 +60,18 @@ def parse_policy(text: str | Policy) -> Policy:
             return Policy("fixed", int(s[2:]))
         except ValueError:
             pass
-    raise InvalidInputError(f"Unknown policy {text!r}; use none, k=N (N in 1..15), adaptive or per-request.")
+    raise InvalidInputError(f"Unknown policy {text!r}; use none, k=N (N in 1..15; k=0 is none), adaptive or per-request.")
 
 
 def parse_policies(text: str) -> list[Policy]:
-    """Comma-separated policies, e.g. ``none,k=3,adaptive``."""
-    items = [p for p in str(text).split(",") if p.strip()]
-    if not items:
+    """Comma-separated policies, e.g. ``none,k=3,adaptive``; a policy named twice is simulated once."""
+    items = [p for p in str(text).split(",")]
+    if not any(p.strip() for p in items):
         raise InvalidInputError("Give at least one policy.")
-    return [parse_policy(p) for p in items]
+    if not all(p.strip() for p in items):
+        raise InvalidInputError(f"The policy list {text!r} has an empty entry; give e.g. none,k=3,adaptive.")
+    unique: dict[str, Policy] = {}
+    for p in items:  # each policy once, in the order given ("none,k=0" is one policy)
+        policy = parse_policy(p)
+        unique.setdefault(policy.name, policy)
+    return list(unique.values())

@@ -130,7 +130,9 @@ def load_trace(name_or_path: str | Path, data_dir: str | Path | None = None) -> 
 
     ``name_or_path`` is ``conv``, ``code`` or a CSV path with those three columns (or
     ``arrival_s,prompt_tokens,output_tokens``). α is left at NaN; draw it with
-    :meth:`Workload.with_alpha`. Zero-length prompts or outputs are raised to one token.
+    :meth:`Workload.with_alpha`. A zero-token prompt is raised to one token (a request prefills at least one);
+    an empty trace, a negative prompt, an output of fewer than one token or a fractional count is a ConfigError
+    naming the line.
     """
     path = trace_path(name_or_path, data_dir)
     if not path.is_file():
@@ -149,13 +151,27 @@ def load_trace(name_or_path: str | Path, data_dir: str | Path | None = None) -> 
     else:
         raise ConfigError(f"Trace {path} needs columns arrived_at,num_prefill_tokens,num_decode_tokens.")
     arr, prompt, out = (np.atleast_1d(raw[c]) for c in cols)
+    if len(arr) == 0:
+        raise ConfigError(f"Trace {path} holds no requests.")
     if not (np.all(np.isfinite(arr)) and np.all(np.isfinite(prompt)) and np.all(np.isfinite(out))):
         raise ConfigError(f"Trace {path} has missing or non-numeric values.")
+    _check_token_counts(path, cols, prompt, out)
     order = np.argsort(arr, kind="stable")
     arr = arr[order] - arr[order][0]
     return Workload(arr, np.maximum(prompt[order], 1).astype(np.int64),
-                    np.maximum(out[order], 1).astype(np.int64), np.full(len(arr), np.nan),
+                    out[order].astype(np.int64), np.full(len(arr), np.nan),
                     name=path.stem)
+
+
+def _check_token_counts(path: Path, cols: tuple, prompt: np.ndarray, out: np.ndarray) -> None:
+    """Token counts are whole numbers, prompts non-negative and outputs positive: else one ConfigError naming the
+    file, the line (the header is line 1) and the column."""
+    for name, values, lo, what in ((cols[1], prompt, 0, "a non-negative"), (cols[2], out, 1, "a positive")):
+        bad = np.flatnonzero((values < lo) | (values != np.round(values)))
+        if bad.size:
+            i = int(bad[0])
+            raise ConfigError(f"Trace {path}, line {i + 2}: {name} must be {what} whole number of tokens; "
+                              f"got {values[i]:g}.")
 
 
 def scale_to_qps(workload: Workload, qps: float) -> Workload:

@@ -56,7 +56,7 @@ def test_vllm_off_by_one_convention_is_detected():
     # the same acceptance either way: tau comes from the per-position rates, not the printed mean
     assert old.acceptance.tau() == pytest.approx(new.acceptance.tau())
     bad = VLLM.replace("Mean acceptance length: 2.46", "Mean acceptance length: 3.46")
-    with pytest.raises(ConfigError, match="neither 1 \\+ nor the sum"):
+    with pytest.raises(ConfigError, match=r"neither 1 \+ the sum of the per-position rates \(2\.460\) nor that sum"):
         parse_acceptance_log(bad)
 
 

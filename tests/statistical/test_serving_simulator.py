@@ -166,7 +166,8 @@ def test_request_budget_and_draft_errors():
 def test_policy_parsing():
     assert [p.name for p in parse_policies("none,k=3,adaptive,per-request")] == ["none", "k=3", "adaptive", "per-request"]
     assert parse_policy("k=0").kind == "none"
-    for bad in ["k=x", "k=99", "fast", ""]:
+    assert [p.name for p in parse_policies("none,k=0,k=3,none")] == ["none", "k=3"]
+    for bad in ["k=x", "k=99", "fast", "", "none,,k=3", "none,"]:
         with pytest.raises(InvalidInputError):
             parse_policies(bad)
 
@@ -199,9 +200,17 @@ def test_trace_file_errors(tmp_path):
     with pytest.raises(ConfigError):
         load_trace(bad)
     ok = tmp_path / "ok.csv"
-    ok.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.5,10,3\n0.1,20,0\n")
+    ok.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.5,10,3\n0.1,0,2\n")
     w = load_trace(ok)
-    assert w.arrival_s.tolist() == [0.0, 0.4] and w.output_tokens.tolist() == [1, 3]
+    assert w.arrival_s.tolist() == [0.0, 0.4] and w.output_tokens.tolist() == [2, 3] and w.prompt_tokens.tolist() == [1, 10]
+    for row, column in (("0.1,20,0", "num_decode_tokens"), ("0.1,-3,2", "num_prefill_tokens"),
+                        ("0.1,20,2.5", "num_decode_tokens")):
+        ok.write_text(f"arrived_at,num_prefill_tokens,num_decode_tokens\n0.5,10,3\n{row}\n")
+        with pytest.raises(ConfigError, match=rf"line 3: {column} must be"):
+            load_trace(ok)
+    ok.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n")
+    with pytest.raises(ConfigError, match="holds no requests"):
+        load_trace(ok)
 
 
 def test_conv_trace_replay():

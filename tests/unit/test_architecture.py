@@ -338,3 +338,14 @@ def test_worst_deviation_from_published_counts():
     worst = max(dev, key=lambda name: abs(dev[name]))
     assert worst == "qwen2.5-0.5b"
     assert dev[worst] == pytest.approx(0.008230, rel=1e-3)
+
+
+def test_a_config_file_is_named_by_its_folder_only_when_it_is_config_json(tmp_path):
+    cfg = {"hidden_size": 512, "intermediate_size": 1024, "num_attention_heads": 8, "num_hidden_layers": 2,
+           "num_key_value_heads": 8, "vocab_size": 1000, "max_position_embeddings": 2048, "model_type": "llama"}
+    (tmp_path / "Tiny-1B").mkdir()
+    (tmp_path / "Tiny-1B" / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "Tiny-1B" / "other.json").write_text(json.dumps(cfg))
+    assert get_model(tmp_path / "Tiny-1B").name == "tiny-1b"
+    assert get_model(tmp_path / "Tiny-1B" / "config.json").name == "tiny-1b"
+    assert get_model(tmp_path / "Tiny-1B" / "other.json").name == "other"

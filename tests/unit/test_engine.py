@@ -257,3 +257,11 @@ def test_a_changed_all_reduce_latency_is_the_repriced_step(proposer, kw):
     assert float(base.pieces.gpu_step_s + hs) == pytest.approx(float(moved.t_step_s), rel=1e-9)
     assert float(base.pieces.gpu_plain_s + hp) == pytest.approx(float(moved.t_plain_s), rel=1e-9)
     assert float(base.pieces.allreduce_plain) == 160.0  # 2 x 80 layers, one-shot
+
+
+@pytest.mark.parametrize("data", [{}, {"name": "x"}, {"profile": {"name": "x", "build": "b"}}])
+def test_an_engine_file_without_terms_is_not_the_ideal_profile(tmp_path, data):
+    path = tmp_path / "empty.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match="holds no engine profile terms"):
+        resolve_engine(str(path))

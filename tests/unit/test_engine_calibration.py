@@ -169,3 +169,23 @@ def _tp1_only(path, tmp_path):
         writer.writeheader()
         writer.writerows(rows)
     return calibrate_engine([one], base="vllm-2025-07", terms=("host_step_s", "allreduce_latency_s"), lopo=False)
+
+
+@pytest.mark.parametrize("column, value, what", [
+    ("batch", "0", "batch must be a positive whole number"), ("batch", "1.5", "batch must be a positive whole number"),
+    ("batch", "-1", "batch must be a positive whole number"), ("k", "2.7", "k must be a non-negative whole number"),
+    ("tpot_ms", "-4.9", "tpot_ms must be a positive number"),
+    ("accepted_length", "0.5", "accepted_length must be at least 1")])
+def test_a_bad_run_value_names_the_file_row_and_column(tmp_path, column, value, what):
+    row = {"target": "llama-3.1-8b", "hardware": "h100-sxm", "batch": "1", "context": "512", "proposer": "eagle",
+           "k": "2", "accepted_length": "2.1", "tpot_ms": "4.9"}
+    path = tmp_path / "RUNS.csv"
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(row))
+        writer.writeheader()
+        writer.writerow({**row, "proposer": "", "k": "", "accepted_length": "", "tpot_ms": "7.07"})
+        writer.writerow({**row, column: value})
+    with pytest.raises(InvalidInputError, match=rf"RUNS.csv, row 2: {what}.*; got '{value}'\.$"):
+        read_runs([path])
+    r = CliRunner().invoke(cli, ["calibrate", "engine", str(path)])
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and f"row 2: {what}" in r.output, r.output

@@ -104,3 +104,10 @@ def test_t_layer_adds_per_layer_overhead():
     base = step_time(LLAMA7, Deployment(H100, context=0, params=DEFAULT_PARAMS))
     more = step_time(LLAMA7, Deployment(H100, context=0, params=DEFAULT_PARAMS.replace(t_layer=1e-5)))
     assert float(more.total_s - base.total_s) == pytest.approx(LLAMA7.n_layer * 1e-5)
+
+
+def test_the_hard_maximum_is_null_in_json_and_reads_back_as_inf():
+    d = LatencyParams(smoothness=math.inf).to_dict()
+    assert d["smoothness"] is None
+    assert math.isinf(LatencyParams.from_dict(d).smoothness)
+    assert math.isinf(LatencyParams.from_dict({**d, "smoothness": "inf"}).smoothness)  # files written before

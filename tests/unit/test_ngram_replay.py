@@ -132,3 +132,12 @@ def test_cli_bad_jsonl_is_one_line_exit_2(tmp_path):
     res = CliRunner().invoke(cli, ["acceptance", "--ngram", str(bad)])
     assert res.exit_code == 2 and "line 1 is not valid JSON" in res.output
     assert len([line for line in res.output.splitlines() if line.strip()]) == 1
+
+
+def test_replay_without_response_tokens_is_an_error(tmp_path):
+    with pytest.raises(InvalidInputError, match="No response tokens to replay"):
+        prompt_lookup_acceptance([([1, 2, 3], [4])], k=3)
+    path = tmp_path / "empty.jsonl"
+    path.write_text('{"prompt": "", "response": ""}\n')
+    with pytest.raises(ConfigError, match="has no response tokens to replay"):
+        read_pairs(str(path))

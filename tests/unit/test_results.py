@@ -143,3 +143,10 @@ def test_decode_result_follows_the_protocol(tmp_path, tiny_transformer):
     res = generate(target, prompts, 8, proposer=DraftModel(draft), gamma=2, seed=0)
     assert isinstance(res, Result) and "gamma 2" in res.report()
     assert json.loads(res.to_json(tmp_path / "d.json")) == res.to_dict()
+
+
+def test_json_writes_nan_and_infinity_as_null():
+    from sdsl._result import finite_or_none
+
+    assert finite_or_none({"a": [1.0, float("nan")], "b": float("inf"), "c": "inf"}) == {"a": [1.0, None], "b": None,
+                                                                                        "c": "inf"}

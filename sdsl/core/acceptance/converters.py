@@ -116,6 +116,8 @@ def accepted_length_with_bonus(value, *, bonus_included: bool = True) -> np.ndar
     counts the bonus token (vLLM ≥ PR #17908, SGLang, Spec-Bench), + 1 when it does not (gpt-fast)."""
     v = np.asarray(value, dtype=float)
     lo = 1.0 if bonus_included else 0.0
-    if np.any(~np.isfinite(v)) or np.any(v < lo):
+    if np.any(~np.isfinite(v)):
+        raise InvalidInputError(f"Mean accepted length must be a finite number; got {v.ravel()[~np.isfinite(v.ravel())][0]:g}.")
+    if np.any(v < lo):
         raise InvalidInputError(f"Mean accepted length must be at least {lo:g}; got {float(np.min(v)):g}.")
     return v if bonus_included else v + 1.0
