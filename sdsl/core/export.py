@@ -64,6 +64,9 @@ def _checked(pick, table) -> tuple[dict, list[dict]]:
     return pick, rows
 
 
+_HEAD_KINDS = ("eagle", "eagle3", "medusa")  # heads trained per target: the engines load their checkpoint
+
+
 def _kind(pick: dict) -> str:
     return str(pick["proposer"]).split(":")[0]
 
@@ -89,9 +92,14 @@ def _vllm(pick: dict, table: list[dict]) -> str:
         cfg = {"method": _VLLM_METHOD[kind], "num_speculative_tokens": int(n)}
         if kind == "draft":
             cfg["model"] = _draft_id(pick)
+            if pick.get("draft_tp"):  # vLLM runs the draft at the target's TP unless told
+                cfg["draft_tensor_parallel_size"] = int(pick["draft_tp"])
         return cfg
 
     lines = [json.dumps({"speculative_config": config(k) if k > 0 else None})]  # k = 0: plain decoding is faster
+    if kind in _HEAD_KINDS:
+        lines.append(f'# add "model": the {kind} head checkpoint trained for your target (sdsl priced its shape, '
+                     "not a file)")
     for row in table:
         cfg = config(row["k"]) if row["k"] > 0 else None
         lines.append(f"# batch {row['batch_min']}-{row['batch_max']}: " + json.dumps({"speculative_config": cfg}))
@@ -113,6 +121,9 @@ def _sglang(pick: dict, table: list[dict]) -> str:
         raise InvalidInputError(f"SGLang has no {kind} speculation; pick another proposer or engine.")
     steps, topk, tokens = pick["tree"] if pick.get("tree") else (pick["gamma"], 1, pick["gamma"] + 1)
     lines = [_sglang_flags(kind, steps, topk, tokens, pick) if steps > 0 else "(no speculation)"]
+    if kind in _HEAD_KINDS:
+        lines.append(f"# add --speculative-draft-model-path: the {kind} head checkpoint trained for your target "
+                     "(sdsl priced its shape, not a file)")
     for row in table:
         flags = _sglang_flags(kind, row["k"], 1, row["k"] + 1, pick) if row["k"] > 0 else "(no speculation)"
         lines.append(f"# batch {row['batch_min']}-{row['batch_max']}: {flags}")

@@ -238,7 +238,9 @@ def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gam
                                 "other proposers (or a target with MTP modules) to export.")
     if export:
         engine_pick = tree_pick or pick if export.lower() == "sglang" else pick
-        engine = {"engine": export, "pick": engine_pick, "config": export_config(export, engine_pick, table)}
+        draft_tp = {"draft_tp": dep.draft_tp} if engine_pick["proposer"].startswith("draft:") and dep.draft_tp != dep.tp else {}
+        engine = {"engine": export, "pick": engine_pick,
+                  "config": export_config(export, {**engine_pick, **draft_tp}, table)}
     given = acceptance if isinstance(acceptance, Acceptance) else None
     return SpeculationPlan(target, dep, ranking, batches, top, max_batch, pick, table, flop_optimum(target, pretrain_tokens),
                            given=given, trees=tree_ranking,

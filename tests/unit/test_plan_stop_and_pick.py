@@ -125,3 +125,16 @@ def test_a_draft_with_another_vocabulary_is_flagged():
     assert any("vocabulary (50272 tokens)" in w for w in run("--target", "llama-3.1-8b", "--draft", "opt-125m")["warnings"])
     assert run("--target", "llama-3.1-8b", "--draft", "llama-3.2-1b")["warnings"] == []
     assert run("--target", "qwen2.5-32b", "--draft", "qwen2.5-0.5b")["warnings"] == []  # one tokenizer, padded apart
+
+
+def test_exports_say_what_the_engine_still_needs():
+    """A head's checkpoint is the user's to name; a draft model's TP goes into vLLM's config when it is not the
+    target's (vLLM's default), so the engine runs what sdsl priced."""
+    dep = sdsl.Deployment("h100-sxm", tp=4)
+    draft = sdsl.plan_speculation("llama-3.1-70b", dep, proposers=["draft:llama-3.2-1b"], batches=[1], export="vllm")
+    assert json.loads(draft.export["config"].splitlines()[0])["speculative_config"]["draft_tensor_parallel_size"] == 1
+    same = sdsl.plan_speculation("llama-3.1-70b", dep.replace(draft_tp=4), proposers=["draft:llama-3.2-1b"], batches=[1],
+                                 export="vllm")
+    assert "draft_tensor_parallel_size" not in same.export["config"].splitlines()[0]
+    head = sdsl.plan_speculation("llama-3.1-70b", dep, proposers=["eagle3"], batches=[1], export="sglang")
+    assert "head checkpoint" in head.export["config"].splitlines()[1]
