@@ -70,7 +70,8 @@ __all__ = ["EngineProfile", "IDEAL", "StepPieces", "KERNEL_STYLES", "forward_ker
 #: The terms :func:`sdsl.fit.engine_calibration.fit_engine` can fit (seconds).
 FREE_TERMS = ("host_step_s", "spec_step_s", "draft_pass_s", "launch_s", "allreduce_latency_s")
 _TIME_TERMS = FREE_TERMS
-_FLAGS = ("overlap_plain", "overlap_spec", "graphs_target", "graphs_draft", "graphs_extend", "rejection_probs")
+_FLAGS = ("overlap_plain", "overlap_spec", "graphs_target", "graphs_draft", "graphs_extend", "rejection_probs",
+          "chains_only")
 DEFAULT_ENGINE = "vllm"  # what Deployment prices with when no engine is given (GPU hardware)
 ALLREDUCE_KINDS = ("nccl", "custom")
 
@@ -101,6 +102,7 @@ class EngineProfile:
     capture_sizes: tuple = ()
     capture_unit: str = "tokens"
     rejection_probs: bool = False
+    chains_only: bool = False  # the build verifies chains only (top-1 drafts): a token tree cannot run on it
     allreduce: str = "nccl"
     allreduce_latency_s: float = 0.0
     allreduce_oneshot_bytes: tuple = ()

@@ -138,3 +138,15 @@ def test_exports_say_what_the_engine_still_needs():
     assert "draft_tensor_parallel_size" not in same.export["config"].splitlines()[0]
     head = sdsl.plan_speculation("llama-3.1-70b", dep, proposers=["eagle3"], batches=[1], export="sglang")
     assert "head checkpoint" in head.export["config"].splitlines()[1]
+
+
+def test_a_tree_under_a_chains_only_engine_is_refused():
+    from sdsl.core.engine import resolve_engine
+    from sdsl.errors import InvalidInputError
+
+    v2 = resolve_engine("sglang-spec-v2")
+    assert v2.chains_only and "topk 1" in v2.sources["chains_only"]["quote"] and not resolve_engine("sglang").chains_only
+    with pytest.raises(InvalidInputError, match="verifies chains only"):
+        sdsl.price_step("llama-3.1-8b", "eagle3", sdsl.Deployment("h100-sxm", engine=v2), tree="4,4,16", tau=3.0)
+    chain = sdsl.price_step("llama-3.1-8b", "eagle3", sdsl.Deployment("h100-sxm", engine=v2), tree="4,1,5", tau=3.0)
+    assert float(chain.tokens_per_s) > 0
