@@ -46,7 +46,8 @@ def all_proposers(target) -> tuple[str, ...]:
 @click.option("--serving", is_flag=True,
               help="Also add the batch-size -> k table to the JSON as a `serving` object with what it was tuned for "
                    "(the table itself, `k_table`, is always given).")
-@click.option("--max-batch", default=256, show_default=True, type=int, help="Largest batch size in the batch-size -> k table.")
+@click.option("--max-batch", default=256, show_default=True, type=int,
+              help="Largest batch size in the batch-size -> k table (raised to the largest --batch; at most 16384).")
 @proposer_option
 @click.option("--trees", is_flag=True, help="Also rank SGLang token trees (steps 1-8 x topk 1,2,4,8 x <= 64 tokens) per proposer.")
 @click.option("--export", type=str, default=None,
@@ -93,6 +94,7 @@ def optimize(target, deployment, batch, acceptance, acceptance_for, workload, ga
         click.echo(plan.ranking.to_frame(batches=batches).to_csv(index=False), nl=False)
         return
     out = plan.to_dict()
+    out["warnings"] = _warnings(plan)
     if serving:
         out["serving"] = plan.serving()
     if as_json:
@@ -178,6 +180,22 @@ def _acceptance(target, names, acceptance, acceptance_for, any_tokenizer):
     return by_name
 
 
+def _warnings(plan) -> list:
+    """Sentences the user should read before trusting the ranking (text and JSON): a context beyond the target's, a
+    draft with another vocabulary, MTP on a target without MTP modules, a deployment that does not fit."""
+    dep, t, out = plan.deployment, plan.target, []
+    if dep.context > t.max_context:
+        out.append(f"context {dep.context} exceeds {t.name}'s maximum of {t.max_context} tokens")
+    out += list(filter(None, (vocabulary_warning(t, p) for p in plan.ranking.proposers)))
+    if t.mtp_layers == 0 and any(p.kind == "mtp" for p in plan.ranking.proposers):
+        out.append(f"{t.name} ships no MTP module; mtp is priced as a module trained for it (DeepSeek-V3's MTP shape), "
+                   "which engines' mtp methods cannot load")
+    if not plan.fits_in_memory():
+        out.append(f"{t.name} (and its best draft) do not fit in {dep.hardware.name}'s "
+                   f"{dep.hardware.mem_capacity / 2 ** 30:.0f} GiB per GPU (weights + KV cache); raise --tp or use --dtype fp8")
+    return out
+
+
 def _echo_header(out: dict, plan) -> None:
     dep, t = plan.deployment, plan.target
     source = out["alpha_source"]
@@ -187,16 +205,8 @@ def _echo_header(out: dict, plan) -> None:
                f"tp {dep.tp}, {dep.dtype}; acceptance: {source}")
     click.echo(f"latency parameters: {dep.params.source}")
     click.echo(f"engine: {dep.engine.name} ({dep.engine.build})")
-    if dep.context > t.max_context:
-        click.echo(f"warning: context {dep.context} exceeds {t.name}'s maximum of {t.max_context} tokens.")
-    for line in filter(None, (vocabulary_warning(t, p) for p in plan.ranking.proposers)):
+    for line in out["warnings"]:
         click.echo(f"warning: {line}.")
-    if t.mtp_layers == 0 and any(p.kind == "mtp" for p in plan.ranking.proposers):
-        click.echo(f"warning: {t.name} ships no MTP module; mtp is priced as a module trained for it (DeepSeek-V3's "
-                   "MTP shape), which engines' mtp methods cannot load.")
-    if not out["fits_in_memory"]:
-        click.echo(f"warning: {t.name} (and its best draft) do not fit in {dep.hardware.name}'s "
-                   f"{dep.hardware.mem_capacity / 2 ** 30:.0f} GiB per GPU (weights + KV cache); raise --tp or use --dtype fp8.")
     if source == "per-proposer" or any("evidence" in a for a in out["acceptance_by_proposer"].values()):
         click.echo("acceptance by proposer:")
         for name, acc in out["acceptance_by_proposer"].items():

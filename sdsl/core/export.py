@@ -133,7 +133,14 @@ def _sglang(pick: dict, table: list[dict]) -> str:
 def _trtllm(pick: dict, table: list[dict]) -> str:
     kind = _kind(pick)
     k = pick["gamma"] if pick.get("tree") is None else pick["tree"][0]
-    schedule = {str(row["batch_max"]): int(row["k"]) for row in table if row["k"] > 0}
+    # every range up to the last that speculates, k = 0 included (a dropped range would take the k of the range
+    # above it); batches beyond the last key run without speculation
+    last = max((i for i, row in enumerate(table) if row["k"] > 0), default=-1)
+    schedule = {str(row["batch_max"]): int(row["k"]) for row in table[: last + 1]}
+    if max([k, *schedule.values()]) == 0:
+        return json.dumps({"speculative_config": None})  # plain decoding is faster at every batch ranked
+    if not any(schedule.values()):
+        schedule = {}
     cfg = {"decoding_type": _TRTLLM_TYPE[kind], "max_draft_len": int(max([k, *schedule.values()]))}
     if kind == "mtp":
         cfg["num_nextn_predict_layers"] = int(k or cfg["max_draft_len"])

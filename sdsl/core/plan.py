@@ -17,7 +17,9 @@ from sdsl.core.deployment import Deployment
 from sdsl.core.ranking import ProposerRanking, TreeRanking, k_ranges, rank_proposers, rank_trees
 from sdsl.errors import InvalidInputError
 
-__all__ = ["SpeculationPlan", "plan_speculation", "flop_optimum", "default_proposers"]
+__all__ = ["SpeculationPlan", "plan_speculation", "flop_optimum", "default_proposers", "MAX_RANKED_BATCH"]
+
+MAX_RANKED_BATCH = 16384  # the ranking prices every batch 1..max_batch: a bound on the grid, far above engines' limits
 
 
 def default_proposers(target, *, any_tokenizer: bool = False) -> list:
@@ -208,8 +210,12 @@ def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gam
     from sdsl.core.proposers import Proposer, make_proposer
 
     target, dep = get_model(target), Deployment.of(deployment)
-    batches = tuple(int(b) for b in np.atleast_1d(count(batches, "batches")))
+    batches = tuple(dict.fromkeys(int(b) for b in np.atleast_1d(count(batches, "batches"))))  # each batch once
     max_batch, top = positive_int(max_batch, "max_batch"), positive_int(top, "top")
+    if max(max_batch, *batches) > MAX_RANKED_BATCH:
+        raise InvalidInputError(f"sdsl ranks batches of at most {MAX_RANKED_BATCH} sequences; got "
+                                f"{max(max_batch, *batches)}.")
+    max_batch = max(max_batch, *batches)  # the table covers every batch asked for, and every batch below it
     gamma_max = positive_int(gamma_max, "gamma_max", minimum=0)
     if export and export.lower().replace("-", "") not in ENGINES:
         raise InvalidInputError(f"Unknown engine {export!r}; expected one of {', '.join(ENGINES)}.")

@@ -228,8 +228,10 @@ def price_step(target, proposer, deployment, *, tau=None, acceptance=None, gamma
                                                           mask_extra, t, isinstance(tree, dict))
     t_draft = proposer.step_time(target, dep, batch=b, q=1, context=ctx)
     host_step, host_plain = _host_seconds(proposer, dep, pieces=pieces, **host)
-    t_step = pieces.gpu_step_s + host_step
     t_plain = plain.total_s + host_plain
+    # k = 0 of a proposer with no drafter left running is plain decoding: the plain step, host and kernels included
+    host_step = np.where(np.asarray(pieces.speculative, dtype=bool), host_step, t_plain - pieces.gpu_step_s)
+    t_step = pieces.gpu_step_s + host_step
     tps, plain_tps = b * t / t_step, b / t_plain
     return PricedStep(
         tau=t, t_draft_s=t_draft, t_propose_s=t_propose, t_verify_s=verify.total_s, t_worker_s=worker + 0.0 * t_step,

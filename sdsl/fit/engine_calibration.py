@@ -366,7 +366,7 @@ def calibrate_engine(paths, *, base="vllm", terms=None, defaults: dict | None = 
     time per step where the profile overlaps it with GPU steps longer than it in every run (it keeps the base
     profile's value: ``kept``); given terms must all be identified."""
     base_profile = resolve_engine(base)
-    auto, terms = terms is None, tuple(DEFAULT_TERMS if terms is None else terms)
+    auto, terms = terms is None, tuple(dict.fromkeys(DEFAULT_TERMS if terms is None else terms))  # each term once
     bad = [t for t in terms if t not in FREE_TERMS]
     if bad or not terms:
         raise InvalidInputError(f"Unknown engine term(s) {', '.join(bad) or '(none)'}; fit some of {', '.join(FREE_TERMS)}.")

@@ -150,3 +150,31 @@ def test_a_tree_under_a_chains_only_engine_is_refused():
         sdsl.price_step("llama-3.1-8b", "eagle3", sdsl.Deployment("h100-sxm", engine=v2), tree="4,4,16", tau=3.0)
     chain = sdsl.price_step("llama-3.1-8b", "eagle3", sdsl.Deployment("h100-sxm", engine=v2), tree="4,1,5", tau=3.0)
     assert float(chain.tokens_per_s) > 0
+
+
+def test_second_qa_pass_fixes():
+    """TensorRT-LLM's schedule keeps k = 0 ranges; a batch above max_batch extends the table; a k = 0 step of a
+    proposer with no drafter left running is the plain step under every engine; the optimize JSON carries warnings."""
+    from click.testing import CliRunner
+
+    from sdsl.cli import cli
+
+    plan = sdsl.plan_speculation("qwen3-30b-a3b", sdsl.Deployment("h100-sxm", engine="sglang"), proposers=["eagle3"],
+                                 batches=[1], export="trtllm")
+    schedule = json.loads(plan.export["config"])["speculative_config"]["draft_len_schedule"]
+    assert schedule["4"] == 0 and all(str(r["batch_max"]) in schedule for r in plan.k_table)
+    never = sdsl.plan_speculation("llama-3.1-8b", "h100-sxm", proposers=["eagle3"], acceptance=Acceptance.from_iid(0.05),
+                                  batches=[1], max_batch=8, export="trtllm")
+    assert json.loads(never.export["config"]) == {"speculative_config": None}
+    big = sdsl.plan_speculation("llama-3.1-8b", "h100-sxm", proposers=["eagle3"], batches=[64], max_batch=8)
+    assert big.max_batch == 64 and big.k_table[-1]["batch_max"] == 64
+    assert all(a["batch_max"] + 1 == b["batch_min"] for a, b in zip(big.k_table, big.k_table[1:]))
+    with pytest.raises(sdsl.SDSLError, match="at most 16384"):
+        sdsl.plan_speculation("llama-3.1-8b", "h100-sxm", proposers=["eagle3"], batches=[100000])
+    for engine in ("hf-eager", "sglang", "vllm"):
+        step = sdsl.price_step("llama-3.1-8b", "draft:llama-3.2-1b", sdsl.Deployment("h100-sxm", engine=engine),
+                               gamma=0, tau=1.0)
+        assert float(step.t_step_s) == pytest.approx(float(step.t_plain_s), rel=1e-12)
+    out = json.loads(CliRunner().invoke(cli, ["optimize", "--target", "llama-3.1-8b", "--context", "200000",
+                                              "--json"]).output)
+    assert out["warnings"] and "exceeds" in out["warnings"][0]
