@@ -87,21 +87,11 @@ def deployment_options(*, context: bool = True, tp_help: str = "Tensor-parallel 
     return decorate
 
 
-def _clean(x):
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
-        return _clean(x.item())
-    return x
-
-
 def json_text(obj, *, sort_keys: bool = False) -> str:
     """``obj`` as indented JSON text, NaN and infinity as null (as :meth:`sdsl._result.Result.to_json` writes them)."""
-    return json.dumps(_clean(obj), indent=2, sort_keys=sort_keys, allow_nan=False, default=float)
+    from sdsl._result import finite_or_none, plain
+
+    return json.dumps(finite_or_none(plain(obj)), indent=2, sort_keys=sort_keys, allow_nan=False, default=float)
 
 
 def echo_json(obj, *, sort_keys: bool = False) -> None:
