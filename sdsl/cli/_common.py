@@ -25,22 +25,9 @@ def resolve_latency_params(calibration, hardware):
     from sdsl.core.latency import default_params
 
     if calibration:
-        from sdsl.core.hardware import get_hardware
-        from sdsl.errors import ConfigError, UnknownNameError
         from sdsl.fit.calibration import load_latency_params
-        from sdsl._io import load_json
 
-        data = load_json(calibration)
-        fitted_on = data.get("hardware") if isinstance(data, dict) else None
-        if fitted_on and hardware is not None:
-            try:
-                other = get_hardware(fitted_on)
-            except UnknownNameError:
-                other = None
-            if other is None or other.key != hardware.key:
-                raise ConfigError(f"{calibration} was calibrated on {fitted_on}, not on {hardware.name}: pass "
-                                  f"--hardware {fitted_on} or a calibration of {hardware.name}.")
-        return load_latency_params(calibration)
+        return load_latency_params(calibration, hardware)
     return default_params(hardware)
 
 

@@ -197,17 +197,32 @@ class CalibrationResult(Result):
         return cls.from_dict(load_json(path_or_text), where=str(path_or_text))
 
 
-def load_latency_params(path: str | os.PathLike) -> LatencyParams:
-    """LatencyParams from a calibration file written by ``sdsl calibrate`` (or a bare params mapping).
+def load_latency_params(path: str | os.PathLike, hardware=None) -> LatencyParams:
+    """LatencyParams from a calibration file written by ``sdsl calibrate`` (or a bare params mapping); with
+    ``hardware`` (a Hardware) a file that names another GPU is a ConfigError.
 
     This is what ``sdsl optimize/predict --calibration FILE`` use.
     """
     data = load_json(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a JSON object.")
+    if hardware is not None and data.get("hardware") and not _same_hardware(data["hardware"], hardware):
+        raise ConfigError(f"{path} was calibrated on {data['hardware']}, not on {hardware.name}: pass "
+                          f"--hardware {data['hardware']} or a calibration of {hardware.name}.")
     if data.get("format") == FORMAT:
         return CalibrationResult.from_dict(data, where=str(path)).params
     params = data.get("params", data)
     if not isinstance(params, dict) or not params:
         raise ConfigError(f"{path} holds no latency parameters (write one with `sdsl calibrate`).")
     return LatencyParams.from_dict(params)
+
+
+def _same_hardware(name: str, hardware) -> bool:
+    """Whether the catalog name ``name`` is ``hardware`` (a name the catalog does not know is not)."""
+    from sdsl.core.hardware import get_hardware
+    from sdsl.errors import UnknownNameError
+
+    try:
+        return get_hardware(name).key == hardware.key
+    except UnknownNameError:
+        return False
