@@ -10,7 +10,7 @@ import click
 
 __all__ = ["json_option", "calibration_option", "engine_option", "deployment_options", "resolve_latency_params", "echo_json",
            "format_table", "parse_int_list", "acceptance_options", "AcceptanceChoice", "parse_float_list", "workload_option",
-           "acceptance_for_option", "parse_acceptance_for", "WORKLOAD_HELP", "vocabulary_warning",
+           "acceptance_for_option", "parse_acceptance_for", "WORKLOAD_HELP", "vocabulary_warning", "proposer_warnings",
            "check_accepted_length", "split_entries", "json_text"]
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
@@ -287,3 +287,15 @@ def vocabulary_warning(target, proposer) -> str | None:
     return (f"{draft.name}'s vocabulary ({draft.vocab_size} tokens) is not {target.name}'s ({target.vocab_size}): "
             "standard speculative decoding needs the target's tokenizer; sdsl prices it as if the two shared one")
 
+
+def proposer_warnings(target, deployment, proposers) -> list[str]:
+    """What ``predict`` and ``optimize`` warn about before their numbers (text and JSON): a context beyond the
+    target's maximum, a draft with another vocabulary, MTP on a target that ships no MTP module."""
+    out = []
+    if deployment.context > target.max_context:
+        out.append(f"context {deployment.context} exceeds {target.name}'s maximum of {target.max_context} tokens")
+    out += [w for w in (vocabulary_warning(target, p) for p in proposers) if w]
+    if target.mtp_layers == 0 and any(p.kind == "mtp" for p in proposers):
+        out.append(f"{target.name} ships no MTP module; mtp is priced as a module trained for it (DeepSeek-V3's MTP "
+                   "shape), which engines' mtp methods cannot load")
+    return out

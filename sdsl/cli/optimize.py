@@ -11,7 +11,7 @@ import math
 import click
 
 from sdsl.cli._common import (acceptance_for_option, acceptance_options, deployment_options, echo_json, format_table,
-                              json_option, parse_acceptance_for, parse_int_list, split_entries, vocabulary_warning,
+                              json_option, parse_acceptance_for, parse_int_list, proposer_warnings, split_entries,
                               workload_option)
 from sdsl.cli._speculation import proposer_option
 
@@ -118,19 +118,12 @@ def _check_outputs(as_csv, as_json, trees, export) -> None:
 
 
 def _proposer_names(target, proposers, drafts) -> list[str]:
-    """The proposers named by --proposer (``all`` expanded) and --drafts, each once, in the order given."""
-    from sdsl.core.proposers import make_proposer
-
+    """The proposers named by --proposer (``all`` expanded) and --drafts, in the order given (plan_speculation
+    ranks a proposer named twice once)."""
     names = [n for p in proposers for n in (all_proposers(target) if p == "all" else (p,))]
     if drafts is not None:
         names += [f"draft:{d}" for d in split_entries(drafts, "--drafts", "llama-68m,llama-160m")]
-    seen, unique = set(), []
-    for n in names:
-        key = make_proposer(n).name
-        if key not in seen:
-            seen.add(key)
-            unique.append(n)
-    return unique
+    return names
 
 
 def _gamma_cap(given, gamma_max: int) -> tuple[int, str | None]:
@@ -181,15 +174,9 @@ def _acceptance(target, names, acceptance, acceptance_for, any_tokenizer):
 
 
 def _warnings(plan) -> list:
-    """Sentences the user should read before trusting the ranking (text and JSON): a context beyond the target's, a
-    draft with another vocabulary, MTP on a target without MTP modules, a deployment that does not fit."""
-    dep, t, out = plan.deployment, plan.target, []
-    if dep.context > t.max_context:
-        out.append(f"context {dep.context} exceeds {t.name}'s maximum of {t.max_context} tokens")
-    out += list(filter(None, (vocabulary_warning(t, p) for p in plan.ranking.proposers)))
-    if t.mtp_layers == 0 and any(p.kind == "mtp" for p in plan.ranking.proposers):
-        out.append(f"{t.name} ships no MTP module; mtp is priced as a module trained for it (DeepSeek-V3's MTP shape), "
-                   "which engines' mtp methods cannot load")
+    """:func:`~sdsl.cli._common.proposer_warnings` of the ranked proposers, and a deployment that does not fit."""
+    dep, t = plan.deployment, plan.target
+    out = proposer_warnings(t, dep, plan.ranking.proposers)
     if not plan.fits_in_memory():
         out.append(f"{t.name} (and its best draft) do not fit in {dep.hardware.name}'s "
                    f"{dep.hardware.mem_capacity / 2 ** 30:.0f} GiB per GPU (weights + KV cache); raise --tp or use --dtype fp8")

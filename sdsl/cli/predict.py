@@ -53,8 +53,9 @@ def predict(target, draft, proposers, gamma, tree, deployment, acceptance, workl
     options = {"workload": workload, "spread_k": gamma if gamma else (shape.steps if shape else None)}
     step = price_step(target, proposer, deployment, gamma=None if shape else gamma, tree=shape, batch=batch,
                       acceptance_options=options, **_acceptance(acceptance, gamma, shape, proposer))
-    out = _json(step, proposer, gamma, shape, get_model(target))
-    out["warnings"] = _warnings(target, step, proposer, gamma)
+    spec = get_model(target)
+    out = _json(step, proposer, gamma, shape, spec)
+    out["warnings"] = _warnings(spec, step, proposer, gamma)
     if as_json:
         echo_json(out)
         return
@@ -103,23 +104,13 @@ def _memory(step, proposer, target_spec) -> dict:
 
 
 def _warnings(target, step, proposer, gamma) -> list:
-    """What the user should know before trusting the number: a context beyond the target's, an MTP module the
-    target does not ship, a k = 0 step that still pays for the drafter."""
-    from sdsl.core.architecture import get_model
+    """:func:`~sdsl.cli._common.proposer_warnings`, and a k = 0 step that still pays for the drafter."""
+    from sdsl.cli._common import proposer_warnings
 
-    from sdsl.cli._common import vocabulary_warning
-
-    target, dep, out = get_model(target), step.deployment, []
-    if vocabulary_warning(target, proposer):
-        out.append(vocabulary_warning(target, proposer))
+    out = proposer_warnings(target, step.deployment, [proposer])
     if gamma == 0 and float(step.t_step_s) > float(step.t_plain_s) * (1 + 1e-9):
         out.append("k = 0 with speculation enabled: the engine still runs the drafter (docs/model.md, drafter tax); "
                    "'plain' is decoding with speculation off")
-    if dep.context > target.max_context:
-        out.append(f"context {dep.context} exceeds {target.name}'s maximum of {target.max_context} tokens")
-    if proposer.kind == "mtp" and target.mtp_layers == 0:
-        out.append(f"{target.name} ships no MTP module; mtp is priced as a module trained for it (DeepSeek-V3's MTP "
-                   "shape), which engines' mtp methods cannot load")
     return out
 
 

@@ -221,6 +221,7 @@ def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gam
         raise InvalidInputError(f"Unknown engine {export!r}; expected one of {', '.join(ENGINES)}.")
     props = ([make_proposer(p) for p in one_or_many(proposers, (str, Proposer))] if proposers
              else default_proposers(target, any_tokenizer=any_tokenizer))
+    props = list({p.name: p for p in props}.values())  # a proposer named twice is ranked once, where first named
     if isinstance(acceptance, Acceptance) and np.isfinite(acceptance.max_k):
         gamma_max = min(gamma_max, int(acceptance.max_k))  # a measured vector prices only the positions it covers
     dense = np.unique(np.concatenate([np.arange(1, max_batch + 1), batches]))
