@@ -139,8 +139,6 @@ def _trtllm(pick: dict, table: list[dict]) -> str:
     schedule = {str(row["batch_max"]): int(row["k"]) for row in table[: last + 1]}
     if max([k, *schedule.values()]) == 0:
         return json.dumps({"speculative_config": None})  # plain decoding is faster at every batch ranked
-    if not any(schedule.values()):
-        schedule = {}
     cfg = {"decoding_type": _TRTLLM_TYPE[kind], "max_draft_len": int(max([k, *schedule.values()]))}
     if kind == "mtp":
         cfg["num_nextn_predict_layers"] = int(k or cfg["max_draft_len"])

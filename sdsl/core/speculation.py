@@ -69,7 +69,7 @@ def parse_tree(text) -> TreeShape:
         s, k, n = (int(v) if float(v) == int(float(v)) else None for v in parts)
         if None in (s, k, n):
             raise ValueError
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, OverflowError):  # OverflowError: an infinite entry
         raise InvalidInputError(f"A tree is STEPS,TOPK,TOKENS (three whole numbers, e.g. 8,8,64); got {text!r}.") from None
     return TreeShape(s, k, n)
 

@@ -178,3 +178,10 @@ def test_second_qa_pass_fixes():
     out = json.loads(CliRunner().invoke(cli, ["optimize", "--target", "llama-3.1-8b", "--context", "200000",
                                               "--json"]).output)
     assert out["warnings"] and "exceeds" in out["warnings"][0]
+
+
+def test_a_tree_with_an_infinite_entry_is_one_typed_error():
+    from sdsl.core.speculation import parse_tree
+
+    with pytest.raises(sdsl.SDSLError, match="three whole numbers"):
+        parse_tree("inf,1,2")
