@@ -72,8 +72,8 @@ def simulate(target, draft, deployment, qps, policies, trace, data_dir, n_reques
                    max_batch=max_batch, max_k=max_k)
     k_needed = max([max_k] + [p.k for p in pols])
     target_spec = get_model(target)
-    workloads = _workloads(rates, trace, data_dir, n_requests, prompt_tokens, output_tokens,
-                           AcceptanceDist(alpha, alpha_concentration), seed, target_spec)
+    workloads, clipped = _workloads(rates, trace, data_dir, n_requests, prompt_tokens, output_tokens,
+                                    AcceptanceDist(alpha, alpha_concentration), seed, target_spec)
     longest = max(int((w.prompt_tokens + w.output_tokens).max()) for w in workloads.values())
     longest_prompt = max(int(w.prompt_tokens.max()) for w in workloads.values())
     system = ServingSystem.from_catalog(target_spec, draft, deployment, mem_fraction=mem_fraction, max_batch=max_batch,
@@ -86,7 +86,6 @@ def simulate(target, draft, deployment, qps, policies, trace, data_dir, n_reques
             s = run_sim(workloads[r], system, p, config, seed=seed, qps=r).summary()
             results.append({key: s[key] for key in ("qps", "policy", "mean_latency_s", "p99_latency_s", "ttft_s",
                                                      "tpot_s", "tokens_per_s", "mean_k")})
-    clipped = _clipped(trace, data_dir, n_requests, target_spec.max_context) if trace else 0
     if as_json:
         echo_json({"engine": deployment.engine.name, "engine_profile": deployment.engine.summary(), "results": results,
                    **({"clipped_requests": clipped} if trace else {})})
@@ -123,30 +122,25 @@ def _check_options(*, n_requests, prompt_tokens, output_tokens, alpha, alpha_pri
         raise InvalidInputError("--max-batch must be >= 1 and --max-k >= 0.")
 
 
-def _workloads(rates, trace, data_dir, n_requests, prompt_tokens, output_tokens, dist, seed, target_spec) -> dict:
-    """One workload per QPS: the trace time-scaled to it, or Poisson arrivals with fixed lengths."""
-    from sdsl.errors import InvalidInputError
-    from sdsl.serving import poisson_workload, trace_workload
-
-    max_ctx = target_spec.max_context
-    if not trace and prompt_tokens + output_tokens > max_ctx:
-        raise InvalidInputError(f"--prompt-tokens + --output-tokens exceed {target_spec.name}'s "
-                                f"{max_ctx}-token context.")
-    if trace:
-        return {r: trace_workload(trace, r, n_requests, dist, seed=seed, max_context=max_ctx, data_dir=data_dir)
-                for r in rates}
-    return {r: poisson_workload(n_requests, r, prompt_tokens, output_tokens, dist, seed=seed) for r in rates}
-
-
-def _clipped(trace, data_dir, n_requests, max_context) -> int:
-    """How many of the replayed trace requests :meth:`Workload.clip_context` cuts to the target's context."""
+def _workloads(rates, trace, data_dir, n_requests, prompt_tokens, output_tokens, dist, seed, target_spec):
+    """One workload per QPS — the trace (read once) time-scaled to it, or Poisson arrivals with fixed lengths — and
+    how many of the replayed trace requests :meth:`Workload.clip_context` cuts to the target's context."""
     import numpy as np
 
-    from sdsl.serving import load_trace
+    from sdsl.errors import InvalidInputError
+    from sdsl.serving import load_trace, poisson_workload, trace_workload
 
-    w = load_trace(trace, data_dir).head(n_requests)
-    c = w.clip_context(max_context)
-    return int(np.sum((c.prompt_tokens != w.prompt_tokens) | (c.output_tokens != w.output_tokens)))
+    max_ctx = target_spec.max_context
+    if not trace:
+        if prompt_tokens + output_tokens > max_ctx:
+            raise InvalidInputError(f"--prompt-tokens + --output-tokens exceed {target_spec.name}'s "
+                                    f"{max_ctx}-token context.")
+        return {r: poisson_workload(n_requests, r, prompt_tokens, output_tokens, dist, seed=seed) for r in rates}, 0
+    loaded = load_trace(trace, data_dir)
+    head = loaded.head(n_requests)
+    cut = head.clip_context(max_ctx)
+    clipped = int(np.sum((cut.prompt_tokens != head.prompt_tokens) | (cut.output_tokens != head.output_tokens)))
+    return {r: trace_workload(loaded, r, n_requests, dist, seed=seed, max_context=max_ctx) for r in rates}, clipped
 
 
 def _echo_tables(rates, results) -> None:

@@ -206,11 +206,12 @@ def poisson_workload(n_requests: int, qps: float, prompt_tokens=512, output_toke
                     dist.sample(arrival, rng_alpha), name=f"poisson@{qps:g}")
 
 
-def trace_workload(trace: str | Path, qps: float, n_requests: int | None = None,
+def trace_workload(trace: str | Path | Workload, qps: float, n_requests: int | None = None,
                    alpha: AcceptanceDist | None = None, seed: int = 0, max_context: int | None = None,
                    data_dir: str | Path | None = None) -> Workload:
-    """Replay the first ``n_requests`` of a trace, time-scaled to ``qps``, with α drawn from ``alpha``."""
-    w = load_trace(trace, data_dir)
+    """Replay the first ``n_requests`` of a trace (a name, a CSV path, or a :func:`load_trace` result read once for
+    several rates), time-scaled to ``qps``, with α drawn from ``alpha``."""
+    w = trace if isinstance(trace, Workload) else load_trace(trace, data_dir)
     if n_requests is not None:
         if n_requests < 2:
             raise InvalidInputError("A trace replay needs at least 2 requests.")
