@@ -3,8 +3,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 SMOLLM2 := .cache/smollm2/.fetched
+OPDB := .cache/aiconfigurator/.fetched
 
-.PHONY: run test install install-dev figures bench clean smollm2 docs
+.PHONY: run test install install-dev figures bench clean smollm2 docs opdb opdb-subset
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +54,19 @@ $(SMOLLM2): | $(BIN)/python
 ## make smollm2: fetch SmolLM2-135M and run only its slow tests.
 smollm2: $(STAMP) $(SMOLLM2)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m slow tests/unit/test_reference_smollm2.py
+
+## NVIDIA's operator database: the aiconfigurator-core wheel (82 MB, Apache-2.0; read as a zip, never imported) in
+## .cache/aiconfigurator, for sdsl.fit.opdb's source="wheel" and for rewriting the shipped subset.
+$(OPDB): | $(BIN)/python
+	$(BIN)/pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 --python-version 3.11 \
+		"aiconfigurator-core==0.12.0" -d .cache/aiconfigurator
+	touch $@
+
+opdb: $(OPDB)
+
+## make opdb-subset: rewrite sdsl/data/opdb/*.csv.gz from the wheel (byte-for-byte reproducible; needs pyarrow).
+opdb-subset: $(STAMP) $(OPDB)
+	$(BIN)/python tools/make_opdb_subset.py
 
 clean:
 	rm -rf $(VENV) build site *.egg-info

@@ -1,0 +1,121 @@
+"""Write sdsl's filtered subset of NVIDIA's operator database (sdsl/data/opdb/*.csv.gz) from the wheel.
+
+    make opdb                                  # fetches aiconfigurator-core 0.12.0 into .cache/aiconfigurator/
+    python tools/make_opdb_subset.py [--source .cache/aiconfigurator/aiconfigurator_core-0.12.0-...whl]
+
+Needs pyarrow (``pip install -e '.[calibrate]'``). Reproducible: the same wheel writes the same bytes
+(rows sorted, gzip without a timestamp). What is kept (decode-relevant rows; the full tables stay in the
+package, read with ``read_opdb(..., source="wheel")``):
+
+- GPUs :data:`GPUS`; for GEMM, attention, MLA and MoE only the newest version of each engine per GPU
+  and dtype (and MoE shape) among those with rows left after the filters below;
+  every version of the communication tables (they are small and map to dated engine profiles);
+- GEMM: m (tokens) in :data:`GEMM_M` (<= 512), n and k in 512..32768 (the grid's values that catalog
+  shapes fall between);
+- decode attention: batch <= 512, no sliding window, head dim 64 or 128, the per-GPU (heads, KV heads)
+  of catalog models under TP 1/2/4/8; decode MLA: batch <= 512;
+- fused MoE: tokens <= 512, the catalog's MoE shapes (hidden, intermediate, top-k, experts),
+  MoE TP x EP <= 8 (one node), all three routing distributions;
+- all-reduce (engine custom and NCCL), the MoE all-to-all tables: every row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from sdsl.fit.opdb import OPDB_TABLES, latest_versions, read_opdb_raw, wheel_path  # noqa: E402
+
+GPUS = ("h100_sxm", "h200_sxm", "b200_sxm", "a100_sxm")
+GEMM_M = (1, 2, 3, 4, 6, 8, 12, 16, 32, 48, 64, 96, 128, 192, 256, 512)
+TPS = (1, 2, 4, 8)
+NEWEST = {"gemm": ("dtype",), "generation_attention": ("kv_cache_dtype",), "generation_mla": ("kv_cache_dtype",),
+          "moe": ("dtype", "hidden_size", "inter_size", "topk", "num_experts")}
+OUT = ROOT / "sdsl" / "data" / "opdb"
+
+
+def _catalog():
+    import tomllib
+
+    with open(ROOT / "sdsl" / "data" / "models.toml", "rb") as f:
+        return tomllib.load(f)
+
+
+def _attention_heads(models) -> set[tuple[int, int, int]]:
+    out = set()
+    for m in models.values():
+        if m.get("kv_lora_rank"):
+            continue
+        hd = m.get("head_dim") or m["d_model"] // m["n_head"]
+        for tp in TPS:
+            if m["n_head"] % tp == 0:
+                out.add((m["n_head"] // tp, max(1, m.get("n_kv_head", m["n_head"]) // tp), hd))
+    return out
+
+
+def _moe_shapes(models) -> set[tuple[int, int, int, int]]:
+    return {(m["d_model"], m["expert_d_ff"], m["experts_per_token"], m["n_experts"])
+            for m in models.values() if m.get("n_experts")}
+
+
+def subset(table: str, source) -> pd.DataFrame:
+    models = _catalog()
+    df = read_opdb_raw(table, source, gpus=GPUS)
+    df = df.drop(columns=[c for c in ("power", "power_limit") if c in df.columns])
+    if table == "gemm":
+        df = df[df["m"].isin(GEMM_M) & df["n"].between(512, 32768) & df["k"].between(512, 32768)]
+    elif table == "generation_attention":
+        heads = _attention_heads(models)
+        key = list(zip(df["num_heads"], df["num_key_value_heads"], df["head_dim"]))
+        df = df[(df["batch_size"] <= 512) & (df["window_size"] == 0) & np.array([k in heads for k in key])]
+    elif table == "generation_mla":
+        df = df[df["batch_size"] <= 512]
+    elif table == "moe":
+        shapes = _moe_shapes(models)
+        key = list(zip(df["hidden_size"], df["inter_size"], df["topk"], df["num_experts"]))
+        df = df[(df["num_tokens"] <= 512) & (df["moe_tp_size"] * df["moe_ep_size"] <= 8)
+                & np.array([k in shapes for k in key])]
+    if table in NEWEST:  # the newest version per GPU, engine and dtype that has rows left (and per MoE shape)
+        keys = NEWEST[table]
+        df = pd.concat([latest_versions(g) for _, g in df.groupby(list(keys), sort=True)], ignore_index=True)
+    cols = list(df.columns)
+    return df.sort_values(cols[:-1], kind="mergesort").reset_index(drop=True)
+
+
+def write(df: pd.DataFrame, path: Path) -> None:
+    text = df.to_csv(index=False, float_format="%.6g", lineterminator="\n").encode()
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, compresslevel=9) as gz:
+        gz.write(text)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(buf.getvalue())
+    tmp.replace(path)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--source", default=None, help="the wheel, or a systems/data folder (default: the wheel in .cache/aiconfigurator/)")
+    args = ap.parse_args(argv)
+    source = args.source or wheel_path()
+    if source is None:
+        ap.error("no wheel in .cache/aiconfigurator/ (run `make opdb`) and no --source")
+    OUT.mkdir(parents=True, exist_ok=True)
+    for table in OPDB_TABLES:
+        df = subset(table, source)
+        path = OUT / f"{table}.csv.gz"
+        write(df, path)
+        print(f"{table}: {len(df)} rows, {path.stat().st_size / 1e6:.2f} MB -> {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
