@@ -56,6 +56,12 @@ class LatencyParams:
     measured all-reduce (the profiler waits for the last rank), joined to the protocol time by a smooth
     maximum of power ``allreduce_floor_smoothness``; 0 = no floor.
 
+    **Low-precision GEMMs** (:func:`~sdsl.core.kernels.format_terms`) — ``fp8_compute``, ``fp8_memory``: the
+    fraction of its tensor-core peak and of the bf16 GEMMs' weight-read rate an fp8 GEMM reaches, relative to
+    ``eta_compute`` and ``eta_memory``; ``fp8_t_extra``: its fixed cost beyond a bf16 GEMM's (quantising the
+    activations); ``fp4_*`` the same for NVFP4. 1, 1, 0: the format at its nominal bytes and peak (the form
+    without them). Fitted on NVIDIA's measured operator tables (:mod:`sdsl.fit.opdb_fit`).
+
     **Provenance** — ``source``: where the numbers come from (a fit and its data, a transfer, or defaults).
     """
 
@@ -90,6 +96,13 @@ class LatencyParams:
     allreduce_ll_efficiency: float = 0.0
     allreduce_floor: float = 0.0
     allreduce_floor_smoothness: float = 4.0
+    # low-precision GEMMs relative to bf16 ones
+    fp8_compute: float = 1.0
+    fp8_memory: float = 1.0
+    fp8_t_extra: float = 0.0
+    fp4_compute: float = 1.0
+    fp4_memory: float = 1.0
+    fp4_t_extra: float = 0.0
     # provenance
     source: str = "uncalibrated defaults (assumed, not measured)"
 
@@ -103,13 +116,13 @@ class LatencyParams:
         if not (1 <= self.allreduce_floor_smoothness < math.inf):
             raise InvalidInputError("LatencyParams.allreduce_floor_smoothness must be finite and >= 1; "
                                     f"got {self.allreduce_floor_smoothness!r}.")
-        for name in ("eta_compute", "eta_memory") + ELEMENTWISE_ETAS:
+        for name in ("eta_compute", "eta_memory", "fp8_compute", "fp8_memory", "fp4_compute", "fp4_memory") + ELEMENTWISE_ETAS:
             v = getattr(self, name)
             if not (0 < v <= 1):
                 raise InvalidInputError(f"LatencyParams.{name} must lie in (0, 1]; got {v!r}.")
         for name in ("t_kernel", "t_layer", "t_step", "allreduce_latency", "allreduce_step_latency",
                      "allreduce_ll_latency", "allreduce_floor", "t_elementwise", "tail_waves",
-                     "t_kernel_size") + ELEMENTWISE_ROWS:
+                     "t_kernel_size", "fp8_t_extra", "fp4_t_extra") + ELEMENTWISE_ROWS:
             v = getattr(self, name)
             if v is None and name == "t_elementwise":
                 continue
