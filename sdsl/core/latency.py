@@ -38,7 +38,7 @@ from sdsl.core.checks import broadcast_shapes, count, non_negative, numbers, pos
 from sdsl.core.shapes import GEMM_OPS, MLA_OPS, ModelShapes, local_context  # noqa: F401
 from sdsl.core.step_ops import (MLA_EXTRA_GEMM_KERNELS, all_to_all_time, cached_kv_elements, communication_time,  # noqa: F401
                                 expert_rows, gemm_op, layer_elementwise_time, layer_ops, moe_elementwise, op_time,
-                                precision_of, roofline_sums)
+                                format_gemms_per_layer, precision_of, roofline_sums)
 from sdsl.core.weight_formats import get_weight_format
 from sdsl.core.kernels import (FP32_FALLBACK_FRACTION, allreduce_time, allreduce_time_with, compute_peak,  # noqa: F401
                                elementwise_time, gemm_flops_bytes, gemm_waves, kernel_size_overhead, padded_tokens,
@@ -183,6 +183,8 @@ def _price(shapes: ModelShapes, dep: Deployment, b, q, L, *, logit_tokens=None):
         elementwise = elementwise + moe_ew - moe_launches
         launches = launches + moe_launches + shapes.n_moe * (1.0 + 2.0 * shapes.shared) * params.t_kernel
     overhead = launches + n * (params.t_layer + size_layer) + size_lm + params.t_step
+    if prec.layer_extra_s:  # a low-precision format's extra fixed time per GEMM (its activation quantisation)
+        overhead = overhead + n * format_gemms_per_layer(shapes) * prec.layer_extra_s
     allreduce = communication_time(shapes, dep, tokens, dt)
     bound_compute = n * rc_layer + rc_lm
     bound_memory = n * rm_layer + rm_lm + elementwise

@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from sdsl.errors import ConfigError, InvalidInputError
 
-__all__ = ["LatencyParams", "DEFAULT_PARAMS", "default_params", "ELEMENTWISE_KINDS"]
+__all__ = ["LatencyParams", "DEFAULT_PARAMS", "default_params", "ELEMENTWISE_KINDS", "calibration_provenance"]
 
 
 #: Elementwise kernel kinds (Vidur: input/post_attention_layernorm, attn_rope, mlp_act, add).
@@ -174,19 +174,71 @@ DEFAULT_PARAMS = LatencyParams()
 
 
 @lru_cache(maxsize=None)
-def _packaged_params(name: str) -> LatencyParams | None:
+def _packaged_file(name: str) -> dict | None:
     from importlib import resources
 
     from sdsl._io import load_json
 
     path = resources.files("sdsl") / "data" / "latency" / f"{name}.json"
-    return LatencyParams.from_dict(load_json(path)["params"]) if path.is_file() else None
+    return load_json(path) if path.is_file() else None
+
+
+@lru_cache(maxsize=None)
+def _packaged_overlay(name: str) -> dict | None:
+    """Terms measured on NVIDIA's operator tables laid over a Vidur calibration (``latency/opdb/<name>.json``,
+    written by ``tools/make_opdb_latency.py``: the fp8 GEMM terms of H100-SXM)."""
+    from importlib import resources
+
+    from sdsl._io import load_json
+
+    path = resources.files("sdsl") / "data" / "latency" / "opdb" / f"{name}.json"
+    return load_json(path) if path.is_file() else None
+
+
+@lru_cache(maxsize=None)
+def _packaged_params(name: str) -> LatencyParams | None:
+    data = _packaged_file(name)
+    if data is None:
+        return None
+    params = LatencyParams.from_dict(data["params"])
+    overlay = _packaged_overlay(name)
+    if overlay is not None:
+        params = params.replace(**overlay["params"], source=f"{params.source}; {overlay['source']}")
+    return params
+
+
+def calibration_provenance(hardware) -> dict:
+    """Where ``hardware``'s default latency parameters come from: ``kind`` "measured" (sdsl ships a calibration
+    fitted on measured kernels: Vidur's operator profiles, NVIDIA's aiconfigurator-core operator tables, or
+    both), "transferred" (the cross-GPU efficiency model, nothing measured on it) or "uncalibrated"
+    (:data:`DEFAULT_PARAMS`); ``sources`` names the measured sources with their engine versions, ``transferred``
+    the terms a measured calibration still borrows from other GPUs."""
+    from sdsl.core.hardware import get_hardware
+
+    if not hasattr(hardware, "kind"):
+        hardware = get_hardware(hardware)
+    name = hardware.name.lower()
+    data = _packaged_file(name)
+    if data is None:
+        kind = "transferred" if hardware.kind == "gpu" and _transfer_basis() else "uncalibrated"
+        return {"kind": kind, "sources": [], "transferred": ["all"] if kind == "transferred" else []}
+    sources = []
+    meta = data.get("measured_on")
+    if meta is None:
+        sources.append("Vidur operator profiles (MLSys 2024)")
+    for m in (meta, (_packaged_overlay(name) or {}).get("measured_on")):
+        if m:
+            versions = ", ".join(m.get("engine_version", []))
+            sources.append(f"{m['source']} ({m['engine']} {versions})")
+    return {"kind": "measured", "sources": sources, "transferred": list(data.get("transferred", []))}
 
 
 def default_params(hardware) -> LatencyParams:
     """Latency parameters shipped for ``hardware``: its own calibration when sdsl ships one
-    (sdsl/data/latency/<name>.json, written by ``sdsl calibrate`` from Vidur's H100-SXM, A100-80GB and
-    A40 timings, one form on all three: elementwise kernels, GEMMs with 128-row tiles and the kernel
+    (sdsl/data/latency/<name>.json: H200 and B200 fitted on NVIDIA's measured operator tables by
+    ``tools/make_opdb_latency.py``, :mod:`sdsl.fit.opdb_defaults`, with the H100-SXM's fp8 GEMM terms laid
+    over its Vidur calibration from latency/opdb/; the others written by ``sdsl calibrate`` from Vidur's
+    H100-SXM, A100-80GB and A40 timings, one form on all three: elementwise kernels, GEMMs with 128-row tiles and the kernel
     terms; the H100 and A100 all-reduce fitted to their DGX (NVSwitch) rows, the A40's unfitted, as Vidur
     has no A40 all-reduce; commands and held-out errors in VALIDATION.md, and ``sdsl validate latency
     --json``, key ``shipped``, measures these files on every row); for another accelerator, the cross-GPU
@@ -204,11 +256,21 @@ def default_params(hardware) -> LatencyParams:
     if hardware.kind == "gpu":
         from sdsl.core.gpu_transfer import transfer_params
 
-        measured = {k: (get_hardware(k), _packaged_params(k)) for k in _packaged_names()}
-        measured = {k: v for k, v in measured.items() if v[0].kind == "gpu"}
+        measured = {k: (get_hardware(k), _packaged_params(k)) for k in _transfer_basis()}
         if measured:
             return transfer_params(hardware, measured)
     return DEFAULT_PARAMS
+
+
+@lru_cache(maxsize=1)
+def _transfer_basis() -> tuple[str, ...]:
+    """The calibrations the cross-GPU transfer leans on: the GPUs fitted on Vidur's profiles (with their
+    overlays), the ones its leave-one-GPU-out validation covers. A GPU calibrated on the operator tables alone
+    (H200, B200) is not a basis: its elementwise terms are themselves transferred."""
+    from sdsl.core.hardware import get_hardware
+
+    return tuple(k for k in _packaged_names()
+                 if "measured_on" not in _packaged_file(k) and get_hardware(k).kind == "gpu")
 
 
 @lru_cache(maxsize=1)
