@@ -34,7 +34,7 @@ TINY = {"name": "tiny-target", "family": "llama", "n_layer": 2, "d_model": 64, "
 
 
 def _models(tiny: bool):
-    from sdsl.core.architecture import ModelSpec, get_model
+    from sdsl.catalog.models import ModelSpec, get_model
 
     if tiny:
         return ModelSpec(**TINY), ModelSpec(**(TINY | {"name": "tiny-draft", "n_layer": 1, "d_model": 32, "n_head": 2,

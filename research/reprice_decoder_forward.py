@@ -22,7 +22,7 @@ VARIANTS = {"forward": ("cold", "pack", "row"), "no_row": ("cold", "pack"), "no_
 
 
 def _price(data, spec, fits, rho):
-    from sdsl.core.hardware import get_hardware
+    from sdsl.catalog.hardware import get_hardware
     from research.forward_forms import priced_speedup_forward
     from sdsl.experiments.decoder_pricing import pair_models
 

@@ -21,7 +21,7 @@ from sdsl._paths import data_path
 
 
 def refit() -> dict:
-    from sdsl.core import engine
+    from sdsl.engine import profiles as engine
     from sdsl.experiments.engine_fit import fit_profiles, free_terms, loso, published_points
     from sdsl.experiments.published_rows import ENGINE_SETS
     from sdsl.experiments.published_validation import speed_error, summarize

@@ -2,7 +2,7 @@
 
 1. **Accepted length, leave one source out.** Every catalogued row with an accepted length, a k or tree
    shape and greedy or unstated temperature is predicted by the rules that give sdsl's default acceptance
-   (:func:`sdsl.core.acceptance.catalog_rules.predict_row`) from the *other* sources' rows only: the
+   (:func:`sdsl.acceptance.rules.predict_row`) from the *other* sources' rows only: the
    decay ratios (:func:`sdsl.fit.acceptance_fit.fit_decay_groups`) and the draft temperature of the tree
    model (:func:`sdsl.fit.acceptance_fit.fit_draft_temperature`) are refitted without the held-out source
    too (without SpecForge no chain/tree pair is left, and trees are chosen by acceptance). Reported pooled,
@@ -14,10 +14,10 @@
    setting's measured chains, nodes chosen by acceptance (the earlier model) or by the draft's scores
    (temperature fitted on all pairs, and leave-one-target-out), with the rank ratio profiled.
 4. **Ranking in Spec-Bench.** For each Spec-Bench target and GPU, the methods sdsl has a proposer for, priced
-   by :func:`sdsl.core.speculation.price_step` on that GPU at batch 1 (the cost model is ``engine``:
+   by :func:`sdsl.speculation.step.price_step` on that GPU at batch 1 (the cost model is ``engine``:
    ``"roofline"``, the shipped calibrated operator roofline alone — the ``ideal`` engine profile — with
    ``pass_overhead_s`` host time per forward pass, 0 by default; or an engine execution profile, any
-   :func:`sdsl.core.engine.resolve_engine` spec or :class:`~sdsl.core.engine.EngineProfile`, e.g. ``"hf-eager"``,
+   :func:`sdsl.engine.profiles.resolve_engine` spec or :class:`~sdsl.engine.profiles.EngineProfile`, e.g. ``"hf-eager"``,
    the Hugging Face eager decoding Spec-Bench runs), with the measured accepted length (an oracle acceptance:
    this checks the cost model) and with the leave-one-source-out prediction; Kendall τ of predicted against
    measured speedup order.
@@ -57,7 +57,7 @@ def _stats(errors) -> dict:
 @lru_cache(maxsize=64)
 def _held_out_models(source: str):
     """(decay ratios, tree model) fitted without ``source``."""
-    from sdsl.core.acceptance.catalog_rules import TreeModel
+    from sdsl.acceptance.rules import TreeModel
     from sdsl.fit.acceptance_fit import fit_decay_groups
 
     ratios = fit_decay_groups(exclude_sources=(source,))
@@ -67,7 +67,7 @@ def _held_out_models(source: str):
 
 
 def _temperature_without(source: str):
-    from sdsl.core.acceptance_catalog import catalog_rows, chain_tree_pairs
+    from sdsl.acceptance.catalog import catalog_rows, chain_tree_pairs
 
     if not any(c.source_id == source or t.source_id == source for c, t in chain_tree_pairs(catalog_rows())):
         source = ""  # the source has no pair: the fit on every pair is already without it
@@ -84,8 +84,8 @@ def _temperature_fit(source: str):
 
 def loso_predictions(rows=None) -> tuple[list, list]:
     """(predicted, not predicted): one dict per catalogued row with an accepted length (module docstring, 1)."""
-    from sdsl.core.acceptance.catalog_rules import predict_row
-    from sdsl.core.acceptance_catalog import catalog_rows
+    from sdsl.acceptance.rules import predict_row
+    from sdsl.acceptance.catalog import catalog_rows
 
     rows = [r for r in (catalog_rows() if rows is None else rows) if r.accepted_length is not None]
     done, skipped = [], []
@@ -121,7 +121,7 @@ def _summary(done: list) -> dict:
 
 def k_sweep_check() -> dict:
     """Upward predictions of every catalog sweep from its smallest k (module docstring, 2)."""
-    from sdsl.core.acceptance.decay import decay_tau, group_decay, solve_decay
+    from sdsl.acceptance.decay import decay_tau, group_decay, solve_decay
     from sdsl.fit.acceptance_fit import catalog_sweeps
 
     out = {"leave_one_source_out": [], "both_groups_fitted": [], "previous_r": [], "iid": []}
@@ -164,7 +164,7 @@ def k_sweep_check() -> dict:
 def within_source_check(source: str = "sgl-project/SpecForge") -> dict:
     """Inside one multi-target source (not held out by source): each chain row predicted from the same source's
     other rows at the same k, by which rows are used — the evidence for putting workload before target in the tiers."""
-    from sdsl.core.acceptance.catalog_rules import row_fit, target_family
+    from sdsl.acceptance.rules import row_fit, target_family
 
     rows = [r for r in _evidence() if r.source_id == source and r.structure == "chain"]
     fits = {r.row_id: row_fit(r) for r in rows}
@@ -186,14 +186,14 @@ def within_source_check(source: str = "sgl-project/SpecForge") -> dict:
 
 
 def _tau(a, r, k):
-    from sdsl.core.acceptance.decay import decay_tau
+    from sdsl.acceptance.decay import decay_tau
 
     return float(decay_tau(a, r, int(k)))
 
 
 def _evidence():
-    from sdsl.core.acceptance.catalog_rules import row_is_evidence
-    from sdsl.core.acceptance_catalog import catalog_rows
+    from sdsl.acceptance.rules import row_is_evidence
+    from sdsl.acceptance.catalog import catalog_rows
 
     return [r for r in catalog_rows() if row_is_evidence(r) is None]
 
@@ -209,8 +209,8 @@ def _both_groups_without(source: str) -> dict:
 
 def tree_pair_check() -> dict:
     """SpecForge's chain/tree pairs under the earlier and the draft-score tree model (module docstring, 3)."""
-    from sdsl.core.acceptance.decay import decay_conditional
-    from sdsl.core.trees import DEFAULT_RANK_RATIO, sglang_tree_tau_stack
+    from sdsl.acceptance.decay import decay_conditional
+    from sdsl.acceptance.trees import DEFAULT_RANK_RATIO, sglang_tree_tau_stack
     from sdsl.fit.acceptance_fit import TEMPERATURE_GRID, fit_draft_temperature, tree_pair_errors
 
     fit = fit_draft_temperature()
@@ -262,7 +262,7 @@ def _vicuna(row_target: str):
     """Vicuna v1.3's shape: LLaMA-1's (Touvron et al. 2023, arXiv 2302.13971, Table 2: 7B d 4096, 32 heads,
     32 layers; 13B 5120, 40, 40; 33B 6656, 52, 60), SwiGLU width 2/3·4d rounded up to 256 (11008, 13824,
     17920 in the released configs), vocabulary 32000, context 2048. 7B and 13B equal Llama-2's catalog shapes."""
-    from sdsl.core.architecture import ModelSpec, get_model
+    from sdsl.catalog.models import ModelSpec, get_model
 
     size = row_target.split("-")[1].lower()
     if size in ("7b", "13b"):
@@ -286,7 +286,7 @@ _NO_PROPOSER = {"hydra": "no Hydra proposer in sdsl", "lookahead": "no Lookahead
 
 
 def _proposer(method: str):
-    from sdsl.core.proposers import Eagle3Head, make_proposer
+    from sdsl.speculation.proposers import Eagle3Head, make_proposer
 
     if method == "eagle3":
         return Eagle3Head(vocab=32000)  # Vicuna's vocabulary is 32000: the head's draft vocabulary is the full one
@@ -295,17 +295,17 @@ def _proposer(method: str):
 
 def cost_profile(engine):
     """The engine profile a cost model name prices with: ``"roofline"`` the roofline alone (``ideal``), anything else
-    as :func:`sdsl.core.engine.resolve_engine` takes it (an unknown name is a one-line :class:`UnknownNameError`)."""
-    from sdsl.core.engine import resolve_engine
+    as :func:`sdsl.engine.profiles.resolve_engine` takes it (an unknown name is a one-line :class:`UnknownNameError`)."""
+    from sdsl.engine.profiles import resolve_engine
 
     return resolve_engine("ideal" if isinstance(engine, str) and engine.strip().lower() in COST_ENGINES else engine)
 
 
 def _price(row, tau: float, engine, pass_overhead_s: float) -> float:
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.hardware import get_hardware
-    from sdsl.core.latency import default_params
-    from sdsl.core.speculation import price_step
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.catalog.hardware import get_hardware
+    from sdsl.roofline.latency import default_params
+    from sdsl.speculation.step import price_step
 
     hw = get_hardware(next(v for k, v in _HARDWARE.items() if row.hardware.startswith(k)))
     dep = Deployment(hw, tp=1, dtype="fp16", params=default_params(hw), engine=cost_profile(engine))
@@ -319,7 +319,7 @@ def specbench_ranking(predictions: dict | None = None, *, engine="roofline", pas
     """Per Spec-Bench (target, GPU): measured speedups, speedups priced with the measured and with the
     leave-one-source-out accepted length, and Kendall τ of each against the measured order. ``engine``:
     ``"roofline"`` or an engine profile (:func:`cost_profile`)."""
-    from sdsl.core.acceptance_catalog import catalog_rows
+    from sdsl.acceptance.catalog import catalog_rows
 
     profile = cost_profile(engine)
     if predictions is None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sdsl.core.kernels import allreduce_time, smooth_max
+from sdsl.roofline.kernels import allreduce_time, smooth_max
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -57,7 +57,7 @@ _HI = [1e-3, 50.0, 1e-3, 1.0, 1e-3, 1.0, 1e-4, 1e-3, 1.0]
 
 
 def nvls_time(message_bytes, n_gpu, bandwidth: float, x) -> np.ndarray:
-    """:func:`sdsl.core.kernels.allreduce_time` (ring Simple/LL above the floor) with NVLS competing
+    """:func:`sdsl.roofline.kernels.allreduce_time` (ring Simple/LL above the floor) with NVLS competing
     for n_gpu > 2: latency + bytes/(η_NVLS·bw). ``x`` = (floor, p, LL latency, η_LL, latency, η, step
     latency, NVLS latency, η_NVLS)."""
     floor, p, ll_lat, ll_eta, lat, eta, step, nv_lat, nv_eta = map(float, x)

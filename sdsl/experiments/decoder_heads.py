@@ -8,7 +8,7 @@ time, one torch thread, fastest of ``repeats`` per prompt, each prompt also deco
 it so that the speedup compares runs made under the same machine conditions), τ, and the accept-count histogram
 with the per-position acceptance (P(depth i accepted | depth i−1 was)). Every row, chain or tree, is
 also priced by sdsl's cost model from its measured τ (:func:`price_row`: the proposer's passes from
-:class:`sdsl.core.trees.TokenTree`, each priced by :mod:`sdsl.core.proposers` — ``EagleHead`` for the
+:class:`sdsl.acceptance.trees.TokenTree`, each priced by :mod:`sdsl.speculation.proposers` — ``EagleHead`` for the
 head, ``DraftModel`` for the family drafts — with the shipped CPU calibration). Summary keys: ``head_best_speedup``,
 ``tree_best_speedup``, ``chain_best_speedup`` (best chain of a draft model or the head) and
 ``tree_beats_chain``.
@@ -141,8 +141,8 @@ def _row(proposer: str, tree: str, measured: dict) -> dict:
 
 
 def core_tree(text: str):
-    """The decoder's tree (``"chain4"``, ``"3x2x1"``) as :class:`sdsl.core.trees.TokenTree` (root dropped)."""
-    from sdsl.core.trees import TokenTree as CoreTree
+    """The decoder's tree (``"chain4"``, ``"3x2x1"``) as :class:`sdsl.acceptance.trees.TokenTree` (root dropped)."""
+    from sdsl.acceptance.trees import TokenTree as CoreTree
     from sdsl.torch.tree import TokenTree
 
     return CoreTree(tuple(p - 1 for p in TokenTree.parse(text).parents[1:]))
@@ -157,11 +157,11 @@ def price_row(row: dict, target, proposer, deployment, prompt_len: int | None = 
     τ_r is the requested tokens per step the run measured (``requested_tau``: prompts × max_new / steps; the last
     step's overshoot is not output), τ when a row lacks it; the head's extend runs over the τ tokens emitted.
 
-    Passes and verified tokens come from the tree (:class:`sdsl.core.trees.TokenTree`:
+    Passes and verified tokens come from the tree (:class:`sdsl.acceptance.trees.TokenTree`:
     ``draft_tokens_per_pass``, ``verify_tokens``); a tree's mask is priced as context L + (n+1)/2 as in
-    :func:`sdsl.core.speculation.price_step`. This is a variant of the shared step pricing (it prices the
-    reference decoder's own tree passes, any :class:`~sdsl.core.trees.TokenTree`, where ``price_step`` prices
-    SGLang's (steps, topk, tokens) trees). The head (:class:`sdsl.core.proposers.EagleHead`)
+    :func:`sdsl.speculation.step.price_step`. This is a variant of the shared step pricing (it prices the
+    reference decoder's own tree passes, any :class:`~sdsl.acceptance.trees.TokenTree`, where ``price_step`` prices
+    SGLang's (steps, topk, tokens) trees). The head (:class:`sdsl.speculation.proposers.EagleHead`)
     merges EAGLE's draft-extend into its first pass, which the decoder runs over every slot of the accepted
     path, depth + 1 per sequence (``benchmarks/results/head_step_accounting.json``), and adds its selection and
     verification kernels (:meth:`EagleHead.worker_time`, draft extend off). With ``prompt_len`` and ``max_new``
@@ -170,7 +170,7 @@ def price_row(row: dict, target, proposer, deployment, prompt_len: int | None = 
     every GEMM of the plain, verify and drafting forwards is priced at the CPU GEMM row factor κ(rows, weight bytes)
     (:mod:`sdsl.experiments.synthetic_terms`, measured on weight shapes of no family model), as the synthetic sweep
     and the SmolLM2 rows are."""
-    from sdsl.core.proposers import EagleHead, forward_time
+    from sdsl.speculation.proposers import EagleHead, forward_time
 
     tree, tau, context = core_tree(row["tree"]), float(row["tau"]), deployment.context
     tokens = float(row.get("requested_tau", tau))
@@ -202,8 +202,8 @@ def _price_rows(rows: list[dict], target_meta: dict, draft_metas: dict, context:
     """Every row (chains and trees, draft models and the head) with ``pred_speedup`` (:func:`price_row`,
     the shipped CPU calibration; ``gemm_rows=False`` leaves κ out, for the ablation) and ``speedup_error`` =
     predicted / measured − 1."""
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.proposers import DraftModel, EagleHead
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.speculation.proposers import DraftModel, EagleHead
 
     deployment = Deployment("cpu", dtype="fp32", context=context, params=cpu_params())
     target = family_spec(target_meta["spec"])

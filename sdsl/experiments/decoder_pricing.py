@@ -6,7 +6,7 @@ of either model: its operator and decoder-layer profiles (``profiles/cpu-*.csv``
 same name or the same layer width ``d_model``) and its whole-forward rows (``profiles/model-*-cpu.csv``).
 
 **Terms.** A speculative step is priced by the shared step function users call
-(:func:`sdsl.core.speculation.price_step`, docs/model.md §3.3 and §3.7): T_draft + T_target(b, γ + 1) +
+(:func:`sdsl.speculation.step.price_step`, docs/model.md §3.3 and §3.7): T_draft + T_target(b, γ + 1) +
 T_host, with τ tokens per sequence (:func:`shared_step`). The terms are switched on one by one so each can be
 judged on its own (:data:`MODELS`); the first four are terms of the shared pricing, set from what the
 reference decoder and its benchmark do:
@@ -18,9 +18,9 @@ reference decoder and its benchmark do:
   step (its cache may hold a rejected draft), so the first draft forward is over q = 2 tokens:
   ``DraftModel(first_pass_tokens=2)``;
 * ``finish`` — only the first ``max_new`` tokens of a sequence count and a batch steps until its
-  slowest sequence is done: τ becomes :func:`sdsl.core.finish.effective_tau` (the step is priced at that τ);
+  slowest sequence is done: τ becomes :func:`sdsl.speculation.finish.effective_tau` (the step is priced at that τ);
 * ``switch`` — switching models: the target's forward evicts the draft's weights and KV cache, so the
-  draft's first forward of each step re-reads them from DRAM (:func:`sdsl.core.model_switch.switch_time_s`,
+  draft's first forward of each step re-reads them from DRAM (:func:`sdsl.roofline.model_switch.switch_time_s`,
   ρ from the committed bandwidth sweep ``profiles/bandwidth-cpu.csv``, :func:`measured_dram_ratio`):
   ``DraftModel(switch_ratio=ρ)``.
 
@@ -56,10 +56,10 @@ PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 
 @lru_cache(maxsize=4)
 def measured_dram_ratio(path=None) -> float:
-    """ρ (:func:`sdsl.core.model_switch.dram_ratio`) of the committed bandwidth sweep of this CPU (read once)."""
+    """ρ (:func:`sdsl.roofline.model_switch.dram_ratio`) of the committed bandwidth sweep of this CPU (read once)."""
     import pandas as pd
 
-    from sdsl.core.model_switch import dram_ratio
+    from sdsl.roofline.model_switch import dram_ratio
 
     sweep = pd.read_csv(PROFILES / "bandwidth-cpu.csv" if path is None else path)
     return dram_ratio(sweep["size_bytes"], sweep["warm_gbs"], sweep["cold_gbs"])
@@ -67,15 +67,15 @@ def measured_dram_ratio(path=None) -> float:
 
 def shared_step(target, draft, gamma, alpha, batch, dep, *, overhead=0.0, overhead_plain=0.0,
                 max_new: int | None = None, terms=MODELS[DEFAULT_MODEL], dram_ratio: float | None = None):
-    """The row's step priced by the shared step function (:func:`sdsl.core.speculation.price_step`, what
+    """The row's step priced by the shared step function (:func:`sdsl.speculation.step.price_step`, what
     ``sdsl predict`` calls), with the shared terms among ``terms`` (module docstring): ``overhead`` as the host
     time per speculative and per plain step, ``resync`` and ``switch`` as the draft model's
-    ``first_pass_tokens = 2`` and ``switch_ratio = ρ`` (:class:`sdsl.core.proposers.DraftModel`), ``finish`` as
-    the τ the benchmark's max_new and static batch leave (:func:`sdsl.core.finish.effective_tau`)."""
-    from sdsl.core.acceptance import tau
-    from sdsl.core.finish import effective_tau
-    from sdsl.core.proposers import DraftModel, NGramLookup
-    from sdsl.core.speculation import price_step
+    ``first_pass_tokens = 2`` and ``switch_ratio = ρ`` (:class:`sdsl.speculation.proposers.DraftModel`), ``finish`` as
+    the τ the benchmark's max_new and static batch leave (:func:`sdsl.speculation.finish.effective_tau`)."""
+    from sdsl.acceptance import tau
+    from sdsl.speculation.finish import effective_tau
+    from sdsl.speculation.proposers import DraftModel, NGramLookup
+    from sdsl.speculation.step import price_step
 
     ovh, ovh0 = (overhead, overhead_plain) if "overhead" in terms else (0.0, 0.0)
     if draft is None:
@@ -95,7 +95,7 @@ def priced_speedup(target, draft, gamma, alpha, batch, ctx, params, hw, *, overh
     Without ``rows`` it is the shared step's speedup (:func:`shared_step`); ``rows`` adds CPU-only seconds to it
     here, outside the shared pricing. ``dram_ratio`` (ρ) prices the ``switch`` term (default:
     :func:`measured_dram_ratio`)."""
-    from sdsl.core.deployment import Deployment
+    from sdsl.roofline.deployment import Deployment
 
     dep = Deployment(hw, dtype="fp32", context=ctx, params=params)
     step = shared_step(target, draft, gamma, alpha, batch, dep, overhead=overhead, overhead_plain=overhead_plain,
@@ -125,7 +125,7 @@ def heldout_inputs(profiles=None, forwards=None):
     """(operator rows, [(layer rows, ModelSpec)], [(forward rows, ModelSpec)]) of every CPU profile."""
     import pandas as pd
 
-    from sdsl.core.architecture import ModelSpec
+    from sdsl.catalog.models import ModelSpec
     from sdsl.fit.model_steps import read_model_steps
     from sdsl.fit.profiles import read_profile
 
@@ -144,7 +144,7 @@ def heldout_inputs(profiles=None, forwards=None):
 
 def heldout_params(held, spec: dict, inputs):
     """(LatencyParams, what was dropped) fitted without any row of the checkpoints in ``held``."""
-    from sdsl.core.hardware import get_hardware
+    from sdsl.catalog.hardware import get_hardware
     from sdsl.fit.calibration import fit_latency
 
     ops, layers, steps = inputs
@@ -187,7 +187,7 @@ def pair_params(pairs, spec, cache) -> dict:
     """{(target, proposer): (LatencyParams, fit record)}, each fitted once and kept in the row cache."""
     from dataclasses import asdict
 
-    from sdsl.core.latency import LatencyParams
+    from sdsl.roofline.latency import LatencyParams
 
     digest, inputs, out = _inputs_digest(), None, {}
     for t, d in pairs:
@@ -213,11 +213,11 @@ def price_rows(rows: list[dict], spec: dict, ctx: int, max_new: int, fits: dict,
     ``pred_speedup_<model>`` (leak-free, one fit per pair) for every :data:`MODELS` entry,
     ``pred_speedup`` = the :data:`DEFAULT_MODEL` (leak-free unless ``in_sample``), ``pred_speedup_in_sample`` with
     the committed calibration, ``pred_speedup_pooled_alpha`` at the α pooled over γ (the optimizer's view)
-    and ``pred_steps`` (E[steps to finish every chunk], :func:`sdsl.core.finish.steps_to_finish`) beside
+    and ``pred_steps`` (E[steps to finish every chunk], :func:`sdsl.speculation.finish.steps_to_finish`) beside
     the measured ``steps``.
     """
-    from sdsl.core.finish import steps_to_finish
-    from sdsl.core.hardware import get_hardware
+    from sdsl.speculation.finish import steps_to_finish
+    from sdsl.catalog.hardware import get_hardware
 
     hw, rho = get_hardware("cpu"), measured_dram_ratio()
     for r in rows:

@@ -9,8 +9,8 @@ target's vocabulary) and an EAGLE-shaped head (fc + one decoder layer at the tar
 target's LM head). For every proposer × k × batch × α the measured speedup over plain decoding (process
 CPU time, one torch thread; each row paired with its own plain decoding at the same batch, adjacent in time,
 ``repeats`` pairs in ABBA order, the median pair's ratio: :func:`measure_paired`) is compared with sdsl's prediction:
-:func:`sdsl.core.speculation.price_step` with the proposer's cost model from
-:mod:`sdsl.core.proposers` (a draft model; EAGLE-1's head with its draft-extend pass and selection
+:func:`sdsl.speculation.step.price_step` with the proposer's cost model from
+:mod:`sdsl.speculation.proposers` (a draft model; EAGLE-1's head with its draft-extend pass and selection
 kernels), on the ``cpu`` hardware with the shipped CPU calibration
 (``profiles/cpu.calib.json``, fitted to the byte-level family and llama-68m only: the synthetic shapes
 are held out of it), with the decoder's own per-step overhead T_overhead measured with zero-cost
@@ -22,11 +22,11 @@ stand-ins (:func:`sdsl.torch.synthetic.loop_overhead`, once per proposer × k ×
 with the terms of :data:`TERMS` (:mod:`sdsl.experiments.synthetic_terms`): Δ, Δ₀ the CPU GEMM row factor's
 extra seconds (every forward's GEMMs at κ(rows, weight bytes)) and the draft's two-token re-read, n / E[K_b] the
 requested tokens per sequence per step (``finish``: n = max_new, E[K_b] the expected steps until the slowest of b
-sequences has n tokens, :func:`sdsl.core.finish.effective_tau`; τ(α, k) without the term; only the first n tokens
+sequences has n tokens, :func:`sdsl.speculation.finish.effective_tau`; τ(α, k) without the term; only the first n tokens
 of a sequence count, in the measurement too), the EAGLE head's draft-extend logits at the last token only, and the
 reference head's own work counted exactly (``benchmarks/head_step_accounting.py``): its extend pass over all
 k + 1 slots and its prompt pass in the first decode step (:func:`prompt_pass_s`). The head drafts k − 1 passes
-after the extend pass (:meth:`sdsl.core.proposers.EagleHead.draft_time`).
+after the extend pass (:meth:`sdsl.speculation.proposers.EagleHead.draft_time`).
 
 Rows are cached in a JSON file keyed by configuration (resumable); :func:`summarise_synthetic` and
 :func:`reprice` recompute the summary from the measured rows alone (what the test suite checks).
@@ -96,7 +96,7 @@ def family_spec(spec: dict):
     """A core ModelSpec from a family checkpoint's spec dict."""
     from dataclasses import fields
 
-    from sdsl.core.architecture import ModelSpec
+    from sdsl.catalog.models import ModelSpec
 
     names = {f.name for f in fields(ModelSpec)}
     return ModelSpec(**{k: v for k, v in spec.items() if k in names})
@@ -113,13 +113,13 @@ COUNTED = "first max_new tokens of each sequence"
 
 
 def _price(row: dict, specs: dict, settings: dict, params, terms=TERMS) -> float:
-    """sdsl's predicted speedup of one row (module docstring): :func:`sdsl.core.speculation.price_step`
-    with the proposer's cost model (:mod:`sdsl.core.proposers`: a draft model, or EAGLE-1's head with its
+    """sdsl's predicted speedup of one row (module docstring): :func:`sdsl.speculation.step.price_step`
+    with the proposer's cost model (:mod:`sdsl.speculation.proposers`: a draft model, or EAGLE-1's head with its
     draft-extend pass and selection kernels), τ from the row's α, the measured overheads, and ``terms``
     (:mod:`sdsl.experiments.synthetic_terms`: the CPU GEMM row factor, the draft's re-read)."""
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.proposers import DraftModel, EagleHead
-    from sdsl.core.speculation import price_step
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.speculation.proposers import DraftModel, EagleHead
+    from sdsl.speculation.step import price_step
 
     deployment = Deployment(settings["hardware"], dtype=settings["dtype"],
                             context=settings["prompt_len"] + settings["max_new"] // 2, params=params)
@@ -141,11 +141,11 @@ def _price(row: dict, specs: dict, settings: dict, params, terms=TERMS) -> float
 
 def _tokens_per_step(alpha, gamma, tau, batch, max_new, terms) -> float:
     """Requested tokens per sequence per step. With ``finish`` in ``terms``: max_new / E[K_b], the steps a static
-    batch of b runs until its slowest sequence has ``max_new`` tokens (:func:`sdsl.core.finish.effective_tau`: the
+    batch of b runs until its slowest sequence has ``max_new`` tokens (:func:`sdsl.speculation.finish.effective_tau`: the
     batch tail and the last step's overshoot, which the measurement does not count); τ without it."""
     if "finish" not in terms:
         return float(tau)
-    from sdsl.core.finish import effective_tau
+    from sdsl.speculation.finish import effective_tau
 
     return float(effective_tau(alpha, gamma, max_new, batch))
 
@@ -190,8 +190,8 @@ def without_predictions(rows: list[dict]) -> list[dict]:
 
 def _extra_terms(row, specs, deployment, proposer, alpha, tau, terms, hardware) -> tuple[float, float]:
     """Seconds the terms add to a speculative step and to a plain step (:mod:`sdsl.experiments.synthetic_terms`)."""
-    from sdsl.core.latency import ModelShapes
-    from sdsl.core.proposers import forward_time
+    from sdsl.roofline.latency import ModelShapes
+    from sdsl.speculation.proposers import forward_time
     from sdsl.experiments.synthetic_terms import model_extra_s, passes_extra_s, reread_probability
 
     b, g, ctx, target = row["batch"], row["gamma"], deployment.context, specs["target"]
@@ -215,8 +215,8 @@ def prompt_pass_s(row, specs, deployment, proposer, alpha, tau, terms, settings)
     """The reference decoder's head is prefilled inside the timed loop: its first decode step runs the head over
     the prompt's P − 1 pairs (target feature, next token) instead of the usual draft-extend rows
     (``benchmarks/results/head_step_accounting.json``), once per run; spread over the run's expected steps
-    E[K_b] (:func:`sdsl.core.finish.steps_to_finish`). Priced like the extend pass (same form, same terms)."""
-    from sdsl.core.finish import steps_to_finish
+    E[K_b] (:func:`sdsl.speculation.finish.steps_to_finish`). Priced like the extend pass (same form, same terms)."""
+    from sdsl.speculation.finish import steps_to_finish
     from sdsl.experiments.synthetic_terms import passes_extra_s
 
     b, g, target = row["batch"], row["gamma"], specs["target"]
@@ -233,7 +233,7 @@ def prompt_pass_s(row, specs, deployment, proposer, alpha, tau, terms, settings)
 
 
 def _specs(target_name, draft_name) -> dict:
-    from sdsl.core.architecture import get_model
+    from sdsl.catalog.models import get_model
 
     target = get_model(target_name)
     return {"target": target, "draft": draft_spec_for(get_model(draft_name), target), "head": head_spec_for(target)}
@@ -313,7 +313,7 @@ def synthetic_sweep(target=SYNTHETIC_DEFAULTS["target"], draft=SYNTHETIC_DEFAULT
 
     from tqdm.auto import tqdm
 
-    from sdsl.core.acceptance import alpha_from_accept_histogram
+    from sdsl.acceptance import alpha_from_accept_histogram
     from sdsl.torch.harness.layer import TORCH_DTYPES
 
     torch.set_num_threads(threads)

@@ -8,8 +8,8 @@ accept-count histogram), τ, tokens/s and speedup. Next to them, two predictions
   proposer) priced with a CPU calibration refitted without any row of its models (leak-free; or the
   committed ``profiles/cpu.calib.json`` with ``in_sample``), with the decoder's own per-step overhead
   T_overhead (docs/model.md §3.3, measured with zero-cost stand-in models, :func:`loop_overhead`), the
-  overshoot and batch tail of :mod:`sdsl.core.finish`, the draft's q = 2 resync forward and the draft's
-  re-read of what the target evicted (:mod:`sdsl.core.model_switch`); each term's share is reported per
+  overshoot and batch tail of :mod:`sdsl.speculation.finish`, the draft's q = 2 resync forward and the draft's
+  re-read of what the target evicted (:mod:`sdsl.roofline.model_switch`); each term's share is reported per
   model variant (``models``);
 * ``pred_speedup_steps`` — τ·(T_t(b,1) + o₀) / (T_d(b,2) + (γ−1)·T_d(b,1) + T_t(b,γ+1) + o), priced with
   each model's measured forward times (median of 15, microbenchmarked here).
@@ -44,8 +44,8 @@ DEFAULT_DRAFTS = ("byte-d64", "byte-d96", "byte-d128", "byte-wide", "byte-deep")
 
 
 def model_spec(spec: dict):
-    """A core :class:`sdsl.core.architecture.ModelSpec` from a checkpoint's spec dict."""
-    from sdsl.core.architecture import ModelSpec
+    """A core :class:`sdsl.catalog.models.ModelSpec` from a checkpoint's spec dict."""
+    from sdsl.catalog.models import ModelSpec
 
     names = {f.name for f in fields(ModelSpec)}
     return ModelSpec(**{k: v for k, v in spec.items() if k in names})
@@ -158,7 +158,7 @@ def _run(target, proposer, gamma, batch, prompts, max_new, temperature, seed, re
            "chunk_sizes": chunk_sizes, "decode_s": secs, "draft_s": draft_s, "target_s": target_s,
            "tokens_per_s": tokens / secs, "repeats": repeats, "clock": clock}
     if gamma:
-        from sdsl.core.acceptance import alpha_from_accept_histogram, positional_acceptance
+        from sdsl.acceptance import alpha_from_accept_histogram, positional_acceptance
 
         out.update(accept_counts=counts.tolist(), alpha=float(alpha_from_accept_histogram(counts)),
                    tau=float((np.arange(gamma + 1) * counts).sum() / counts.sum() + 1),
@@ -298,14 +298,14 @@ def _plane(models, ppl, prompts, max_new, temperature, seed, tag, cache) -> dict
 
 
 def _optimize_pick(rows, best_cfg, spec, ctx, fits, params, in_sample: bool) -> dict:
-    """The pick of ``sdsl optimize``'s ranking (the draft grid, :func:`sdsl.core.search.evaluate_grid`, which prices
-    drafts with the same stacked :func:`sdsl.core.speculation.price_step` call; no decoder overhead),
+    """The pick of ``sdsl optimize``'s ranking (the draft grid, :func:`sdsl.plan.search.evaluate_grid`, which prices
+    drafts with the same stacked :func:`sdsl.speculation.step.price_step` call; no decoder overhead),
     each model draft at its pooled measured α, for the best row's target and batch; each draft is
     priced with its pair's held-out fit (or the committed calibration when ``in_sample``)."""
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.hardware import get_hardware
-    from sdsl.core.latency import LatencyParams
-    from sdsl.core.search import evaluate_grid
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.catalog.hardware import get_hardware
+    from sdsl.roofline.latency import LatencyParams
+    from sdsl.plan.search import evaluate_grid
 
     held = {(f["target"], f["draft"]): f for f in fits}
     t, b = best_cfg["target"], best_cfg["batch"]

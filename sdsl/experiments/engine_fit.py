@@ -2,8 +2,8 @@
 published rows each profile prices, and the same fit leaving out one source at a time.
 
 Every published row sdsl can price is priced once with its profile (:func:`sdsl.experiments.published_rows.row_engine`;
-the measured accepted length is τ) and kept as its :class:`~sdsl.core.engine.StepPieces`; varying a profile's time
-terms then costs one :func:`sdsl.core.engine.host_seconds` call per row, not a new pricing. A profile's free terms
+the measured accepted length is τ) and kept as its :class:`~sdsl.engine.profiles.StepPieces`; varying a profile's time
+terms then costs one :func:`sdsl.engine.profiles.host_seconds` call per row, not a new pricing. A profile's free terms
 minimise Σ log(predicted / measured)² over its rows (bounded below by zero). A term its rows cannot pin — no row
 moves it, or every row it moves moves in proportion to another term of a profile with more rows (a per-step host
 time and a per-speculative-step one, where no row tells them apart) — takes the fallback below and the rest are
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sdsl.core.engine import FREE_TERMS, EngineProfile, engine_profiles
+from sdsl.engine.profiles import FREE_TERMS, EngineProfile, engine_profiles
 from sdsl.experiments.published_rows import ENGINE_SETS
 from sdsl.fit.engine_calibration import TERM_BOUNDS as BOUNDS
 
@@ -76,8 +76,8 @@ def predict_point(point: Point, terms: dict | None = None) -> float:
 
 def published_points(row_sets=ENGINE_SETS) -> tuple[list[Point], list[dict]]:
     """(every published row sdsl can price, priced with its profile; the rows it cannot price with the reason)."""
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.speculation import price_step
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.speculation.step import price_step
     from sdsl.experiments.published_rows import (Unpriceable, interpret_decode, interpret_speculative, load_rows,
                                                  row_engine, source_key)
 

@@ -24,7 +24,7 @@ import numpy as np
 from sdsl.fit.calibration import DECODE_MAX_TOKENS, fit_latency
 from sdsl.fit.transfer import VIDUR_FOLDERS
 from sdsl.errors import ProfileError
-from sdsl.core.latency import LatencyParams
+from sdsl.roofline.latency import LatencyParams
 from sdsl.fit.calibration import GPU_M_TILE
 from sdsl.serving.linear_model import TURBOSPEC_PUBLISHED
 
@@ -64,7 +64,7 @@ def leave_one_model_out(data: "pd.DataFrame", hardware=None, smoothness: str | f
     """
     import pandas as pd
 
-    from sdsl.core.hardware import get_hardware
+    from sdsl.catalog.hardware import get_hardware
     from sdsl.fit.transfer import resolve_gpu_folders
 
     folders = sorted(data["hardware"].unique())
@@ -101,7 +101,7 @@ def _launch_base(elementwise, gpu: str, held: str | None, hw) -> LatencyParams |
     all), whose fixed cost is the GEMM kernel terms' launch floor; None without elementwise rows."""
     if elementwise is None:
         return None
-    from sdsl.core.latency import DEFAULT_PARAMS
+    from sdsl.roofline.latency import DEFAULT_PARAMS
     from sdsl.fit.elementwise import fit_elementwise
 
     rows = elementwise[(elementwise["hardware"] == gpu) & (elementwise["model"] != held)]
@@ -170,7 +170,7 @@ def _leave_one_tp_out(rows: "pd.DataFrame", hardware, base: LatencyParams, ring_
 
 
 def allreduce_validation(network: Path, gpu: str, hardware, base: LatencyParams) -> tuple[LatencyParams, dict | None]:
-    """The all-reduce (:func:`sdsl.core.kernels.allreduce_time`) fitted to ``gpu``'s DGX (NVSwitch)
+    """The all-reduce (:func:`sdsl.roofline.kernels.allreduce_time`) fitted to ``gpu``'s DGX (NVSwitch)
     single-node rows, TP 2/4/8, and checked with each TP degree held out of the fit: MAPE and median
     signed error per TP, pooled over every held-out row, the worst TP. The pairwise-NVLink node's 2-GPU
     rows (GPUs bridged in pairs: another interconnect) are predicted by the DGX fit, never fitted
@@ -215,9 +215,9 @@ def turbospec_comparison(params: LatencyParams, *, hardware: str = "h100-sxm", c
     """
     import pandas as pd
 
-    from sdsl.core.architecture import get_model
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.latency import step_time
+    from sdsl.catalog.models import get_model
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.roofline.latency import step_time
 
     b = np.arange(1, 65) if batches is None else np.asarray(batches)
     rows = []
@@ -268,7 +268,7 @@ def shipped_errors(gpu: str, hw, data: "pd.DataFrame", ew_rows: "pd.DataFrame", 
     held-out errors of the same form are the rest of the block. ``max_rel_diff_to_fit``: the largest
     relative difference between the shipped parameters and ``fitted`` (this run's all-model fit), so a
     shipped file that is not the validated form shows."""
-    from sdsl.core.latency import default_params
+    from sdsl.roofline.latency import default_params
     from sdsl.fit.allreduce import predict_allreduce, read_allreduce, switch_rows
     from sdsl.fit.calibration import predict_op_times
     from sdsl.fit.elementwise import predict_elementwise_times

@@ -2,15 +2,15 @@
 
 Three claims are checked (VALIDATION.md, mixture-of-experts section): plain-decode tokens/s, the
 speculative/plain ratio of the same source, and whether speculation wins (ratio > 1) or loses. Plain rows are
-priced as b / T_target(b, 1, L); speculative rows with :func:`sdsl.core.speculation.price_step` — the row's
-proposer shape (the released head's config, :mod:`sdsl.core.head_catalog`), its chain or tree, and the measured
+priced as b / T_target(b, 1, L); speculative rows with :func:`sdsl.speculation.step.price_step` — the row's
+proposer shape (the released head's config, :mod:`sdsl.catalog.heads`), its chain or tree, and the measured
 accepted length as τ (an **oracle input**: these rows test the step time, not the acceptance model). The
 speculative/plain ratio is the priced speedup (both sides on the same deployment) against the source's own
 speculative value over its own plain value.
 
 Every row is priced on a deployment built by ``deployment_for(row)`` (default :func:`row_deployment`): by default
 with the profile of the engine and build each row ran on (:func:`row_engine`), with ``engine=None`` on the roofline
-alone; ``deployment_options`` go to :class:`~sdsl.core.deployment.Deployment`. Nothing is fitted to these rows.
+alone; ``deployment_options`` go to :class:`~sdsl.roofline.deployment.Deployment`. Nothing is fitted to these rows.
 
 Assumptions, the same for every row they touch (each row lists the ones it uses):
 
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sdsl.core.deployment import Deployment
+from sdsl.roofline.deployment import Deployment
 from sdsl.errors import InvalidInputError
 from sdsl.experiments.published_rows import (CHAT_CONTEXT, RowSpec, Unpriceable, _hardware, _shape, load_rows)
 
@@ -82,7 +82,7 @@ def notes_fields(notes: str) -> dict:
 
 
 def _model(name: str):
-    from sdsl.core.architecture import get_model
+    from sdsl.catalog.models import get_model
 
     key = name.strip().lower()
     if key not in MOE_MODELS:
@@ -116,8 +116,8 @@ def _ep(text: str, engine: str, assumptions: list) -> int:
 
 def _fits_tp(model, hardware: str) -> int:
     """The fewest GPUs (a power of two, at most 8) whose memory holds the weights with KV_HEADROOM left."""
-    from sdsl.core.hardware import get_hardware
-    from sdsl.core.latency import weight_bytes_per_gpu
+    from sdsl.catalog.hardware import get_hardware
+    from sdsl.roofline.latency import weight_bytes_per_gpu
 
     capacity = get_hardware(hardware).mem_capacity
     for tp in (1, 2, 4, 8):
@@ -211,8 +211,8 @@ def row_engine(spec: MoERow, engine=None):
     """The engine profile a row is priced with: ``"row"`` (``sdsl validate moe``'s default) the newest profile of the
     row's own engine dated no later than the row; ``None`` or ``"ideal"`` the roofline alone; an engine family
     (``"sglang"``) that engine's newest profile dated no later than the row (the family's newest where the row has no
-    date); any other :func:`~sdsl.core.engine.resolve_engine` spec the same profile for every row."""
-    from sdsl.core.engine import EngineProfile, engine_profiles, resolve_engine
+    date); any other :func:`~sdsl.engine.profiles.resolve_engine` spec the same profile for every row."""
+    from sdsl.engine.profiles import EngineProfile, engine_profiles, resolve_engine
 
     if engine is None or isinstance(engine, EngineProfile):
         return resolve_engine("ideal" if engine is None else engine)
@@ -236,9 +236,9 @@ def row_deployment(spec: MoERow, engine=None, **deployment_options) -> Deploymen
 
 
 def price_moe_row(spec: MoERow, deployment: Deployment, **price_options):
-    """The :class:`~sdsl.core.priced_step.PricedStep` of one row (γ = 0 for a plain row; τ = the accepted length);
-    ``price_options`` go to :func:`~sdsl.core.speculation.price_step`."""
-    from sdsl.core.speculation import price_step
+    """The :class:`~sdsl.speculation.priced_step.PricedStep` of one row (γ = 0 for a plain row; τ = the accepted length);
+    ``price_options`` go to :func:`~sdsl.speculation.step.price_step`."""
+    from sdsl.speculation.step import price_step
 
     if spec.proposer is None:
         return price_step(spec.target, "eagle3", deployment, tau=1.0, gamma=0, batch=spec.batch, **price_options)
@@ -355,7 +355,7 @@ def validate_moe(deployment_for=None, *, engine="row", label: str | None = None,
     ``"row"``: the execution profile of each row's own engine and date; None: the roofline alone; ``"sglang"``:
     each row's SGLang build by its date, :func:`row_engine` — and
     ``deployment_options``), with ``price_options`` passed to
-    :func:`~sdsl.core.speculation.price_step` (e.g. ``{"overhead_s": ...}``, a host time per speculative step):
+    :func:`~sdsl.speculation.step.price_step` (e.g. ``{"overhead_s": ...}``, a host time per speculative step):
     per-row records, the unpriced rows and why, the three claims (plain tokens/s, speculative/plain ratio,
     win/loss) over the ``class=moe`` rows, the dense comparisons apart, the verify-growth check
     (:func:`verify_growth`) and the goals. ``label`` names the step model in the output (default: "roofline, no

@@ -2,7 +2,7 @@
 
 Every mapping is stated here once, with the assumption it makes; a row that cannot be mapped gets
 the reason (:class:`Unpriceable`). Nothing is tuned per row: the hardware's shipped calibration and the
-proposer's shape (sdsl.core.proposers) price it; the measured accepted length is the oracle τ.
+proposer's shape (sdsl.speculation.proposers) price it; the measured accepted length is the oracle τ.
 
 Assumptions (the same for every row they touch):
 - context: gpt-fast rows run a 5-token prompt and ~200 new tokens, so the mean KV context is 105;
@@ -26,8 +26,8 @@ import re
 from dataclasses import dataclass, field
 
 from sdsl._paths import data_path
-from sdsl.core.architecture import ModelSpec, get_model
-from sdsl.core.speculation import TreeShape
+from sdsl.catalog.models import ModelSpec, get_model
+from sdsl.speculation.step import TreeShape
 
 __all__ = ["Unpriceable", "RowSpec", "load_rows", "interpret_decode", "interpret_speculative", "row_engine", "source_key",
            "VICUNA_33B"]
@@ -150,7 +150,7 @@ def row_engine(spec: RowSpec):
     """The engine profile that prices ``spec`` (module docstring): its engine's newest profile dated no later than
     the row (undated: the newest), ``sglang-spec-v2`` for SGLang's speculative v2, graphs off where the source ran
     without CUDA graphs."""
-    from sdsl.core.engine import engine_profiles
+    from sdsl.engine.profiles import engine_profiles
 
     version = spec.engine_version.lower()
     family = spec.engine_column or "ideal"

@@ -2,7 +2,7 @@
 date, and hold it against the measurement.
 
 Rows (sdsl/data/published/{decode,speculative}.csv, development and engine rows alike) are priced by
-:func:`sdsl.core.speculation.price_step` with the row's proposer shape (chain or tree), its measured accepted length
+:func:`sdsl.speculation.step.price_step` with the row's proposer shape (chain or tree), its measured accepted length
 as τ (an oracle input: these rows test the step time, not acceptance), the hardware's shipped latency calibration
 (fitted to Vidur's operator timings, never to these rows) and the row's engine profile
 (:func:`sdsl.experiments.published_rows.row_engine`). Errors are signed, of speed: predicted / measured − 1 of the
@@ -62,7 +62,7 @@ def row_class(spec) -> str:
 
 def _ideal_value(point) -> float:
     """The row's metric on the roofline alone (the ``ideal`` profile)."""
-    from sdsl.core.speculation import price_step
+    from sdsl.speculation.step import price_step
 
     s = point.spec
     step = price_step(s.target, s.proposer or "ngram", point.step.deployment.replace(engine="ideal"),
@@ -103,7 +103,7 @@ def _records(points, loso_rows, shipped):
 def _fitted(point) -> tuple:
     from sdsl.experiments.engine_fit import free_terms
 
-    from sdsl.core.engine import engine_profiles
+    from sdsl.engine.profiles import engine_profiles
 
     prof = engine_profiles()[point.base]
     return free_terms(prof) + tuple(t for t in ("host_step_s", "spec_step_s", "draft_pass_s")
@@ -171,10 +171,10 @@ def k_sweep(terms: dict | None = None, profile: str = "vllm-2025-04") -> dict:
     PR #16937) and on the roofline alone. The sweep states no accepted length, so acceptance comes from another
     source (PR #16035: EAGLE-1 on Llama-3-8B, τ = 1.89 at k = 2 and 2.08 at k = 4) through the decay form
     p_i = a·r^(i−1); nothing is fitted on the sweep itself."""
-    from sdsl.core.architecture import get_model
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.engine import resolve_engine
-    from sdsl.core.speculation import price_step
+    from sdsl.catalog.models import get_model
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.engine.profiles import resolve_engine
+    from sdsl.speculation.step import price_step
     from sdsl.experiments.published_rows import load_rows
 
     rows = load_rows("speculative")
@@ -225,7 +225,7 @@ def validate_published() -> dict:
     """Every priceable row (development and engine rows) with its leave-one-source-out, shipped and roofline-only
     errors, the rows sdsl cannot price and why, per-class summaries, the k-sweeps, the fitted terms with their
     leave-one-source-out values, and the goals' status."""
-    from sdsl.core.engine import engine_profiles
+    from sdsl.engine.profiles import engine_profiles
     from sdsl.experiments.engine_fit import loso, published_points
 
     points, unpriced = published_points(row_sets=ENGINE_SETS)

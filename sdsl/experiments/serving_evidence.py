@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sdsl.core.deployment import Deployment
+from sdsl.roofline.deployment import Deployment
 from sdsl.serving.k_table import speedup_vs_batch
 from sdsl.serving.simulator import SimConfig, simulate
 from sdsl.serving.system import ServingSystem

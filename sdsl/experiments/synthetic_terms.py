@@ -71,7 +71,7 @@ def row_factor(tokens, weight_bytes, table=None) -> np.ndarray:
 def _gemms(shapes, tokens, lm_tokens, fc_in: float):
     """(rows, n_in, n_out, count) of one forward's GEMMs: the four per layer, the LM head (over
     ``lm_tokens`` rows), an EAGLE head's fc."""
-    from sdsl.core.latency import GEMM_OPS
+    from sdsl.roofline.latency import GEMM_OPS
 
     out = [(tokens, shapes.gemm_in[op], shapes.gemm_out[op], shapes.n_layer) for op in GEMM_OPS]
     out.append((lm_tokens, shapes.lm_in, shapes.lm_out, 1))
@@ -80,9 +80,9 @@ def _gemms(shapes, tokens, lm_tokens, fc_in: float):
 
 def forward_extra_s(shapes, deployment, tokens, table=None, fc_in: float = 0.0, lm_tokens=None) -> np.ndarray:
     """What κ adds to a forward's price: Σ over its GEMMs of (κ(rows, weight bytes) − 1) × sdsl's price
-    of that GEMM (:func:`sdsl.core.latency.op_time`); ``lm_tokens``: the LM head's rows (default all)."""
-    from sdsl.core.architecture import dtype_bytes
-    from sdsl.core.proposers import _gemm_time
+    of that GEMM (:func:`sdsl.roofline.latency.op_time`); ``lm_tokens``: the LM head's rows (default all)."""
+    from sdsl.catalog.models import dtype_bytes
+    from sdsl.speculation.proposers import _gemm_time
 
     m, width = np.asarray(tokens, dtype=float), dtype_bytes(deployment.dtype)
     total = 0.0 * m
@@ -94,17 +94,17 @@ def forward_extra_s(shapes, deployment, tokens, table=None, fc_in: float = 0.0, 
 
 def model_extra_s(spec, deployment, tokens) -> float:
     """:func:`forward_extra_s` of a whole model's forward over ``tokens`` rows (logits at every row)."""
-    from sdsl.core.latency import ModelShapes
+    from sdsl.roofline.latency import ModelShapes
 
     return float(forward_extra_s(ModelShapes.of(spec, deployment.tp), deployment, tokens))
 
 
 def passes_extra_s(proposer, target, deployment, passes, batch=1, first_logits=1.0) -> float:
     """What κ adds to a proposer's drafting passes, ``passes[i]`` rows per sequence in pass i, ``batch`` sequences.
-    A draft model (a :class:`sdsl.core.proposers.DraftModel` or its ModelSpec) computes logits at every row; an
-    EAGLE head (:class:`sdsl.core.proposers.EagleHead`) runs its fc too, and its first pass — the draft extend, whose
+    A draft model (a :class:`sdsl.speculation.proposers.DraftModel` or its ModelSpec) computes logits at every row; an
+    EAGLE head (:class:`sdsl.speculation.proposers.EagleHead`) runs its fc too, and its first pass — the draft extend, whose
     logits draft depth 1 — computes logits at ``first_logits`` rows per sequence (1: the last accepted token)."""
-    from sdsl.core.proposers import EagleHead
+    from sdsl.speculation.proposers import EagleHead
 
     b = float(batch)
     if not isinstance(proposer, EagleHead):

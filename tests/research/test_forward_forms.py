@@ -74,9 +74,9 @@ def test_residency_curves_from_the_two_benchmarks(repo_root):
 
 
 def test_forward_extra_terms_arithmetic():
-    from sdsl.core.architecture import ModelSpec
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.latency import LatencyParams
+    from sdsl.catalog.models import ModelSpec
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.roofline.latency import LatencyParams
     from research.forward_forms import FormParams, form_extra_s, gemm_weight_bytes, residency_miss
 
     spec = ModelSpec(name="t", family="test", n_layer=3, d_model=128, n_head=4, n_kv_head=2, d_ff=320, vocab_size=256, tied_embeddings=True)
@@ -164,8 +164,8 @@ def test_forward_terms_evidence_numbers(repo_root):
     byte-d288's batch-8 ratio, and the loaded/idle forward comparison."""
     import pandas as pd
 
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.latency import step_time_s
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.roofline.latency import step_time_s
     from research.forward_forms import FormParams, form_extra_s
 
     rows = {(r["model"], r["batch"], r["q"]): r for r in _load(repo_root, "benchmarks/results/forward_split.json")["rows"]}

@@ -123,7 +123,7 @@ def test_unknown_cost_model_is_an_error():
 
 def _hf_eager_without_specbench():
     """The hf-eager profile with its terms fitted without Spec-Bench (the published validation's fold)."""
-    from sdsl.core.engine import resolve_engine
+    from sdsl.engine.profiles import resolve_engine
     from sdsl.experiments.engine_fit import fit_profiles, published_points
 
     points, _ = published_points()

@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from sdsl.core.architecture import ModelSpec  # noqa: E402
+from sdsl.catalog.models import ModelSpec  # noqa: E402
 
 TINY = ModelSpec(name="tiny-syn", family="llama", n_layer=2, d_model=64, n_head=4, n_kv_head=2, d_ff=160,
                  vocab_size=512, max_context=2048)
@@ -226,12 +226,12 @@ def test_the_previous_sweep_keeps_its_numbers_without_the_terms(repo_root):
 def test_a_cost_model_without_the_proposer_fails_the_sweep(committed_sweep):
     """Pricing the proposer as free (prompt-lookup style) is far off: the sweep can tell cost models apart
     (and the head's own cost model, with EAGLE's draft-extend pass, beats pricing it as a plain one-layer model)."""
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.throughput import predict
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.speculation.throughput import predict
     from sdsl.experiments.decoder_synthetic import cpu_params
 
     s = committed_sweep
-    target = __import__("sdsl.core.architecture", fromlist=["get_model"]).get_model(s["settings"]["target"])
+    target = __import__("sdsl.catalog.models", fromlist=["get_model"]).get_model(s["settings"]["target"])
     ctx = s["settings"]["prompt_len"] + s["settings"]["max_new"] // 2
     deployment = Deployment("cpu", dtype="fp32", context=ctx, params=cpu_params())
     errors = []
@@ -312,7 +312,7 @@ def test_the_reference_head_runs_what_eaglehead_prices(repo_root):
     (EagleHead(extend_tokens="verified"): k + 1 rows) plus ``passes(k)`` = k − 1 drafting passes."""
     import importlib.util
 
-    from sdsl.core.proposers import EagleHead
+    from sdsl.speculation.proposers import EagleHead
 
     spec = importlib.util.spec_from_file_location("acct", repo_root / "benchmarks" / "head_step_accounting.py")
     acct = importlib.util.module_from_spec(spec)

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from sdsl._paths import data_path
-from sdsl.core.hardware import get_hardware
-from sdsl.core.latency import LatencyParams
+from sdsl.catalog.hardware import get_hardware
+from sdsl.roofline.latency import LatencyParams
 from sdsl.experiments.latency_validation import pooled_metrics
 
 VIDUR = data_path("vidur")
@@ -134,7 +134,7 @@ def test_previous_form_fails_the_h100_goals():
 def test_before_numbers_without_tiles_or_elementwise_terms():
     """VALIDATION.md's "before" column: the form without GEMM row tiles, elementwise kernels charged
     t_kernel + bytes/(eta_m bw) with the held-out GEMM fit."""
-    from sdsl.core.hardware import get_hardware
+    from sdsl.catalog.hardware import get_hardware
     from sdsl.experiments.latency_validation import (VIDUR_HARDWARE, elementwise_scores, leave_one_model_out,
                                                      pooled_metrics)
     from sdsl.fit.elementwise import predict_elementwise_times
@@ -332,7 +332,7 @@ def test_size_noise_floor_sees_scatter_not_shape():
 
 
 def test_nvls_competes_only_above_two_gpus():
-    from sdsl.core.kernels import allreduce_time, smooth_max
+    from sdsl.roofline.kernels import allreduce_time, smooth_max
     from sdsl.experiments.allreduce_forms import nvls_time
 
     x = (1e-5, 4.0, 5e-6, 0.4, 2e-5, 1.2, 1e-6, 3e-5, 0.9)
@@ -368,7 +368,7 @@ SHIPPED = {"h100": ((0.082041, 0.069101, 0.090514), (0.122871, 0.068100), (0.149
 def test_shipped_defaults_measured_on_every_row(report, gpu):
     """What `default_params` returns is the validated form (its parameters are this run's all-model fit) and its
     own error on every row is reported beside the held-out one; README.md and VALIDATION.md quote both."""
-    from sdsl.core.latency import default_params
+    from sdsl.roofline.latency import default_params
     from sdsl.experiments.latency_validation import VIDUR_HARDWARE
 
     s = report[gpu]["shipped"]

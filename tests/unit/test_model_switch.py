@@ -1,4 +1,4 @@
-"""sdsl.core.model_switch: the draft's re-read after the target, its ratio from the committed bandwidth sweep,
+"""sdsl.roofline.model_switch: the draft's re-read after the target, its ratio from the committed bandwidth sweep,
 and the term held against the committed switch-cost benchmark (benchmarks/results/model_switch.json)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from sdsl.core.architecture import get_model
-from sdsl.core.deployment import Deployment
-from sdsl.core.model_switch import dram_ratio, switch_time_s
+from sdsl.catalog.models import get_model
+from sdsl.roofline.deployment import Deployment
+from sdsl.roofline.model_switch import dram_ratio, switch_time_s
 from sdsl.errors import InvalidInputError
 
 MIB = 2**20

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import sdsl.core.step_ops as step_ops
-from sdsl.core.architecture import get_model
-from sdsl.core.proposers import make_proposer
+import sdsl.roofline.step_ops as step_ops
+from sdsl.catalog.models import get_model
+from sdsl.speculation.proposers import make_proposer
 from sdsl.experiments.moe_validation import notes_fields, source_label, validate_moe, verify_growth
 
 A = 2e-3  # absolute tolerance on relative errors (the values are deterministic)

@@ -42,7 +42,7 @@ def _named(module: str, path: Path) -> set[str]:
 
 
 def _resolve(name: str, modules) -> str | None:
-    """The longest module prefix of a dotted name (``sdsl.core.latency.step_time`` -> ``sdsl.core.latency``)."""
+    """The longest module prefix of a dotted name (``sdsl.roofline.latency.step_time`` -> ``sdsl.roofline.latency``)."""
     while name:
         if name in modules:
             return name

@@ -116,7 +116,7 @@ def _committed(repo_root):
 
 def _reprice(data):
     """Re-price the committed measured rows with the committed held-out fits (deterministic), and summarise."""
-    from sdsl.core.latency import LatencyParams
+    from sdsl.roofline.latency import LatencyParams
     from sdsl.experiments.decoder_pricing import price_rows
     from sdsl.experiments.decoder_validation import _summarise, calibrated_params, model_spec
     from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
@@ -162,7 +162,7 @@ def test_committed_rows_are_leak_free_and_count_max_new(repo_root):
 
 def test_the_model_without_the_step_terms_fails_the_bias_check(repo_root):
     """The pre-issue-11 model (τ per step, no overshoot or batch tail) is biased optimistic on the same rows
-    (VALIDATION.md: +4.5%, 64% over-predicted); the finish term (sdsl.core.finish) brings the median signed
+    (VALIDATION.md: +4.5%, 64% over-predicted); the finish term (sdsl.speculation.finish) brings the median signed
     error inside ±3% (−2.9%), and the resync forward takes the full model just past it (−3.4%)."""
     data = _committed(repo_root)
     base, finish, full = data["models"]["base"], data["models"]["finish"], data["models"]["full"]
@@ -200,7 +200,7 @@ def test_committed_decoder_validation_headline_numbers(repo_root):
 
 
 def test_switch_term_helps_batch_1_and_exposes_the_batch_8_miss(repo_root):
-    """The switch term (sdsl.core.model_switch) adds the draft's re-read to every speculative step: at batch 1
+    """The switch term (sdsl.roofline.model_switch) adds the draft's re-read to every speculative step: at batch 1
     the model without it is worse (median |error| 13.3% vs 11.3%), at batch 8 the verification that the held-out
     fits over-price is no longer offset (−10.0% -> −13.1%)."""
     data = _committed(repo_root)
@@ -226,7 +226,7 @@ def test_rows_term_prices_the_cpu_gemm_row_factor_from_held_out_shapes(repo_root
     no family model; it costs a q ≥ 2 target step more than a plain one; on the committed rows it lowers the
     median |error| (13.5% -> 11.3%, batch 8 signed −13.1% -> −9.3%) but not the median signed error
     (−6.0% -> −6.8%), so ``switch`` stays the default (VALIDATION.md, "GEMM row factor")."""
-    from sdsl.core.deployment import Deployment
+    from sdsl.roofline.deployment import Deployment
     from sdsl.experiments.decoder_pricing import DEFAULT_MODEL, MODELS, _rows_extra_s
     from sdsl.experiments.decoder_validation import model_spec
     from sdsl.experiments.synthetic_terms import gemm_row_table
@@ -251,7 +251,7 @@ def test_rows_term_prices_the_cpu_gemm_row_factor_from_held_out_shapes(repo_root
 
 def test_committed_cpu_calibration_refits(repo_root):
     """profiles/cpu.calib.json's fit quality (VALIDATION.md) is what a refit of the committed profiles gives."""
-    from sdsl.core.hardware import get_hardware
+    from sdsl.catalog.hardware import get_hardware
     from sdsl.fit.calibration import fit_latency
     from sdsl.fit.calibration_result import CalibrationResult
     from sdsl.experiments.decoder_pricing import heldout_inputs
@@ -270,8 +270,8 @@ def test_committed_cpu_calibration_refits(repo_root):
 def test_batch_8_diagnosis_numbers(repo_root):
     """VALIDATION.md, "Batch 8": the held-out fits' forward prices of each target against the run's own
     forward microbenchmarks (JSON t_target_s): too low overall, T(8, 1) far too low, growth q 1 -> 5 about right."""
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.latency import LatencyParams, step_time_s
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.roofline.latency import LatencyParams, step_time_s
     from sdsl.experiments.decoder_validation import model_spec
     from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
 

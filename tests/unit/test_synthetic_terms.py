@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sdsl.core.architecture import get_model
-from sdsl.core.deployment import Deployment
-from sdsl.core.latency import ModelShapes, prefill_time_s
-from sdsl.core.proposers import EagleHead, _gemm_time, make_proposer
+from sdsl.catalog.models import get_model
+from sdsl.roofline.deployment import Deployment
+from sdsl.roofline.latency import ModelShapes, prefill_time_s
+from sdsl.speculation.proposers import EagleHead, _gemm_time, make_proposer
 from sdsl.errors import InvalidInputError
 from sdsl.experiments.synthetic_terms import forward_extra_s, gemm_row_table, reread_probability, row_factor
 

@@ -17,7 +17,7 @@ LEVIATHAN_T5 = {"alpha": 0.75, "c": 0.02, "gamma": 7, "paper_predicted": 3.2, "p
 def fig_leviathan_table1(quick: bool = False):
     """Leviathan et al. Table 1 (c = ĉ = 0) reproduced: paper vs sdsl speed and ops factors, plus
     the T5-XXL / T5-small check."""
-    from sdsl.core.throughput import speedup, work_factor
+    from sdsl.speculation.throughput import speedup, work_factor
 
     rows = [[f"{a}", f"{g}", f"{sp:.2f}×", f"{float(speedup(a, g, 0)):.2f}×", f"{op:.2f}×",
              f"{float(work_factor(a, g, 0)):.2f}×"] for a, g, sp, op in LEVIATHAN_TABLE1]
@@ -45,7 +45,7 @@ def fig_leviathan_speedup_vs_gamma(quick: bool = False):
     """Leviathan speedup vs integer γ for α ∈ {0.5, …, 0.9}, c ∈ {0, 0.05, 0.1}; stars: best γ."""
     import numpy as np
 
-    from sdsl.core.throughput import speedup
+    from sdsl.speculation.throughput import speedup
 
     g = np.arange(0, 16)
     alphas = (0.5, 0.6, 0.7, 0.8, 0.9)

@@ -25,8 +25,8 @@ def moe_vs_dense_by_batch(batches, *, alpha: float = MOE_FIGURE_ALPHA, host_s: f
     forward's distinct experts."""
     import numpy as np
 
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.speculation import price_step
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.speculation.step import price_step
 
     b = np.asarray(batches, dtype=float)
     g = np.asarray(list(gammas), dtype=float)[:, None]

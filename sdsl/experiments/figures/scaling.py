@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sdsl.core.analytic_optimum import SDSL_PAPER_LAW
+from sdsl.speculation.optimum import SDSL_PAPER_LAW
 from sdsl.plots._common import _figure, _finish
 
 __all__ = ["fig_sdsl_acceptance_plane", "fig_sdsl_speedup_vs_gamma", "fig_sdsl_draft_law", "fig_sdsl_nstar_vs_tokens", "fig_hardware_draft_size"]
@@ -13,9 +13,9 @@ def fig_sdsl_acceptance_plane(quick: bool = False):
     size for three target sizes."""
     import numpy as np
 
-    from sdsl.core.architecture import get_model
-    from sdsl.core.analytic_optimum import SDSL_TARGETS
-    from sdsl.core.scaling import SDSL_PLANE, acceptance_from_sizes, perplexity
+    from sdsl.catalog.models import get_model
+    from sdsl.speculation.optimum import SDSL_TARGETS
+    from sdsl.acceptance.plane import SDSL_PLANE, acceptance_from_sizes, perplexity
 
     n = 60 if quick else 240
     x, y = np.meshgrid(np.linspace(5, 40, n), np.linspace(4, 16, n))
@@ -48,8 +48,8 @@ def fig_sdsl_speedup_vs_gamma(quick: bool = False):
     """Leviathan speedup S(α, γ, c) over continuous γ, with the Lambert-W optimum (γ*, S*) marked."""
     import numpy as np
 
-    from sdsl.core.analytic_optimum import best_speedup, gamma_star
-    from sdsl.core.throughput import speedup
+    from sdsl.speculation.optimum import best_speedup, gamma_star
+    from sdsl.speculation.throughput import speedup
 
     g = np.linspace(0, 30, 80 if quick else 400)
     cs = (0.01, 0.05, 0.2)
@@ -73,7 +73,7 @@ def fig_sdsl_draft_law(quick: bool = False):
     """N* vs target size M for SDSL's 13 targets, the line fitted by sdsl and the paper's line."""
     import numpy as np
 
-    from sdsl.core.analytic_optimum import fit_draft_law
+    from sdsl.speculation.optimum import fit_draft_law
 
     law = fit_draft_law()
     m = np.array([t["params"] for t in law.targets])
@@ -102,8 +102,8 @@ def fig_sdsl_nstar_vs_tokens(quick: bool = False):
     """N*/M vs pre-training tokens: D = D′ varied together (solid) and D alone with D′ = 1e12 (dashed)."""
     import numpy as np
 
-    from sdsl.core.architecture import get_model
-    from sdsl.core.analytic_optimum import optimal_draft_size
+    from sdsl.catalog.models import get_model
+    from sdsl.speculation.optimum import optimal_draft_size
 
     targets = ("opt-13b", "llama-3.1-70b", "qwen1.5-110b")
     m = np.array([get_model(t).total_params for t in targets], dtype=float)
@@ -126,17 +126,17 @@ def fig_hardware_draft_size(quick: bool = False):
     the H100 roofline at batch 1, 8, 32 (best integer γ) next to SDSL's FLOP model S*(α, N/M)."""
     import numpy as np
 
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.families import draft_size_sweep, llama_family
-    from sdsl.core.hardware import get_hardware
-    from sdsl.core.latency import default_params
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.plan.families import draft_size_sweep, llama_family
+    from sdsl.catalog.hardware import get_hardware
+    from sdsl.roofline.latency import default_params
 
     hw = get_hardware("h100-sxm")
     params = default_params(hw)
     d_models = np.arange(128, 4097, 512 if quick else 128)
     fig, axes = _figure(1, 2, figsize=(11.0, 4.2), sharey=False)
     for ax, (target, tp) in zip(axes[0], (("llama-3.1-8b", 1), ("llama-3.1-70b", 4))):
-        from sdsl.core.architecture import get_model
+        from sdsl.catalog.models import get_model
 
         spec = get_model(target)
         sweep = draft_size_sweep(spec, Deployment(hw, tp=tp, params=params, engine="ideal"),

@@ -7,9 +7,9 @@ from sdsl.plots._common import _figure, _finish
 __all__ = ["fig_turbospec_step_latency", "fig_turbospec_speedup_vs_batch", "fig_turbospec_linear_fit"]
 
 def _turbospec_setup():
-    from sdsl.core.architecture import get_model
-    from sdsl.core.hardware import get_hardware
-    from sdsl.core.latency import default_params
+    from sdsl.catalog.models import get_model
+    from sdsl.catalog.hardware import get_hardware
+    from sdsl.roofline.latency import default_params
 
     hw = get_hardware("h100-sxm")
     return get_model("llama-2-7b"), get_model("llama-160m"), hw, default_params(hw)
@@ -20,9 +20,9 @@ def fig_turbospec_step_latency(quick: bool = False):
     batch size for k = 0…5, Llama-2-7B + Llama-160M on H100-SXM, context 512."""
     import numpy as np
 
-    from sdsl.core.latency import memory_per_gpu, step_time_s
+    from sdsl.roofline.latency import memory_per_gpu, step_time_s
 
-    from sdsl.core.deployment import Deployment
+    from sdsl.roofline.deployment import Deployment
 
     target, draft, hw, params = _turbospec_setup()
     dep = Deployment(hw, context=512, params=params, engine="ideal")
@@ -50,8 +50,8 @@ def fig_turbospec_speedup_vs_batch(quick: bool = False):
     goodput-optimal k vs batch size for α = 0.5, 0.7, 0.9 (Llama-2-7B + Llama-160M, H100-SXM)."""
     import numpy as np
 
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.throughput import predict
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.speculation.throughput import predict
 
     target, draft, hw, params = _turbospec_setup()
     b = np.unique(np.round(np.logspace(0, 8, 17 if quick else 65, base=2)))
@@ -79,7 +79,7 @@ def fig_turbospec_linear_fit(quick: bool = False):
     + c_b·n + c_0 fitted to those points and the paper's published coefficients."""
     import numpy as np
 
-    from sdsl.core.deployment import Deployment
+    from sdsl.roofline.deployment import Deployment
     from sdsl.serving.linear_model import TURBOSPEC_PUBLISHED, fit_linear_step_model
     from sdsl.serving.step_model import roofline_step_fn
 
