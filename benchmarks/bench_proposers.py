@@ -65,8 +65,8 @@ def run(repeats: int = 5) -> dict:
     tr, _, median = _timed(lambda: rank_trees(moe, heads, dep, acceptance=acc, batches=range(1, 257)), repeats)
     out["moe_trees_configs"] = int(np.prod(tr.tokens_per_s.shape))
     out["moe_trees_median_s"] = median
-    from sdsl.experiments.moe_validation import validate_moe
-    from sdsl.experiments.published_validation import validate_published
+    from sdsl.validation.moe_validation import validate_moe
+    from sdsl.validation.published_validation import validate_published
 
     out["validate_published_median_s"] = _timed(validate_published, repeats)[2]
     out["validate_moe_median_s"] = _timed(validate_moe, repeats)[2]

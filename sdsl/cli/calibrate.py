@@ -126,7 +126,7 @@ def _holdout(profiles, steps, result, fit_layers, smoothness, hardware=None):
 
     from sdsl.catalog.models import ModelSpec
     from sdsl.catalog.hardware import get_hardware
-    from sdsl.experiments.forward_holdout import forwards_leave_one_model_out
+    from sdsl.validation.forward_holdout import forwards_leave_one_model_out
     from sdsl.fit.model_steps import read_model_steps
     from sdsl.fit.profiles import read_profile
 

@@ -107,7 +107,7 @@ _FIELDS = ("allreduce_floor", "allreduce_floor_smoothness", "allreduce_ll_latenc
            "allreduce_latency", "eta_interconnect", "allreduce_step_latency")
 #: η and η_LL lie in (0, 1]: a ring moves 2(t−1)/t of the message per GPU over one direction of its
 #: links, so it cannot beat the link rate (in-switch reduction, NVLS, which could, is a separate form:
-#: :func:`sdsl.experiments.allreduce_forms.nvls_heldout`, not adopted).
+#: :func:`sdsl.validation.allreduce_forms.nvls_heldout`, not adopted).
 _STARTS = ([3e-5, 4.0, 1e-5, 0.25, 3e-5, 0.75, 1e-6], [3e-5, 8.0, 1e-6, 0.5, 5e-5, 0.75, 1e-6],
            [2e-5, 4.0, 5e-6, 0.15, 1e-5, 0.6, 3e-7])
 _LO = [0.0, 1.0, 0.0, 5e-4, 0.0, 5e-4, 0.0]

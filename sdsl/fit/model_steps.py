@@ -9,7 +9,7 @@ in sdsl's catalog. ``profiles/make_cpu_forwards.py`` writes one for the referenc
 Each row is priced by :func:`sdsl.roofline.latency.step_time` (docs/model.md §3.3: the per-kernel roofline plus
 ``t_kernel``, ``t_layer`` and the per-forward ``t_step``); :func:`sdsl.fit.calibration.fit_latency`
 fits them jointly with operator and decoder-layer rows (``steps=``, ``sdsl calibrate --steps``).
-:func:`sdsl.experiments.forward_holdout.forwards_leave_one_model_out` refits without each model's forwards
+:func:`sdsl.validation.forward_holdout.forwards_leave_one_model_out` refits without each model's forwards
 in turn and predicts them.
 """
 

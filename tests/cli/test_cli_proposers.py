@@ -116,7 +116,7 @@ def test_validate_published_figure(tmp_path):
 
 def test_predict_with_the_rows_engine_is_the_validation_code_path():
     """The SGLang EAGLE-3 row (PR #4247) priced by `predict --engine sglang:2025-03` equals its shipped row."""
-    from sdsl.experiments.published_validation import validate_published
+    from sdsl.validation.published_validation import validate_published
 
     row = next(r for r in validate_published()["rows"] if r["file"] == "speculative" and r["row"] == 26)
     assert row["profile"] == "sglang-2025-01"

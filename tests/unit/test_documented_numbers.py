@@ -90,7 +90,7 @@ def test_leviathan_table1_as_documented():
     # VALIDATION.md "Analytic core" and paper_figures/README.md leviathan_table1.png: "1.96/1.53, 2.53/1.58,
     # 2.44/1.23, 3.69/1.63, 2.71/1.11, 6.86/1.60" — the figure's table and the test's table are the paper's
     from sdsl.speculation.throughput import work_factor
-    from sdsl.experiments.figures.leviathan import LEVIATHAN_TABLE1
+    from sdsl.validation.figures.leviathan import LEVIATHAN_TABLE1
 
     printed = ", ".join(f"{sp:.2f}/{op:.2f}" for _, _, sp, op in LEVIATHAN_TABLE1)
     assert printed == "1.96/1.53, 2.53/1.58, 2.44/1.23, 3.69/1.63, 2.71/1.11, 6.86/1.60"
@@ -215,8 +215,8 @@ def test_hardware_draft_size_numbers(target, tp, flop, hw):
 
 def test_leviathan_t5_row():
     # paper_figures/README.md leviathan_table1.png: "T5: sdsl predicts **3.16×**" (inputs α = 0.75, c = 0.02,
-    # γ = 7 are the paper's, quoted in sdsl.experiments.figures.leviathan.LEVIATHAN_T5)
-    from sdsl.experiments.figures.leviathan import LEVIATHAN_T5 as t5
+    # γ = 7 are the paper's, quoted in sdsl.validation.figures.leviathan.LEVIATHAN_T5)
+    from sdsl.validation.figures.leviathan import LEVIATHAN_T5 as t5
 
     _says("paper_figures/README.md", "T5: sdsl predicts **3.16×**")
     assert (t5["alpha"], t5["c"], t5["gamma"]) == (0.75, 0.02, 7)
@@ -352,7 +352,7 @@ def test_benchmark_tables_come_from_the_saved_runs():
     results = REPO_ROOT / "benchmarks" / "results"
     fig = json.loads((results / "figures.json").read_text())
     rows = fig["figures"]
-    from sdsl.experiments.figures import FIGURES
+    from sdsl.validation.figures import FIGURES
 
     assert sorted(rows) == sorted(f.name for f in FIGURES), "rerun benchmarks/bench_figures.py: the registry changed"
     analytic = [k for k in rows if not k.startswith("serving")]

@@ -24,7 +24,7 @@ LAYERS = [
     ("fit", ("sdsl.fit",)),
     ("serving", ("sdsl.serving",)),
     ("torch", ("sdsl.torch",)),
-    ("experiments", ("sdsl.experiments",)),
+    ("validation", ("sdsl.validation",)),
     ("cli", ("sdsl.cli", "sdsl.__main__")),
 ]
 # serving and torch sit side by side: neither may import the other.
@@ -107,7 +107,7 @@ def test_imports_point_down_the_layers():
 
 def test_package_root_imports_only_the_core():
     """`import sdsl` imports the base and the numpy model only; the root's lazy names (fit, serving, plots) are imported
-    on first use, and it reaches no layer above those (torch, experiments, cli)."""
+    on first use, and it reaches no layer above those (torch, validation, cli)."""
     tree = ast.parse((PACKAGE / "__init__.py").read_text())
     eager = {n.module for n in tree.body if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("sdsl")}
     assert eager and {layer_of(t) for t in eager} <= {"base", *MODEL}

@@ -16,7 +16,7 @@ from sdsl.errors import ProfileError
 from sdsl.catalog.hardware import get_hardware
 from sdsl.roofline.deployment import Deployment
 from sdsl.roofline.latency import LatencyParams, gemm_flops_bytes, op_time, step_time
-from sdsl.experiments.forward_holdout import forwards_leave_one_model_out as leave_one_model_out
+from sdsl.validation.forward_holdout import forwards_leave_one_model_out as leave_one_model_out
 from sdsl.fit.model_steps import read_model_steps
 
 ROOT = Path(__file__).resolve().parents[2]

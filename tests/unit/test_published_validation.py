@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from sdsl._paths import REPO_ROOT
-from sdsl.experiments.published_validation import validate_published
+from sdsl.validation.published_validation import validate_published
 
 E = 5e-4  # errors are pinned to 0.05 percentage points
 SECTION = "Published engine measurements, priced with each engine's execution profile"

@@ -5,12 +5,12 @@ Rows (sdsl/data/published/{decode,speculative}.csv, development and engine rows 
 :func:`sdsl.speculation.step.price_step` with the row's proposer shape (chain or tree), its measured accepted length
 as τ (an oracle input: these rows test the step time, not acceptance), the hardware's shipped latency calibration
 (fitted to Vidur's operator timings, never to these rows) and the row's engine profile
-(:func:`sdsl.experiments.published_rows.row_engine`). Errors are signed, of speed: predicted / measured − 1 of the
+(:func:`sdsl.validation.published_rows.row_engine`). Errors are signed, of speed: predicted / measured − 1 of the
 row's tokens/s (or speedup, for Spec-Bench and TensorRT-LLM PR #5146, whose baselines are their own), and
 measured / predicted − 1 of a TPOT, so that a positive error always means sdsl predicts faster than measured.
 
 Profile terms fitted on these rows (``"fit": "published"`` in sdsl/data/engines/profiles.json) are reported
-leave-one-source-out (:func:`sdsl.experiments.engine_fit.loso`): each row priced with the terms fitted without its
+leave-one-source-out (:func:`sdsl.validation.engine_fit.loso`): each row priced with the terms fitted without its
 own source. That is the headline; the shipped (in-sample) values and the roofline alone (``ideal``) are beside it.
 Per class — engine speculative (vLLM, SGLang, TensorRT-LLM with a stated accepted length), Hugging Face eager
 (Spec-Bench), engine plain decoding (gpt-fast compiled, vLLM, SGLang, TensorRT-LLM), the Hugging Face eager
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sdsl.experiments.published_rows import ENGINE_SETS, source_key
+from sdsl.validation.published_rows import ENGINE_SETS, source_key
 
 __all__ = ["validate_published", "summarize", "source_key", "k_sweeps", "k_sweep", "CLASSES", "GOALS", "row_class",
            "speed_error"]
@@ -43,7 +43,7 @@ GOALS = {"engine_speculative_median_abs": 0.10, "engine_speculative_worst_abs": 
 
 def summarize(errors) -> dict:
     """Median |error| beside the pooled mean |error|, the worst case and the signed median bias."""
-    from sdsl.experiments.error_stats import summarize_errors
+    from sdsl.validation.error_stats import summarize_errors
 
     s = summarize_errors(errors)
     if s["n"] == 0:
@@ -68,7 +68,7 @@ def _ideal_value(point) -> float:
     step = price_step(s.target, s.proposer or "ngram", point.step.deployment.replace(engine="ideal"),
                       tau=s.accepted_length if s.proposer else 1.0,
                       gamma=None if s.tree else (s.gamma if s.proposer else 0), tree=s.tree, batch=s.batch)
-    from sdsl.experiments.engine_fit import Point, predict_point
+    from sdsl.validation.engine_fit import Point, predict_point
 
     return predict_point(Point(s, step.deployment.engine, "ideal", step, point.source))
 
@@ -79,7 +79,7 @@ def speed_error(predicted: float, measured: float, metric: str) -> float:
 
 
 def _records(points, loso_rows, shipped):
-    from sdsl.experiments.engine_fit import predict_point
+    from sdsl.validation.engine_fit import predict_point
 
     loso = {i: v for fold in loso_rows.values() for i, v in fold["rows"]}
     out = []
@@ -101,7 +101,7 @@ def _records(points, loso_rows, shipped):
 
 
 def _fitted(point) -> tuple:
-    from sdsl.experiments.engine_fit import free_terms
+    from sdsl.validation.engine_fit import free_terms
 
     from sdsl.engine.profiles import engine_profiles
 
@@ -175,7 +175,7 @@ def k_sweep(terms: dict | None = None, profile: str = "vllm-2025-04") -> dict:
     from sdsl.roofline.deployment import Deployment
     from sdsl.engine.profiles import resolve_engine
     from sdsl.speculation.step import price_step
-    from sdsl.experiments.published_rows import load_rows
+    from sdsl.validation.published_rows import load_rows
 
     rows = load_rows("speculative")
     sweep = {int(r["gamma"]): float(r["value"]) for r in rows
@@ -226,7 +226,7 @@ def validate_published() -> dict:
     errors, the rows sdsl cannot price and why, per-class summaries, the k-sweeps, the fitted terms with their
     leave-one-source-out values, and the goals' status."""
     from sdsl.engine.profiles import engine_profiles
-    from sdsl.experiments.engine_fit import loso, published_points
+    from sdsl.validation.engine_fit import loso, published_points
 
     points, unpriced = published_points(row_sets=ENGINE_SETS)
     folds = loso(points)

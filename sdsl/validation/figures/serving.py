@@ -1,4 +1,4 @@
-"""Serving-simulator figures (TurboSpec goodput-adaptive speculation; data from sdsl.experiments.serving_evidence)."""
+"""Serving-simulator figures (TurboSpec goodput-adaptive speculation; data from sdsl.validation.serving_evidence)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ _POLICY_STYLE = {"none": ("k", ":"), "k=1": ("C0", "-"), "k=3": ("C1", "-"), "k=
 
 
 def _kv_feasible_batch(name: str, context: float) -> float:
-    from sdsl.experiments.serving_evidence import deployment
+    from sdsl.validation.serving_evidence import deployment
 
     return deployment(name).kv_budget_tokens(True) / context
 
@@ -23,7 +23,7 @@ def fig_serving_speedup_vs_batch(quick: bool = False):
     (online α, per-request α ~ Beta(α, 20)). Rows: the two deployments."""
     import numpy as np
 
-    from sdsl.experiments.serving_evidence import analytic_speedup, closed_loop_speedup
+    from sdsl.validation.serving_evidence import analytic_speedup, closed_loop_speedup
 
     alphas = (0.5, 0.7, 0.9)
     batches = np.unique(np.round(np.logspace(0, 8, 17 if quick else 49, base=2))).astype(int)
@@ -63,7 +63,7 @@ def fig_serving_k_vs_batch(quick: bool = False):
     (markers)."""
     import numpy as np
 
-    from sdsl.experiments.serving_evidence import closed_loop_speedup, deployment
+    from sdsl.validation.serving_evidence import closed_loop_speedup, deployment
     from sdsl.serving.k_table import best_k_by_batch
 
     fig, axes = _figure(1, 2, figsize=(11.0, 4.0), sharey=True)
@@ -93,7 +93,7 @@ def fig_serving_latency_vs_qps(quick: bool = False):
     """Mean and p99 request latency and mean k vs QPS for each policy, Azure conversation trace
     replayed at each QPS (Poisson arrivals with 1024+256 tokens if the trace is absent). Top:
     Llama-2-7B + Llama-160M, α ~ Beta(0.7, 20); bottom: Llama-3.1-70B TP4 + Llama-3.2-1B, α ~ Beta(0.6, 20)."""
-    from sdsl.experiments.serving_evidence import latency_vs_qps, trace_available
+    from sdsl.validation.serving_evidence import latency_vs_qps, trace_available
 
     trace = "conv" if trace_available("conv") else None
     cases = [("7b", 0.7, (1, 8) if quick else (1, 2, 4, 6, 8, 10, 12, 14)),
@@ -123,7 +123,7 @@ def fig_serving_alpha_shift(quick: bool = False):
     Llama-160M). Left: latency vs arrival time (rolling mean). Right: latency CDF after the shift."""
     import numpy as np
 
-    from sdsl.experiments.serving_evidence import alpha_shift, trace_available
+    from sdsl.validation.serving_evidence import alpha_shift, trace_available
 
     trace = "conv" if trace_available("conv") else None
     df = alpha_shift("7b", qps=4.0, trace=trace, n_requests=300 if quick else 2000,

@@ -1,6 +1,6 @@
 """The serving experiments behind VALIDATION.md and paper_figures/serving_*.png.
 
-Each function returns a pandas DataFrame; :func:`main` (``python -m sdsl.experiments.serving_evidence``)
+Each function returns a pandas DataFrame; :func:`main` (``python -m sdsl.validation.serving_evidence``)
 prints them all. Deployments (H100-SXM, roofline step times with the shipped latency parameters):
 
 - ``7b``: Llama-2-7B target + Llama-160M draft, TP1;

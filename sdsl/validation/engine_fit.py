@@ -1,7 +1,7 @@
 """The engine profiles' fitted terms (sdsl/data/engines/profiles.json, ``"fit": "published"``): least squares on the
 published rows each profile prices, and the same fit leaving out one source at a time.
 
-Every published row sdsl can price is priced once with its profile (:func:`sdsl.experiments.published_rows.row_engine`;
+Every published row sdsl can price is priced once with its profile (:func:`sdsl.validation.published_rows.row_engine`;
 the measured accepted length is τ) and kept as its :class:`~sdsl.engine.profiles.StepPieces`; varying a profile's time
 terms then costs one :func:`sdsl.engine.profiles.host_seconds` call per row, not a new pricing. A profile's free terms
 minimise Σ log(predicted / measured)² over its rows (bounded below by zero). A term its rows cannot pin — no row
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sdsl.engine.profiles import FREE_TERMS, EngineProfile, engine_profiles
-from sdsl.experiments.published_rows import ENGINE_SETS
+from sdsl.validation.published_rows import ENGINE_SETS
 from sdsl.fit.engine_calibration import TERM_BOUNDS as BOUNDS
 
 __all__ = ["Point", "published_points", "free_terms", "fit_profiles", "loso", "predict_point"]
@@ -34,7 +34,7 @@ __all__ = ["Point", "published_points", "free_terms", "fit_profiles", "loso", "p
 class Point:
     """One published row priced with its profile: the row, the profile's catalog name, the step and its pieces."""
 
-    spec: object  # sdsl.experiments.published_rows.RowSpec
+    spec: object  # sdsl.validation.published_rows.RowSpec
     profile: EngineProfile  # the row's own profile (graphs switched off where the source ran without them)
     base: str  # the catalog profile whose terms it uses
     step: object  # PricedStep
@@ -78,7 +78,7 @@ def published_points(row_sets=ENGINE_SETS) -> tuple[list[Point], list[dict]]:
     """(every published row sdsl can price, priced with its profile; the rows it cannot price with the reason)."""
     from sdsl.roofline.deployment import Deployment
     from sdsl.speculation.step import price_step
-    from sdsl.experiments.published_rows import (Unpriceable, interpret_decode, interpret_speculative, load_rows,
+    from sdsl.validation.published_rows import (Unpriceable, interpret_decode, interpret_speculative, load_rows,
                                                  row_engine, source_key)
 
     points, unpriced = [], []

@@ -12,7 +12,7 @@ def fig_latency_validation(quick: bool = False):
     """Predicted vs measured operator times on Vidur's real H100 and A100 data, each model predicted
     by a calibration fitted on the other models (leave-one-model-out; ``quick``: H100 only)."""
     from sdsl._paths import data_path
-    from sdsl.experiments.latency_validation import leave_one_model_out
+    from sdsl.validation.latency_validation import leave_one_model_out
     from sdsl.fit.profiles import read_vidur, read_vidur_elementwise
 
     data = read_vidur(data_path("vidur"), hardware=("h100", "a100"))  # the A40's panel: VALIDATION.md, "Cross-GPU transfer"

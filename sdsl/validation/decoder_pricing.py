@@ -28,7 +28,7 @@ The headline ``pred_speedup`` (:data:`DEFAULT_MODEL`, ``switch``) is the shared 
 variant adds CPU-only seconds outside the shared pricing, and says so:
 
 * ``rows`` — this CPU's GEMM cost over M = b·q rows: every forward's GEMMs at κ(M, weight bytes) times sdsl's
-  price (:func:`sdsl.experiments.synthetic_terms.forward_extra_s`; κ measured on weight shapes of no family
+  price (:func:`sdsl.validation.synthetic_terms.forward_extra_s`; κ measured on weight shapes of no family
   model, ``profiles/cpu-gemm-rows.json``), target at b·(γ + 1) rows, each draft forward at b rows (the
   resync pass at 2b), the plain step at b rows.
 
@@ -108,7 +108,7 @@ def priced_speedup(target, draft, gamma, alpha, batch, ctx, params, hw, *, overh
 
 def _rows_extra_s(target, draft, dep, gamma, batch, resync: bool) -> tuple[float, float]:
     """Seconds κ(rows) adds to a speculative step and to a plain step (module docstring, ``rows``)."""
-    from sdsl.experiments.synthetic_terms import model_extra_s, passes_extra_s
+    from sdsl.validation.synthetic_terms import model_extra_s, passes_extra_s
 
     plain, step = model_extra_s(target, dep, batch), model_extra_s(target, dep, batch * (gamma + 1))
     if draft is not None:
@@ -165,7 +165,7 @@ def heldout_params(held, spec: dict, inputs):
 
 def error_stats(pred, meas) -> dict:
     """Median |error|, median and mean signed error, pooled (mean) |error|, worst case, share over-predicted."""
-    from sdsl.experiments.error_stats import summarize_errors
+    from sdsl.validation.error_stats import summarize_errors
 
     s = summarize_errors(np.asarray(pred, dtype=float) / np.asarray(meas, dtype=float) - 1)
     return {k: s[k] for k in ("median_abs", "median_signed", "mean_signed", "pooled_abs", "worst_abs", "share_over", "n")}

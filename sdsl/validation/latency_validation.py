@@ -176,9 +176,9 @@ def allreduce_validation(network: Path, gpu: str, hardware, base: LatencyParams)
     rows (GPUs bridged in pairs: another interconnect) are predicted by the DGX fit, never fitted
     (``pairwise_*``); ``heldout_tp_mape_with_pairwise`` repeats the previous protocol (both nodes pooled,
     one TP held out); ``ring_only_heldout_tp_mape`` the DGX protocol with the previous form (the Simple
-    ring alone); ``limits`` what bounds the held-out error (:func:`sdsl.experiments.allreduce_forms.allreduce_limits`).
+    ring alone); ``limits`` what bounds the held-out error (:func:`sdsl.validation.allreduce_forms.allreduce_limits`).
     ``None`` and ``base`` unchanged when the GPU has no DGX file or no interconnect."""
-    from sdsl.experiments.allreduce_forms import allreduce_limits
+    from sdsl.validation.allreduce_forms import allreduce_limits
     from sdsl.fit.allreduce import fit_allreduce, nvlink_rows, predict_allreduce, read_allreduce, switch_rows
 
     dgx, pair = network / f"{gpu}_dgx_all_reduce.csv", network / f"{gpu}_pairwise_nvlink_all_reduce.csv"

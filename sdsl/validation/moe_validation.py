@@ -15,7 +15,7 @@ alone; ``deployment_options`` go to :class:`~sdsl.roofline.deployment.Deployment
 Assumptions, the same for every row they touch (each row lists the ones it uses):
 
 - context: MT-bench and GSM8K prompts are priced at the development set's chat context (512 tokens,
-  :data:`sdsl.experiments.published_rows.CHAT_CONTEXT`; not measured).
+  :data:`sdsl.validation.published_rows.CHAT_CONTEXT`; not measured).
 - "H100" without a form factor is the SXM part (as in the development set).
 - SpecBundle's dashboard data (SGLang on H200) states no TP: priced on the fewest GPUs, a power of two, whose
   memory holds the bf16 weights with at least :data:`KV_HEADROOM` of it left (``assumed_tp``); the sensitivity
@@ -36,7 +36,7 @@ import numpy as np
 
 from sdsl.roofline.deployment import Deployment
 from sdsl.errors import InvalidInputError
-from sdsl.experiments.published_rows import (CHAT_CONTEXT, RowSpec, Unpriceable, _hardware, _shape, load_rows)
+from sdsl.validation.published_rows import (CHAT_CONTEXT, RowSpec, Unpriceable, _hardware, _shape, load_rows)
 
 __all__ = ["MoERow", "notes_fields", "interpret_moe_decode", "interpret_moe_speculative", "moe_rows",
            "row_engine", "row_deployment", "price_moe_row", "source_label", "validate_moe", "verify_growth", "tp_sensitivity", "GOALS", "KV_HEADROOM"]
@@ -281,7 +281,7 @@ def _record(spec: MoERow, step) -> dict:
 
 
 def _summary(errors) -> dict:
-    from sdsl.experiments.error_stats import summarize_errors
+    from sdsl.validation.error_stats import summarize_errors
 
     s = summarize_errors(errors)
     if s["n"] == 0:

@@ -9,6 +9,6 @@ __all__ = ["fig_published_validation"]
 
 def fig_published_validation(quick: bool = False):
     """Predicted vs measured for every priced published row, and the k-sweeps (``quick`` is the same)."""
-    from sdsl.experiments.published_validation import validate_published
+    from sdsl.validation.published_validation import validate_published
 
     return published_figure(validate_published())
