@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sdsl._io import atomic_write_text  # noqa: E402
-from sdsl.core.gpu_transfer import transfer_params  # noqa: E402
-from sdsl.core.hardware import get_hardware  # noqa: E402
-from sdsl.core.latency_params import _packaged_params, _transfer_basis  # noqa: E402
+from sdsl.roofline.gpu_transfer import transfer_params  # noqa: E402
+from sdsl.catalog.hardware import get_hardware  # noqa: E402
+from sdsl.roofline.latency_params import _packaged_params, _transfer_basis  # noqa: E402
 from sdsl.fit.opdb_defaults import build_format_overlay, build_measured_params  # noqa: E402
 from sdsl.fit.opdb_fit import hardware_of  # noqa: E402
 

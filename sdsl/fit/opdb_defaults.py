@@ -7,7 +7,7 @@
   all_reduce rows; the elementwise kernels (norm, RoPE, activation, add), which the tables do not time, are
   the cross-GPU transfer's from the Vidur-calibrated GPUs, and the source says so;
 - ``sdsl/data/latency/opdb/<gpu>.json`` for a Vidur-calibrated GPU the tables also cover (H100-SXM): only the
-  low-precision GEMM terms, laid over the Vidur calibration by :func:`sdsl.core.latency_params.default_params`
+  low-precision GEMM terms, laid over the Vidur calibration by :func:`sdsl.roofline.latency_params.default_params`
   (the terms are ratios to the same source's bf16 GEMMs, so they carry over to another source's bf16 fit).
 
 Decode attention keeps the GEMMs' η_m: fitted on its own, the KV read reaches the same fraction of the bandwidth
@@ -16,7 +16,7 @@ Decode attention keeps the GEMMs' η_m: fitted on its own, the KV read reaches t
 
 from __future__ import annotations
 
-from sdsl.core.latency_params import LatencyParams
+from sdsl.roofline.latency_params import LatencyParams
 
 __all__ = ["ENGINE", "build_measured_params", "build_format_overlay", "FORMAT_FIELDS", "ELEMENTWISE_FIELDS"]
 

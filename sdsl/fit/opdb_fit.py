@@ -2,10 +2,10 @@
 
 Each fit uses sdsl's own pricing formula, so what is fitted here is what prices a step:
 
-- **dense GEMM** (:func:`fit_gemm`): :func:`sdsl.core.step_ops.op_time`, the roofline of Williams, Waterman &
+- **dense GEMM** (:func:`fit_gemm`): :func:`sdsl.roofline.step_ops.op_time`, the roofline of Williams, Waterman &
   Patterson (CACM 2009) with 128-row tiles, the wave tail and the size overhead (docs/model.md §3.3). bf16
   fits the whole form; a low-precision format (fp8, nvfp4) fits only its three terms beside the bf16 ones
-  (:func:`sdsl.core.kernels.format_terms`): the fraction of the bf16 weight-read rate its kernels reach,
+  (:func:`sdsl.roofline.kernels.format_terms`): the fraction of the bf16 weight-read rate its kernels reach,
   the fraction of its tensor-core peak, and a fixed extra time per GEMM (the activation's quantisation);
 - **decode attention** (:func:`fit_attention`): t0 + t_seq·b·h_kv + smax_p(FLOPs/(η_c·peak), KV bytes/(η_a·bw)) —
   a fixed kernel cost, a cost per (sequence, KV head), the unit of work FlashDecoding's grid gives one thread
@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sdsl.core.kernels import gemm_flops_bytes, gemm_waves, min_row_tile, smooth_max
-from sdsl.core.latency_params import LatencyParams
+from sdsl.roofline.kernels import gemm_flops_bytes, gemm_waves, min_row_tile, smooth_max
+from sdsl.roofline.latency_params import LatencyParams
 from sdsl.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -68,7 +68,7 @@ _F_SCALE = 0.05
 
 def hardware_of(gpu: str):
     """sdsl's catalog entry of a database GPU name (``h200_sxm`` -> H200)."""
-    from sdsl.core.hardware import get_hardware
+    from sdsl.catalog.hardware import get_hardware
 
     if gpu not in OPDB_GPUS:
         raise ConfigError(f"No catalog GPU for the database's {gpu!r}; known: {', '.join(OPDB_GPUS)}.")
@@ -102,7 +102,7 @@ def gemm_rows(gpu: str | None = None, engine: str = "vllm", dtype: str | None = 
 
 
 def _gemm_arrays(rows, hardware, weight_format: str, params: LatencyParams):
-    from sdsl.core.weight_formats import get_weight_format
+    from sdsl.roofline.weight_formats import get_weight_format
 
     m, n, k = (rows[c].to_numpy(dtype=float) for c in ("m", "n", "k"))
     flops, _ = gemm_flops_bytes(m, k, n, 2, params.m_tile, params.m_tile_min)
@@ -114,10 +114,10 @@ def _gemm_arrays(rows, hardware, weight_format: str, params: LatencyParams):
 
 def predict_gemm(rows: "pd.DataFrame", hardware, weight_format: str, params: LatencyParams) -> np.ndarray:
     """Seconds of each GEMM row (m, n, k) in ``weight_format`` with ``params``: exactly the step pricing's
-    :func:`sdsl.core.step_ops.op_time` with the format's terms (:func:`sdsl.core.kernels.format_terms`)."""
-    from sdsl.core.kernels import format_terms
-    from sdsl.core.step_ops import op_time
-    from sdsl.core.weight_formats import gemm_peak, get_weight_format
+    :func:`sdsl.roofline.step_ops.op_time` with the format's terms (:func:`sdsl.roofline.kernels.format_terms`)."""
+    from sdsl.roofline.kernels import format_terms
+    from sdsl.roofline.step_ops import op_time
+    from sdsl.roofline.weight_formats import gemm_peak, get_weight_format
 
     compute, memory, extra = format_terms(params, get_weight_format(weight_format).native)
     flops, weights, acts, waves = _gemm_arrays(rows, hardware, weight_format, params)
@@ -134,7 +134,7 @@ def fit_gemm(rows: "pd.DataFrame", hardware, weight_format: str = "bf16", base: 
     (:data:`GEMM_TERMS`). A low-precision format with its native tensor cores (fp8, nvfp4): only its three
     terms (:data:`FORMAT_TERMS`) on top of ``base``, the bf16 fit, so a format's efficiency is measured
     against the same GPU's bf16 kernels."""
-    from sdsl.core.weight_formats import get_weight_format
+    from sdsl.roofline.weight_formats import get_weight_format
 
     y = np.log(rows["time_s"].to_numpy(dtype=float))
     if base is None:
@@ -276,7 +276,7 @@ def allreduce_rows(gpu: str | None = None, engine: str = "vllm", version: str | 
 class AllreduceFit:
     """One all-reduce path on one GPU; B the catalog's per-direction NVLink bandwidth. ``custom``: the engine's
     kernel, the faster of one-shot a + (t−1)·M/(η·B) and two-shot 2a + 2(t−1)/t·M/(η·B) (the form
-    :func:`sdsl.core.engine_allreduce.custom_allreduce_time` prices); ``ring``: NCCL, a + 2(t−1)/t·M/(η·B)."""
+    :func:`sdsl.engine.allreduce.custom_allreduce_time` prices); ``ring``: NCCL, a + 2(t−1)/t·M/(η·B)."""
 
     latency: float
     eta: float
@@ -299,7 +299,7 @@ def predict_allreduce(rows: "pd.DataFrame", hardware, fit: AllreduceFit) -> np.n
 ALLREDUCE_MAX_BYTES = 16 * 2 ** 20
 
 
-#: NCCL's terms in LatencyParams (:func:`sdsl.core.kernels.allreduce_time`): the ring's latency, its per-step
+#: NCCL's terms in LatencyParams (:func:`sdsl.roofline.kernels.allreduce_time`): the ring's latency, its per-step
 #: latency and its bandwidth fraction. The low-latency protocol stays off: the tables' small-message times grow
 #: with the GPU count (H200: 6.0, 9.5, 16.0 us at 2, 4, 8 GPUs), which a per-step latency prices and sdsl's LL
 #: form (no per-step term) cannot.
@@ -311,7 +311,7 @@ _NCCL_BOUNDS = {"allreduce_latency": (0.0, 1e-4, 1e-6), "allreduce_step_latency"
 
 def predict_nccl(rows: "pd.DataFrame", hardware, params: LatencyParams) -> np.ndarray:
     """NCCL all-reduce seconds of each row with the all-reduce terms of ``params`` (the step pricing's form)."""
-    from sdsl.core.kernels import allreduce_time_with
+    from sdsl.roofline.kernels import allreduce_time_with
 
     return allreduce_time_with(rows["message_size"].to_numpy(dtype=float), rows["num_gpus"].to_numpy(dtype=float),
                                hardware.interconnect_bandwidth, params)
