@@ -287,6 +287,11 @@ def kernels(gpus, ops, as_json):
                     if r.get("measured_time_vs_bf16_at_m1"):
                         line += f"; measured time / bf16 at m = 1: {r['measured_time_vs_bf16_at_m1']:.2f}x"
                 click.echo(line)
+    for gpu, sh in out.get("shipped", {}).items():
+        cal = sh["calibration"]
+        click.echo(f"{gpu} shipped defaults ({cal['kind']}: {'; '.join(cal['sources']) or 'transferred'}) on the tables' GEMMs: "
+                   + ", ".join(f"{k} median {100 * v['median_abs']:.1f}% bias {100 * v['median_signed']:+.1f}%"
+                               for k, v in sh["gemm"].items()))
     v = out.get("vidur_h100")
     if v:
         s = v["shipped_on_opdb"]

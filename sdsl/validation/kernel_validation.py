@@ -10,6 +10,7 @@ Per GPU (H100-SXM, H200, B200 by default) and op, from the shipped subset of aic
 - decode attention (GQA/MQA/MHA) with a bf16 and an fp8 KV cache: one (heads, KV heads, head dim) shape held
   out at a time; decode MLA: one head count held out;
 - all-reduce: the engine's custom kernel (CUDA-graph replay and eager) and NCCL, one GPU count held out;
+- the shipped defaults (``default_params``) priced on every GEMM row per format (key ``shipped``);
 - H100 only: the two sources side by side, Vidur's fp16 GEMMs and the tables' bf16 GEMMs at the (m, n, k)
   both measured, and the Vidur-fitted shipped defaults priced on the tables' rows.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sdsl.fit.opdb_defaults import ENGINE
 from sdsl.validation.error_stats import summarize_errors
 
 __all__ = ["validate_kernels", "GOAL_MEDIAN", "GOAL_WORST", "DEFAULT_GPUS", "OPS"]
@@ -176,7 +178,24 @@ def _vidur_h100() -> dict:
     return out
 
 
-def validate_kernels(gpus=None, ops=OPS, engine: str = "vllm") -> dict:
+def _shipped(gpu: str, engine: str) -> dict:
+    """What a user gets, ``default_params`` of the GPU, priced on every GEMM row of the tables per format (in-sample
+    for a GPU calibrated on them, out-of-source for a Vidur-calibrated one)."""
+    from sdsl.fit.opdb_fit import GEMM_FORMATS, gemm_rows, hardware_of, predict_gemm
+    from sdsl.roofline.latency_params import calibration_provenance, default_params
+
+    hw = hardware_of(gpu)
+    params = default_params(hw)
+    rows = gemm_rows(gpu, engine)
+    out = {"calibration": calibration_provenance(hw), "source": params.source, "gemm": {}}
+    for dtype in sorted(set(rows["dtype"])):
+        if dtype in GEMM_FORMATS and dtype != "fp8_block":
+            r = rows[rows["dtype"] == dtype]
+            out["gemm"][dtype] = _summary(predict_gemm(r, hw, GEMM_FORMATS[dtype], params) / r["time_s"].to_numpy() - 1.0)
+    return out
+
+
+def validate_kernels(gpus=None, ops=OPS, engine: str = ENGINE) -> dict:
     """Leave-one-shape-out errors of every fitted kernel term per GPU and op (module docstring). ``gpus``:
     database names (default :data:`DEFAULT_GPUS`); ``ops``: a subset of :data:`OPS`; ``engine``: whose GEMM and
     attention tables are fitted (MLA: SGLang's, the engine whose decode MLA kernel the tables time)."""
@@ -196,6 +215,8 @@ def validate_kernels(gpus=None, ops=OPS, engine: str = "vllm") -> dict:
         if "allreduce" in ops:
             res["allreduce"] = _allreduce(gpu)
         out["gpus"][gpu] = res
+        if "gemm" in ops:
+            out.setdefault("shipped", {})[gpu] = _shipped(gpu, engine)
     if "h100_sxm" in gpus and "gemm" in ops:
         out["vidur_h100"] = _vidur_h100()
     return out
