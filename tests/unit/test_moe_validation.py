@@ -50,12 +50,12 @@ def test_assumptions_are_recorded(result):
 def test_plain_decode_claim(result):
     s = result["claims"]["plain"]
     assert s["n"] == 18
-    assert s["median_abs_error"] == pytest.approx(0.2740, abs=A)
-    assert s["median_signed_error"] == pytest.approx(0.0933, abs=A)
+    assert s["median_abs_error"] == pytest.approx(0.2546, abs=A)
+    assert s["median_signed_error"] == pytest.approx(0.1558, abs=A)
     assert s["worst_error"] == pytest.approx(4.0688, abs=5 * A)
     by = result["claims"]["plain_by_batch"]
     assert by["1"]["median_signed_error"] == pytest.approx(-0.1658, abs=A)
-    assert by["2-8"]["median_abs_error"] == pytest.approx(0.2038, abs=A)
+    assert by["2-8"]["median_abs_error"] == pytest.approx(0.1558, abs=A)
     assert by[">8"]["median_signed_error"] == pytest.approx(0.5129, abs=A)
     assert not result["goals_met"]["plain"]
 
@@ -63,15 +63,15 @@ def test_plain_decode_claim(result):
 def test_ratio_claim(result):
     c = result["claims"]
     assert c["ratio"]["n"] == 46
-    assert c["ratio"]["median_abs_error"] == pytest.approx(0.2238, abs=A)
-    assert c["ratio"]["median_signed_error"] == pytest.approx(0.0602, abs=A)
+    assert c["ratio"]["median_abs_error"] == pytest.approx(0.1642, abs=A)
+    assert c["ratio"]["median_signed_error"] == pytest.approx(0.0015, abs=A)
     assert c["ratio"]["worst_error"] == pytest.approx(1.2303, abs=A)
     by = c["ratio_by_source"]
-    assert by["sgl-project/SpecForge:data.json"]["median_abs_error"] == pytest.approx(0.0859, abs=A)
+    assert by["sgl-project/SpecForge:data.json"]["median_abs_error"] == pytest.approx(0.1053, abs=A)
     assert by["sgl-project/SpecForge#339"]["median_signed_error"] == pytest.approx(0.6115, abs=A)
     assert by["Tencent/AngelSlim#163"]["median_signed_error"] == pytest.approx(0.7873, abs=A)
-    assert c["dense_comparison"]["ratio"]["median_abs_error"] == pytest.approx(0.3042, abs=A)
-    assert not result["goals_met"]["ratio"]
+    assert c["dense_comparison"]["ratio"]["median_abs_error"] == pytest.approx(0.2383, abs=A)
+    assert not result["goals_met"]["ratio"]  # 16.4% on the roofline alone
 
 
 def test_outcome_claim(result):
@@ -134,19 +134,19 @@ def test_validation_md_states_these_numbers():
     from sdsl._paths import REPO_ROOT
 
     text = " ".join((REPO_ROOT / "VALIDATION.md").read_text().split())
-    for fragment in ("median **27.4%**, mean 60.4%, worst +406.9%, median signed +9.3%",
-                     "median **22.4%**, mean 33.8%, worst +123.0%, median signed +6.0%", "**31 of 46 (67%)**",
-                     "**β = 0.86, a = +3.7 ms**", "**β = 0.96, a = +5.1 ms**", "| **8.6%** (−1.9%) |",
-                     "61.2% (+61.2%)", "78.7% (+78.7%)", "ratio median of 20.1% and still 31 of 46",
-                     "gives 20.3% and 37 of 46 (80%), predicting 8 losses",
-                     "26.1%, 16.5%, 20.8% and 29.2% instead of 8.0%, 4.0%, 25.3% and 30.4%"):
+    for fragment in ("median **25.5%**, mean 59.9%, worst +406.9%, median signed +15.6%",
+                     "median **16.4%**, mean 35.0%, worst +123.0%, median signed +0.1%", "**31 of 46 (67%)**",
+                     "**β = 0.86, a = +3.7 ms**", "**β = 0.96, a = +5.1 ms**", "| **10.5%** (−9.9%) |",
+                     "61.2% (+61.2%)", "78.7% (+78.7%)", "ratio median of 19.4% and still 31 of 46",
+                     "gives 23.1% and 37 of 46 (80%), predicting 8 losses",
+                     "8.9%, 4.0%, 27.4% and 16.4% instead of 8.2%, 9.7%, 31.8% and 23.8%"):
         assert " ".join(fragment.split()) in text, f"VALIDATION.md no longer says {fragment!r}"
 
 
 def test_host_time_cross_checks():
     """The two host-time cross-checks VALIDATION.md states (not shipped): SGLang's sourced 1.107 ms per speculative
     step, and the 3.90 ms fitted on the development set's dense SGLang rows."""
-    for host, median, right, losses in ((1.107e-3, 0.2013, 31, 0), (3.90e-3, 0.2031, 37, 8)):
+    for host, median, right, losses in ((1.107e-3, 0.1938, 31, 0), (3.90e-3, 0.2307, 37, 8)):
         c = validate_moe(engine=None, price_options={"overhead_s": host})["claims"]
         assert c["ratio"]["median_abs_error"] == pytest.approx(median, abs=A)
         assert (c["outcome"]["right"], c["outcome"]["predicted_losses"]) == (right, losses)
@@ -163,8 +163,8 @@ def test_tp_sensitivity():
         assert tp2 == 2 * tp
         by_model.setdefault(r["target"], []).append((abs(err), abs(err2)))
     med = {m: tuple(np.median(np.array(v), axis=0)) for m, v in by_model.items()}
-    expect = {"qwen3-30b-a3b": (0.080, 0.261), "qwen3-235b-a22b": (0.040, 0.165), "llama-4-scout": (0.253, 0.208),
-              "llama-3.3-70b": (0.304, 0.292)}
+    expect = {"qwen3-30b-a3b": (0.082, 0.089), "qwen3-235b-a22b": (0.097, 0.040), "llama-4-scout": (0.318, 0.274),
+              "llama-3.3-70b": (0.238, 0.164)}
     for m, (a, b) in expect.items():
         assert med[m] == pytest.approx((a, b), abs=1.5e-3)
 
@@ -177,30 +177,30 @@ def test_the_sglang_profile():
     assert out["engine_profiles"] == ["sglang-2025-01", "sglang-2025-10"]
     assert validate_moe(engine="sglang")["claims"] == out["claims"]
     c = out["claims"]
-    assert c["plain"]["median_abs_error"] == pytest.approx(0.4155, abs=A)
-    assert c["plain"]["median_signed_error"] == pytest.approx(0.4155, abs=A)
-    assert c["ratio"]["median_abs_error"] == pytest.approx(0.1366, abs=A)
-    assert c["ratio"]["median_signed_error"] == pytest.approx(-0.1167, abs=A)
-    assert c["ratio"]["worst_error"] == pytest.approx(-0.5037, abs=A)
-    assert (c["outcome"]["right"], c["outcome"]["predicted_losses"]) == (44, 13)
-    assert out["goals_met"] == {"plain": False, "ratio": True, "outcome": True, "coverage": True}
+    assert c["plain"]["median_abs_error"] == pytest.approx(0.6152, abs=A)
+    assert c["plain"]["median_signed_error"] == pytest.approx(0.6152, abs=A)
+    assert c["ratio"]["median_abs_error"] == pytest.approx(0.1601, abs=A)
+    assert c["ratio"]["median_signed_error"] == pytest.approx(-0.1524, abs=A)
+    assert c["ratio"]["worst_error"] == pytest.approx(-0.5211, abs=A)
+    assert (c["outcome"]["right"], c["outcome"]["predicted_losses"]) == (44, 15)
+    assert out["goals_met"] == {"plain": False, "ratio": False, "outcome": True, "coverage": True}
     by = c["ratio_by_source"]
-    assert by["sgl-project/SpecForge#339"]["median_abs_error"] == pytest.approx(0.0647, abs=A)
-    assert by["Tencent/AngelSlim#163"]["median_abs_error"] == pytest.approx(0.0372, abs=A)
-    assert by["sgl-project/SpecForge:data.json"]["median_signed_error"] == pytest.approx(-0.1820, abs=A)
-    assert c["plain_by_batch"][">8"]["median_signed_error"] == pytest.approx(0.7977, abs=A)
+    assert by["sgl-project/SpecForge#339"]["median_abs_error"] == pytest.approx(0.0660, abs=A)
+    assert by["Tencent/AngelSlim#163"]["median_abs_error"] == pytest.approx(0.0788, abs=A)
+    assert by["sgl-project/SpecForge:data.json"]["median_signed_error"] == pytest.approx(-0.2163, abs=A)
+    assert c["plain_by_batch"][">8"]["median_signed_error"] == pytest.approx(0.8985, abs=A)
     steps = {(r["source"].split()[0], r["tp"]): 1e3 / r["predicted"] for r in out["rows"]
              if r["proposer"] is None and r["batch"] == 1 and r["target"] == "qwen3-30b-a3b" and r["tp"] > 1}
-    assert sorted(round(v, 2) for v in steps.values()) == [3.41, 4.12]
+    assert sorted(round(v, 2) for v in steps.values()) == [2.83, 3.54]
     growth = sorted((g["source"], round(g["slope"], 2), round(1e3 * g["intercept_s"], 1)) for g in out["verify_growth"]
                     if g["batch"] == 1 and g["informative"])
-    assert growth == [("Tencent/AngelSlim#163", 0.97, 4.2), ("sgl-project/SpecForge#339", 0.89, 2.6)]
+    assert growth == [("Tencent/AngelSlim#163", 0.91, 5.2), ("sgl-project/SpecForge#339", 0.88, 3.2)]
     roof = validate_moe(engine=None)
     assert roof["engine_profiles"] == ["ideal"] and roof["model"] == "roofline, no engine host time"
     text = " ".join((REPO_ROOT / "VALIDATION.md").read_text().split())
-    for fragment in ("median **13.7%**, worst −50.4%, median signed −11.7%", "**44 of 46 (96%)**",
-                     "from 61.2% to 6.5% on SpecForge #339", "from 78.7% to 3.7% on AngelSlim #163",
-                     "priced at 4.12 ms on TP 2", "β = 0.89, a = +2.6 ms and β = 0.97, a = +4.2 ms"):
+    for fragment in ("median **16.0%**, worst −52.1%, median signed −15.2%", "**44 of 46 (96%)**",
+                     "from 61.2% to 6.6% on SpecForge #339", "from 78.7% to 7.9% on AngelSlim #163",
+                     "priced at 3.54 ms on TP 2", "β = 0.88, a = +3.2 ms and β = 0.91, a = +5.2 ms"):
         assert " ".join(fragment.split()) in text, f"VALIDATION.md no longer says {fragment!r}"
 
 
