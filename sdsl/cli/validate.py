@@ -292,6 +292,10 @@ def kernels(gpus, ops, as_json):
         click.echo(f"{gpu} shipped defaults ({cal['kind']}: {'; '.join(cal['sources']) or 'transferred'}) on the tables' GEMMs: "
                    + ", ".join(f"{k} median {100 * v['median_abs']:.1f}% bias {100 * v['median_signed']:+.1f}%"
                                for k, v in sh["gemm"].items()))
+    for gpu, rows in out.get("fp8_decode", {}).items():
+        click.echo(f"{gpu} FP8 plain decode, Qwen3-8B (fp8/bf16: measured layer kernels vs sdsl's step): " + ", ".join(
+            f"b{r['batch']} {r['measured_layer_ratio']:.2f} vs {r['priced_step_ratio']:.2f} ({100 * r['error']:+.1f}%)"
+            for r in rows))
     v = out.get("vidur_h100")
     if v:
         s = v["shipped_on_opdb"]

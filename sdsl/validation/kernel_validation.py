@@ -11,6 +11,8 @@ Per GPU (H100-SXM, H200, B200 by default) and op, from the shipped subset of aic
   out at a time; decode MLA: one head count held out;
 - all-reduce: the engine's custom kernel (CUDA-graph replay and eager) and NCCL, one GPU count held out;
 - the shipped defaults (``default_params``) priced on every GEMM row per format (key ``shipped``);
+- FP8 plain decode of a dense target (Qwen3-8B, key ``fp8_decode``): the fp8/bf16 ratio of one layer's measured
+  kernels beside sdsl's priced fp8/bf16 step ratio (no published engine row measures a dense FP8 target);
 - H100 only: the two sources side by side, Vidur's fp16 GEMMs and the tables' bf16 GEMMs at the (m, n, k)
   both measured, and the Vidur-fitted shipped defaults priced on the tables' rows.
 
@@ -195,6 +197,46 @@ def _shipped(gpu: str, engine: str) -> dict:
     return out
 
 
+#: The dense layer the fp8 check composes from measured kernels: Qwen3-8B at TP 1 (every GEMM on the tables' grid):
+#: QKV 4096 -> 6144, output 4096 -> 4096, gate and up 4096 -> 12288 each, down 12288 -> 4096; GQA 32/8/128.
+FP8_LAYER = ("qwen3-8b", ((6144, 4096), (4096, 4096), (12288, 4096), (12288, 4096), (4096, 12288)), (32, 8, 128))
+FP8_BATCHES = (1, 8, 32)
+FP8_CONTEXT = 1024
+
+
+def _fp8_layer(gpu: str, engine: str) -> list[dict]:
+    """FP8 against bf16 plain decode of a dense target: the ratio of one layer's measured kernels (its five GEMMs in
+    fp8 and in bf16, plus the same bf16-KV attention) beside the ratio of sdsl's whole priced steps, per batch."""
+    from sdsl.fit.opdb_fit import attention_rows, gemm_rows, hardware_of
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.roofline.latency import step_time
+
+    model, shapes, (h, kv, hd) = FP8_LAYER
+    hw = hardware_of(gpu)
+    att = attention_rows(gpu, engine, "bfloat16")
+    out = []
+    for b in FP8_BATCHES:
+        t = {}
+        for dtype in ("bfloat16", "fp8"):
+            g = gemm_rows(gpu, engine, dtype)
+            g = g[g["m"] == b]
+            picked = [g[(g["n"] == n) & (g["k"] == k)]["time_s"] for n, k in shapes]
+            if g.empty or any(x.empty for x in picked):
+                break
+            t[dtype] = sum(float(x.iloc[0]) for x in picked)
+        a = att[(att["batch_size"] == b) & (att["context"] == FP8_CONTEXT) & (att["num_heads"] == h)
+                & (att["num_key_value_heads"] == kv) & (att["head_dim"] == hd)]
+        if len(t) < 2 or a.empty:
+            continue
+        measured = (t["fp8"] + float(a["time_s"].iloc[0])) / (t["bfloat16"] + float(a["time_s"].iloc[0]))
+        steps = {w: float(step_time(model, Deployment(hw, weight_dtype=w), batch=b, context=FP8_CONTEXT).total_s)
+                 for w in (None, "fp8")}
+        priced = steps["fp8"] / steps[None]
+        out.append({"batch": b, "measured_layer_ratio": measured, "priced_step_ratio": priced,
+                    "error": priced / measured - 1.0})
+    return out
+
+
 def validate_kernels(gpus=None, ops=OPS, engine: str = ENGINE) -> dict:
     """Leave-one-shape-out errors of every fitted kernel term per GPU and op (module docstring). ``gpus``:
     database names (default :data:`DEFAULT_GPUS`); ``ops``: a subset of :data:`OPS`; ``engine``: whose GEMM and
@@ -217,6 +259,8 @@ def validate_kernels(gpus=None, ops=OPS, engine: str = ENGINE) -> dict:
         out["gpus"][gpu] = res
         if "gemm" in ops:
             out.setdefault("shipped", {})[gpu] = _shipped(gpu, engine)
+            if "attention" in ops:
+                out.setdefault("fp8_decode", {})[gpu] = _fp8_layer(gpu, engine)
     if "h100_sxm" in gpus and "gemm" in ops:
         out["vidur_h100"] = _vidur_h100()
     return out
