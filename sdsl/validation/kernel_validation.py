@@ -13,6 +13,7 @@ Per GPU (H100-SXM, H200, B200 by default) and op, from the shipped subset of aic
 - the shipped defaults (``default_params``) priced on every GEMM row per format (key ``shipped``);
 - FP8 plain decode of a dense target (Qwen3-8B, key ``fp8_decode``): the fp8/bf16 ratio of one layer's measured
   kernels beside sdsl's priced fp8/bf16 step ratio (no published engine row measures a dense FP8 target);
+- the custom all-reduce the engine profiles take (key ``engine_allreduce``, :mod:`sdsl.fit.opdb_engines`);
 - H100 only: the two sources side by side, Vidur's fp16 GEMMs and the tables' bf16 GEMMs at the (m, n, k)
   both measured, and the Vidur-fitted shipped defaults priced on the tables' rows.
 
@@ -263,4 +264,8 @@ def validate_kernels(gpus=None, ops=OPS, engine: str = ENGINE) -> dict:
                 out.setdefault("fp8_decode", {})[gpu] = _fp8_layer(gpu, engine)
     if "h100_sxm" in gpus and "gemm" in ops:
         out["vidur_h100"] = _vidur_h100()
+    if "allreduce" in ops:  # what the engine profiles price their custom all-reduce with (sdsl.fit.opdb_engines)
+        from sdsl.fit.opdb_engines import PROFILE_ENGINES, measured_custom_allreduce
+
+        out["engine_allreduce"] = {e: measured_custom_allreduce(e) for e in sorted(set(PROFILE_ENGINES.values()))}
     return out
