@@ -1,13 +1,11 @@
-"""Kernel terms fitted on NVIDIA's measured operator tables (sdsl.fit.opdb_fit), scored on shapes held out of
-the fit; the shipped defaults built from them; ``sdsl validate kernels`` and ``sdsl hardware``'s marking."""
+"""VALIDATION.md "Measured kernels": the terms fitted on NVIDIA's measured operator tables (sdsl.fit.opdb_fit), scored
+on shapes held out of the fit, and the FP8 step they price; tolerances on errors, not on fitted values."""
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 from sdsl.fit.opdb_fit import (allreduce_rows, attention_rows, fit_allreduce, fit_attention, fit_gemm, fit_nccl,
                                gemm_rows, hardware_of, predict_allreduce, predict_attention, predict_gemm, predict_nccl)
@@ -86,31 +84,3 @@ def test_fp8_decode_step_is_priced_near_the_measured_kernels():
     t = {w: float(step_time("llama-3.1-8b", Deployment(hw, weight_dtype=w), batch=1, context=1024).total_s)
          for w in (None, "fp8")}
     assert 0.72 < t["fp8"] / t[None] < 0.90
-
-
-def test_validate_kernels_cli_json():
-    from sdsl.cli import cli
-
-    r = CliRunner().invoke(cli, ["validate", "kernels", "--gpu", "h200", "--op", "allreduce", "--json"])
-    assert r.exit_code == 0, r.output
-    out = json.loads(r.output)
-    assert {"source", "goal", "gpus", "engine"} <= set(out) and "aiconfigurator-core 0.12.0" in out["source"]
-    entry = out["gpus"]["h200_sxm"]["allreduce"]["vllm:graph"]
-    assert {"heldout", "fitted", "engine", "engine_version", "kernel_source", "rows", "folds"} <= set(entry)
-    assert {"median_abs", "worst_abs", "median_signed", "p95_abs", "meets_goal"} <= set(entry["heldout"])
-    r = CliRunner().invoke(cli, ["validate", "kernels", "--gpu", "h200", "--op", "allreduce"])
-    assert r.exit_code == 0 and "median" in r.output and "nccl" in r.output
-
-
-def test_hardware_marks_measured_and_transferred():
-    from sdsl.cli import cli
-    from sdsl.roofline.latency_params import calibration_provenance
-
-    for gpu in ("h200", "b200"):
-        cal = calibration_provenance(gpu)
-        assert cal["kind"] == "measured" and any("aiconfigurator-core 0.12.0 (vllm 0.24.0)" in s for s in cal["sources"])
-    assert any("Vidur" in s for s in calibration_provenance("h100-sxm")["sources"])
-    assert calibration_provenance("mi300x")["kind"] == "transferred"
-    rows = json.loads(CliRunner().invoke(cli, ["hardware", "--json"]).output)
-    kinds = {r["name"]: r["latency_calibration"]["kind"] for r in rows}
-    assert kinds["H200"] == kinds["B200"] == "measured" and kinds["MI300X"] == "transferred"
