@@ -89,7 +89,7 @@ def acceptance(log, engine, ngram, ngram_min, ngram_max, k, proposer, target, wo
 
 def _default_acceptance(proposer, target, workload, k):
     """(JSON, text) of a proposer's default acceptance on a target: per-position rates at k, τ and its evidence."""
-    from sdsl.cli.optimize import describe_acceptance
+    from sdsl.plan.report import describe_acceptance
     from sdsl.speculation.resolve import resolve_acceptance
 
     acc = resolve_acceptance(proposer, target, workload=workload, spread_k=k)
