@@ -69,25 +69,18 @@ class Prediction(PricedStep):
         return prediction_text(self.to_dict())
 
 
-def deployment_of(hardware="h100-sxm", *, tp=1, ep=1, draft_tp=1, dtype="bf16", context=1024, calibration=None,
+def deployment_of(hardware="h100-sxm", *, tp=1, ep=1, draft_tp=1, dtype="bf16", context=1024, params=None,
                   engine=None) -> Deployment:
     """A :class:`~sdsl.roofline.deployment.Deployment` from the CLI's deployment options; a Deployment passed as
-    ``hardware`` is returned as it is (the other options must then be left at their defaults)."""
+    ``hardware`` gets the options that differ from their defaults; ``params``: LatencyParams (a calibration,
+    ``sdsl.load_latency_params``), default the hardware's."""
     if isinstance(hardware, Deployment):
         changed = {k: v for k, v, d in (("tp", tp, 1), ("ep", ep, 1), ("draft_tp", draft_tp, 1), ("dtype", dtype, "bf16"),
-                                        ("context", context, 1024), ("engine", engine, None)) if v != d}
+                                        ("context", context, 1024), ("engine", engine, None), ("params", params, None))
+                   if v is not d and v != d}
         return hardware.replace(**changed) if changed else hardware
-    from sdsl.catalog.hardware import get_hardware
-    from sdsl.roofline.latency import default_params
-
-    hw = get_hardware(hardware)
-    if calibration:
-        from sdsl.fit.calibration import load_latency_params
-
-        params = load_latency_params(calibration, hw)
-    else:
-        params = default_params(hw)
-    return Deployment(hw, tp=tp, ep=ep, draft_tp=draft_tp, dtype=dtype, context=context, params=params, engine=engine)
+    return Deployment(hardware, tp=tp, ep=ep, draft_tp=draft_tp, dtype=dtype, context=context, params=params,
+                      engine=engine)
 
 
 def _proposer(proposer, draft_params=None):
@@ -137,7 +130,7 @@ def _acceptance_args(proposer, gamma, tree, alpha, accepted_length, accepted_at,
 
 def predict(target, proposer="eagle3", hardware="h100-sxm", *, gamma=None, tree=None, batch=1, alpha=None,
             accepted_length=None, accepted_at=None, acceptance=None, workload: str = "chat", tp: int = 1, ep: int = 1,
-            draft_tp: int = 1, dtype: str = "bf16", context=1024, engine=None, calibration=None, draft_params=None,
+            draft_tp: int = 1, dtype: str = "bf16", context=1024, engine=None, params=None, draft_params=None,
             overhead_s=0.0) -> Prediction:
     """``sdsl predict`` in Python: price one configuration (or arrays of them: gamma, alpha and batch broadcast).
 
@@ -159,7 +152,7 @@ def predict(target, proposer="eagle3", hardware="h100-sxm", *, gamma=None, tree=
                                 "was measured at).")
     spec = get_model(target)
     dep = deployment_for(spec, deployment_of(hardware, tp=tp, ep=ep, draft_tp=draft_tp, dtype=dtype, context=context,
-                                             calibration=calibration, engine=engine))
+                                             params=params, engine=engine))
     prop = _proposer(proposer, draft_params)
     if dep.draft_tp != 1 and prop.kind != "draft":
         raise InvalidInputError(f"draft_tp applies to a separate draft model only; {prop.name} runs on the target's "
@@ -219,7 +212,7 @@ def optimize(target="llama-3.1-70b", hardware="h100-sxm", *, proposers=None, bat
              workload: str = "chat", gamma_max: int = 10, max_batch: int = 256, trees: bool = False,
              export: str | None = None, pretrain_tokens: float = 1e12, any_tokenizer: bool = False, top: int = 10,
              tp: int = 1, ep: int = 1, draft_tp: int = 1, dtype: str = "bf16", context=1024, engine=None,
-             calibration=None, tolerance: float | None = None):
+             params=None, tolerance: float | None = None):
     """``sdsl optimize`` in Python: rank proposers × k over batch sizes and pick (a
     :class:`~sdsl.plan.plan.SpeculationPlan`; :func:`sdsl.plan.plan.plan_speculation` with the CLI's deployment
     options). ``proposers``: names (``"all"`` expands as on the CLI) or None for the catalog's draft models;
@@ -228,7 +221,7 @@ def optimize(target="llama-3.1-70b", hardware="h100-sxm", *, proposers=None, bat
     from sdsl.plan.robust import K_TOLERANCE
 
     dep = deployment_of(hardware, tp=tp, ep=ep, draft_tp=draft_tp, dtype=dtype, context=context,
-                        calibration=calibration, engine=engine)
+                        params=params, engine=engine)
     if isinstance(acceptance, (int, float)) and not isinstance(acceptance, bool):
         from sdsl.acceptance import Acceptance
 

@@ -147,8 +147,7 @@ class ProposerRanking(Result):
                 order = np.lexsort((-tps, ~self.runnable))  # what the target cannot run goes last
                 for p in order[: top or len(self.proposers)]:
                     if np.isfinite(tps[p]):
-                        rows.append({**self.row(int(p), int(best_k[p, b, a]), int(b), a),
-                                     "runnable": self.blocker(int(p)) is None, "blocked": self.blocker(int(p))})
+                        rows.append(self.row(int(p), int(best_k[p, b, a]), int(b), a))
         return rows
 
     def to_frame(self, batches=None):

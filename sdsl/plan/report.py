@@ -69,7 +69,7 @@ def _config_tables(out: dict, plan) -> list[str]:
     lines = []
     for b in plan.batches:
         rows = [dict(r, params=_params(r["draft_params"]), tpot_ms=1e3 * r["tpot_s"],
-                     proposer=r["proposer"] + ("" if r.get("runnable", True) else " (not runnable)"))
+                     proposer=r["proposer"] + (" (not runnable)" if r["proposer"] in out["not_runnable"] else ""))
                 for r in out["configs"] if r["batch"] == b]
         lines.append(f"batch {b}: plain decoding {rows[0]['plain_tokens_per_s']:.1f} tokens/s")
         lines.append(format_table(rows, [("proposer", "proposer", ""), ("params", "params", ""), ("gamma", "k", "d"),

@@ -13,8 +13,8 @@ than the model can resolve. Over batch 1-256 that table has 5 ranges at 5%, 13 a
 **Table.** :func:`robust_k_ranges` covers the batches with the fewest ranges whose k is within the tolerance of the
 per-batch best at every batch of its range (greedy interval covering: from the first uncovered batch, the k that
 stays within the tolerance longest, the smaller k on a tie; greedy furthest reach is optimal for covering a line
-with intervals). k = 0 (plain decoding) is a candidate like any other, so a range where speculating gains less than
-the tolerance is not speculated.
+with intervals). Whether to speculate follows the best k (k = 0 where plain decoding is fastest, a k ≥ 1 wherever
+speculation pays at all), so the table and "where speculation pays" agree; the tolerance chooses among k ≥ 1.
 
 **What cannot run.** :func:`deploy_blocker` names why a target cannot run a proposer (MTP without MTP modules, a
 draft model with another vocabulary); such a proposer is ranked and shown, marked, last, and never the pick.
@@ -37,11 +37,20 @@ __all__ = ["K_TOLERANCE", "acceptable_k", "robust_k_ranges", "holding_range", "d
 K_TOLERANCE = 0.05
 
 
-def acceptable_k(tokens_per_s: np.ndarray, tolerance: float = K_TOLERANCE) -> np.ndarray:
-    """(k, batch) mask: k's tokens/s is within ``tolerance`` of the best k at that batch (-inf: k not draftable)."""
+def acceptable_k(tokens_per_s: np.ndarray, tolerance: float = K_TOLERANCE, gammas=None) -> np.ndarray:
+    """(k, batch) mask: k's tokens/s is within ``tolerance`` of the best k at that batch (-inf: k not draftable).
+    With ``gammas``, whether to speculate follows the best: k = 0 is acceptable only where it is the best, and a
+    k ≥ 1 only where some k ≥ 1 is (so the table speculates exactly where speculation pays)."""
     tps = np.asarray(tokens_per_s, dtype=float)
     best = np.max(tps, axis=0, keepdims=True)
-    return np.isfinite(tps) & (tps >= (1.0 - float(tolerance)) * best)
+    ok = np.isfinite(tps) & (tps >= (1.0 - float(tolerance)) * best)
+    if gammas is None:
+        return ok
+    plain = np.asarray(gammas) == 0
+    if not plain.any():
+        return ok
+    plain_best = (tps[plain].max(axis=0) >= best[0])[None, :]
+    return np.where(plain[:, None], plain_best, ok & ~plain_best)
 
 
 def _runs(ok: np.ndarray) -> np.ndarray:
@@ -61,7 +70,7 @@ def robust_k_ranges(tokens_per_s: np.ndarray, gammas, batches, tolerance: float 
     g = np.asarray(gammas).astype(int)
     b = np.asarray(batches).astype(int)
     order = np.argsort(g, kind="stable")  # ties in reach go to the smaller k
-    runs = _runs(acceptable_k(np.asarray(tokens_per_s)[order], tolerance))
+    runs = _runs(acceptable_k(np.asarray(tokens_per_s)[order], tolerance, g[order]))
     rows, i = [], 0
     while i < b.size:  # one pass per range: a handful, not one per batch
         j = int(np.argmax(runs[:, i]))
@@ -76,7 +85,7 @@ def holding_range(tokens_per_s: np.ndarray, gammas, batches, k: int, batch: int,
     """{batch_min, batch_max}: the contiguous batches around ``batch`` at which ``k`` stays within ``tolerance``
     of the best k (None when it is not within it at ``batch``)."""
     g, b = np.asarray(gammas).astype(int), np.asarray(batches).astype(int)
-    ok = acceptable_k(tokens_per_s, tolerance)[int(np.flatnonzero(g == int(k))[0])]
+    ok = acceptable_k(tokens_per_s, tolerance, g)[int(np.flatnonzero(g == int(k))[0])]
     at = int(np.flatnonzero(b == int(batch))[0])
     if not ok[at]:
         return None
