@@ -187,7 +187,8 @@ class SpeculationPlan(Result):
                 "max_batch": self.max_batch, "pick": self.pick, "tolerance": self.tolerance, "pick_holds": self.holds,
                 "k_table": self.k_table, "speculation_pays": self.speculation_pays, "k_reasons": self.k_reasons(),
                 "serving": self.serving(), "trees": trees, "tree_pick": self.tree_pick, "export": self.export,
-                "sdsl": self.flop_optimum, "notes": list(self.notes), "warnings": self.warnings}
+                "sdsl": self.flop_optimum, "notes": list(self.notes), "warnings": self.warnings,
+                **({"bands": self.ranking.bands()} if hasattr(self.ranking, "bands") else {})}
 
     def report(self) -> str:
         """What ``sdsl optimize`` prints (:func:`sdsl.plan.report.plan_text`)."""
@@ -215,11 +216,11 @@ class SpeculationPlan(Result):
         for i, p in enumerate(r.proposers):
             cols = np.arange(r.batches.size)
             line = {"speedup": r.tokens_per_s[i, best[i], cols, 0] / r.plain_tokens_per_s, "runnable": r.blocker(i) is None}
-            for side in ("low", "high"):  # a band on the priced step, when it carries one
-                band = getattr(r.priced[i], f"tokens_per_s_{side}", None)
+            for side in ("low", "high"):  # the speedup's 80% band, when the priced step carries one
+                band = getattr(r.priced[i], f"speedup_{side}", None)
                 if band is not None:
                     full = np.broadcast_to(np.asarray(band, dtype=float), r.tokens_per_s.shape[1:])
-                    line[side] = full[best[i], cols, 0] / r.plain_tokens_per_s
+                    line[side] = np.where(r.gammas[best[i]] == 0, 1.0, full[best[i], cols, 0])
             out[p.name] = line
         return out
 

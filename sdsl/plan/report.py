@@ -72,11 +72,19 @@ def _config_tables(out: dict, plan) -> list[str]:
                      proposer=r["proposer"] + (" (not runnable)" if r["proposer"] in out["not_runnable"] else ""))
                 for r in out["configs"] if r["batch"] == b]
         lines.append(f"batch {b}: plain decoding {rows[0]['plain_tokens_per_s']:.1f} tokens/s")
+        banded = "tokens_per_s_low" in rows[0]  # the rows carry 80% bands (sdsl.speculation.bands)
+        for r in rows if banded else ():
+            r.update(tps_band=f"{r['tokens_per_s_low']:.0f}-{r['tokens_per_s_high']:.0f}",
+                     speedup_band=f"{r['speedup_low']:.2f}-{r['speedup_high']:.2f}")
+        band = lambda key: [(key, "80% band", "")] if banded else []  # noqa: E731
         lines.append(format_table(rows, [("proposer", "proposer", ""), ("params", "params", ""), ("gamma", "k", "d"),
                                          ("alpha", "alpha", ".3f"), ("tau", "tau", ".2f"),
-                                         ("tokens_per_s", "tokens/s", ".1f"), ("tpot_ms", "TPOT ms", ".2f"),
-                                         ("speedup", "speedup", ".2f"), ("bound", "bound", "")]))
+                                         ("tokens_per_s", "tokens/s", ".1f"), *band("tps_band"),
+                                         ("tpot_ms", "TPOT ms", ".2f"), ("speedup", "speedup", ".2f"),
+                                         *band("speedup_band"), ("bound", "bound", "")]))
         lines.append("")
+    if hasattr(plan.ranking, "band_line"):  # where the bands come from, once under the tables
+        lines += [plan.ranking.band_line(), ""]
     if out["trees"] is not None:
         lines.append("best SGLang trees (steps, topk, num_draft_tokens):")
         rows = [dict(r, shape=",".join(map(str, r["tree"]))) for r in out["trees"]]
@@ -116,6 +124,27 @@ def plan_text(plan, out: dict) -> str:
     return "\n".join(lines)
 
 
+def _figures(out: dict) -> list[str]:
+    """The TPOT, tokens/s and speedup lines of a prediction, with their 80% bands where it carries them."""
+    ms = lambda s: f"{1e3 * s:8.3f} ms"  # noqa: E731
+    if "tokens_per_s_low" not in out:
+        return [f"  TPOT                  {ms(out['tpot_s'])}",
+                f"  tokens/s              {out['tokens_per_s']:8.1f}   (plain {out['plain_tokens_per_s']:.1f})",
+                f"  speedup               {out['speedup']:8.3f}x  (cost ratio c = {out['cost_ratio']:.4f})"]
+    lines = [f"  TPOT                  {ms(out['tpot_s'])}   (80% band {1e3 * out['tpot_s_low']:.3f}-"
+             f"{1e3 * out['tpot_s_high']:.3f} ms)",
+             f"  tokens/s              {out['tokens_per_s']:8.1f}   (80% band {out['tokens_per_s_low']:.1f}-"
+             f"{out['tokens_per_s_high']:.1f}; plain {out['plain_tokens_per_s']:.1f}, "
+             f"{out['plain_tokens_per_s_low']:.1f}-{out['plain_tokens_per_s_high']:.1f})",
+             f"  speedup               {out['speedup']:8.3f}x  (80% band {out['speedup_low']:.2f}-"
+             f"{out['speedup_high']:.2f}; cost ratio c = {out['cost_ratio']:.4f})"]
+    if "band" in out:
+        from sdsl.speculation.priced_step import band_note
+
+        lines.append(f"  {band_note(out['band'])}")
+    return lines
+
+
 def prediction_text(out: dict) -> str:
     """What ``sdsl predict`` prints for one configuration (``out`` = ``Prediction.to_dict()``)."""
     ms = lambda s: f"{1e3 * s:8.3f} ms"  # noqa: E731
@@ -142,9 +171,7 @@ def prediction_text(out: dict) -> str:
     lines += [f"  worker (GPU)          {ms(out['t_worker_s'])}",
               f"  engine host per step  {ms(out['t_host_s'])}   (exposed: the GPU waits for it)",
               f"  SD step               {ms(out['t_step_s'])}", f"  plain step (q=1)      {ms(out['t_plain_s'])}",
-              f"  TPOT                  {ms(out['tpot_s'])}",
-              f"  tokens/s              {out['tokens_per_s']:8.1f}   (plain {out['plain_tokens_per_s']:.1f})",
-              f"  speedup               {out['speedup']:8.3f}x  (cost ratio c = {out['cost_ratio']:.4f})",
+              *_figures(out),
               f"  memory per GPU        {out['memory_per_gpu_bytes'] / gib:8.1f} GiB of "
               f"{out['memory_capacity_bytes'] / gib:.1f} GiB{fits}"]
     return "\n".join(lines)
