@@ -350,7 +350,8 @@ def catalog_match(spec: ModelSpec) -> ModelSpec:
     from dataclasses import replace
 
     same = [m for m in _catalog() if _shape_key(m) == _shape_key(spec)]
-    same.sort(key=lambda m: m.hf_id.lower() != spec.hf_id.lower())  # the config's own repository first
+    # models of one shape (Llama-3-8B and Llama-3.1-8B): the config's own repository first, then its context length
+    same.sort(key=lambda m: (m.hf_id.lower() != spec.hf_id.lower(), m.max_context != spec.max_context))
     if not same:
         return replace(spec, source=f"{spec.source}: no catalog model has this architecture and shape")
     m = same[0]

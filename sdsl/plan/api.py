@@ -89,6 +89,9 @@ def _proposer(proposer, draft_params=None):
     from sdsl.catalog.models import ModelSpec
     from sdsl.speculation.proposers import PROPOSER_KINDS, DraftModel, NGramLookup, Proposer, make_proposer
 
+    if isinstance(proposer, (list, tuple)):
+        raise InvalidInputError("predict prices one draft per call (one proposer); use rank_proposers or sdsl.optimize "
+                                "to compare several.")
     if proposer is None:
         return NGramLookup()
     if isinstance(proposer, Proposer):
