@@ -123,19 +123,16 @@ def measured_k(acceptance) -> int | None:
     rows = (acceptance.evidence or {}).get("rows")
     if not rows:
         return None
-    ks = _catalog_row_k().reindex(list(rows)).dropna()
-    return int(ks.max()) if ks.size else None
+    ks = [_catalog_row_k()[r] for r in rows if r in _catalog_row_k()]
+    return max(ks) if ks else None
 
 
 @lru_cache(maxsize=1)
-def _catalog_row_k():
-    """Catalog row id → its chain k (NaN where the row states none)."""
-    import pandas as pd
+def _catalog_row_k() -> dict:
+    """Catalog row id → its chain k, where the row states one (:func:`sdsl.acceptance.catalog.catalog_rows`)."""
+    from sdsl.acceptance.catalog import catalog_rows
 
-    from sdsl._paths import data_path
-
-    rows = pd.read_csv(data_path("acceptance", "catalog.csv"), usecols=["row_id", "k"])
-    return rows.set_index("row_id")["k"]
+    return {r.row_id: int(r.k) for r in catalog_rows() if r.k is not None and r.k == r.k}
 
 
 def beyond_measured(name: str, acceptance, k: int) -> str | None:
