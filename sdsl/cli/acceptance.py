@@ -49,13 +49,8 @@ def acceptance(log, engine, ngram, ngram_min, ngram_max, k, proposer, target, wo
     if (proposer is None) != (target is None) and not measured:
         raise InvalidInputError("--proposer and --target go together: the default acceptance of a proposer on a target "
                                 "(or --proposer with --accepted-length: the proposer it was measured on).")
-    if measured:  # one measurement of a named proposer: carried across k by its group's decay ratio
-        from sdsl.acceptance import group_decay
-        from sdsl.speculation.proposers import make_proposer
-
-        acc = acceptance.resolve(k=k, decay=group_decay(make_proposer(proposer).kind))
-        shown = k if k is not None else (acc.k if acc.tail_ratio is None else (acceptance.accepted_at or acc.k))
-        data, text = acc.to_dict(shown), acc.report(shown)
+    if measured:
+        data, text = _measured(acceptance, proposer, k)
     elif proposer is not None:
         others = [n for n, v in (("--from-log", log), ("--ngram", ngram), (acceptance.given, acceptance.given)) if v]
         if others:
@@ -96,6 +91,16 @@ def acceptance(log, engine, ngram, ngram_min, ngram_max, k, proposer, target, wo
         click.echo(text)
         if out:
             click.echo(f"wrote {out} (use it with --acceptance-file)")
+
+
+def _measured(acceptance, proposer, k):
+    """(JSON, text) of one measurement of a named proposer, carried across k by its group's decay ratio."""
+    from sdsl.acceptance import group_decay
+    from sdsl.speculation.proposers import make_proposer
+
+    acc = acceptance.resolve(k=k, decay=group_decay(make_proposer(proposer).kind))
+    shown = k if k is not None else (acc.k if acc.tail_ratio is None else (acceptance.accepted_at or acc.k))
+    return acc.to_dict(shown), acc.report(shown)
 
 
 def _default_acceptance(proposer, target, workload, k):
