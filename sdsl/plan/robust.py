@@ -112,8 +112,8 @@ def deploy_blocker(target, proposer) -> str | None:
 
 def measured_k(acceptance) -> int | None:
     """The largest k the acceptance was measured at: a measured per-position vector's length, an accepted length's
-    k (``Acceptance.measured_k``), the largest chain k (or tree depth) of the catalog rows behind a default; None for
-    a what-if α or SDSL's plane (no k was measured)."""
+    k (``Acceptance.measured_k``), the largest chain k of the catalog rows behind a default (of those that state one);
+    None for a what-if α or SDSL's plane (no k was measured)."""
     if acceptance is None:
         return None
     if acceptance.tail_ratio is None:

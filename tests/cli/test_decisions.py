@@ -66,6 +66,26 @@ def test_robust_table_prefers_the_smaller_k_and_the_fewest_ranges():
     assert not ok[0].any() and ok[1].all()
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_robust_table_is_a_fewest_ranges_cover_within_the_tolerance(seed):
+    """Property: the table covers every batch once, each range's k is acceptable at each of its batches, and no cover
+    has fewer ranges (dynamic programming over the same acceptable sets)."""
+    rng = np.random.default_rng(seed)
+    gammas, batches = np.arange(5), np.arange(1, 31)
+    tps = np.cumsum(rng.uniform(0.9, 1.1, (5, 30)), axis=0) * rng.uniform(0.97, 1.03, (5, 30))
+    tps[0] = tps[1:].max(axis=0) * rng.choice([0.9, 1.05], 30, p=[0.8, 0.2])  # plain decoding wins here and there
+    rows = robust_k_ranges(tps, gammas, batches, 0.04)
+    ok = acceptable_k(tps, 0.04, gammas)
+    assert [r["batch_min"] for r in rows] == [1] + [r["batch_max"] + 1 for r in rows[:-1]] and rows[-1]["batch_max"] == 30
+    assert all(ok[r["k"], r["batch_min"] - 1:r["batch_max"]].all() for r in rows)
+    fewest = [0] + [np.inf] * 30  # fewest[i]: ranges covering batches 1..i
+    for end in range(1, 31):
+        for start in range(end):
+            if ok[:, start:end].all(axis=1).any():
+                fewest[end] = min(fewest[end], fewest[start] + 1)
+    assert len(rows) == fewest[30]
+
+
 def test_mtp_on_a_target_without_mtp_modules_is_shown_marked_and_never_the_pick(tmp_path):
     cfg = tmp_path / "Qwen3-235B-A22B-FP8.json"
     cfg.write_text(json.dumps(QWEN3_235B_FP8))
