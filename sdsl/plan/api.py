@@ -55,6 +55,7 @@ class Prediction(PricedStep):
                 "notes": list(self.notes), "warnings": list(self.warnings)}
 
     def _tree_list(self):
+        """The tree as [steps, topk, tokens] (a dict of lists for a grid of trees; None for a chain)."""
         if self.tree is None or isinstance(self.tree, dict):
             return None if self.tree is None else {k: np.asarray(v).tolist() for k, v in self.tree.items()}
         return [int(x) for x in (self.tree if not hasattr(self.tree, "steps") else
