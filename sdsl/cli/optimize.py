@@ -218,16 +218,21 @@ def _params(p):
 
 
 def _echo(out: dict, plan) -> None:
+    from sdsl.plan.config_table import speedup_band, tokens_band
+
     _echo_header(out, plan)
     for b in plan.batches:
-        rows = [dict(r, params=_params(r["draft_params"]), tpot_ms=1e3 * r["tpot_s"]) for r in out["configs"]
-                if r["batch"] == b]
+        rows = [dict(r, params=_params(r["draft_params"]), tpot_ms=1e3 * r["tpot_s"], tps_band=tokens_band(r),
+                     speedup_band=speedup_band(r)) for r in out["configs"] if r["batch"] == b]
         click.echo(f"batch {b}: plain decoding {rows[0]['plain_tokens_per_s']:.1f} tokens/s")
         click.echo(format_table(rows, [("proposer", "proposer", ""), ("params", "params", ""), ("gamma", "k", "d"),
                                        ("alpha", "alpha", ".3f"), ("tau", "tau", ".2f"),
-                                       ("tokens_per_s", "tokens/s", ".1f"), ("tpot_ms", "TPOT ms", ".2f"),
-                                       ("speedup", "speedup", ".2f"), ("bound", "bound", "")]))
+                                       ("tokens_per_s", "tokens/s", ".1f"), ("tps_band", "80% band", ""),
+                                       ("tpot_ms", "TPOT ms", ".2f"), ("speedup", "speedup", ".2f"),
+                                       ("speedup_band", "80% band", ""), ("bound", "bound", "")]))
         click.echo("")
+    click.echo(plan.ranking.band_line())
+    click.echo("")
     if "trees" in out:
         click.echo("best SGLang trees (steps, topk, num_draft_tokens):")
         rows = [dict(r, shape=",".join(map(str, r["tree"]))) for r in out["trees"]]

@@ -137,9 +137,16 @@ def _echo(out: dict, hw_name: str) -> None:
     click.echo(f"  engine host per step  {ms(out['t_host_s'])}   (exposed: the GPU waits for it)")
     click.echo(f"  SD step               {ms(out['t_step_s'])}")
     click.echo(f"  plain step (q=1)      {ms(out['t_plain_s'])}")
-    click.echo(f"  TPOT                  {ms(out['tpot_s'])}")
-    click.echo(f"  tokens/s              {out['tokens_per_s']:8.1f}   (plain {out['plain_tokens_per_s']:.1f})")
-    click.echo(f"  speedup               {out['speedup']:8.3f}x  (cost ratio c = {out['cost_ratio']:.4f})")
+    click.echo(f"  TPOT                  {ms(out['tpot_s'])}   (80% band {1e3 * out['tpot_s_low']:.3f}-"
+               f"{1e3 * out['tpot_s_high']:.3f} ms)")
+    click.echo(f"  tokens/s              {out['tokens_per_s']:8.1f}   (80% band {out['tokens_per_s_low']:.1f}-"
+               f"{out['tokens_per_s_high']:.1f}; plain {out['plain_tokens_per_s']:.1f}, "
+               f"{out['plain_tokens_per_s_low']:.1f}-{out['plain_tokens_per_s_high']:.1f})")
+    click.echo(f"  speedup               {out['speedup']:8.3f}x  (80% band {out['speedup_low']:.2f}-"
+               f"{out['speedup_high']:.2f}; cost ratio c = {out['cost_ratio']:.4f})")
+    from sdsl.speculation.priced_step import band_note
+
+    click.echo(f"  {band_note(out['band'])}")
     gib = 2.0 ** 30
     click.echo(f"  memory per GPU        {out['memory_per_gpu_bytes'] / gib:8.1f} GiB of "
                f"{out['memory_capacity_bytes'] / gib:.1f} GiB" + ("" if out["fits_in_memory"] else

@@ -154,7 +154,8 @@ class SpeculationPlan(Result):
                                           zip(self.ranking.proposers, self.ranking.acceptance)},
                "fits_in_memory": self.fits_in_memory(), "configs": self.configs, "break_even_batch": self.break_even_batch,
                "max_batch": self.max_batch, "pick": self.pick, "k_table": self.k_table,
-               "speculation_pays": self.speculation_pays, "k_reasons": self.k_reasons(), "sdsl": self.flop_optimum}
+               "speculation_pays": self.speculation_pays, "k_reasons": self.k_reasons(), "sdsl": self.flop_optimum,
+               "bands": self.ranking.bands()}
         if self.trees is not None:
             out["trees"] = self.trees.records(self.top, self.batches)
             if self.tree_pick is not None:
@@ -164,7 +165,7 @@ class SpeculationPlan(Result):
         return out
 
     def report(self) -> str:
-        lines = [report_rows(self.configs), "", self.stop_line(),
+        lines = [report_rows(self.configs), self.ranking.band_line(), "", self.stop_line(),
                  f"best k by batch for {self.pick['proposer']}: " +
                  ", ".join(f"{r['batch_min']}-{r['batch_max']}: {r['k']}" for r in self.k_table)]
         return "\n".join(lines)
