@@ -1,8 +1,9 @@
 """``sdsl validate``: hold sdsl's predictions against measurements.
 
 Subcommands: ``latency`` (operator step-time model vs Vidur's real H100/A100/A40 measurements), ``decoder``,
-``published`` (published engine measurements) and ``acceptance`` (the published acceptance catalog, each row
-predicted from the other sources).
+``published`` (published engine measurements), ``acceptance`` (the published acceptance catalog, each row
+predicted from the other sources), ``moe`` (published mixture-of-experts measurements) and ``bands`` (the 80% bands
+on every prediction, from those validations' held-out residuals, and their coverage).
 """
 
 from __future__ import annotations

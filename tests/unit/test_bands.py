@@ -172,3 +172,24 @@ def test_shipped_bands_are_what_the_command_computes():
     from sdsl.validation.bands import validate_bands
 
     assert validate_bands()["up_to_date"]
+
+
+def test_validation_md_states_the_shipped_bands_and_coverage():
+    """VALIDATION.md "Uncertainty bands": each class's band and coverage as sdsl/data/bands.json holds them."""
+    import math
+
+    from sdsl._paths import REPO_ROOT
+
+    text = " ".join((REPO_ROOT / "VALIDATION.md").read_text().split())
+    pct = lambda x: f"{100 * (math.exp(x) - 1):+.1f}%".replace("-", "−")  # noqa: E731
+    bands = load_bands()
+    for kind in ("latency", "acceptance"):
+        for name, entry in bands[kind].items():
+            if not entry["own"]:
+                continue
+            c = bands["coverage"][kind][name]
+            fragment = (f"| {entry['n']} / {entry['n_sources']} | {pct(entry['low'])} … {pct(entry['high'])} | "
+                        f"{100 * c['coverage']:.0f}% ({c['inside']}/{c['checked']}) | {100 * c['row_held_out']:.0f}% |")
+            assert fragment in text, f"VALIDATION.md no longer states {name}: {fragment}"
+    combined = bands["coverage"]["combined"]
+    assert f"{sum(r['inside'] for r in combined['rows'])} of {combined['n']} inside" in text
