@@ -279,6 +279,10 @@ def bands(write, as_json):
     click.echo(f"combined (step time x acceptance, Spec-Bench speedups with the predicted accepted length, hf-eager, "
                f"no Spec-Bench row in either band): {100 * cb['coverage']:.0f}% of {cb['n']} inside "
                f"({'met' if cb['met'] else 'NOT met'})")
+    for kind, c in out["coverage"]["profile_without_rows"].items():
+        click.echo(f"a profile without rows ({kind}): each profile's rows against the widest {kind} band built without "
+                   f"that profile's rows or sources: {100 * c['coverage']:.0f}% of {c['n']} inside "
+                   f"({'met' if c['met'] else 'NOT met'})")
     click.echo(f"engine profiles with validation rows: {', '.join(out['profiles_with_rows'])} (any other profile gets "
                "its class's widest band)")
     state = "written" if write else ("up to date" if out["up_to_date"] else "NOT up to date: rerun with --write")

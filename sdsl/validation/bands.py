@@ -28,7 +28,10 @@ TPOT·exp([−high, −low])).
 
 **Coverage** (:func:`coverage`): cross-fitted by source — each source's rows of a class are checked against the
 band built (with the same parent fall-back) from the other sources' rows only, so a row's own residual, or its
-source's, never sets its band. Goal: between 0.70 and 0.90 per class for the 0.80 band.
+source's, never sets its band. Goal: between 0.70 and 0.90 per class for the 0.80 band. Two more checks: the
+rule for an engine profile without rows (:func:`profile_check`: each profile's rows against the widest band built
+as if it had none), and the combination of step-time and acceptance bands on rows where both are predicted
+(:func:`combined_check`).
 
 The shipped bands (``sdsl/data/bands.json``, read by :mod:`sdsl.speculation.bands`) are :func:`compute_bands`
 written by ``sdsl validate bands --write``.
@@ -42,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["Residual", "LATENCY_CLASSES", "ACCEPTANCE_CLASSES", "LEVEL", "MIN_ROWS", "COVERAGE_GOAL",
-           "conformal_band", "class_bands", "coverage", "combined_check", "residuals", "compute_bands", "validate_bands", "BANDS_FILE"]
+           "conformal_band", "class_bands", "coverage", "combined_check", "profile_check", "widest", "residuals", "compute_bands", "validate_bands", "BANDS_FILE"]
 
 LEVEL = 0.8
 MIN_ROWS = 9  # the fewest residuals whose split-conformal 0.8 band is finite on both sides
@@ -173,6 +176,38 @@ def coverage(rows, kind: str, level: float = LEVEL) -> dict:
     return out
 
 
+def widest(bands: dict, kind: str) -> tuple | None:
+    """The envelope (lowest low, highest high) of the own bands of ``kind`` (``decode``, ``speculative``: the pooled
+    class and every engine family's) in ``bands`` (:func:`class_bands`): what a profile without rows gets."""
+    own = [b for name, b in bands.items() if (name == kind or name.startswith(kind + ":")) and b["own"]]
+    return (min(b["low"] for b in own), max(b["high"] for b in own)) if own else None
+
+
+def profile_check(rows, level: float = LEVEL) -> dict:
+    """The rule for an engine profile without validation rows, checked: each profile's dense rows against the widest
+    band of their class built without any row of that profile or of its rows' sources (as if the profile had none),
+    per class (``decode``, ``speculative``)."""
+    out = {}
+    for kind in ("decode", "speculative"):
+        mine = [r for r in rows if r.kind == "latency" and kind in r.classes and r.profile]
+        hits, by_profile = [], {}
+        for prof in sorted({r.profile for r in mine}):
+            held = [r for r in mine if r.profile == prof]
+            sources = {r.source for r in held}
+            bands = class_bands(rows, "latency", level,
+                                exclude_source=lambda r, p=prof, s=sources: r.profile == p or r.source in s)
+            band = widest(bands, kind)
+            inside = [bool(band[0] <= r.r <= band[1]) for r in held] if band else []
+            hits += inside
+            by_profile[prof] = {"n": len(held), "inside": int(sum(inside)), "low": band and band[0],
+                                "high": band and band[1]}
+        share = float(np.mean(hits)) if hits else None
+        out[kind] = {"n": len(hits), "inside": int(sum(hits)), "coverage": share, "by_profile": by_profile,
+                     "goal": list(COVERAGE_GOAL),
+                     "met": share is not None and len(hits) >= MIN_ROWS and COVERAGE_GOAL[0] <= share <= COVERAGE_GOAL[1]}
+    return out
+
+
 def combined_check(level: float = LEVEL, rows=None) -> dict:
     """The bands combined as a prediction combines them, on rows where both acceptance and step time are predicted:
     Spec-Bench's speedups priced with the Hugging Face eager profile and the accepted length predicted from the other
@@ -299,7 +334,7 @@ def compute_bands(rows=None, level: float = LEVEL) -> dict:
             "latency": class_bands(rows, "latency", level), "acceptance": class_bands(rows, "acceptance", level),
             "profiles_with_rows": dict(sorted(profiles.items())),
             "coverage": {"latency": coverage(rows, "latency", level), "acceptance": coverage(rows, "acceptance", level),
-                         "combined": combined_check(level, rows)}}
+                         "combined": combined_check(level, rows), "profile_without_rows": profile_check(rows, level)}}
 
 
 def _rounded(value):

@@ -123,6 +123,21 @@ def test_coverage_near_the_level_without_a_source_effect_and_below_it_with_one()
     assert c_shift["coverage"] < c_shift["row_held_out"]
 
 
+def test_profile_check_holds_each_profile_out_with_its_sources():
+    from sdsl.validation.bands import profile_check
+
+    rng = np.random.default_rng(3)
+    rows = [Residual("latency", ("speculative", f"speculative:{fam}"), float(v), f"{fam}-src{j}", f"{fam}{j}#{i}",
+                     f"{fam}-2025")
+            for fam, shift in (("a", 0.0), ("b", 0.0), ("c", 1.0)) for j in range(2)
+            for i, v in enumerate(rng.normal(shift, 0.05, 10))]
+    check = profile_check(rows)["speculative"]
+    # c (shifted by 1) lies outside the band of a and b alone: its own rows never set its band; a, like b, lies
+    # mostly inside the envelope of b's band and the pooled band of b and c
+    assert check["by_profile"]["c-2025"]["inside"] == 0 and check["by_profile"]["c-2025"]["high"] < 0.5
+    assert check["by_profile"]["a-2025"]["inside"] >= 15 and check["n"] == 60
+
+
 def test_small_class_falls_back_to_its_parent():
     rows = _rows({"A": np.linspace(-1, 1, 30)}) + _rows({"B": [5.0, 6.0]}, "speculative:newengine")
     rows = [Residual(r.kind, ("speculative", "speculative:newengine") if r.source == "B" else r.classes, r.r,
@@ -193,3 +208,7 @@ def test_validation_md_states_the_shipped_bands_and_coverage():
             assert fragment in text, f"VALIDATION.md no longer states {name}: {fragment}"
     combined = bands["coverage"]["combined"]
     assert f"{sum(r['inside'] for r in combined['rows'])} of {combined['n']} inside" in text
+    prof = bands["coverage"]["profile_without_rows"]
+    assert (f"plain decode {prof['decode']['inside']} of {prof['decode']['n']} inside "
+            f"({100 * prof['decode']['coverage']:.0f}%), speculative {prof['speculative']['inside']} of "
+            f"{prof['speculative']['n']} ({100 * prof['speculative']['coverage']:.0f}%)") in text
