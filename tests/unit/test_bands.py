@@ -1,10 +1,9 @@
 """The 80% bands on predicted tokens/s, TPOT and speedup (sdsl.speculation.bands, sdsl.validation.bands): they hold
 the point estimate, widen with how indirect the acceptance is and for an engine profile without validation rows,
-the coverage check is right on synthetic residuals, and predict/optimize --json carry a band for every figure."""
+and the coverage check is right on synthetic residuals (the CLI's JSON: tests/cli/test_bands_cli.py; the shipped file
+recomputed: tests/evidence/test_bands_evidence.py; VALIDATION.md against it: tests/integrity/test_bands_document.py)."""
 
 from __future__ import annotations
-
-import json
 
 import numpy as np
 import pytest
@@ -147,7 +146,7 @@ def test_small_class_falls_back_to_its_parent():
     assert bands["speculative:newengine"]["high"] == bands["speculative"]["high"]
 
 
-# --- the shipped file and the JSON outputs --------------------------------------------------------------------------
+# --- the shipped file --------------------------------------------------------------------------
 
 def test_shipped_bands_name_their_provenance():
     bands = load_bands()
@@ -158,57 +157,3 @@ def test_shipped_bands_name_their_provenance():
             entry = bands[kind][name]
             assert entry["low"] <= 0.0 <= entry["high"] and entry["n"] == sum(entry["sources"].values()), name
             assert name in bands["coverage"][kind]
-
-
-def test_predict_and_optimize_json_carry_a_band_for_every_figure():
-    from click.testing import CliRunner
-
-    from sdsl.cli import cli
-
-    r = CliRunner().invoke(cli, ["predict", "--target", "llama-3.1-8b", "--proposer", "eagle3", "--gamma", "3", "--json"])
-    assert r.exit_code == 0, r.output
-    out = json.loads(r.output)
-    assert all(k in out for k in BAND_FIELDS) and out["band"]["level"] == 0.8
-    assert out["tokens_per_s_low"] <= out["tokens_per_s"] <= out["tokens_per_s_high"]
-    r = CliRunner().invoke(cli, ["optimize", "--target", "llama-3.1-8b", "--proposer", "eagle3", "--proposer", "ngram",
-                                 "--max-batch", "4", "--batch", "1,4", "--json"])
-    assert r.exit_code == 0, r.output
-    out = json.loads(r.output)
-    for row in out["configs"]:
-        assert all(k in row for k in BAND_FIELDS)
-        assert row["speedup_low"] <= row["speedup"] <= row["speedup_high"]
-    assert set(out["bands"]) == {"eagle3", "ngram"} and not out["bands"]["eagle3"]["profile_has_rows"]
-
-
-@pytest.mark.slow
-def test_shipped_bands_are_what_the_command_computes():
-    """sdsl/data/bands.json is `sdsl validate bands --write` on the shipped rows (about 10 s: it reruns the three
-    validations)."""
-    from sdsl.validation.bands import validate_bands
-
-    assert validate_bands()["up_to_date"]
-
-
-def test_validation_md_states_the_shipped_bands_and_coverage():
-    """VALIDATION.md "Uncertainty bands": each class's band and coverage as sdsl/data/bands.json holds them."""
-    import math
-
-    from sdsl._paths import REPO_ROOT
-
-    text = " ".join((REPO_ROOT / "VALIDATION.md").read_text().split())
-    pct = lambda x: f"{100 * (math.exp(x) - 1):+.1f}%".replace("-", "−")  # noqa: E731
-    bands = load_bands()
-    for kind in ("latency", "acceptance"):
-        for name, entry in bands[kind].items():
-            if not entry["own"]:
-                continue
-            c = bands["coverage"][kind][name]
-            fragment = (f"| {entry['n']} / {entry['n_sources']} | {pct(entry['low'])} … {pct(entry['high'])} | "
-                        f"{100 * c['coverage']:.0f}% ({c['inside']}/{c['checked']}) | {100 * c['row_held_out']:.0f}% |")
-            assert fragment in text, f"VALIDATION.md no longer states {name}: {fragment}"
-    combined = bands["coverage"]["combined"]
-    assert f"{sum(r['inside'] for r in combined['rows'])} of {combined['n']} inside" in text
-    prof = bands["coverage"]["profile_without_rows"]
-    assert (f"plain decode {prof['decode']['inside']} of {prof['decode']['n']} inside "
-            f"({100 * prof['decode']['coverage']:.0f}%), speculative {prof['speculative']['inside']} of "
-            f"{prof['speculative']['n']} ({100 * prof['speculative']['coverage']:.0f}%)") in text
