@@ -117,7 +117,8 @@ class SpeculationPlan(Result):
 
     def k_reasons(self) -> list[dict]:
         """The pick's k per ranked batch (its k table's) and why, merged into ranges of equal (k, bound, cost driver): the
-        speedup range, what bounds the verify forward (``bound``), the part of the step that speculation grows
+        speedup range and its 80% band over the range (``speedup_low``, ``speedup_high``), what bounds the verify
+        forward (``bound``), the part of the step that speculation grows
         most over plain decoding (``cost_driver``, :mod:`sdsl.plan.cost_drivers`; at k = 1 where the best k is 0,
         i.e. what a speculative step would cost) and the routed experts per MoE layer of the plain and verify
         forwards at the range's first batch (0 on a dense target)."""
@@ -136,15 +137,21 @@ class SpeculationPlan(Result):
         drivers, bounds = full(cost_driver(step)), full(step.verify_time.bound)
         verify_experts, plain_experts = full(step.verify_time.distinct_experts), full(step.plain_time.distinct_experts)
         speedup = self.ranking.tokens_per_s[p, best, cols, 0] / self.ranking.plain_tokens_per_s
+        plain_k = g[best] == 0  # k = 0 is plain decoding: speedup 1 exactly
+        low = np.where(plain_k, 1.0, np.broadcast_to(np.asarray(step.speedup_low), shape)[best, cols, 0])
+        high = np.where(plain_k, 1.0, np.broadcast_to(np.asarray(step.speedup_high), shape)[best, cols, 0])
         rows = []
         for i, b in enumerate(self.ranking.batches.astype(int)):
             key = (int(g[best[i]]), str(bounds[i]), str(drivers[i]))
             if rows and (rows[-1]["k"], rows[-1]["bound"], rows[-1]["cost_driver"]) == key:
                 rows[-1].update(batch_max=int(b), speedup_max=max(rows[-1]["speedup_max"], float(speedup[i])),
-                                speedup_min=min(rows[-1]["speedup_min"], float(speedup[i])))
+                                speedup_min=min(rows[-1]["speedup_min"], float(speedup[i])),
+                                speedup_low=min(rows[-1]["speedup_low"], float(low[i])),
+                                speedup_high=max(rows[-1]["speedup_high"], float(high[i])))
                 continue
             rows.append({"batch_min": int(b), "batch_max": int(b), "k": key[0], "speedup_min": float(speedup[i]),
-                         "speedup_max": float(speedup[i]), "bound": key[1], "cost_driver": key[2],
+                         "speedup_max": float(speedup[i]), "speedup_low": float(low[i]), "speedup_high": float(high[i]),
+                         "bound": key[1], "cost_driver": key[2],
                          "plain_distinct_experts": float(plain_experts[i]),
                          "verify_distinct_experts": float(verify_experts[i])})
         return rows
@@ -188,7 +195,7 @@ class SpeculationPlan(Result):
                 "k_table": self.k_table, "speculation_pays": self.speculation_pays, "k_reasons": self.k_reasons(),
                 "serving": self.serving(), "trees": trees, "tree_pick": self.tree_pick, "export": self.export,
                 "sdsl": self.flop_optimum, "notes": list(self.notes), "warnings": self.warnings,
-                **({"bands": self.ranking.bands()} if hasattr(self.ranking, "bands") else {})}
+                "bands": self.ranking.bands()}
 
     def report(self) -> str:
         """What ``sdsl optimize`` prints (:func:`sdsl.plan.report.plan_text`)."""

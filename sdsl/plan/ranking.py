@@ -161,20 +161,40 @@ class ProposerRanking(Result):
                  enumerate(zip(self.proposers, self.priced))]
         return pd.concat([pd.DataFrame(x) for x in parts], ignore_index=True)
 
+    def bands(self) -> dict:
+        """Where each proposer's 80% bands come from (:attr:`PricedStep.band <sdsl.speculation.priced_step.PricedStep.band>`)."""
+        return {p.name: s.band for p, s in zip(self.proposers, self.priced)}
+
+    def band_line(self) -> str:
+        """One line on the bands of the table (:func:`band_lines`)."""
+        return band_lines(self.proposers, self.priced)
+
     def report(self, top: int = 3) -> str:
-        return report_rows(self.records(top=top))
+        return report_rows(self.records(top=top)) + "\n" + self.band_line()
 
     def to_dict(self, top: int | None = 3) -> dict:
         stop = self.break_even_batch()
         return {"proposers": [p.name for p in self.proposers], "gammas": self.gammas.tolist(),
                 "batches": self.batches.tolist(), "configs": self.records(top=top),
-                "break_even_batch": [None if np.isnan(x) else int(x) for x in stop]}
+                "break_even_batch": [None if np.isnan(x) else int(x) for x in stop], "bands": self.bands()}
 
     def plot(self, ax=None):
         """Best speedup over plain decoding per batch size (:func:`sdsl.plots.results.plot_speedup_by_batch`)."""
         from sdsl.plots.results import plot_speedup_by_batch
 
         return plot_speedup_by_batch(self.batches[:, None], self.best()["speedup"], ax=ax)
+
+
+def band_lines(proposers, priced) -> str:
+    """Where a table's 80% bands come from, in one line: the step-time and acceptance class of each proposer, and
+    whether the engine profile priced any validation row (:mod:`sdsl.speculation.bands`)."""
+    infos = [s.band for s in priced]
+    parts = [f"{p.name}: {i['speculative_class']} x acceptance {i['acceptance_class']}" for p, i in zip(proposers, infos)]
+    line = "80% bands (sdsl validate bands): " + "; ".join(parts)
+    if infos and not infos[0]["profile_has_rows"]:
+        line += (f". Engine profile {infos[0]['profile']} priced no validation row of its own: each figure has its "
+                 "class's widest band")
+    return line
 
 
 def _level_taus(levels, ks: np.ndarray) -> np.ndarray:
@@ -279,11 +299,12 @@ class TreeRanking(Result):
     priced: tuple = ()  # per proposer: PricedStep on (triple, batch)
 
     def report(self, top: int = 3) -> str:
-        return report_rows(self.records(top=top))
+        return report_rows(self.records(top=top)) + "\n" + band_lines(self.proposers, self.priced)
 
     def to_dict(self, top: int = 5) -> dict:
         return {"proposers": [p.name for p in self.proposers], "batches": self.batches.tolist(),
-                "configs": self.records(top=top)}
+                "configs": self.records(top=top),
+                "bands": {p.name: s.band for p, s in zip(self.proposers, self.priced)}}
 
     def plot(self, ax=None):
         """Best speedup per batch size over every (proposer, tree) (:func:`sdsl.plots.results.plot_speedup_by_batch`)."""

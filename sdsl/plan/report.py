@@ -83,8 +83,7 @@ def _config_tables(out: dict, plan) -> list[str]:
                                          ("tpot_ms", "TPOT ms", ".2f"), ("speedup", "speedup", ".2f"),
                                          *band("speedup_band"), ("bound", "bound", "")]))
         lines.append("")
-    if hasattr(plan.ranking, "band_line"):  # where the bands come from, once under the tables
-        lines += [plan.ranking.band_line(), ""]
+    lines += [plan.ranking.band_line(), ""]  # where the bands come from, once under the tables
     if out["trees"] is not None:
         lines.append("best SGLang trees (steps, topk, num_draft_tokens):")
         rows = [dict(r, shape=",".join(map(str, r["tree"]))) for r in out["trees"]]
