@@ -44,7 +44,7 @@ from sdsl._checks import positive_int
 from sdsl.errors import InvalidInputError
 
 __all__ = ["TokenTree", "check_rank_acceptance", "rank_acceptance", "draft_scores", "tree_matrices", "sglang_pool", "sglang_candidates",
-           "tree_tau", "sglang_tree_tau", "sglang_tree_tau_stack", "DEFAULT_RANK_RATIO", "DEFAULT_DRAFT_TEMPERATURE", "TREE_SELECTIONS"]
+           "sglang_tree_tau", "sglang_tree_tau_stack", "DEFAULT_RANK_RATIO", "DEFAULT_DRAFT_TEMPERATURE", "TREE_SELECTIONS"]
 
 # s of :func:`rank_acceptance`: each lower-ranked sibling is accepted with half the chance an independent
 # retry would have. Not identified by the published chain/tree pairs (s = 0.1, 0.25, 0.5 and 0.55 fit them to a
@@ -160,6 +160,11 @@ class TokenTree:
         index = {old: new for new, old in enumerate(keep)}
         return cls(tuple(index.get(int(parent[i]), -1) for i in keep))
 
+    @staticmethod
+    def matrices(conditional, width: int, rank_ratio: float | None = None, selection: str = "draft"):
+        """(P, scores) a tree is built and priced from: :func:`tree_matrices`."""
+        return tree_matrices(conditional, width, rank_ratio, selection)
+
     @property
     def size(self) -> int:
         return len(self.parents)
@@ -238,11 +243,6 @@ class TokenTree:
         return {"parents": list(self.parents), "size": self.size, "depth": self.depth, "width": self.width,
                 "verify_tokens": self.verify_tokens, "mask_density": self.mask_density,
                 "draft_tokens_per_pass": self.draft_tokens_per_pass.tolist()}
-
-
-def tree_tau(tree: TokenTree, P) -> np.ndarray:
-    """:meth:`TokenTree.tau` as a function."""
-    return tree.tau(P)
 
 
 def tree_matrices(conditional, width: int, rank_ratio: float | None = None, selection: str = "draft",

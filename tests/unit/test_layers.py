@@ -106,12 +106,12 @@ def test_imports_point_down_the_layers():
 
 
 def test_package_root_imports_only_the_core():
-    """`import sdsl` imports the base and the numpy model only; the root's lazy names (fit, serving, plots) are imported
-    on first use, and it reaches no layer above those (torch, validation, cli)."""
+    """`import sdsl` imports no sdsl module: every public name is imported on first use (``_NAMES``), and the names
+    reach the base, the numpy model, fit, serving and plots only, never a layer above (torch, validation, cli)."""
     tree = ast.parse((PACKAGE / "__init__.py").read_text())
-    eager = {n.module for n in tree.body if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("sdsl")}
-    assert eager and {layer_of(t) for t in eager} <= {"base", *MODEL}
-    assert {layer_of(t) for t in GRAPH["sdsl"]} <= {"base", *MODEL, "fit", "serving", "plots"}
+    eager = {n.module for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) and "sdsl" in ast.unparse(n)}
+    assert eager == set()
+    assert GRAPH["sdsl"] and {layer_of(t) for t in GRAPH["sdsl"]} <= {"base", *MODEL, "fit", "serving", "plots"}
 
 
 def test_no_import_cycles():
@@ -157,3 +157,21 @@ def test_model_never_imports_torch_or_matplotlib():
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             heavy += [f"{path.name}: {n}" for n in names if n.split(".")[0] in ("torch", "matplotlib")]
     assert heavy == []
+
+
+MAX_FOLDER_MODULES = 15
+
+
+def test_no_folder_holds_more_than_15_modules():
+    """A folder of sdsl/ holds at most 15 Python modules (``__init__.py`` included); a larger room splits into
+    named subpackages."""
+    crowded = {str(d.relative_to(PACKAGE.parent)): n for d in [PACKAGE, *PACKAGE.rglob("*")] if d.is_dir()
+               and (n := len(list(d.glob("*.py")))) > MAX_FOLDER_MODULES}
+    assert crowded == {}
+
+
+def test_every_folder_is_a_room():
+    """The room rule: every package folder of sdsl/ belongs to one named layer, so a line of code can tell its room
+    and which rooms it may import (LAYERS, lowest first)."""
+    folders = {module_name(p.parent / "__init__.py") for p in MODULES if p.parent != PACKAGE}
+    assert sorted(f for f in folders if layer_of(f) in (None, "package")) == []
