@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -313,8 +312,9 @@ class ModelSpec(VariantCounts):
 # ---- catalog ------------------------------------------------------------------------------
 @lru_cache(maxsize=1)
 def _catalog() -> tuple[ModelSpec, ...]:
-    with resources.as_file(resources.files("sdsl") / "data" / "models.toml") as p:
-        data = load_toml(p)
+    from sdsl._paths import data_path
+
+    data = load_toml(data_path("models.toml"))
     out = []
     for key, entry in data.items():
         entry = dict(entry)

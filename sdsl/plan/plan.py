@@ -224,7 +224,7 @@ def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gam
     props = list({p.name: p for p in props}.values())  # a proposer named twice is ranked once, where first named
     if isinstance(acceptance, Acceptance) and np.isfinite(acceptance.max_k):
         gamma_max = min(gamma_max, int(acceptance.max_k))  # a measured vector prices only the positions it covers
-    dense = np.unique(np.concatenate([np.arange(1, max_batch + 1), batches]))
+    dense = np.array(sorted({*range(1, max_batch + 1), *np.asarray(batches).tolist()}))  # np.unique would import numpy.ma
     options = {"draft_tokens": pretrain_tokens, "target_tokens": pretrain_tokens, "workload": workload}
     ranking = rank_proposers(target, props, dep, acceptance=acceptance, gammas=range(0, gamma_max + 1),
                              batches=dense, acceptance_options=options)

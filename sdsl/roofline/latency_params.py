@@ -162,11 +162,11 @@ DEFAULT_PARAMS = LatencyParams()
 
 @lru_cache(maxsize=None)
 def _packaged_params(name: str) -> LatencyParams | None:
-    from importlib import resources
+    from sdsl._paths import data_path
 
     from sdsl._io import load_json
 
-    path = resources.files("sdsl") / "data" / "latency" / f"{name}.json"
+    path = data_path("latency", f"{name}.json")
     return LatencyParams.from_dict(load_json(path)["params"]) if path.is_file() else None
 
 
@@ -200,7 +200,7 @@ def default_params(hardware) -> LatencyParams:
 
 @lru_cache(maxsize=1)
 def _packaged_names() -> tuple[str, ...]:
-    from importlib import resources
+    from sdsl._paths import data_path
 
-    folder = resources.files("sdsl") / "data" / "latency"
+    folder = data_path("latency")
     return tuple(sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json")))
