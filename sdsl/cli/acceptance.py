@@ -34,12 +34,10 @@ from sdsl.cli._common import WORKLOAD_HELP, acceptance_options, echo_json, json_
 def acceptance(log, engine, ngram, ngram_min, ngram_max, k, proposer, target, workload, acceptance, out, as_json):
     """Per-position acceptance from an engine log (vLLM, SGLang), a prompt-lookup replay, or an accepted length.
 
-    Show per-position acceptance (conditional and marginal rates, tau) and write it as JSON.
-
-    Reads an engine log with --from-log, replays prompt lookup over your own prompt/response pairs with
-    --ngram, converts --alpha / --accepted-length / --acceptance, or shows the default acceptance of
-    --proposer on --target for --workload (per-position rates at --k, tau, and the catalog rows or rule it
-    came from); pass the written file to predict/optimize with --acceptance-file.
+    Shows per-position acceptance (conditional and marginal rates, tau) and writes it as JSON: read from an engine
+    log (--from-log), replayed by prompt lookup over your prompt/response pairs (--ngram), converted from --alpha /
+    --accepted-length / --acceptance, or the default of --proposer on --target for --workload (rates at --k, tau, and
+    the catalog rows or rule it came from). Pass the written file to predict/optimize with --acceptance-file.
 
     Examples:
 

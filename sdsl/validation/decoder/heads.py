@@ -141,11 +141,10 @@ def _row(proposer: str, tree: str, measured: dict) -> dict:
 
 
 def core_tree(text: str):
-    """The decoder's tree (``"chain4"``, ``"3x2x1"``) as :class:`sdsl.acceptance.trees.TokenTree` (root dropped)."""
-    from sdsl.acceptance.trees import TokenTree as CoreTree
-    from sdsl.torch.tree import TokenTree
+    """The decoder's tree (``"chain4"``, ``"3x2x1"``) as :class:`sdsl.acceptance.trees.TokenTree`."""
+    from sdsl.torch.tree import TreeLayout
 
-    return CoreTree(tuple(p - 1 for p in TokenTree.parse(text).parents[1:]))
+    return TreeLayout.parse(text).tree
 
 
 def price_row(row: dict, target, proposer, deployment, prompt_len: int | None = None, max_new: int | None = None,
