@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "sdsl"
 
 # Lowest first. A module may import its own layer or any layer below it, never one above.
 LAYERS = [
-    ("base", ("sdsl.errors", "sdsl._io", "sdsl._paths", "sdsl._result", "sdsl._checks")),
+    ("base", ("sdsl.errors", "sdsl._io", "sdsl._paths", "sdsl._result", "sdsl._checks", "sdsl._evidence")),
     ("plots", ("sdsl.plots",)),
     # the numpy model, lowest room first
     ("catalog", ("sdsl.catalog",)),

@@ -257,9 +257,9 @@ def recount_file(path) -> dict:
 
 def summarise_heads(rows: list[dict]) -> dict:
     """Best measured speedups by kind; the head's best configuration and its per-position acceptance; the
-    predicted-vs-measured errors (:func:`sdsl.validation.error_stats.summarize_errors`) over all rows,
+    predicted-vs-measured errors (:func:`sdsl._evidence.summarize_errors`) over all rows,
     head rows, draft-model rows, trees and chains."""
-    from sdsl.validation.error_stats import summarize_errors
+    from sdsl._evidence import summarize_errors
 
     best = lambda rs: max(rs, key=lambda r: r["speedup"])  # noqa: E731
     head_best = best([r for r in rows if r["proposer"] == "head"])
