@@ -20,7 +20,8 @@ from _machine import machine  # noqa: E402  (also pins numeric libraries to one 
 
 
 def bench_million_configs(repeats: int = 5) -> dict:
-    from sdsl import Deployment, evaluate_grid, get_hardware, get_model, list_models
+    from sdsl import Deployment, evaluate_grid, get_hardware, get_model
+    from sdsl.catalog.models import list_models
 
     target = get_model("llama-3.1-70b")
     drafts = [m for m in list_models() if m.total_params < 0.25 * target.total_params][:40]

@@ -7,7 +7,7 @@ held-out prompts × 64 new bytes, process CPU time of one torch thread; ``rounds
 the configurations (medians reported; each round's speedup is against that round's plain decoding).
 Arguments: ``[rounds] [n_prompts] [set] [head tree...] [--tune]`` (default 3 8 default); set ``trees``
 times the head's chains against its spine trees (a rank-0 chain plus side leaves,
-:meth:`sdsl.torch.tree.TokenTree.spine`); set ``dynamic`` times plain decoding, the head's best chains and
+:meth:`sdsl.torch.tree.TreeLayout.spine`); set ``dynamic`` times plain decoding, the head's best chains and
 static spines and the head trees named after it (e.g. the dynamic spine ``dspine6@0.4``,
 :class:`sdsl.torch.dynamic_tree.DynamicSpine`); ``--tune`` times the tuning windows
 (:func:`sdsl.validation.decoder.heads.tuning_prompts`) instead of the evaluation prompts. Each tree is

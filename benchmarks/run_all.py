@@ -15,7 +15,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 BENCHES = {"bench_core.py": "core.json", "bench_figures.py": "figures.json", "bench_simulator.py": "simulator.json",
            "bench_trees.py": "trees.json", "bench_proposers.py": "proposers.json",
-           "bench_reference_smollm2.py": "reference_smollm2.json"}
+           "bench_startup.py": "startup.json", "bench_reference_smollm2.py": "reference_smollm2.json"}
 
 
 def main() -> int:

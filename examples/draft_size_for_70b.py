@@ -14,7 +14,6 @@ import argparse
 import warnings
 
 import sdsl
-from sdsl.plan.families import best_drafts, draft_size_sweep, llama_family
 
 p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 p.add_argument("--target", default="llama-3.1-70b")
@@ -26,7 +25,7 @@ args = p.parse_args()
 
 target = sdsl.get_model(args.target)
 m = target.total_params
-n_star, s_star, a_star, g_star = sdsl.optimal_draft_size(m, args.tokens, args.tokens)
+n_star, s_star, a_star, g_star = sdsl.optimum.optimal_draft_size(m, args.tokens, args.tokens)
 print(f"Target {target.name}: {m / 1e9:.1f}B parameters, {args.tokens:.0e} pre-training tokens.\n")
 print("1) SDSL's FLOP model (cost ratio c = N/M, alpha from the acceptance plane):")
 print(f"   N* = {n_star[0] / 1e6:.0f}M parameters (alpha = {a_star[0]:.3f}, gamma* = {g_star[0]:.1f}, "
@@ -35,11 +34,11 @@ print(f"   the paper's law mu*M + M0 = 2.71e-3 * M + 8.71e7 gives {(2.71e-3 * m 
 
 batches = [int(b) for b in args.batch.split(",")]
 with warnings.catch_warnings():
-    warnings.simplefilter("ignore", sdsl.acceptance.plane.AlphaClippedWarning)
-    sweep = draft_size_sweep(target, sdsl.Deployment(args.hardware, tp=args.tp), drafts=llama_family(target.vocab_size),
-                             batch=batches, draft_tokens=args.tokens, target_tokens=args.tokens)
-best = best_drafts(sweep)
-shapes = {d.name: d for d in llama_family(target.vocab_size)}
+    warnings.simplefilter("ignore", sdsl.AlphaClippedWarning)
+    sweep = sdsl.families.draft_size_sweep(target, sdsl.Deployment(args.hardware, tp=args.tp),
+                                           drafts=sdsl.families.llama_family(target.vocab_size), batch=batches, draft_tokens=args.tokens, target_tokens=args.tokens)
+best = sdsl.families.best_drafts(sweep)
+shapes = {d.name: d for d in sdsl.families.llama_family(target.vocab_size)}
 print(f"2) Hardware-aware ({args.hardware}, target tp={args.tp}, draft tp=1, context 1024, best integer gamma),")
 print("   over Llama-3-shaped drafts with the target's vocabulary:")
 for r in best.itertuples():

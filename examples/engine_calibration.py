@@ -18,12 +18,18 @@ import tempfile
 from pathlib import Path
 
 import sdsl
-from sdsl.validation.published_rows import load_rows
-from sdsl.fit.engine_calibration import calibrate_engine
 
 SOURCE = "vllm-project/vllm#20780"
-rows = [r for r in load_rows("speculative", None) if SOURCE in r["source"] and r["draft"].startswith("EAGLE-1")]
-plain = next(r for r in load_rows("decode", None) if SOURCE in r["source"])
+
+
+def load_rows(name: str) -> list[dict]:
+    """Every row of the published table sdsl ships (sdsl/data/published/<name>.csv)."""
+    with sdsl.data_path("published", f"{name}.csv").open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+rows = [r for r in load_rows("speculative") if SOURCE in r["source"] and r["draft"].startswith("EAGLE-1")]
+plain = next(r for r in load_rows("decode") if SOURCE in r["source"])
 runs = [{"target": "llama-3.1-8b", "hardware": "h100-sxm", "batch": 1, "context": 512, "proposer": "", "k": "",
          "accepted_length": "", "tpot_ms": plain["value"], "label": "plain"}]
 runs += [{"target": "llama-3.1-8b", "hardware": "h100-sxm", "batch": 1, "context": 512, "proposer": "eagle",
@@ -36,7 +42,7 @@ with tempfile.TemporaryDirectory() as tmp:
         writer = csv.DictWriter(fh, fieldnames=list(runs[0]))
         writer.writeheader()
         writer.writerows(runs)
-    result = calibrate_engine([path], base="vllm-2025-07", name="my-vllm")
+    result = sdsl.engine_calibration.calibrate_engine([path], base="vllm-2025-07", name="my-vllm")
     print(result.report())
     profile_file = Path(tmp) / "my-vllm.json"
     result.to_json(profile_file)

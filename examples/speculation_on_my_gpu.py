@@ -14,7 +14,6 @@ import argparse
 import warnings
 
 import sdsl
-from sdsl.roofline.latency import default_params
 
 p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 p.add_argument("--target", default="llama-2-7b")
@@ -25,7 +24,7 @@ p.add_argument("--alpha", type=float, default=None, help="measured acceptance ra
 args = p.parse_args()
 
 target, hw = sdsl.get_model(args.target), sdsl.get_hardware(args.hardware)
-params = default_params(hw)
+params = sdsl.default_params(hw)
 deployment = sdsl.Deployment(hw, context=args.context, params=params)
 drafts = sdsl.candidate_drafts(target)
 if not drafts:
@@ -36,7 +35,7 @@ if mem > hw.mem_capacity:
           f"more than the {hw.mem_capacity / 1e9:.0f} GB of one {hw.name}; the numbers below assume it fits.")
 
 with warnings.catch_warnings():
-    warnings.simplefilter("ignore", sdsl.acceptance.plane.AlphaClippedWarning)
+    warnings.simplefilter("ignore", sdsl.AlphaClippedWarning)
     grid = sdsl.evaluate_grid(target, deployment, drafts=drafts, gammas=range(0, 9), batch=sorted({1, args.batch}),
                               alpha=None if args.alpha is None else [args.alpha])
 rows = grid.best()

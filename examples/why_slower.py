@@ -15,7 +15,6 @@ import argparse
 import numpy as np
 
 import sdsl
-from sdsl.roofline.latency import default_params
 
 p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 p.add_argument("--target", default="llama-2-7b")
@@ -29,14 +28,14 @@ p.add_argument("--mean-acceptance-length", type=float, default=2.0,
 args = p.parse_args()
 
 target, draft, hw = sdsl.get_model(args.target), sdsl.get_model(args.draft), sdsl.get_hardware(args.hardware)
-params = default_params(hw)
+params = sdsl.default_params(hw)
 alpha = float(sdsl.alpha_from_vllm(args.k, mean_acceptance_length=args.mean_acceptance_length))
 b, k, L = args.batch, args.k, args.context
 deployment = sdsl.Deployment(hw, context=L, params=params)
 
 plain = sdsl.step_time(target, deployment, batch=b, q=1)
 verify = sdsl.step_time(target, deployment, batch=b, q=k + 1)
-t_draft = float(sdsl.step_time_s(draft, deployment, batch=b, q=1))
+t_draft = float(sdsl.latency.step_time_s(draft, deployment, batch=b, q=1))
 pred = sdsl.predict(target, draft, deployment, gamma=k, alpha=alpha, batch=b)
 ms = lambda s: f"{1e3 * float(s):6.2f} ms"  # noqa: E731
 

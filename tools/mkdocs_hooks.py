@@ -57,39 +57,35 @@ def cli_page() -> str:
 
 
 def _all_groups() -> list[tuple[str, list[str]]]:
-    """(group title, names) in the order and with the comments of ``__all__`` in sdsl/__init__.py."""
+    """(group title, names) in the order and with the comments of ``_NAMES`` in sdsl/__init__.py."""
     source = (ROOT / "sdsl" / "__init__.py").read_text()
-    block = source[source.index("__all__ = ["):]
-    block = block[:block.index("\n]") + 2]
+    block = source[source.index("_NAMES = {"):]
+    block = block[:block.index("\n}") + 2]
     groups: list[tuple[str, list[str]]] = []
     for line in block.splitlines()[1:-1]:
         line = line.strip()
         if line.startswith("#"):
             groups.append((line.lstrip("# ").strip(), []))
-        elif line and not line.startswith("*"):
-            groups[-1][1].extend(ast.literal_eval("[" + line + "]"))
+        elif line:
+            groups[-1][1].extend(ast.literal_eval("{" + line.rstrip(",") + "}"))
     return groups
 
 
 def api_page() -> str:
     import sdsl
 
-    lazy: dict[str, list[str]] = {}
-    for name, module in sdsl._LAZY.items():
-        lazy.setdefault(module, []).append(name)
     lines = ["# API reference", "",
-             "Everything a user calls is importable from `sdsl` itself (`sdsl.__all__`); this page is generated from "
-             "it and from the docstrings when the site is built. Equations are in [the model](model.md); every "
-             "result object has `report()`, `to_dict()`, `to_json(path=None)` and `plot(ax=None)`.", ""]
+             "Everything a user calls is importable from `sdsl` itself (`sdsl.__all__`), each name on first use; this "
+             "page is generated from it and from the docstrings when the site is built. Equations are in "
+             "[the model](model.md); every result object has `report()`, `to_dict()`, `to_json(path=None)` and "
+             "`plot(ax=None)`.", ""]
     for title, names in _all_groups():
-        if title.startswith("imported on first use"):
-            continue
         lines += [f"## {title[0].upper()}{title[1:]}", ""]
-        lines += [f"::: sdsl.{n}\n" for n in names if n != "__version__"]
-    for module, names in lazy.items():
-        lines += [f"## From `{module}` (imported on first use)", "",
-                  f"`sdsl.{names[0]}` imports `{module}` the first time it is used.", ""]
-        lines += [f"::: {module}.{n}\n" for n in names]
+        lines += [f"::: {sdsl._NAMES[n]}.{n}\n" for n in names]
+    lines += ["## Namespaces", "", "Modules a notebook reaches into by name (`sdsl.serving.simulate`):", ""]
+    lines += [f"- `sdsl.{name}`: `{module}`" for name, module in sdsl._NAMESPACES.items()] + [""]
+    for name, module in sdsl._NAMESPACES.items():
+        lines += [f"### `sdsl.{name}`", "", f"::: {module}\n"]
     return "\n".join(lines)
 
 

@@ -44,7 +44,7 @@ from sdsl._checks import positive_int
 from sdsl.errors import InvalidInputError
 
 __all__ = ["TokenTree", "check_rank_acceptance", "rank_acceptance", "draft_scores", "tree_matrices", "sglang_pool", "sglang_candidates",
-           "tree_tau", "sglang_tree_tau", "sglang_tree_tau_stack", "DEFAULT_RANK_RATIO", "DEFAULT_DRAFT_TEMPERATURE", "TREE_SELECTIONS"]
+           "sglang_tree_tau", "sglang_tree_tau_stack", "DEFAULT_RANK_RATIO", "DEFAULT_DRAFT_TEMPERATURE", "TREE_SELECTIONS"]
 
 # s of :func:`rank_acceptance`: each lower-ranked sibling is accepted with half the chance an independent
 # retry would have. Not identified by the published chain/tree pairs (s = 0.1, 0.25, 0.5 and 0.55 fit them to a
@@ -149,6 +149,21 @@ class TokenTree:
         return cls(tuple(parents))
 
     @classmethod
+    def spine(cls, branching) -> TokenTree:
+        """A chain of rank-0 candidates (the spine) with ``branching[d-1]`` candidates at depth d, the rank-1.. ones
+        leaves: the lopsided shape Sequoia's tree search finds for a draft whose top candidate is usually right
+        (Chen et al. 2024, §3.1). A leaf costs the target one verified token and the drafter nothing (its token is a
+        further candidate of a distribution already drafted). The spine is listed first (nodes 0..D-1), so that a
+        fully accepted spine sits in consecutive slots."""
+        b = [int(x) for x in np.atleast_1d(branching)]
+        if any(x < 1 for x in b):
+            raise InvalidInputError(f"Every depth needs at least one child per node; got branching {b}.")
+        parents = list(range(-1, len(b) - 1))
+        for depth, width in enumerate(b):
+            parents += [depth - 1] * (width - 1)
+        return cls(tuple(parents))
+
+    @classmethod
     def sglang(cls, steps: int, topk: int, num_draft_tokens: int, P, scores=None) -> TokenTree:
         """The tree SGLang's EAGLE worker verifies for (--speculative-num-steps, --speculative-eagle-topk,
         --speculative-num-draft-tokens): the num_draft_tokens − 1 candidates of :func:`sglang_candidates` with
@@ -159,6 +174,11 @@ class TokenTree:
         keep = _top_nodes(cand["score"], num_draft_tokens - 1)
         index = {old: new for new, old in enumerate(keep)}
         return cls(tuple(index.get(int(parent[i]), -1) for i in keep))
+
+    @staticmethod
+    def matrices(conditional, width: int, rank_ratio: float | None = None, selection: str = "draft"):
+        """(P, scores) a tree is built and priced from: :func:`tree_matrices`."""
+        return tree_matrices(conditional, width, rank_ratio, selection)
 
     @property
     def size(self) -> int:
@@ -240,11 +260,6 @@ class TokenTree:
                 "draft_tokens_per_pass": self.draft_tokens_per_pass.tolist()}
 
 
-def tree_tau(tree: TokenTree, P) -> np.ndarray:
-    """:meth:`TokenTree.tau` as a function."""
-    return tree.tau(P)
-
-
 def tree_matrices(conditional, width: int, rank_ratio: float | None = None, selection: str = "draft",
                   draft_temperature: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(P, scores): per-rank acceptance (:func:`rank_acceptance`) and the scores the tree's nodes are chosen
@@ -296,16 +311,8 @@ def sglang_tree_tau_stack(conditional, steps: int, topk: int, tokens: int, rank_
     if temps is not None and temps.ndim:  # one temperature per row of the stack
         temps = np.repeat(np.broadcast_to(temps, cond.shape[:1]), steps)[:, None]
     P, S = tree_matrices(cond[:, :steps].ravel(), topk, rank_ratio, selection, temps)
-    P, S = P.reshape(-1, steps, topk), S.reshape(-1, steps, topk)
-    probs, scores = [P[:, 0, :]], [S[:, 0, :]]
-    beam = np.broadcast_to(np.arange(topk), (P.shape[0], topk))
-    for d in range(1, steps):
-        child = (np.take_along_axis(probs[-1], beam, 1)[:, :, None] * P[:, d, None, :]).reshape(-1, topk * topk)
-        child_score = (np.take_along_axis(scores[-1], beam, 1)[:, :, None] * S[:, d, None, :]).reshape(-1, topk * topk)
-        probs.append(child)
-        scores.append(child_score)
-        beam = np.argsort(-child_score, axis=1, kind="stable")[:, :topk]
-    prob, score = np.concatenate(probs, axis=1), np.concatenate(scores, axis=1)
+    pool = _sglang_pool(P.reshape(-1, steps, topk), S.reshape(-1, steps, topk))
+    prob, score = pool["prob"], pool["score"]
     keep = np.argsort(-score, axis=1, kind="stable")[:, :n]
     return 1.0 + np.take_along_axis(prob, keep, 1).sum(axis=1)
 
@@ -336,19 +343,28 @@ def sglang_candidates(steps: int, topk: int, P, scores=None) -> dict:
     smats = mats if scores is None else check_rank_acceptance(scores, steps)
     if topk > min(mats.shape[1], smats.shape[1]):
         raise InvalidInputError(f"topk {topk} needs acceptance for {topk} ranks; got {mats.shape[1]}.")
-    prob, score, parent, depth = [mats[0, :topk]], [smats[0, :topk]], [np.full(topk, -1)], [np.ones(topk, dtype=int)]
-    beam, offset = np.arange(topk), 0
+    pool = _sglang_pool(mats[None, :steps, :topk], smats[None, :steps, :topk])
+    return {k: v[0] if k != "depth" else v for k, v in pool.items()}
+
+
+def _sglang_pool(P: np.ndarray, S: np.ndarray) -> dict:
+    """SGLang's candidate pool for each row of (G, steps, topk) stacks of acceptance P and scores S, vectorised
+    over the stack: ``prob``, ``score`` and ``parent`` (G, pool), ``depth`` (pool,)."""
+    G, steps, topk = P.shape
+    prob, score = [P[:, 0, :]], [S[:, 0, :]]
+    parent, depth = [np.full((G, topk), -1)], [np.ones(topk, dtype=int)]
+    beam, offset = np.broadcast_to(np.arange(topk), (G, topk)), 0
     for d in range(1, steps):
-        child = (prob[-1][beam - offset][:, None] * mats[d, :topk][None, :]).ravel()
-        child_score = (score[-1][beam - offset][:, None] * smats[d, :topk][None, :]).ravel()
-        offset = sum(x.size for x in prob)
+        child = (np.take_along_axis(prob[-1], beam, 1)[:, :, None] * P[:, d, None, :]).reshape(G, topk * topk)
+        child_score = (np.take_along_axis(score[-1], beam, 1)[:, :, None] * S[:, d, None, :]).reshape(G, topk * topk)
+        parent.append(np.repeat(offset + beam, topk, axis=1))
+        offset += prob[-1].shape[1]
         prob.append(child)
         score.append(child_score)
-        parent.append(np.repeat(beam, topk))
-        depth.append(np.full(child.size, d + 1))
-        beam = offset + np.argsort(-child_score, kind="stable")[:topk]
-    return {"prob": np.concatenate(prob), "score": np.concatenate(score), "parent": np.concatenate(parent),
-            "depth": np.concatenate(depth)}
+        depth.append(np.full(topk * topk, d + 1))
+        beam = np.argsort(-child_score, axis=1, kind="stable")[:, :topk]
+    return {"prob": np.concatenate(prob, axis=1), "score": np.concatenate(score, axis=1),
+            "parent": np.concatenate(parent, axis=1), "depth": np.concatenate(depth)}
 
 
 def sglang_pool(steps: int, topk: int, P):

@@ -11,11 +11,9 @@ Users add their own accelerator with a TOML or JSON file holding the same keys a
 
 from __future__ import annotations
 
-import difflib
 import math
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -242,8 +240,9 @@ def load_hardware_file(path: str | Path) -> list[Hardware]:
 
 @lru_cache(maxsize=1)
 def _catalog() -> tuple[Hardware, ...]:
-    with resources.as_file(resources.files("sdsl") / "data" / "hardware.toml") as p:
-        data = load_toml(p)
+    from sdsl._paths import data_path
+
+    data = load_toml(data_path("hardware.toml"))
     out = []
     for key, entry in data.items():
         hw = _from_entry(key, entry, "sdsl/data/hardware.toml")
@@ -291,6 +290,8 @@ def get_hardware(name_or_path: str | Path | Hardware) -> Hardware:
     if key in idx:
         return idx[key]
     names = [hw.key for hw in _catalog()]
+    import difflib
+
     close = difflib.get_close_matches(key, list(idx), n=3, cutoff=0.4)
     close = list(dict.fromkeys(idx[c].key for c in close))
     hint = f"closest: {', '.join(close)}" if close else f"known: {', '.join(names)}"

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -81,54 +80,54 @@ class ModelSpec(VariantCounts):
             names no weight format prices the weights in it.
     """
 
-    name: str
-    family: str
-    n_layer: int
-    d_model: int
-    n_head: int
-    n_kv_head: int
-    d_ff: int
-    vocab_size: int
-    gated_mlp: bool = True
-    tied_embeddings: bool = False
-    max_context: int = 4096
-    head_dim: int | None = None
-    norm: str = "rmsnorm"
-    qkv_bias: bool = False
-    attn_out_bias: bool = False
-    mlp_bias: bool = False
-    learned_pos: int = 0
-    embed_proj_dim: int | None = None
-    final_norm: bool = True
-    norms_per_layer: int = 2
-    lm_head_bias: bool = False
-    qk_norm: bool = False
-    attention_sinks: bool = False
-    sliding_window: int = 0
-    local_layers: int = 0
-    chunked_attention: bool = False
-    kv_lora_rank: int = 0
-    q_lora_rank: int = 0
-    qk_rope_head_dim: int = 0
-    qk_nope_head_dim: int = 0
-    v_head_dim: int = 0
-    n_experts: int = 0
-    experts_per_token: int = 0
-    expert_d_ff: int = 0
-    n_shared_experts: int = 0
-    shared_expert_d_ff: int = 0
-    first_dense_layers: int = 0
-    moe_layer_step: int = 1
-    expert_bias: bool = False
-    router_bias: bool = False
-    mtp_layers: int = 0
-    routing_skew: float = 0.0
-    expert_load: tuple = ()
-    published_params: float | None = None
-    published_active_params: float | None = None
-    active_params_convention: str = "all"
-    source: str = ""
-    hf_id: str = ""
+    name: str  # lower-case catalog name (llama-3.1-8b)
+    family: str  # llama, qwen2, opt, gpt_neox, mistral, phi, seed_oss ...
+    n_layer: int  # decoder layers
+    d_model: int  # hidden width (elements)
+    n_head: int  # query heads
+    n_kv_head: int  # key/value heads (GQA: fewer than n_head)
+    d_ff: int  # FFN width of a dense layer (elements)
+    vocab_size: int  # tokens in the vocabulary
+    gated_mlp: bool = True  # SwiGLU gate + up + down (3 matrices), else up + down (2)
+    tied_embeddings: bool = False  # the lm head shares the input embedding matrix
+    max_context: int = 4096  # tokens, the longest context the model was trained for
+    head_dim: int | None = None  # elements per head (None = d_model // n_head)
+    norm: str = "rmsnorm"  # rmsnorm (weight) or layernorm (weight and bias)
+    qkv_bias: bool = False  # the q/k/v projections carry a bias
+    attn_out_bias: bool = False  # the attention output projection carries a bias
+    mlp_bias: bool = False  # the FFN linears carry a bias
+    learned_pos: int = 0  # rows of a learned absolute position table (0 = none; OPT: max positions + 2)
+    embed_proj_dim: int | None = None  # token-embedding width when not d_model (OPT-350M: 512; None = d_model)
+    final_norm: bool = True  # a norm after the last layer (post-LN OPT-350M has none)
+    norms_per_layer: int = 2  # norms in each block (2; phi-2's parallel block 1)
+    lm_head_bias: bool = False  # the lm head has a bias (phi-2)
+    qk_norm: bool = False  # RMSNorm over every query and key head (Qwen3, Gemma-3)
+    attention_sinks: bool = False  # a learned sink logit per head (gpt-oss)
+    sliding_window: int = 0  # tokens a local layer attends to (0 = none)
+    local_layers: int = 0  # layers that attend only to the last sliding_window tokens
+    chunked_attention: bool = False  # local layers attend within fixed chunks of sliding_window tokens (Llama-4)
+    kv_lora_rank: int = 0  # MLA latent width in the KV cache (0 = not MLA; DeepSeek-V2/V3)
+    q_lora_rank: int = 0  # MLA query latent width (0 = uncompressed query)
+    qk_rope_head_dim: int = 0  # MLA RoPE key width per head (elements)
+    qk_nope_head_dim: int = 0  # MLA non-RoPE query/key width per head (elements)
+    v_head_dim: int = 0  # MLA value width per head (elements)
+    n_experts: int = 0  # routed experts per MoE layer (0 = dense)
+    experts_per_token: int = 0  # routed experts each token uses (top-k)
+    expert_d_ff: int = 0  # FFN width of one expert (elements)
+    n_shared_experts: int = 0  # experts every token uses (DeepSeek, GLM-4.5, Llama-4)
+    shared_expert_d_ff: int = 0  # FFN width of a shared expert (0 = expert_d_ff)
+    first_dense_layers: int = 0  # leading dense layers before the first MoE layer
+    moe_layer_step: int = 1  # layer i is MoE when i >= first_dense_layers and (i + 1) % step == 0
+    expert_bias: bool = False  # biases on the expert linears (gpt-oss)
+    router_bias: bool = False  # a bias on the router or its score correction
+    mtp_layers: int = 0  # multi-token-prediction modules shipped beside the model (not counted in its parameters)
+    routing_skew: float = 0.0  # power-law exponent of expert popularity on a workload (0 = uniform)
+    expert_load: tuple = ()  # measured expert-load histogram, one share per expert (overrides routing_skew)
+    published_params: float | None = None  # parameter count the model card / paper publishes (None = unpublished)
+    published_active_params: float | None = None  # an MoE model's published active parameter count
+    active_params_convention: str = "all"  # what the published active count counts (ACTIVE_CONVENTIONS)
+    source: str = ""  # where the shapes and the published count come from
+    hf_id: str = ""  # Hugging Face repository id
     weight_format: str | None = None  # stored weight format a config.json's quantization_config names (fp8, ...)
 
     def __post_init__(self) -> None:
@@ -318,8 +317,9 @@ class ModelSpec(VariantCounts):
 # ---- catalog ------------------------------------------------------------------------------
 @lru_cache(maxsize=1)
 def _catalog() -> tuple[ModelSpec, ...]:
-    with resources.as_file(resources.files("sdsl") / "data" / "models.toml") as p:
-        data = load_toml(p)
+    from sdsl._paths import data_path
+
+    data = load_toml(data_path("models.toml"))
     out = []
     for key, entry in data.items():
         entry = dict(entry)

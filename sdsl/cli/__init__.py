@@ -77,7 +77,15 @@ class LazyGroup(click.Group):
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="sdsl")
 def cli() -> None:
-    """sdsl — predict speculative-decoding throughput and pick the optimal draft and γ."""
+    """sdsl — predict speculative-decoding throughput and pick the optimal draft and γ.
+
+    Examples:
+
+    \b
+        sdsl optimize --target llama-3.1-70b --hardware h100-sxm --tp 4
+        sdsl predict --target llama-3.1-8b --proposer eagle --gamma 4 --accepted-length 2.4 --hardware h100-sxm
+        sdsl COMMAND --help
+    """
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -34,12 +34,20 @@ from sdsl.cli._common import WORKLOAD_HELP, acceptance_options, echo_json, json_
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the acceptance JSON here (atomically).")
 @json_option
 def acceptance(log, engine, ngram, ngram_min, ngram_max, k, proposer, target, workload, acceptance, out, as_json):
-    """Show per-position acceptance (conditional and marginal rates, tau) and write it as JSON.
+    """Per-position acceptance from an engine log (vLLM, SGLang), a prompt-lookup replay, or an accepted length.
 
-    Reads an engine log with --from-log, replays prompt lookup over your own prompt/response pairs with
-    --ngram, converts --alpha / --accepted-length / --acceptance, or shows the default acceptance of
-    --proposer on --target for --workload (per-position rates at --k, tau, and the catalog rows or rule it
-    came from); pass the written file to predict/optimize with --acceptance-file.
+    Shows per-position acceptance (conditional and marginal rates, tau) and writes it as JSON: read from an engine
+    log (--from-log), replayed by prompt lookup over your prompt/response pairs (--ngram), converted from --alpha /
+    --accepted-length / --acceptance, or the default of --proposer on --target for --workload (rates at --k, tau, and
+    the catalog rows or rule it came from). Pass the written file to predict/optimize with --acceptance-file.
+
+    Examples:
+
+    \b
+        sdsl acceptance --accepted-length 3.1 --accepted-at 4
+        sdsl acceptance --from-log vllm.log --out acceptance.json
+        sdsl acceptance --proposer eagle3 --target llama-3.1-8b
+        sdsl acceptance --ngram prompts.jsonl --k 4
     """
     from sdsl.errors import InvalidInputError
 

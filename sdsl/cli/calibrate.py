@@ -38,8 +38,18 @@ class _CalibrateGroup(click.Group):
 
 @click.group("calibrate", cls=_CalibrateGroup)
 def calibrate() -> None:
-    """Fit sdsl's models to measurements: the latency model to operator profiles (PROFILES..., or `latency`), or an
-    engine execution profile to measured runs of your engine (`engine RUNS...`)."""
+    """Fit the latency model to profiles, or an engine profile to your runs.
+
+    Fit sdsl's models to measurements: the latency model to operator profiles (PROFILES..., or `latency`), or an
+    engine execution profile to measured runs of your engine (`engine RUNS...`).
+
+    Examples:
+
+    \b
+        sdsl calibrate sdsl/data/vidur/a40 --hardware a40
+        sdsl calibrate profiles/h200-llama-3.1-8b -o profiles/h200.calib.json
+        sdsl calibrate engine runs.csv --engine vllm -o my-vllm.json
+    """
 
 
 @calibrate.command("latency")
@@ -71,7 +81,12 @@ def latency(profiles, hardware, output, smoothness, fit_layers, steps, holdout, 
     """Fit eta_compute, eta_memory, t_kernel (and the soft-max smoothness) to PROFILES.
 
     PROFILES are sdsl profiles (NAME, NAME.csv or NAME.json) or Vidur mlp.csv files / folders.
-    Example: sdsl calibrate profiles/cpu-llama-68m -o profiles/cpu.calib.json
+
+    Examples:
+
+    \b
+        sdsl calibrate profiles/cpu-llama-68m -o profiles/cpu.calib.json
+        sdsl calibrate latency sdsl/data/vidur/a40 --hardware a40 --no-points -o a40.json
     """
     from sdsl.fit.calibration import calibrate_profiles
 

@@ -35,7 +35,14 @@ def engine(runs, base, terms, target, hardware, tp, context, proposer, k, batch,
     server log, NAME.log, for the SpecDecoding metrics lines), vLLM `bench latency --output-json` JSON, or SGLang
     `send_one` / `bench_one_batch` output. Plain decoding plus speculative runs at two k values pin the default terms;
     the command refuses runs that cannot identify a term. Prints each term, every run's residual and its
-    leave-one-point-out error. Example: examples/engine_calibration.py."""
+    leave-one-point-out error. Example: examples/engine_calibration.py.
+
+    Examples:
+
+    \b
+        sdsl calibrate engine runs.csv --engine vllm-2025-07 -o my-vllm.json
+        sdsl predict --target llama-3.1-8b --proposer eagle --gamma 4 --accepted-length 2.39 --engine my-vllm.json
+    """
     from sdsl.fit.engine_calibration import calibrate_engine
 
     defaults = {key: v for key, v in (("target", target), ("hardware", hardware), ("tp", tp), ("context", context),

@@ -10,9 +10,18 @@ from sdsl.cli._common import echo_json, format_table, json_option
 @click.command()
 @json_option
 def hardware(as_json):
-    """List the hardware catalog: architecture, memory, dense bf16/fp8 TFLOP/s, bandwidth, SMs/CUs, L2,
+    """List the hardware catalog.
+
+    List the hardware catalog: architecture, memory, dense bf16/fp8 TFLOP/s, bandwidth, SMs/CUs, L2,
     GPU-to-GPU link per direction, whether its latency parameters are fitted on measured kernels (which source
-    and engine version) or transferred from the GPUs that are, and every entry's sources."""
+    and engine version) or transferred from the GPUs that are, and every entry's sources.
+
+    Examples:
+
+    \b
+        sdsl hardware
+        sdsl hardware --json
+    """
     from sdsl.catalog.hardware import list_hardware
     from sdsl.roofline.latency_params import calibration_provenance
 
@@ -48,7 +57,16 @@ def hardware(as_json):
 @click.command()
 @json_option
 def models(as_json):
-    """List the model catalog: shapes and exact parameter counts, with the published counts."""
+    """List the model catalog.
+
+    List the model catalog: shapes and exact parameter counts, with the published counts.
+
+    Examples:
+
+    \b
+        sdsl models
+        sdsl models --json
+    """
     from sdsl.catalog.models import list_models
 
     specs = list_models()
@@ -65,10 +83,19 @@ def models(as_json):
 @click.command()
 @json_option
 def engines(as_json):
-    """List the engine execution profiles (sdsl/data/engines/profiles.json): name, engine, date, the host terms
+    """List the engine execution profiles (--engine).
+
+    List the engine execution profiles (sdsl/data/engines/profiles.json): name, engine, date, the host terms
     (fitted ones marked *), the tensor-parallel all-reduce (NCCL, or the engine's custom kernel and its latency), CUDA
     graphs and overlap, and what each build is. `--engine ENGINE` takes the newest of an
-    engine, `--engine ENGINE:YYYY-MM` the newest not after that month."""
+    engine, `--engine ENGINE:YYYY-MM` the newest not after that month.
+
+    Examples:
+
+    \b
+        sdsl engines
+        sdsl engines --json
+    """
     from sdsl.engine.profiles import FREE_TERMS, engine_profiles
 
     profiles = list(engine_profiles().values())

@@ -12,10 +12,19 @@ import click
 @click.option("--list", "list_only", is_flag=True, help="List the figures (name, description, data source) and exit.")
 @click.option("--quick", is_flag=True, help="Coarser grids (seconds instead of a minute); for tests.")
 def figures(out_dir, only, list_only, quick):
-    """Regenerate every paper figure as PNG (SDSL, Leviathan, TurboSpec-style, validation).
+    """Regenerate the paper figures (PNG) into paper_figures/.
+
+    Regenerate every paper figure as PNG (SDSL, Leviathan, TurboSpec-style, validation).
 
     Each figure is drawn by a function in the package (see sdsl/validation/figures/) and written
     atomically; paper_figures/README.md says what each shows and how it compares with the papers.
+
+    Examples:
+
+    \b
+        sdsl figures
+        sdsl figures --list
+        sdsl figures --only serving_k_vs_batch --quick -o /tmp/figures
     """
     from sdsl.validation.figures import FIGURES, make_figures
 

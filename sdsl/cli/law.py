@@ -13,8 +13,17 @@ from sdsl.cli._common import echo_json, json_option, split_entries
 @click.option("--targets", default=None, help="Comma-separated target names (default: the paper's 13).")
 @json_option
 def law(draft_tokens, target_tokens, targets, as_json):
-    """Per-target optimal draft size N* (SDSL acceptance plane + Chinchilla loss law + Lambert-W
-    speedup) and the fitted line N* = mu*M + M0, next to the paper's mu = 2.71e-3, M0 = 8.71e7."""
+    """SDSL's draft-size law N* = mu*M + M0 over the paper's 13 targets.
+
+    Per-target optimal draft size N* (SDSL acceptance plane + Chinchilla loss law + Lambert-W
+    speedup) and the fitted line N* = mu*M + M0, next to the paper's mu = 2.71e-3, M0 = 8.71e7.
+
+    Examples:
+
+    \b
+        sdsl law
+        sdsl law --tokens 3e11
+    """
     import math
 
     from sdsl.speculation.optimum import SDSL_TARGETS, fit_draft_law

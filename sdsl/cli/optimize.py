@@ -53,7 +53,9 @@ def all_proposers(target) -> tuple[str, ...]:
 @json_option
 def optimize(target, deployment, batch, acceptance, acceptance_for, workload, gamma_max, drafts, any_tokenizer,
              pretrain_tokens, top, serving, max_batch, proposers, trees, export, plot, as_csv, as_json):
-    """Rank proposers and speculation lengths by predicted tokens/s.
+    """Best draft models and speculation lengths for a target.
+
+    Rank proposers and speculation lengths by predicted tokens/s.
 
     Every (proposer, k, batch) is priced on the calibrated roofline of the hardware with the engine's execution
     profile (--engine; default the newest vLLM profile), so the best k and the batch at which speculation stops
@@ -67,6 +69,14 @@ def optimize(target, deployment, batch, acceptance, acceptance_for, workload, ga
     every proposer without --acceptance-for. Prints each
     proposer at its best k per batch, the batch at which speculation stops paying, the best k by batch for
     the pick, the engine's configuration with --export, and SDSL's continuous FLOP-optimal draft size N*.
+
+    Examples:
+
+    \b
+        sdsl optimize --target llama-3.1-70b --hardware h100-sxm --tp 4
+        sdsl optimize --target llama-3.1-8b --proposer all --hardware h100-sxm --engine vllm --batch 1
+        sdsl optimize --target llama-3.1-8b --proposer eagle3 --hardware h100-sxm --export vllm
+        sdsl optimize --target qwen3-30b-a3b --proposer eagle3 --hardware h100-sxm --engine sglang --batch 1,64
     """
     from sdsl.errors import InvalidInputError
     from sdsl.plan.plan import plan_speculation

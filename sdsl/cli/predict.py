@@ -26,12 +26,21 @@ from sdsl.cli._speculation import proposer_option, tree_option
 @click.option("--batch", default=1, show_default=True, type=int, help="Sequences decoded together.")
 @json_option
 def predict(target, draft, proposers, gamma, tree, deployment, acceptance, workload, batch, as_json):
-    """Predict one speculative-decoding configuration: draft and verify step times, tau, tokens/s,
+    """Step-time breakdown, tau and tokens/s of one configuration.
+
+    Predict one speculative-decoding configuration: draft and verify step times, tau, tokens/s,
     time per output token and speedup over plain decoding of the target. A chain (--gamma) or an
     SGLang-style tree (--tree STEPS,TOPK,TOKENS) of any proposer (--proposer or --draft). Without a given
     acceptance the proposer's own prices it: the published catalog's for the target and --workload (the output
     names the rows or the transfer rule), SDSL's plane for a draft model. --engine names the execution profile
-    that prices the engine's host time (default: the newest vLLM profile; ideal: the roofline alone)."""
+    that prices the engine's host time (default: the newest vLLM profile; ideal: the roofline alone).
+
+    Examples:
+
+    \b
+        sdsl predict --target llama-3.1-8b --proposer eagle --gamma 4 --accepted-length 2.4 --hardware h100-sxm
+        sdsl predict --target llama-3.1-8b --proposer eagle --gamma 4 --accepted-length 2.4 --hardware h100-sxm --engine vllm --json
+    """
     from sdsl.acceptance import group_decay
     from sdsl.errors import InvalidInputError
     from sdsl.plan.api import predict as predict_one

@@ -36,10 +36,17 @@ def _ints(value: str | None, name: str) -> tuple[int, ...] | None:
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def profile(device, model_name, dtype, output, hardware, quick, num_tokens, tp, batch, q, context,
             repeats, warmup, min_time, ops, layers, fresh, limit, threads, progress):
-    """Measure per-operator GEMM times (Vidur's operators) and decoder-layer steps with a KV cache.
+    """Measure operator and decoder-layer times into a profile (torch).
+
+    Measure per-operator GEMM times (Vidur's operators) and decoder-layer steps with a KV cache.
 
     Rows are appended and flushed as they are measured; rerunning the same command resumes an
     interrupted run. Example: sdsl profile --device cuda --model llama-3.1-8b --dtype bf16 -o profiles/h200-llama-3.1-8b
+
+    Examples:
+
+    \b
+        sdsl profile --device cuda --model llama-3.1-8b --dtype bf16 -o profiles/h200-llama-3.1-8b
     """
     from dataclasses import replace
 

@@ -63,12 +63,20 @@ def _parse_qps(text: str) -> list[float]:
 def simulate(target, draft, proposer, workload, deployment, qps, policies, trace, data_dir, n_requests, prompt_tokens,
              output_tokens, alpha, alpha_concentration, max_batch, max_k, mem_fraction, estimator, alpha_prior, pricing,
              spec_overhead, seed, as_json):
-    """Simulate a continuously batched server under each QPS and speculation policy.
+    """Serving simulation of speculation policies (none, k=N, adaptive) under load.
+
+    Simulate a continuously batched server under each QPS and speculation policy.
 
     Requests arrive (Poisson, or a replayed Azure trace time-scaled to the QPS), are admitted while
     batch slots and KV-cache memory (GPU memory minus target and draft weights) allow, and decode
     with per-request acceptance drawn around --alpha. Prints mean/p99 latency, TTFT, TPOT, output
     tokens/s and mean k per QPS and policy. Steps are priced with the engine profile (--engine), host time included.
+
+    Examples:
+
+    \b
+        sdsl simulate --target llama-2-7b --draft llama-160m --hardware h100-sxm --qps 2,8 --policy none,k=3,adaptive
+        sdsl simulate --target llama-2-7b --draft llama-160m --hardware h100-sxm --trace conv --json
     """
     from sdsl.catalog.models import get_model
     from sdsl.serving import AcceptanceDist, ServingSystem, SimConfig, parse_policies, simulate as run_sim

@@ -86,29 +86,30 @@ class EngineProfile:
     ``date`` the build's date (YYYY-MM-DD), ``build`` what it is. ``sources`` maps a term to where its value
     comes from (a source and quote, or the fit and its leave-one-source-out result)."""
 
-    name: str = "ideal"
-    engine: str = "ideal"
-    date: str = ""
-    build: str = "the operator-level roofline alone: no engine host time, all-reduce as NCCL"
-    host_step_s: float = 0.0
-    spec_step_s: float = 0.0
-    draft_pass_s: float = 0.0
-    launch_s: float = 0.0
-    overlap_plain: bool = False
-    overlap_spec: bool = False
-    graphs_target: bool = True
-    graphs_draft: bool = True
-    graphs_extend: bool = True
-    kernels: str = "fused"
-    capture_sizes: tuple = ()
-    capture_unit: str = "tokens"
-    rejection_probs: bool = False
+    name: str = "ideal"  # profile id (vllm-2025-07)
+    engine: str = "ideal"  # family it is selected by (vllm, sglang, trtllm, gpt-fast, hf-eager, llamacpp ...)
+    date: str = ""  # the build's date, YYYY-MM-DD
+    build: str = "the operator-level roofline alone: no engine host time, all-reduce as NCCL"  # what the build is
+    host_step_s: float = 0.0  # s, host time of one engine step (scheduling, sampling, output)
+    spec_step_s: float = 0.0  # s, host time a speculative step adds once
+    draft_pass_s: float = 0.0  # s, host time per separate drafting or worker forward
+    launch_s: float = 0.0  # s, host time per kernel launch of an eager forward
+    overlap_plain: bool = False  # plain steps overlap host time with the previous GPU step
+    overlap_spec: bool = False  # speculative steps overlap host time with the previous GPU step
+    graphs_target: bool = True  # the target's forwards replay CUDA graphs
+    graphs_draft: bool = True  # the drafting passes replay CUDA graphs
+    graphs_extend: bool = True  # a head's draft-extend pass replays CUDA graphs
+    kernels: str = "fused"  # kernel style counted per eager forward (KERNEL_STYLES)
+    capture_sizes: tuple = ()  # captured graph sizes, increasing (a step is padded up to the next)
+    capture_unit: str = "tokens"  # tokens (vLLM) or requests (SGLang, TensorRT-LLM) per captured size
+    rejection_probs: bool = False  # the sampler writes and reads fp32 probabilities over the vocabulary
     chains_only: bool = False  # the build verifies chains only (top-1 drafts): a token tree cannot run on it
-    allreduce: str = "nccl"
-    allreduce_latency_s: float = 0.0
-    allreduce_oneshot_bytes: tuple = ()
-    allreduce_max_bytes: int = 0
+    allreduce: str = "nccl"  # nccl, or custom (the engine's own one-/two-shot kernel for small messages)
+    allreduce_latency_s: float = 0.0  # s, the custom all-reduce kernel's fixed latency
+    allreduce_oneshot_bytes: tuple = ()  # bytes below which one-shot runs, per TP degree (2, 4, 8)
+    allreduce_max_bytes: int = 0  # bytes above which the custom all-reduce hands over to NCCL
     allreduce_eta: float = 0.0  # the custom kernel's fraction of the link bandwidth; 0: the GPU's eta_interconnect
+    # term -> where its value comes from (a source and quote, or the fit)
     sources: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self):

@@ -289,7 +289,7 @@ def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gam
         raise InvalidInputError(f"tolerance is a fraction of tokens/s in [0, 1); got {tolerance!r}.")
     props = _proposers(target, proposers, any_tokenizer)
     gamma_max, cap_note = _gamma_cap(acceptance, gamma_max)
-    dense = np.unique(np.concatenate([np.arange(1, max_batch + 1), batches]))
+    dense = np.array(sorted({*range(1, max_batch + 1), *np.asarray(batches).tolist()}))  # np.unique would import numpy.ma
     options = {"draft_tokens": pretrain_tokens, "target_tokens": pretrain_tokens, "workload": workload}
     ranking = rank_proposers(target, props, dep, acceptance=acceptance, gammas=range(0, gamma_max + 1),
                              batches=dense, acceptance_options=options)

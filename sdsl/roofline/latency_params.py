@@ -66,44 +66,45 @@ class LatencyParams:
     """
 
     # rates
-    eta_compute: float = 0.7
-    eta_memory: float = 0.8
+    eta_compute: float = 0.7  # fraction of the datasheet peak FLOP/s kernels reach, (0, 1]
+    eta_memory: float = 0.8  # fraction of the datasheet memory bandwidth kernels reach, (0, 1]
     # fixed costs (s), then the roofline's smooth maximum (a rate term; its place keeps the JSON field order)
-    t_kernel: float = 4e-6
-    t_layer: float = 0.0
-    t_step: float = 0.0
-    smoothness: float = math.inf
+    t_kernel: float = 4e-6  # s, one kernel launch
+    t_layer: float = 0.0  # s, each decoder layer beyond its kernels (framework dispatch)
+    t_step: float = 0.0  # s, each forward pass
+    smoothness: float = math.inf  # p of the smooth max of compute and memory time (inf = hard max)
     # GEMM shape terms
-    m_tile: int = 0
-    m_tile_min: int = 0
-    tail_waves: float = 0.0
-    t_kernel_size: float = 0.0
-    kernel_size_bytes: float = 1.0e7
+    m_tile: int = 0  # GEMM rows (tokens) per tile; compute priced on whole tiles (0 = no padding)
+    m_tile_min: int = 0  # rows, the smallest row tile (tensor-core instruction rows; 0 = none)
+    tail_waves: float = 0.0  # waves, the tail of a GEMM's last wave of output tiles
+    t_kernel_size: float = 0.0  # s, a GEMM's size overhead beyond t_kernel at saturation
+    kernel_size_bytes: float = 1.0e7  # bytes at which the size overhead saturates
     # elementwise kernels
-    t_elementwise: float | None = None
-    eta_norm: float = 1.0
-    eta_rope: float = 1.0
-    eta_act: float = 1.0
-    eta_add: float = 1.0
-    row_norm: float = 0.0
-    row_rope: float = 0.0
-    row_act: float = 0.0
+    t_elementwise: float | None = None  # s, fixed cost of one elementwise kernel (None = priced like a GEMM)
+    eta_norm: float = 1.0  # fraction of bandwidth a norm kernel reaches
+    eta_rope: float = 1.0  # fraction of bandwidth a RoPE kernel reaches
+    eta_act: float = 1.0  # fraction of bandwidth an activation kernel reaches
+    eta_add: float = 1.0  # fraction of bandwidth a residual add reaches
+    row_norm: float = 0.0  # s per element of one token's row (norm, one CTA per token)
+    row_rope: float = 0.0  # s per element of one token's row (RoPE)
+    row_act: float = 0.0  # s per element of one token's row (activation)
     # tensor-parallel all-reduce
-    allreduce_latency: float = 1.0e-5
-    allreduce_step_latency: float = 0.0
-    eta_interconnect: float = 0.7
-    allreduce_ll_latency: float = 0.0
-    allreduce_ll_efficiency: float = 0.0
-    allreduce_floor: float = 0.0
-    allreduce_floor_smoothness: float = 4.0
-    # low-precision GEMMs relative to bf16 ones
-    fp8_compute: float = 1.0
-    fp8_memory: float = 1.0
-    fp8_t_extra: float = 0.0
-    fp4_compute: float = 1.0
+    allreduce_latency: float = 1.0e-5  # s, fixed latency of one all-reduce (NCCL Simple)
+    allreduce_step_latency: float = 0.0  # s, latency of each of a ring's 2(t-1) steps
+    eta_interconnect: float = 0.7  # fraction of the per-direction link bandwidth a ring reaches, (0, 1]
+    allreduce_ll_latency: float = 0.0  # s, fixed latency of NCCL's low-latency protocol
+    allreduce_ll_efficiency: float = 0.0  # fraction of link bandwidth of the LL protocol, [0, 1] (0 = not modelled)
+    allreduce_floor: float = 0.0  # s, floor of a measured all-reduce (0 = none)
+    allreduce_floor_smoothness: float = 4.0  # p of the smooth max joining the floor to the protocol time
+    # low-precision GEMMs of the dense layers relative to bf16 ones (fitted on measured operator tables)
+    fp8_compute: float = 1.0  # fraction of its tensor-core peak an fp8 GEMM reaches, relative to eta_compute
+    fp8_memory: float = 1.0  # an fp8 GEMM's weight-read rate relative to the bf16 GEMMs' (eta_memory)
+    fp8_t_extra: float = 0.0  # s, an fp8 GEMM's fixed cost beyond a bf16 GEMM's (quantising the activations)
+    fp4_compute: float = 1.0  # the same three for NVFP4 GEMMs
     fp4_memory: float = 1.0
-    fp4_t_extra: float = 0.0
+    fp4_t_extra: float = 0.0  # s
     # provenance
+    # where the numbers come from (a fit and its data, a transfer, or defaults)
     source: str = "uncalibrated defaults (assumed, not measured)"
 
     def __post_init__(self) -> None:
@@ -175,11 +176,10 @@ DEFAULT_PARAMS = LatencyParams()
 
 @lru_cache(maxsize=None)
 def _packaged_file(name: str) -> dict | None:
-    from importlib import resources
-
     from sdsl._io import load_json
+    from sdsl._paths import data_path
 
-    path = resources.files("sdsl") / "data" / "latency" / f"{name}.json"
+    path = data_path("latency", f"{name}.json")
     return load_json(path) if path.is_file() else None
 
 
@@ -187,11 +187,10 @@ def _packaged_file(name: str) -> dict | None:
 def _packaged_overlay(name: str) -> dict | None:
     """Terms measured on NVIDIA's operator tables laid over a Vidur calibration (``latency/opdb/<name>.json``,
     written by ``tools/make_opdb_latency.py``: the fp8 GEMM terms of H100-SXM)."""
-    from importlib import resources
-
     from sdsl._io import load_json
+    from sdsl._paths import data_path
 
-    path = resources.files("sdsl") / "data" / "latency" / "opdb" / f"{name}.json"
+    path = data_path("latency", "opdb", f"{name}.json")
     return load_json(path) if path.is_file() else None
 
 
@@ -275,7 +274,7 @@ def _transfer_basis() -> tuple[str, ...]:
 
 @lru_cache(maxsize=1)
 def _packaged_names() -> tuple[str, ...]:
-    from importlib import resources
+    from sdsl._paths import data_path
 
-    folder = resources.files("sdsl") / "data" / "latency"
+    folder = data_path("latency")
     return tuple(sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json")))

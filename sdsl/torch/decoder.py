@@ -33,7 +33,7 @@ from sdsl.torch.model import Transformer
 from sdsl.torch.dynamic_tree import DynamicSpine, parse_tree
 from sdsl.torch.proposers import Draft, DraftModel, PromptLookup, StepOutcome
 from sdsl.torch.sampling import logits_to_probs, sample
-from sdsl.torch.tree import TokenTree, commit_path, tree_mask, verify_tree
+from sdsl.torch.tree import TreeLayout, commit_path, tree_mask, verify_tree
 
 __all__ = ["logits_to_probs", "sample", "verify", "forced_acceptance", "DraftModel", "PromptLookup", "DecodeResult",
            "speculative_step", "generate"]
@@ -70,7 +70,7 @@ def verify(p: torch.Tensor, q: torch.Tensor | None, drafts: torch.Tensor, greedy
     return accepted, sample(residual, gen)
 
 
-def forced_acceptance(per_position, tree: TokenTree, p: torch.Tensor, gen: torch.Generator | None):
+def forced_acceptance(per_position, tree: TreeLayout, p: torch.Tensor, gen: torch.Generator | None):
     """Synthetic acceptance: depth i is accepted with probability ``per_position[i-1]`` given depths
     1..i-1 were (its rank-0 candidate is kept); the next token is the target's argmax at the last kept
     node. Returns (path, accepted, next token) like :func:`sdsl.torch.tree.verify_tree`."""
@@ -183,7 +183,7 @@ class Sampling:
         return self.temperature <= 0
 
 
-def speculative_step(target: Transformer, proposer, tree: TokenTree | None, state: DecodeState, sampling: Sampling,
+def speculative_step(target: Transformer, proposer, tree: TreeLayout | None, state: DecodeState, sampling: Sampling,
                      verify_fn=verify, tree_verify_fn=verify_tree, acceptance=None) -> torch.Tensor:
     """One draft → verify → accept step; returns the accepted draft count per sequence (B,)."""
     lengths, rows, active = state.lengths, torch.arange(state.tokens.shape[0]), state.active
@@ -256,21 +256,21 @@ class _TimedProposer:
         self.proposer.commit(outcome)
 
 
-def _tree_of(proposer, gamma: int, tree) -> TokenTree | DynamicSpine | None:
+def _tree_of(proposer, gamma: int, tree) -> TreeLayout | DynamicSpine | None:
     if proposer is None or (tree is None and gamma == 0):
         return None
     tree = parse_tree(tree) if isinstance(tree, str) else tree
-    return tree if tree is not None else TokenTree.chain(gamma)
+    return tree if tree is not None else TreeLayout.chain(gamma)
 
 
 @torch.inference_mode()
 def generate(target: Transformer, prompts: torch.Tensor, max_new_tokens: int, proposer=None, gamma: int = 0,
              temperature: float = 0.0, top_p: float = 1.0, seed: int | None = 0, verify_fn=verify,
-             clock: str = "wall", *, tree: TokenTree | DynamicSpine | str | None = None, tree_verify_fn=verify_tree,
+             clock: str = "wall", *, tree: TreeLayout | DynamicSpine | str | None = None, tree_verify_fn=verify_tree,
              acceptance=None) -> DecodeResult:
     """Decode ``max_new_tokens`` per sequence from ``prompts`` (B, P >= 2, equal lengths).
 
-    ``proposer=None`` or ``gamma=0`` (and no ``tree``) is plain decoding; ``tree`` (a :class:`TokenTree`
+    ``proposer=None`` or ``gamma=0`` (and no ``tree``) is plain decoding; ``tree`` (a :class:`TreeLayout`
     or "3x2x1"/"chain4", or a :class:`~sdsl.torch.dynamic_tree.DynamicSpine` "dspine6@0.7" whose shape the
     proposer picks each step) drafts a token tree instead of a chain of ``gamma``. ``verify_fn`` /
     ``tree_verify_fn`` are the acceptance rules (swappable so that tests can show a broken rule is

@@ -2,7 +2,7 @@
 unsure (EAGLE-2, Li et al. 2024, arXiv 2406.16858, §4: a context-aware dynamic draft tree, grown where the
 draft's confidence says a node is likely to be accepted).
 
-A static :meth:`~sdsl.torch.tree.TokenTree.spine` tree puts its side leaves at fixed depths. With a draft
+A static :meth:`~sdsl.torch.tree.TreeLayout.spine` tree puts its side leaves at fixed depths. With a draft
 that accepts ~0.88 per position a leaf is needed only when the spine's candidate at its depth is rejected,
 so on average it adds little τ for one more verified token. :class:`DynamicSpine` drafts the rank-0 chain
 (one drafter forward per depth, as a chain) and, at each depth d, adds the parent's rank-1 candidate as a
@@ -29,7 +29,7 @@ import torch
 
 from sdsl.errors import InvalidInputError
 from sdsl.torch.proposers import Draft, _distribution
-from sdsl.torch.tree import TokenTree, sample_without_replacement
+from sdsl.torch.tree import TreeLayout, sample_without_replacement
 
 __all__ = ["DynamicSpine", "parse_tree"]
 
@@ -64,8 +64,8 @@ class DynamicSpine:
 
     # What generate() reads before any step: the largest shape (a leaf at every depth) bounds the buffers.
     @cached_property
-    def chain(self) -> TokenTree:
-        return TokenTree.chain(self.depth)
+    def chain(self) -> TreeLayout:
+        return TreeLayout.chain(self.depth)
 
     @property
     def size(self) -> int:
@@ -84,10 +84,10 @@ class DynamicSpine:
     def describe(self) -> str:
         return f"{'dspine' if self.rule == 'top1' else 'vspine'}{self.depth}@{self.threshold:g}"
 
-    def shape(self, leaf_depths: tuple[int, ...]) -> TokenTree:
+    def shape(self, leaf_depths: tuple[int, ...]) -> TreeLayout:
         """The spine with a rank-1 leaf at each of ``leaf_depths`` (built once per set, reused)."""
         if leaf_depths not in self._shapes:
-            self._shapes[leaf_depths] = TokenTree.spine([2 if d in leaf_depths else 1
+            self._shapes[leaf_depths] = TreeLayout.spine([2 if d in leaf_depths else 1
                                                          for d in range(1, self.depth + 1)])
         return self._shapes[leaf_depths]
 
@@ -131,9 +131,9 @@ class DynamicSpine:
 
 
 def parse_tree(text: str):
-    """A :class:`TokenTree` (``"chain4"``, ``"3x2x1"``, ``"spine3x1"``) or a :class:`DynamicSpine`
+    """A :class:`TreeLayout` (``"chain4"``, ``"3x2x1"``, ``"spine3x1"``) or a :class:`DynamicSpine`
     (``"dspine6@0.7"``, ``"vspine6@0.05"``) from its name."""
     text = str(text).strip().lower()
     if text[:6] in RULES:
         return DynamicSpine.parse(text)
-    return TokenTree.parse(text)
+    return TreeLayout.parse(text)

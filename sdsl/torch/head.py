@@ -22,7 +22,7 @@ from sdsl._io import atomic_write_bytes, atomic_write_text
 from sdsl.errors import ConfigError
 from sdsl.torch.model import Block, KVCache, rope_tables, shape_of, step_inputs
 from sdsl.torch.proposers import Draft, StepOutcome, grow_tree
-from sdsl.torch.tree import TokenTree, tree_mask
+from sdsl.torch.tree import TreeLayout, tree_mask
 
 __all__ = ["DraftHead", "HeadProposer", "save_head", "load_head"]
 
@@ -72,7 +72,7 @@ class HeadProposer:
         self.pending_features, self.pending_tokens = features, prompts[:, 1:]
         self.pending_count = torch.full((prompts.shape[0],), prompts.shape[1] - 1, dtype=torch.long)
 
-    def propose(self, seq: torch.Tensor, lengths: torch.Tensor, tree: TokenTree, sampling) -> Draft:
+    def propose(self, seq: torch.Tensor, lengths: torch.Tensor, tree: TreeLayout, sampling) -> Draft:
         rows = torch.arange(seq.shape[0])
         embed = self.target.tok_embeddings
         predicted = self.head(self.pending_features, embed(self.pending_tokens), self.cache)

@@ -17,7 +17,7 @@ import torch
 
 from sdsl.errors import InvalidInputError
 from sdsl.torch.sampling import logits_to_probs
-from sdsl.torch.tree import TokenTree, commit_path, sample_without_replacement, tree_mask
+from sdsl.torch.tree import TreeLayout, commit_path, sample_without_replacement, tree_mask
 
 __all__ = ["Draft", "StepOutcome", "grow_tree", "DraftModel", "PromptLookup"]
 
@@ -30,7 +30,7 @@ class Draft:
 
     tokens: torch.Tensor
     probs: torch.Tensor | None
-    tree: TokenTree | None = None
+    tree: TreeLayout | None = None
 
 
 @dataclass
@@ -56,11 +56,11 @@ def _distribution(logits: torch.Tensor, sampling) -> torch.Tensor:
     return logits_to_probs(logits, sampling.temperature, sampling.top_p)
 
 
-def grow_tree(tree: TokenTree, root: torch.Tensor, root_logits: torch.Tensor, expand, sampling,
+def grow_tree(tree: TreeLayout, root: torch.Tensor, root_logits: torch.Tensor, expand, sampling,
               skip_leaves: bool = False) -> Draft:
     """Fill ``tree`` depth by depth: children of each node are its top candidates (greedy) or draws
     without replacement; ``expand(nodes, tokens, depth)`` returns the draft's logits after those nodes
-    (with ``skip_leaves`` only the nodes with children, :meth:`TokenTree.expand_plan`: a leaf's
+    (with ``skip_leaves`` only the nodes with children, :meth:`TreeLayout.expand_plan`: a leaf's
     distribution is never needed; without, every node above the last depth). A dynamic tree
     (:class:`sdsl.torch.dynamic_tree.DynamicSpine`) grows itself and names the shape it chose."""
     if hasattr(tree, "grow"):
@@ -100,7 +100,7 @@ class DraftModel:
         self.cache = self.model.new_cache(prompts.shape[0], capacity)
         self.model(prompts[:, :-1], self.cache)  # the root (last prompt token) is fed at step 1
 
-    def propose(self, seq: torch.Tensor, lengths: torch.Tensor, tree: TokenTree, sampling) -> Draft:
+    def propose(self, seq: torch.Tensor, lengths: torch.Tensor, tree: TreeLayout, sampling) -> Draft:
         rows = torch.arange(seq.shape[0])
         unseen = lengths - self.cache.lengths
         width = int(unseen.max())
@@ -153,7 +153,7 @@ class PromptLookup:
                 return continuation + [int(s[-1])] * (gamma - len(continuation))
         return [int(s[-1])] * gamma
 
-    def propose(self, seq: torch.Tensor, lengths: torch.Tensor, tree: TokenTree, sampling) -> Draft:
+    def propose(self, seq: torch.Tensor, lengths: torch.Tensor, tree: TreeLayout, sampling) -> Draft:
         if not tree.is_chain:
             raise InvalidInputError("Prompt lookup drafts chains only.")
         arr = seq.numpy()

@@ -24,59 +24,53 @@ from functools import cached_property
 
 import torch
 
+from sdsl.acceptance.trees import TokenTree
 from sdsl.errors import InvalidInputError
 from sdsl.torch.sampling import sample
 
-__all__ = ["TokenTree", "tree_mask", "commit_path", "verify_tree", "sample_without_replacement"]
+__all__ = ["TreeLayout", "tree_mask", "commit_path", "verify_tree", "sample_without_replacement"]
 
 
 @dataclass(frozen=True)
-class TokenTree:
-    """A static draft tree: ``parents[i]`` (node 0, the root, has parent -1) and ``ranks[i]`` (which of
-    the parent's top candidates node ``i`` is), breadth-first."""
+class TreeLayout:
+    """A token tree (:class:`sdsl.acceptance.trees.TokenTree`, the one tree type sdsl prices) laid out for the
+    reference decoder: ``parents[i]`` with node 0 the root (parent -1) and ``ranks[i]`` (which of the parent's top
+    candidates node ``i`` is), breadth-first, and the index tensors the decoder runs on."""
 
-    parents: tuple[int, ...]
-    ranks: tuple[int, ...]
+    tree: TokenTree
+
+    @cached_property
+    def parents(self) -> tuple[int, ...]:
+        return (-1, *(p + 1 for p in self.tree.parents))
+
+    @cached_property
+    def ranks(self) -> tuple[int, ...]:
+        return (0, *(int(r) for r in self.tree.ranks))
+
+    @staticmethod
+    def _branching(branching) -> tuple[int, ...]:
+        branching = tuple(int(k) for k in branching)
+        if not branching or min(branching) < 1:
+            raise InvalidInputError("A tree needs at least one depth and every depth at least one child.")
+        return branching
 
     @classmethod
-    def chain(cls, gamma: int) -> "TokenTree":
+    def chain(cls, gamma: int) -> "TreeLayout":
         return cls.from_branching((1,) * gamma)
 
     @classmethod
-    def from_branching(cls, branching) -> "TokenTree":
+    def from_branching(cls, branching) -> "TreeLayout":
         """Top-k per depth: every node at depth d-1 gets ``branching[d-1]`` children (its top candidates)."""
-        branching = tuple(int(k) for k in branching)
-        if not branching or min(branching) < 1:
-            raise InvalidInputError("A tree needs at least one depth and every depth at least one child.")
-        parents, ranks, level = [-1], [0], [0]
-        for k in branching:
-            nxt = []
-            for parent in level:
-                for r in range(k):
-                    nxt.append(len(parents))
-                    parents.append(parent)
-                    ranks.append(r)
-            level = nxt
-        return cls(tuple(parents), tuple(ranks))
+        return cls(TokenTree.from_branching(cls._branching(branching)))
 
     @classmethod
-    def spine(cls, branching) -> "TokenTree":
-        """A chain of rank-0 candidates (the spine) with ``branching[d-1]`` candidates at depth d, the
-        rank-1.. ones leaves: the lopsided shape that Sequoia's tree search finds for a draft whose top
-        candidate is usually right (Chen et al. 2024, §3.1). A leaf costs the target one verified token and
-        the drafter nothing (its token is a further candidate of a distribution already drafted). The spine
-        is listed first (nodes 1..D), so that a fully accepted spine already sits in consecutive slots."""
-        branching = tuple(int(k) for k in branching)
-        if not branching or min(branching) < 1:
-            raise InvalidInputError("A tree needs at least one depth and every depth at least one child.")
-        parents, ranks = [-1] + list(range(len(branching))), [0] * (len(branching) + 1)
-        for depth, k in enumerate(branching):
-            parents += [depth] * (k - 1)
-            ranks += list(range(1, k))
-        return cls(tuple(parents), tuple(ranks))
+    def spine(cls, branching) -> "TreeLayout":
+        """:meth:`sdsl.acceptance.trees.TokenTree.spine`: a chain of rank-0 candidates with ``branching[d-1]``
+        candidates at depth d, the rank-1.. ones leaves."""
+        return cls(TokenTree.spine(cls._branching(branching)))
 
     @classmethod
-    def parse(cls, text: str) -> "TokenTree":
+    def parse(cls, text: str) -> "TreeLayout":
         """``"3x2x1"`` → :meth:`from_branching` ((3, 2, 1)); ``"chain4"`` → :meth:`chain` (4);
         ``"spine3x2x1"`` → :meth:`spine` ((3, 2, 1))."""
         text = str(text).strip().lower()
@@ -196,14 +190,14 @@ class TokenTree:
         return "chain" + str(self.size) if self.is_chain else "tree(" + "+".join(map(str, widths)) + ")"
 
 
-def tree_mask(tree: TokenTree, root: torch.Tensor, nodes: torch.Tensor, slots: torch.Tensor,
+def tree_mask(tree: TreeLayout, root: torch.Tensor, nodes: torch.Tensor, slots: torch.Tensor,
               kv_len: int) -> torch.Tensor:
     """(B, len(nodes), kv_len) bool: query node ``nodes[j]`` sees the slots before ``root`` (B,) and its
     ancestors (itself and the root included).
 
     ``slots`` (N+1,) places the tree in the cache: node ``i`` with ``slots[i] >= 0`` lives in slot
-    ``root + slots[i]`` (:attr:`TokenTree.target_slots` for the target, :attr:`TokenTree.draft_slots` for a
-    drafter that runs no leaf; :attr:`TokenTree.level_slots` for a cache that holds every node, depth by
+    ``root + slots[i]`` (:attr:`TreeLayout.target_slots` for the target, :attr:`TreeLayout.draft_slots` for a
+    drafter that runs no leaf; :attr:`TreeLayout.level_slots` for a cache that holds every node, depth by
     depth). When every
     sequence has the same root slot (always at batch 1) the mask is a window of one (q, 2·pad + W)
     template built once, broadcast over the batch.
@@ -262,7 +256,7 @@ def sample_without_replacement(probs: torch.Tensor, k: int, gen: torch.Generator
     return keys.topk(k, dim=-1).indices
 
 
-def verify_tree(tree: TokenTree, target_probs: torch.Tensor, draft_probs: torch.Tensor | None, tokens: torch.Tensor,
+def verify_tree(tree: TreeLayout, target_probs: torch.Tensor, draft_probs: torch.Tensor | None, tokens: torch.Tensor,
                 greedy: bool, gen: torch.Generator | None = None, broken: bool = False):
     """Walk the tree; return (path (B, D+1) node per depth, accepted count (B,), next token (B,)).
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from sdsl._evidence import leave_one_group_out
 from sdsl.errors import ProfileError
 from sdsl.fit.calibration import fit_latency, predict_step_times
 
@@ -25,13 +26,15 @@ def forwards_leave_one_model_out(data: "pd.DataFrame", hardware, steps, *, layer
     dtype = fit_kwargs.pop("dtype", None)
     full = fit_latency(data, hardware, dtype=dtype, layers=layers, steps=steps, keep_points=False, **fit_kwargs)
     dtype = full.dtype
-    rows = []
-    for i, (st, spec) in enumerate(steps):
+
+    def held_out(i: int) -> dict:
+        st, spec = steps[i]
         fit = fit_latency(data, hardware, dtype=dtype, layers=layers, steps=steps[:i] + steps[i + 1:],
                           keep_points=False, **fit_kwargs)
         meas = st["time_s"].to_numpy(dtype=float)
         held = predict_step_times(st, spec, hardware, fit.params, dtype)
         ins = predict_step_times(st, spec, hardware, full.params, dtype)
-        rows.append({"model": spec.name, "n": len(st), "heldout_mape": float(np.mean(np.abs(held / meas - 1))),
-                     "in_sample_mape": float(np.mean(np.abs(ins / meas - 1)))})
-    return pd.DataFrame(rows)
+        return {"model": spec.name, "n": len(st), "heldout_mape": float(np.mean(np.abs(held / meas - 1))),
+                "in_sample_mape": float(np.mean(np.abs(ins / meas - 1)))}
+
+    return pd.DataFrame(list(leave_one_group_out(range(len(steps)), held_out).values()))

@@ -281,7 +281,7 @@ def _record(spec: MoERow, step) -> dict:
 
 
 def _summary(errors) -> dict:
-    from sdsl.validation.error_stats import summarize_errors
+    from sdsl._evidence import summarize_errors
 
     s = summarize_errors(errors)
     if s["n"] == 0:

@@ -21,11 +21,9 @@ Assumptions (the same for every row they touch):
 
 from __future__ import annotations
 
-import csv
 import re
 from dataclasses import dataclass, field
 
-from sdsl._paths import data_path
 from sdsl.catalog.models import ModelSpec, get_model
 from sdsl.speculation.step import TreeShape
 
@@ -89,9 +87,9 @@ def load_rows(name: str, row_sets: tuple | None = DEV_SET) -> list[dict]:
     """The rows of sdsl/data/published/<name>.csv as dicts whose ``row_set`` is in ``row_sets`` (None: every row).
     ``dev`` is the development set ``sdsl validate published`` prices; ``engine`` rows (accepted length with TPOT or
     tokens/s per engine build, sdsl/data/published/README.md) wait for the engine execution profiles."""
-    with open(data_path("published", f"{name}.csv"), newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    return rows if row_sets is None else [r for r in rows if (r.get("row_set") or "dev") in row_sets]
+    from sdsl._evidence import published_rows
+
+    return published_rows(name, row_sets)
 
 
 def _engine(source: str) -> str:

@@ -43,7 +43,7 @@ GOALS = {"engine_speculative_median_abs": 0.10, "engine_speculative_worst_abs": 
 
 def summarize(errors) -> dict:
     """Median |error| beside the pooled mean |error|, the worst case and the signed median bias."""
-    from sdsl.validation.error_stats import summarize_errors
+    from sdsl._evidence import summarize_errors
 
     s = summarize_errors(errors)
     if s["n"] == 0:

@@ -28,6 +28,9 @@ def test_api_page_documents_every_public_name_at_an_importable_path():
     documented = {path.rsplit(".", 1)[1] for path in blocks}
     assert documented == set(sdsl.__all__) - {"__version__"}
     for path in blocks:
+        if path in sdsl._NAMESPACES.values():  # a namespace's block documents its module
+            importlib.import_module(path)
+            continue
         module, _, name = path.rpartition(".")
         assert hasattr(importlib.import_module(module), name), path
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = ["README.md", "VALIDATION.md", "BENCHMARKS.md", "paper_figures/README.md", "profiles/README.md",
-             "research/README.md", *[str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")]]
+             "research/README.md", "ARCHITECTURE.md", "CONTRIBUTING.md", "CHANGELOG.md", "tests/README.md",
+             *[str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")]]
 PACKAGE_TEXT = [str(p.relative_to(ROOT)) for ext in ("*.py", "*.md") for p in (ROOT / "sdsl").rglob(ext)]
 # our own work item: "issue 11", "issues 3 and 11", "issue-11"; a citation carries a '#' before its number
 OWN_ISSUE = re.compile(r"\bissues?[ -]+[0-9]+", re.IGNORECASE)

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sdsl
+from sdsl.speculation.proposers import PROPOSER_KINDS
 from sdsl.acceptance import GROUP_DECAY, Acceptance, decay_group
 from sdsl.speculation.resolve import resolve_acceptance, sdsl_plane_rule
 from sdsl.acceptance.rules import (KIND_METHODS, TIERS, USER_WORKLOADS, estimate, estimate_for_proposer,
@@ -171,5 +172,5 @@ def test_no_row_predicts_itself():
 
 
 def test_catalog_names_are_consistent():
-    assert set(KIND_METHODS) == set(sdsl.PROPOSER_KINDS) and TIERS[0] == "same-target"
+    assert set(KIND_METHODS) == set(PROPOSER_KINDS) and TIERS[0] == "same-target"
     assert set(USER_WORKLOADS) <= {r.workload for r in catalog_rows()}

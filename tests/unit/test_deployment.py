@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import sdsl
+from sdsl.speculation.throughput import plain_tokens_per_s
 from sdsl.roofline.deployment import Deployment
 from sdsl.roofline.latency import DEFAULT_PARAMS, default_params, memory_per_gpu, step_time, step_time_s
 from sdsl.errors import ConfigError, InvalidInputError, UnknownNameError
@@ -73,7 +74,7 @@ def test_everything_after_models_and_deployment_is_keyword_only():
     t, d = "llama-2-7b", "llama-160m"
     calls = [
         lambda: sdsl.predict(t, d, "h100-sxm", 4, 0.7),
-        lambda: sdsl.plain_tokens_per_s(t, "h100-sxm", 8),
+        lambda: plain_tokens_per_s(t, "h100-sxm", 8),
         lambda: step_time(t, "h100-sxm", 1, 1, 1024),
         lambda: step_time_s(t, "h100-sxm", 1),
         lambda: memory_per_gpu(sdsl.get_model(t), "h100-sxm", 1),
@@ -110,7 +111,7 @@ def test_deployment_settings_reach_the_pricing():
     assert float(p.t_plain_s) == pytest.approx(float(step_time_s(t, dep, batch=8)))
     assert float(p.t_draft_s) == pytest.approx(float(step_time_s(d, dep.replace(tp=2), batch=8)))
     assert float(step_time_s(t, dep, batch=8, context=0)) < float(step_time_s(t, dep, batch=8))
-    assert float(p.plain_tokens_per_s) == pytest.approx(float(sdsl.plain_tokens_per_s(t, dep, batch=8)))
+    assert float(p.plain_tokens_per_s) == pytest.approx(float(plain_tokens_per_s(t, dep, batch=8)))
     assert float(memory_per_gpu(t, dep)) == pytest.approx((t.weight_bytes("fp8") + 4096 * t.kv_bytes_per_token("fp8")) / 4)
     grid = sdsl.evaluate_grid(t, dep, drafts=[d], gammas=[3], batch=[8], alpha=[0.8])
     assert np.asarray(grid.prediction.tokens_per_s).item() == pytest.approx(float(p.tokens_per_s))

@@ -15,7 +15,7 @@ from sdsl.errors import InvalidInputError  # noqa: E402
 from sdsl.torch.decoder import DraftModel, PromptLookup, generate  # noqa: E402
 from sdsl.torch.dynamic_tree import DynamicSpine, parse_tree  # noqa: E402
 from sdsl.torch.head import DraftHead, HeadProposer  # noqa: E402
-from sdsl.torch.tree import TokenTree  # noqa: E402
+from sdsl.torch.tree import TreeLayout  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -24,10 +24,10 @@ def test_parse_and_shapes():
     tree = parse_tree("dspine4@0.6")
     assert tree == DynamicSpine(4, 0.6, "top1") and tree.describe() == "dspine4@0.6"
     assert parse_tree("vspine3@0.05") == DynamicSpine(3, 0.05, "value")
-    assert parse_tree("spine2x1") == TokenTree.spine((2, 1)) and parse_tree("chain3") == TokenTree.chain(3)
+    assert parse_tree("spine2x1") == TreeLayout.spine((2, 1)) and parse_tree("chain3") == TreeLayout.chain(3)
     assert (tree.size, tree.max_depth, tree.is_chain, tree.drafts_chain) == (8, 4, False, True)
-    assert tree.shape(()) == TokenTree.chain(4) and tree.shape(()).is_chain
-    assert tree.shape((1, 3)) == TokenTree.spine((2, 1, 2, 1))
+    assert tree.shape(()) == TreeLayout.chain(4) and tree.shape(()).is_chain
+    assert tree.shape((1, 3)) == TreeLayout.spine((2, 1, 2, 1))
     assert tree.shape((1, 3)) is tree.shape((1, 3))  # built once, so its mask templates are reused
     for bad in ("dspine4", "dspine@0.5", "dspinex@0.5", "dspine4@1.5", "dspine0@0.5", "xspine4@0.5"):
         with pytest.raises(InvalidInputError):

@@ -7,6 +7,14 @@ import numpy as np
 import pytest
 
 import sdsl
+from sdsl.acceptance import alpha_from_tau
+from sdsl.acceptance.trees import sglang_tree_tau
+from sdsl.plan.export import export_config
+from sdsl.plan.ranking import k_table
+from sdsl.roofline.latency import step_time_s
+from sdsl.serving import serving_k_table
+from sdsl.speculation.optimum import best_integer_gamma, best_speedup
+from sdsl.speculation.throughput import plain_tokens_per_s, work_factor
 from sdsl.errors import InvalidInputError
 
 DEP = sdsl.Deployment("h100-sxm", engine="ideal")
@@ -28,7 +36,7 @@ def _raises(match, fn, *args, **kwargs):
                                           ({"batch": 2.5}, "batch"), ({"context": -1}, "context"),
                                           ({"context": np.array([1024, np.nan])}, "context")])
 def test_memory_per_gpu_checks_batch_and_context_like_step_time(kwargs, word):
-    step = _raises(word, sdsl.step_time_s, TARGET, DEP, **kwargs)
+    step = _raises(word, step_time_s, TARGET, DEP, **kwargs)
     memory = _raises(word, sdsl.memory_per_gpu, TARGET, DEP, **kwargs)
     assert memory == step
 
@@ -38,8 +46,8 @@ def test_memory_per_gpu_checks_batch_and_context_like_step_time(kwargs, word):
 
 @pytest.mark.parametrize("call", [
     lambda: sdsl.predict("llama-2-7b", "llama-160m", DEP, gamma=3, alpha=.7, batch=[]),
-    lambda: sdsl.plain_tokens_per_s(TARGET, DEP, batch=[]),
-    lambda: sdsl.step_time_s(TARGET, DEP, batch=[]),
+    lambda: plain_tokens_per_s(TARGET, DEP, batch=[]),
+    lambda: step_time_s(TARGET, DEP, batch=[]),
     lambda: sdsl.memory_per_gpu(TARGET, DEP, batch=[]),
 ])
 def test_an_empty_batch_is_named(call):
@@ -66,10 +74,10 @@ def test_shapes_that_do_not_broadcast_are_named_with_their_shapes():
 @pytest.mark.parametrize("call, name", [
     (lambda: sdsl.tau("abc", 3), "alpha"),
     (lambda: sdsl.price_step(TARGET, "eagle3", DEP, gamma=3, tau="abc"), "tau"),
-    (lambda: sdsl.step_time_s(TARGET, DEP, batch="abc"), "batch"),
-    (lambda: sdsl.plain_tokens_per_s(TARGET, DEP, batch="abc"), "batch"),
+    (lambda: step_time_s(TARGET, DEP, batch="abc"), "batch"),
+    (lambda: plain_tokens_per_s(TARGET, DEP, batch="abc"), "batch"),
     (lambda: sdsl.speedup(0.7, 3, "abc"), "c"),
-    (lambda: sdsl.alpha_from_tau("abc", 3), "tau"),
+    (lambda: alpha_from_tau("abc", 3), "tau"),
     (lambda: sdsl.rank_proposers(TARGET, "eagle3", DEP, gammas=["a"]), "gammas"),
     (lambda: sdsl.evaluate_grid("llama-2-7b", DEP, drafts=["llama-160m"], gammas=["a"]), "gammas"),
     (lambda: sdsl.predict("llama-2-7b", "llama-160m", DEP, gamma=3, alpha=.7, overhead_s="abc"), "overhead_s"),
@@ -79,7 +87,7 @@ def test_a_non_number_names_its_argument(call, name):
         call()
 
 
-@pytest.mark.parametrize("fn", [sdsl.tau, lambda a, g: sdsl.speedup(a, g, 0.1), lambda a, g: sdsl.work_factor(a, g, 0.1)])
+@pytest.mark.parametrize("fn", [sdsl.tau, lambda a, g: sdsl.speedup(a, g, 0.1), lambda a, g: work_factor(a, g, 0.1)])
 @pytest.mark.parametrize("gamma", ["3", True])
 def test_the_closed_forms_refuse_a_string_or_boolean_k(fn, gamma):
     with pytest.raises(InvalidInputError, match="^gamma must be"):
@@ -95,21 +103,21 @@ def test_tau_of_none_says_none():
 
 def test_k_table_says_the_valid_range():
     ranking = sdsl.rank_proposers(TARGET, ["eagle3", "ngram"], DEP, acceptance=0.7, gammas=range(0, 3), batches=(1, 8))
-    _raises("proposer_index .* 0 to 1", sdsl.k_table, ranking, 5)
-    _raises("acceptance_index .* 0 to 0", sdsl.k_table, ranking, 0, 3)
-    assert sdsl.k_table(ranking, 1) == ranking.k_table(1)
+    _raises("proposer_index .* 0 to 1", k_table, ranking, 5)
+    _raises("acceptance_index .* 0 to 0", k_table, ranking, 0, 3)
+    assert k_table(ranking, 1) == ranking.k_table(1)
 
 
 def test_export_config_says_what_a_pick_holds():
-    _raises("'proposer'", sdsl.export_config, "vllm", {})
-    _raises("'proposer'", sdsl.export_config, "vllm", "eagle3")
+    _raises("'proposer'", export_config, "vllm", {})
+    _raises("'proposer'", export_config, "vllm", "eagle3")
 
 
 def test_sglang_tree_tau_takes_an_iid_alpha():
     iid = sdsl.Acceptance.from_iid(0.7)
-    assert sdsl.sglang_tree_tau(0.7, 4, 2, 8) == sdsl.sglang_tree_tau(iid, 4, 2, 8)
-    assert sdsl.sglang_tree_tau(0.7, 4, 1, 5) == pytest.approx(float(sdsl.tau(0.7, 4)))
-    _raises("acceptance", sdsl.sglang_tree_tau, 1.5, 4, 2, 8)
+    assert sglang_tree_tau(0.7, 4, 2, 8) == sglang_tree_tau(iid, 4, 2, 8)
+    assert sglang_tree_tau(0.7, 4, 1, 5) == pytest.approx(float(sdsl.tau(0.7, 4)))
+    _raises("acceptance", sglang_tree_tau, 1.5, 4, 2, 8)
 
 
 def test_a_draft_model_without_a_model_is_named():
@@ -165,7 +173,7 @@ def test_price_step_and_predict_take_a_whole_gamma(gamma):
 
 
 def test_a_fractional_batch_is_refused_everywhere():
-    for call in (lambda: sdsl.plain_tokens_per_s(TARGET, DEP, batch=2.5),
+    for call in (lambda: plain_tokens_per_s(TARGET, DEP, batch=2.5),
                  lambda: sdsl.step_time(TARGET, DEP, batch=[1, 2.5]),
                  lambda: sdsl.memory_per_gpu(TARGET, DEP, batch=2.5)):
         with pytest.raises(InvalidInputError, match="whole number of sequences; got 2.5"):
@@ -176,27 +184,27 @@ def test_a_fractional_batch_is_refused_everywhere():
 @pytest.mark.parametrize("gamma", [3.5, -1, "3", None])
 def test_export_config_takes_a_whole_k(engine, gamma):
     with pytest.raises(InvalidInputError, match="gamma must be"):
-        sdsl.export_config(engine, {"proposer": "eagle3", "gamma": gamma, "tree": None})
+        export_config(engine, {"proposer": "eagle3", "gamma": gamma, "tree": None})
 
 
 def test_export_config_checks_the_table_and_the_tree():
-    _raises("k-table row", sdsl.export_config, "vllm", {"proposer": "eagle3", "gamma": 3},
+    _raises("k-table row", export_config, "vllm", {"proposer": "eagle3", "gamma": 3},
             [{"batch_min": 1, "batch_max": 4, "k": 2.5}])
-    _raises("cannot exist", sdsl.export_config, "sglang", {"proposer": "eagle3", "gamma": None, "tree": [0, 8, 64]})
-    assert "--speculative-num-steps 3 " in sdsl.export_config("sglang", {"proposer": "eagle3", "gamma": 3.0})
+    _raises("cannot exist", export_config, "sglang", {"proposer": "eagle3", "gamma": None, "tree": [0, 8, 64]})
+    assert "--speculative-num-steps 3 " in export_config("sglang", {"proposer": "eagle3", "gamma": 3.0})
 
 
 def test_sglang_tree_tau_says_the_valid_token_range():
     acc = sdsl.Acceptance.from_iid(0.7)
-    _raises(">= 1; got 0", sdsl.sglang_tree_tau, acc, 3, 2, 0)
-    _raises("1 to 11 tokens", sdsl.sglang_tree_tau, acc, 3, 2, 12)
-    _raises("steps", sdsl.sglang_tree_tau, acc, 2.5, 2, 4)
+    _raises(">= 1; got 0", sglang_tree_tau, acc, 3, 2, 0)
+    _raises("1 to 11 tokens", sglang_tree_tau, acc, 3, 2, 12)
+    _raises("steps", sglang_tree_tau, acc, 2.5, 2, 4)
 
 
 # one alpha rule: tau is defined on [0, 1]; the closed-form optimum only inside
 
 
-@pytest.mark.parametrize("fn", [sdsl.gamma_star, sdsl.best_speedup, sdsl.best_integer_gamma])
+@pytest.mark.parametrize("fn", [sdsl.gamma_star, best_speedup, best_integer_gamma])
 def test_the_closed_form_optimum_says_why_it_needs_alpha_inside_0_1(fn):
     _raises(f"{fn.__name__} needs 0 < alpha < 1: at alpha = 1 .* unbounded", fn, 1.0, 0.1)
     _raises(f"{fn.__name__} needs 0 < alpha < 1: at alpha = 0 .* never pays", fn, 0.0, 0.1)
@@ -207,5 +215,5 @@ def test_grid_searches_take_alpha_at_either_end(alpha, k):
     grid = sdsl.evaluate_grid("llama-2-7b", DEP, drafts=["llama-160m"], gammas=range(0, 4), alpha=[alpha])
     np.testing.assert_allclose(grid.prediction.tau[0, :, 0, 0], sdsl.tau(alpha, np.arange(4)))
     assert len(sdsl.search("llama-2-7b", DEP, drafts=["llama-160m"], gammas=range(0, 4), alpha=[alpha])) == 4
-    table = sdsl.serving_k_table("llama-2-7b", "llama-160m", DEP, alpha=alpha, max_batch=4, max_k=3)
+    table = serving_k_table("llama-2-7b", "llama-160m", DEP, alpha=alpha, max_batch=4, max_k=3)
     assert table == [{"batch_min": 1, "batch_max": 4, "k": k}]

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "sdsl"
 
 # Lowest first. A module may import its own layer or any layer below it, never one above.
 LAYERS = [
-    ("base", ("sdsl.errors", "sdsl._io", "sdsl._paths", "sdsl._result", "sdsl._checks")),
+    ("base", ("sdsl.errors", "sdsl._io", "sdsl._paths", "sdsl._result", "sdsl._checks", "sdsl._evidence")),
     ("plots", ("sdsl.plots",)),
     # the numpy model, lowest room first
     ("catalog", ("sdsl.catalog",)),
@@ -106,12 +106,12 @@ def test_imports_point_down_the_layers():
 
 
 def test_package_root_imports_only_the_core():
-    """`import sdsl` imports the base and the numpy model only; the root's lazy names (fit, serving, plots) are imported
-    on first use, and it reaches no layer above those (torch, validation, cli)."""
+    """`import sdsl` imports no sdsl module: every public name is imported on first use (``_NAMES``), and the names
+    reach the base, the numpy model, fit, serving and plots only, never a layer above (torch, validation, cli)."""
     tree = ast.parse((PACKAGE / "__init__.py").read_text())
-    eager = {n.module for n in tree.body if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("sdsl")}
-    assert eager and {layer_of(t) for t in eager} <= {"base", *MODEL}
-    assert {layer_of(t) for t in GRAPH["sdsl"]} <= {"base", *MODEL, "fit", "serving", "plots"}
+    eager = {n.module for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) and "sdsl" in ast.unparse(n)}
+    assert eager == set()
+    assert GRAPH["sdsl"] and {layer_of(t) for t in GRAPH["sdsl"]} <= {"base", *MODEL, "fit", "serving", "plots"}
 
 
 def test_no_import_cycles():
@@ -140,12 +140,21 @@ def _size_case(path):
     return pytest.param(path, id=rel, marks=marks)
 
 
+def _code_lines(fn) -> int:
+    """A function's lines without its docstring (a command's docstring is its --help text, examples included)."""
+    lines = fn.end_lineno - fn.lineno + 1
+    first = fn.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        lines -= first.end_lineno - first.lineno + 1
+    return lines
+
+
 @pytest.mark.parametrize("path", [_size_case(p) for p in MODULES])
 def test_modules_and_functions_stay_small(path):
     text = path.read_text()
     assert len(text.splitlines()) <= MAX_MODULE_LINES
-    long = [f"{n.name} ({n.end_lineno - n.lineno + 1} lines)" for n in ast.walk(ast.parse(text))
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > MAX_FUNCTION_LINES]
+    long = [f"{n.name} ({size} lines)" for n in ast.walk(ast.parse(text))
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and (size := _code_lines(n)) > MAX_FUNCTION_LINES]
     assert long == []
 
 
@@ -157,3 +166,28 @@ def test_model_never_imports_torch_or_matplotlib():
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             heavy += [f"{path.name}: {n}" for n in names if n.split(".")[0] in ("torch", "matplotlib")]
     assert heavy == []
+
+
+MAX_FOLDER_MODULES = 15
+
+
+def test_no_folder_holds_more_than_15_modules():
+    """A folder of sdsl/ holds at most 15 Python modules (``__init__.py`` included); a larger room splits into
+    named subpackages."""
+    crowded = {str(d.relative_to(PACKAGE.parent)): n for d in [PACKAGE, *PACKAGE.rglob("*")] if d.is_dir()
+               and (n := len(list(d.glob("*.py")))) > MAX_FOLDER_MODULES}
+    assert crowded == {}
+
+
+def test_every_folder_is_a_room():
+    """The room rule: every package folder of sdsl/ belongs to one named layer, so a line of code can tell its room
+    and which rooms it may import (LAYERS, lowest first)."""
+    folders = {module_name(p.parent / "__init__.py") for p in MODULES if p.parent != PACKAGE}
+    assert sorted(f for f in folders if layer_of(f) in (None, "package")) == []
+
+
+def test_one_token_tree_class():
+    """One TokenTree type for pricing, searching and decoding (the reference decoder lays it out as TreeLayout)."""
+    classes = [f"{module_name(p)}.{n.name}" for p in MODULES for n in ast.walk(ast.parse(p.read_text()))
+               if isinstance(n, ast.ClassDef) and n.name == "TokenTree"]
+    assert classes == ["sdsl.acceptance.trees.TokenTree"]

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 import sdsl
+from sdsl.roofline.latency import step_time_s
 from sdsl.cli import cli
 
 TARGET, DRAFT = "llama-2-7b", "llama-160m"
@@ -102,7 +103,7 @@ def test_decoder_validation_headline_is_the_shared_step():
             assert value == pytest.approx(float(step.speedup), rel=1e-14), name
     resync = sdsl.price_step(target, sdsl.DraftModel(draft, first_pass_tokens=2), dep, acceptance=0.75, gamma=4, batch=8)
     plain = sdsl.price_step(target, sdsl.DraftModel(draft), dep, acceptance=0.75, gamma=4, batch=8)
-    extra = sdsl.step_time_s(draft, dep, batch=8, q=2) - sdsl.step_time_s(draft, dep, batch=8, q=1)
+    extra = step_time_s(draft, dep, batch=8, q=2) - step_time_s(draft, dep, batch=8, q=1)
     assert float(resync.t_step_s - plain.t_step_s) == pytest.approx(float(extra), rel=1e-9)
 
 

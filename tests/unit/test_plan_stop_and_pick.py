@@ -8,6 +8,8 @@ import json
 import pytest
 
 import sdsl
+from sdsl.roofline.latency import step_time_s
+from sdsl.speculation.throughput import plain_tokens_per_s
 from sdsl.acceptance import Acceptance
 from sdsl.plan.export import export_config
 
@@ -60,10 +62,10 @@ def test_plain_tokens_per_s_is_price_steps_plain_side(engine):
 
     dep = sdsl.Deployment("h100-sxm", engine=engine)
     b = np.array([1, 64])
-    plain = sdsl.plain_tokens_per_s("llama-3.1-8b", dep, batch=b)
+    plain = plain_tokens_per_s("llama-3.1-8b", dep, batch=b)
     step = sdsl.price_step("llama-3.1-8b", "eagle3", dep, gamma=3, tau=2.5, batch=b)
     np.testing.assert_allclose(plain, step.plain_tokens_per_s, rtol=1e-12)
-    gpu_only = b / sdsl.step_time_s("llama-3.1-8b", dep, batch=b)
+    gpu_only = b / step_time_s("llama-3.1-8b", dep, batch=b)
     assert np.all(plain <= gpu_only * (1 + 1e-12)) and (engine != "hf-eager" or plain[0] < 0.6 * gpu_only[0])
 
 

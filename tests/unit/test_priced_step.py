@@ -9,6 +9,11 @@ import numpy as np
 import pytest
 
 import sdsl
+from sdsl.acceptance.plane import acceptance_from_sizes
+from sdsl.acceptance.trees import sglang_tree_tau
+from sdsl.roofline.latency import step_time_s
+from sdsl.speculation.resolve import resolve_acceptance
+from sdsl.speculation.throughput import SDPrediction
 from sdsl.speculation.resolve import sdsl_plane_rule
 from sdsl.errors import InvalidInputError, UnknownNameError
 
@@ -18,17 +23,17 @@ DEP = sdsl.Deployment("h100-sxm")
 
 def test_resolve_acceptance_given_then_rules():
     acc = sdsl.Acceptance.from_accepted_length(3.1, 4)
-    assert sdsl.resolve_acceptance("eagle3", TARGET, acc) is acc
-    assert sdsl.resolve_acceptance("eagle3", TARGET, 0.6).is_iid
-    by_name = sdsl.resolve_acceptance("eagle3", TARGET, {"eagle3": 0.5, "eagle": 0.9})
-    by_kind = sdsl.resolve_acceptance("draft:llama-3.2-1b", TARGET, {"draft": 0.4})
+    assert resolve_acceptance("eagle3", TARGET, acc) is acc
+    assert resolve_acceptance("eagle3", TARGET, 0.6).is_iid
+    by_name = resolve_acceptance("eagle3", TARGET, {"eagle3": 0.5, "eagle": 0.9})
+    by_kind = resolve_acceptance("draft:llama-3.2-1b", TARGET, {"draft": 0.4})
     assert by_name.positions == (0.5,) and by_kind.positions == (0.4,)
-    plane = sdsl.resolve_acceptance("draft:llama-3.2-1b", TARGET)
-    want = sdsl.acceptance_from_sizes(sdsl.get_model("llama-3.2-1b").total_params, TARGET.total_params)
+    plane = resolve_acceptance("draft:llama-3.2-1b", TARGET)
+    want = acceptance_from_sizes(sdsl.get_model("llama-3.2-1b").total_params, TARGET.total_params)
     assert plane.source == "sdsl-plane" and plane.positions[0] == pytest.approx(float(want), rel=1e-15)
-    assert sdsl.resolve_acceptance("eagle3", TARGET).source.startswith("catalog[same-target]:eagle3")
+    assert resolve_acceptance("eagle3", TARGET).source.startswith("catalog[same-target]:eagle3")
     with pytest.raises(InvalidInputError, match="needs a measured acceptance"):
-        sdsl.resolve_acceptance("eagle3", TARGET, rules=(sdsl_plane_rule,))
+        resolve_acceptance("eagle3", TARGET, rules=(sdsl_plane_rule,))
 
 
 def test_a_rule_in_front_of_the_plane_extends_resolution():
@@ -39,10 +44,10 @@ def test_a_rule_in_front_of_the_plane_extends_resolution():
         return None
 
     rules = (catalog, sdsl_plane_rule)
-    assert sdsl.resolve_acceptance("eagle3", TARGET, rules=rules, workload="chat").source == "catalog: chat"
-    assert sdsl.resolve_acceptance("draft:llama-3.2-1b", TARGET, rules=rules, workload="chat").source == "sdsl-plane"
+    assert resolve_acceptance("eagle3", TARGET, rules=rules, workload="chat").source == "catalog: chat"
+    assert resolve_acceptance("draft:llama-3.2-1b", TARGET, rules=rules, workload="chat").source == "sdsl-plane"
     with pytest.raises(InvalidInputError):
-        sdsl.resolve_acceptance("eagle3", TARGET, rules=rules, workload="code")
+        resolve_acceptance("eagle3", TARGET, rules=rules, workload="code")
 
 
 def test_price_step_takes_tau_or_an_acceptance():
@@ -50,18 +55,18 @@ def test_price_step_takes_tau_or_an_acceptance():
     chain = sdsl.price_step(TARGET, "eagle3", DEP, acceptance=acc, gamma=4)
     assert float(chain.tau) == pytest.approx(3.1) and chain.acceptance is acc and chain.acceptance_source == acc.source
     tree = sdsl.price_step(TARGET, "eagle3", DEP, acceptance=acc, tree="8,8,64")
-    assert float(tree.tau) == pytest.approx(sdsl.sglang_tree_tau(acc, 8, 8, 64), rel=1e-15)
+    assert float(tree.tau) == pytest.approx(sglang_tree_tau(acc, 8, 8, 64), rel=1e-15)
     assert tree.acceptance_source.endswith("(tree model)") and tree.tree == [8, 8, 64]
     same = sdsl.price_step(TARGET, "eagle3", DEP, tau=float(tree.tau), tree="8,8,64")
     assert float(same.tokens_per_s) == pytest.approx(float(tree.tokens_per_s), rel=1e-15)
     plane = sdsl.price_step(TARGET, "draft:llama-3.2-1b", DEP, gamma=3)  # no acceptance: SDSL's plane
-    alpha = sdsl.resolve_acceptance("draft:llama-3.2-1b", TARGET).positions[0]
+    alpha = resolve_acceptance("draft:llama-3.2-1b", TARGET).positions[0]
     assert float(plane.tau) == pytest.approx(float(sdsl.tau(alpha, 3)), rel=1e-15)
     with pytest.raises(InvalidInputError):
         sdsl.price_step(TARGET, "eagle3", DEP, tau=2.0, acceptance=acc, gamma=4)
     head = sdsl.price_step(TARGET, "eagle3", DEP, gamma=4)  # no acceptance: the published catalog's for chat
     assert head.acceptance_source.startswith("catalog[same-target]:eagle3/chat")
-    assert float(head.tau) == pytest.approx(float(sdsl.resolve_acceptance("eagle3", TARGET).tau(4)), rel=1e-15)
+    assert float(head.tau) == pytest.approx(float(resolve_acceptance("eagle3", TARGET).tau(4)), rel=1e-15)
     with pytest.raises(UnknownNameError):
         sdsl.price_step(TARGET, "eagle3", DEP, gamma=4, acceptance_options={"workload": "poetry"})
 
@@ -99,7 +104,7 @@ def test_draft_model_decoder_terms():
     base = sdsl.price_step(TARGET, sdsl.DraftModel(draft), DEP, acceptance=0.7, gamma=np.arange(0, 4), batch=4)
     resync = sdsl.price_step(TARGET, sdsl.DraftModel(draft, first_pass_tokens=2), DEP, acceptance=0.7,
                              gamma=np.arange(0, 4), batch=4)
-    extra = sdsl.step_time_s(draft, DEP, batch=4, q=2) - sdsl.step_time_s(draft, DEP, batch=4, q=1)
+    extra = step_time_s(draft, DEP, batch=4, q=2) - step_time_s(draft, DEP, batch=4, q=1)
     np.testing.assert_allclose(resync.t_propose_s - base.t_propose_s, [0.0, extra, extra, extra], rtol=1e-9, atol=1e-15)
     cold = sdsl.price_step(TARGET, sdsl.DraftModel(draft, switch_ratio=3.0), DEP, acceptance=0.7, gamma=2, batch=4)
     from sdsl.roofline.model_switch import switch_time_s
@@ -118,6 +123,6 @@ def test_priced_step_is_a_result():
     assert d["t_overhead_s"] == d["t_host_s"] and set(d["verify_step"]) >= {"total_s", "memory_s", "bound"}
     assert step["tokens_per_s"] is step.tokens_per_s and step["t_overhead_s"] is step.t_host_s
     assert "tokens/s" in step.report() and len(step.report().splitlines()) == 1 + 8 + 1  # header, rows, band source
-    assert sdsl.SDPrediction is sdsl.PricedStep
+    assert SDPrediction is sdsl.PricedStep
     with pytest.raises(Exception):
         step.tau = 1.0  # frozen

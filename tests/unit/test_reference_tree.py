@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 from sdsl.errors import InvalidInputError  # noqa: E402
 from sdsl.torch.decoder import DraftModel, PromptLookup, generate  # noqa: E402
 from sdsl.torch.head import DraftHead, HeadProposer  # noqa: E402
-from sdsl.torch.tree import TokenTree, commit_path, tree_mask  # noqa: E402
+from sdsl.torch.tree import TreeLayout, commit_path, tree_mask  # noqa: E402
 
 torch.set_num_threads(1)
 TREES = ["chain3", "2x2x1", "3x1x1", "1x3", "4", "2x1x2x1", "spine3x2x1", "spine1x3x1"]
@@ -33,11 +33,11 @@ def prompts(batch: int, length: int = 10, seed: int = 0) -> torch.Tensor:
 
 
 def test_tree_shapes_and_mask():
-    tree = TokenTree.parse("2x2")
+    tree = TreeLayout.parse("2x2")
     assert tree.parents == (-1, 0, 0, 1, 1, 2, 2) and tree.ranks == (0, 0, 1, 0, 1, 0, 1)
-    assert tree.size == 6 and tree.max_depth == 2 and not tree.is_chain and TokenTree.chain(3).is_chain
+    assert tree.size == 6 and tree.max_depth == 2 and not tree.is_chain and TreeLayout.chain(3).is_chain
     assert tree.children[0].tolist() == [1, 2] and tree.describe() == "tree(2+4)"
-    spine = TokenTree.parse("spine3x2x1")  # the rank-0 chain first, then the leaves
+    spine = TreeLayout.parse("spine3x2x1")  # the rank-0 chain first, then the leaves
     assert spine.parents == (-1, 0, 1, 2, 0, 0, 1) and spine.ranks == (0, 0, 0, 0, 1, 2, 1)
     assert spine.describe() == "tree(3+2+1)" and spine.draft_slots.tolist() == [0, 1, 2, -1, -1, -1, -1]
     assert spine.drafts_chain and not tree.drafts_chain
@@ -46,7 +46,7 @@ def test_tree_shapes_and_mask():
     assert mask[5, 3:].tolist() == [True, False, True, False, False, True, False]  # root, node 2, itself
     for bad in ("0x2", "2xa", ""):
         with pytest.raises(InvalidInputError):
-            TokenTree.parse(bad)
+            TreeLayout.parse(bad)
 
 
 def test_commit_path_moves_accepted_entries_into_place(tiny_transformer):
@@ -62,7 +62,7 @@ def test_commit_path_moves_accepted_entries_into_place(tiny_transformer):
 
 def test_commit_path_of_one_sequence_equals_the_batch_rule(tiny_transformer):
     m = tiny_transformer(5)
-    tree = TokenTree.parse("spine3x2x1")
+    tree = TreeLayout.parse("spine3x2x1")
     for path, accepted in (([0, 1, 2, 3], 3), ([0, 4, 0, 0], 1), ([0, 1, 6, 0], 2), ([0, 0, 0, 0], 0)):
         caches = []
         for rows in (1, 2):  # batch 1 takes the Python path; a batch of two copies the vectorised one
@@ -81,7 +81,7 @@ def test_tree_walk_of_one_sequence_equals_the_batch_walk(shape, greedy):
     """Batch 1 walks the tree in Python (tree._walk_one): same rule, same draws, same result as the masks."""
     from sdsl.torch.tree import _walk_batch, _walk_one
 
-    tree = TokenTree.parse(shape)
+    tree = TreeLayout.parse(shape)
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(1, tree.size + 1, 16, generator=g) * 2
     q = torch.softmax(logits, -1)

@@ -16,10 +16,18 @@ from sdsl.cli._common import echo_json
 @click.option("--force", is_flag=True, help="Retrain members whose checkpoint already exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print the family summary as JSON.")
 def train_family(out_dir, steps, only, threads, force, as_json):
-    """Train the reference family (five sizes ~0.1M-8M params, plus equal-size wide/deep variants).
+    """Train the byte-level reference model family (torch).
+
+    Train the reference family (five sizes ~0.1M-8M params, plus equal-size wide/deep variants).
 
     Resumable: an interrupted run continues from its last saved state; finished members are skipped.
     Deterministic: seeds are fixed per member and batches depend only on (seed, step).
+
+    Examples:
+
+    \b
+        sdsl train-family
+        sdsl train-family --threads 1
     """
     from dataclasses import replace
 

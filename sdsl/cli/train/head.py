@@ -23,11 +23,18 @@ from sdsl.cli._common import echo_json
 @click.option("--threads", type=int, default=2, show_default=True, help="torch CPU threads.")
 @click.option("--json", "as_json", is_flag=True, help="Print the head's metadata as JSON.")
 def train_head(target, out_dir, steps, pool, lr, labels, threads, as_json):
-    """Train a draft head (fc + one decoder layer at the target's width, sharing the target's embedding
+    """Train an EAGLE-style draft head on a family target (torch).
+
+    Train a draft head (fc + one decoder layer at the target's width, sharing the target's embedding
     and LM head) on the stdlib corpus; writes <target>-head.safetensors next to the family.
 
     Resumable: an interrupted run continues from its last saved state. Deterministic: batches depend
     only on (seed, step).
+
+    Examples:
+
+    \b
+        sdsl train-head --target byte-d288 --threads 1
     """
     from dataclasses import replace
 

@@ -13,7 +13,19 @@ import click
 
 @click.group("validate")
 def validate() -> None:
-    """Check sdsl's predictions against real measurements."""
+    """Check predictions against real measurements (latency, decoder, published, acceptance, moe).
+
+    Check sdsl's predictions against real measurements.
+
+    Examples:
+
+    \b
+        sdsl validate latency
+        sdsl validate published --json
+        sdsl validate acceptance
+        sdsl validate moe
+        sdsl validate decoder --gammas 1,4,8 --no-plane
+    """
 
 
 def _default_vidur() -> str:
@@ -40,6 +52,12 @@ def latency(data, figure, as_json, transfer, hardware_map):
     sum), and the NCCL all-reduce across TP 2/4/8 where Vidur measured it (H100, A100; each TP degree
     held out in turn); then the shipped defaults' own error on every row (JSON key "shipped").
     Also compares H100 step times with TurboSpec's fitted lines.
+
+    Examples:
+
+    \b
+        sdsl validate latency
+        sdsl validate latency --transfer --json
     """
     from sdsl.validation.latency_validation import validate_latency
     from sdsl.cli._common import echo_json
@@ -106,7 +124,14 @@ def published(figure, as_json):
     execution profile of its engine and date and the measured accepted length; per-row errors with the profile
     terms fitted without the row's source (the headline), with the shipped terms and on the roofline alone; the
     rows it cannot price and why; per-class median, worst and signed error; every k-sweep's order and best k; the
-    goals."""
+    goals.
+
+    Examples:
+
+    \b
+        sdsl validate published
+        sdsl validate published --json
+    """
     from sdsl.cli._common import echo_json
     from sdsl.cli.validate._published import echo_published
     from sdsl.validation.published_validation import validate_published
@@ -142,7 +167,14 @@ def acceptance(engine, pass_overhead_us, as_json):
     decay ratios and tree model refitted without it), pooled, per source and by rule tier; the decay form
     across k (each k-sweep from its smallest k); the tree model on chain/tree pairs at equal budget; and the
     order of Spec-Bench's methods per target and GPU, priced with the measured and the predicted accepted
-    length (Kendall tau against the measured speedup order)."""
+    length (Kendall tau against the measured speedup order).
+
+    Examples:
+
+    \b
+        sdsl validate acceptance
+        sdsl validate acceptance --engine hf-eager
+    """
     from sdsl.cli._common import echo_json
     from sdsl.validation.acceptance_validation import validate_acceptance
 
@@ -208,7 +240,14 @@ def moe(engine, as_json):
     host time): plain-decode
     tokens/s, the speculative/plain ratio of each source and whether speculation wins or loses, with the measured
     accepted length as an oracle τ; the rows it cannot price and why; the verify-growth check (measured step time
-    against the priced one within a source)."""
+    against the priced one within a source).
+
+    Examples:
+
+    \b
+        sdsl validate moe
+        sdsl validate moe --engine ideal
+    """
     from sdsl.cli._common import echo_json
     from sdsl.validation.moe_validation import validate_moe
 

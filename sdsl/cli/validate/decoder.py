@@ -36,7 +36,15 @@ def decoder(targets, drafts, gammas, batches, n_prompts, max_new, repeats, tempe
     family (every draft × target × γ × batch) and compare with sdsl's predicted speedup from the
     measured α and the CPU latency model, refitted per pair without its models' rows. Summary keys:
     median_speedup_error, median_signed_error, share_over_predicted, worst_speedup_error, models
-    (the same per model variant), best_speedup, best_config, optimizer_regret."""
+    (the same per model variant), best_speedup, best_config, optimizer_regret.
+
+    Examples:
+
+    \b
+        sdsl validate decoder --gammas 1,4,8 --no-plane
+        sdsl validate decoder --no-family --heads --out validate_decoder_heads.json
+        sdsl validate decoder --no-family --smollm2 .cache/smollm2
+    """
     import json
 
     from sdsl._io import atomic_write_text

@@ -141,11 +141,10 @@ def _row(proposer: str, tree: str, measured: dict) -> dict:
 
 
 def core_tree(text: str):
-    """The decoder's tree (``"chain4"``, ``"3x2x1"``) as :class:`sdsl.acceptance.trees.TokenTree` (root dropped)."""
-    from sdsl.acceptance.trees import TokenTree as CoreTree
-    from sdsl.torch.tree import TokenTree
+    """The decoder's tree (``"chain4"``, ``"3x2x1"``) as :class:`sdsl.acceptance.trees.TokenTree`."""
+    from sdsl.torch.tree import TreeLayout
 
-    return CoreTree(tuple(p - 1 for p in TokenTree.parse(text).parents[1:]))
+    return TreeLayout.parse(text).tree
 
 
 def price_row(row: dict, target, proposer, deployment, prompt_len: int | None = None, max_new: int | None = None,
@@ -258,9 +257,9 @@ def recount_file(path) -> dict:
 
 def summarise_heads(rows: list[dict]) -> dict:
     """Best measured speedups by kind; the head's best configuration and its per-position acceptance; the
-    predicted-vs-measured errors (:func:`sdsl.validation.error_stats.summarize_errors`) over all rows,
+    predicted-vs-measured errors (:func:`sdsl._evidence.summarize_errors`) over all rows,
     head rows, draft-model rows, trees and chains."""
-    from sdsl.validation.error_stats import summarize_errors
+    from sdsl._evidence import summarize_errors
 
     best = lambda rs: max(rs, key=lambda r: r["speedup"])  # noqa: E731
     head_best = best([r for r in rows if r["proposer"] == "head"])

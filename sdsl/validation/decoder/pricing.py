@@ -165,7 +165,7 @@ def heldout_params(held, spec: dict, inputs):
 
 def error_stats(pred, meas) -> dict:
     """Median |error|, median and mean signed error, pooled (mean) |error|, worst case, share over-predicted."""
-    from sdsl.validation.error_stats import summarize_errors
+    from sdsl._evidence import summarize_errors
 
     s = summarize_errors(np.asarray(pred, dtype=float) / np.asarray(meas, dtype=float) - 1)
     return {k: s[k] for k in ("median_abs", "median_signed", "mean_signed", "pooled_abs", "worst_abs", "share_over", "n")}

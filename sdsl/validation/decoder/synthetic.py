@@ -272,7 +272,7 @@ def reprice_file(path, terms=TERMS) -> dict:
 
 def summarise_synthetic(rows: list[dict]) -> dict:
     """Median |error|, median signed error, pooled (mean |error|), worst case, per-proposer medians."""
-    from sdsl.validation.error_stats import summarize_errors
+    from sdsl._evidence import summarize_errors
 
     s = summarize_errors(r["speedup_error"] for r in rows)
     by = {p: summarize_errors(r["speedup_error"] for r in rows if r["proposer"] == p)["median_abs"]

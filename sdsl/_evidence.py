@@ -1,0 +1,41 @@
+"""What every fit check and validation shares: the published rows sdsl ships, one leave-one-group-out loop, and
+one summary of signed relative errors (the median beside the pooled mean, the worst case and the signed bias: a
+median alone hides a systematically optimistic model). In the base layer so that ``sdsl.fit`` and
+``sdsl.validation`` both use it."""
+
+from __future__ import annotations
+
+import csv
+from typing import Callable, Hashable, Iterable
+
+import numpy as np
+
+from sdsl._paths import data_path
+
+__all__ = ["published_rows", "leave_one_group_out", "summarize_errors"]
+
+
+def published_rows(name: str, row_sets: tuple | None = None, path=None) -> list[dict]:
+    """The rows of sdsl/data/published/<name>.csv (or ``path``) as dicts, those whose ``row_set`` (blank: ``dev``)
+    is in ``row_sets`` (None: every row)."""
+    with open(path or data_path("published", f"{name}.csv"), newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    return rows if row_sets is None else [r for r in rows if (r.get("row_set") or "dev") in row_sets]
+
+
+def leave_one_group_out(groups: Iterable[Hashable], evaluate: Callable[[Hashable], object]) -> dict:
+    """{group: evaluate(group)} for each distinct group in first-seen order: ``evaluate`` fits without the group's
+    rows and scores it on them (held out means held out: the caller's fit must not see the group)."""
+    return {g: evaluate(g) for g in dict.fromkeys(groups)}
+
+
+def summarize_errors(errors) -> dict:
+    """Signed errors e = predicted/measured − 1 → n, median |e|, pooled (mean) |e|, median and mean signed
+    e, the worst e (signed, at the largest |e|) and its size, and the share over-predicted (e > 0)."""
+    e = np.asarray(list(errors), dtype=float)
+    if e.size == 0:
+        return {"n": 0}
+    worst = e[np.argmax(np.abs(e))]
+    return {"n": int(e.size), "median_abs": float(np.median(np.abs(e))), "pooled_abs": float(np.mean(np.abs(e))),
+            "median_signed": float(np.median(e)), "mean_signed": float(np.mean(e)), "worst": float(worst),
+            "worst_abs": float(abs(worst)), "share_over": float(np.mean(e > 0))}

@@ -1,0 +1,31 @@
+"""The helpers every fit check and validation shares (sdsl._evidence): the published-row loader, the
+leave-one-group-out loop and the error summary."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sdsl._evidence import leave_one_group_out, published_rows, summarize_errors
+
+
+def test_summary_keeps_the_sign_and_the_worst_case():
+    s = summarize_errors([0.1, -0.3, 0.05, 0.2])
+    assert s["n"] == 4 and s["worst"] == -0.3 and s["worst_abs"] == 0.3
+    assert s["median_abs"] == pytest.approx(0.15) and s["pooled_abs"] == pytest.approx(0.1625)
+    assert s["median_signed"] == pytest.approx(0.075) and s["share_over"] == 0.75
+    assert summarize_errors([]) == {"n": 0}
+
+
+def test_leave_one_group_out_holds_each_group_out_once():
+    x = np.array([1.0, 2.0, 3.0, 10.0, 11.0])
+    g = np.array(["a", "a", "a", "b", "b"])
+    # predict a group's mean from the other group's: the held-out group's rows never enter its fit
+    out = leave_one_group_out(g, lambda held: float(x[g != held].mean() - x[g == held].mean()))
+    assert list(out) == ["a", "b"] and out["a"] == pytest.approx(8.5) and out["b"] == pytest.approx(-8.5)
+
+
+def test_published_rows_filter_by_row_set():
+    every = published_rows("speculative")
+    dev = published_rows("speculative", ("dev",))
+    assert 0 < len(dev) < len(every) and all((r.get("row_set") or "dev") == "dev" for r in dev)
