@@ -17,7 +17,7 @@ Per GPU (H100-SXM, H200, B200 by default) and op, from the shipped subset of aic
 - H100 only: the two sources side by side, Vidur's fp16 GEMMs and the tables' bf16 GEMMs at the (m, n, k)
   both measured, and the Vidur-fitted shipped defaults priced on the tables' rows.
 
-Every summary is :func:`sdsl.validation.error_stats.summarize_errors` (median, worst, signed bias) plus the 95th
+Every summary is :func:`sdsl._evidence.summarize_errors` (median, worst, signed bias) plus the 95th
 percentile; ``meets_goal`` marks median <= 10% and worst <= 25%.
 """
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from sdsl.fit.opdb_defaults import ENGINE
-from sdsl.validation.error_stats import summarize_errors
+from sdsl._evidence import summarize_errors
 
 __all__ = ["validate_kernels", "GOAL_MEDIAN", "GOAL_WORST", "DEFAULT_GPUS", "OPS"]
 

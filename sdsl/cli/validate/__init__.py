@@ -13,7 +13,7 @@ import click
 
 @click.group("validate")
 def validate() -> None:
-    """Check predictions against real measurements (latency, decoder, published, acceptance, moe).
+    """Check predictions against real measurements (latency, decoder, published, acceptance, moe, kernels, bands).
 
     Check sdsl's predictions against real measurements.
 
