@@ -200,8 +200,11 @@ def acceptance(engine, pass_overhead_us, as_json):
                    "engine not after the row) | ideal (the roofline alone, no engine host time) | an engine (sglang: "
                    "that engine's build by each row's date) | a profile name | ENGINE:YYYY-MM | FILE.json (`sdsl "
                    "engines` lists them).")
+@click.option("--experts", type=click.Choice(["measured", "roofline"]), default="measured", show_default=True,
+              help="Routed experts: measured (the fused-MoE kernel fitted on the operator tables of the row's GPU, "
+                   "where it has them) | roofline (the grouped GEMMs at the dense efficiencies, as before those tables).")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
-def moe(engine, as_json):
+def moe(engine, experts, as_json):
     """Price the published mixture-of-experts rows (sdsl/data/published, row_set=moe) on the roofline with the
     shipped calibration and the execution profile of the engine each row ran on (--engine ideal: no engine
     host time): plain-decode
@@ -211,11 +214,13 @@ def moe(engine, as_json):
     from sdsl.cli._common import echo_json
     from sdsl.experiments.moe_validation import validate_moe
 
-    out = validate_moe(engine=None if engine == "ideal" else engine)
+    out = validate_moe(engine=None if engine == "ideal" else engine, experts=experts)
     if as_json:
         echo_json(out)
         return
     click.echo(f"step model: {out['model']}; oracle input: {', '.join(out['oracle_inputs'])}")
+    for kernel in out["moe_kernels"]:
+        click.echo(f"MoE experts: {kernel}")
     for r in out["rows"]:
         shape = r["tree"] and "tree " + ",".join(map(str, r["tree"])) or ("plain" if r["proposer"] is None else f"k {r['gamma']}")
         line = (f"{r['class']:<16} {r['file'][:4]}#{r['row']:<3} {r['target']:<16} {r['hardware']:<9} tp{r['tp']} "

@@ -37,8 +37,8 @@ from sdsl.core.deployment import Deployment
 from sdsl.core.checks import broadcast_shapes, count, non_negative, numbers, positive
 from sdsl.core.shapes import GEMM_OPS, MLA_OPS, ModelShapes, local_context  # noqa: F401
 from sdsl.core.step_ops import (MLA_EXTRA_GEMM_KERNELS, all_to_all_time, cached_kv_elements, communication_time,  # noqa: F401
-                                expert_rows, gemm_op, layer_elementwise_time, layer_ops, moe_elementwise, op_time,
-                                precision_of, roofline_sums)
+                                activation_time, expert_rows, fused_moe_fit_of, fused_moe_time, gemm_op,
+                                layer_elementwise_time, layer_ops, moe_elementwise, op_time, precision_of, roofline_sums)
 from sdsl.core.weight_formats import get_weight_format
 from sdsl.core.kernels import (FP32_FALLBACK_FRACTION, allreduce_time, allreduce_time_with, compute_peak,  # noqa: F401
                                elementwise_time, gemm_flops_bytes, gemm_waves, kernel_size_overhead, padded_tokens,
@@ -160,7 +160,8 @@ def _price(shapes: ModelShapes, dep: Deployment, b, q, L, *, logit_tokens=None):
     tokens = b * q
     n = shapes.n_layer
     sms = getattr(hardware, "sm_count", None)
-    ops, distinct, active = layer_ops(shapes, b, q, L, prec, params, sms)
+    fused = fused_moe_fit_of(shapes, dep)  # the measured fused MoE layer, where its GPU and format are measured
+    ops, distinct, active = layer_ops(shapes, b, q, L, prec, params, sms, fused_experts=fused is not None)
     c_layer, m_layer, rc_layer, rm_layer, size_layer, re_layer, ra_layer = roofline_sums(ops, params, peak, bw)
     lm = gemm_op(tokens if logit_tokens is None else logit_tokens, shapes.lm_in, shapes.lm_out, dt, params, sms)
     c_lm, m_lm, rc_lm, rm_lm, size_lm, _, _ = roofline_sums([lm], params, peak, bw)
@@ -178,17 +179,25 @@ def _price(shapes: ModelShapes, dep: Deployment, b, q, L, *, logit_tokens=None):
         elementwise, launches = elementwise + extra - extra_launches, launches + extra_launches
     if shapes.has_mla:
         launches = launches + n * shapes.mla * MLA_EXTRA_GEMM_KERNELS * params.t_kernel
-    if shapes.has_moe:  # router, grouped up and down replace the MLP's two GEMMs; two more with shared experts
+    fused_experts = 0.0
+    if shapes.has_moe and fused is None:  # router, grouped up and down replace the MLP's two GEMMs; two more with shared experts
         moe_ew, moe_launches = moe_elementwise(shapes, tokens, active, dt, bw, params)
         elementwise = elementwise + moe_ew - moe_launches
         launches = launches + moe_launches + shapes.n_moe * (1.0 + 2.0 * shapes.shared) * params.t_kernel
+    elif shapes.has_moe:  # the measured layer holds routing, both grouped GEMMs (their launches), activation and sum
+        shared_ew = shapes.n_moe * shapes.shared * activation_time(shapes, tokens, shapes.shared_down_in, dt, bw, params)
+        shared_launches = shapes.n_moe * shapes.shared * t_ew
+        elementwise = elementwise + shared_ew - shared_launches
+        launches = launches + shared_launches + shapes.n_moe * (2.0 * shapes.shared - 1.0) * params.t_kernel
+        expert_peak = peak if prec.expert_peak is None else prec.expert_peak
+        fused_experts = shapes.n_moe * fused_moe_time(shapes, fused, tokens, prec, hardware, expert_peak)
     overhead = launches + n * (params.t_layer + size_layer) + size_lm + params.t_step
     allreduce = communication_time(shapes, dep, tokens, dt)
     bound_compute = n * rc_layer + rc_lm
-    bound_memory = n * rm_layer + rm_lm + elementwise
+    bound_memory = n * rm_layer + rm_lm + elementwise + fused_experts
     total = bound_compute + bound_memory + overhead + allreduce
     if shapes.has_moe:
-        experts = n * re_layer
+        experts = n * re_layer + fused_experts
         parts = np.stack(np.broadcast_arrays(bound_memory - experts, bound_compute, overhead, allreduce, experts))
         labels = np.array(["memory", "compute", "overhead", "communication", "expert-weights"])
     else:
@@ -196,9 +205,9 @@ def _price(shapes: ModelShapes, dep: Deployment, b, q, L, *, logit_tokens=None):
         labels = np.array(["memory", "compute", "overhead", "communication"])
     bound = labels[np.argmax(parts, axis=0)]
     compute = n * c_layer + c_lm
-    memory = n * m_layer + m_lm + elementwise
+    memory = n * m_layer + m_lm + elementwise + fused_experts
     return (total, compute, memory, overhead + 0.0 * total, allreduce + 0.0 * total, bound,
-            np.asarray(distinct) + 0.0 * total, n * re_layer + 0.0 * total, n * ra_layer + 0.0 * total,
+            np.asarray(distinct) + 0.0 * total, n * re_layer + fused_experts + 0.0 * total, n * ra_layer + 0.0 * total,
             bound_compute + 0.0 * total)
 
 
