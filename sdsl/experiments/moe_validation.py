@@ -420,9 +420,9 @@ def validate_moe(deployment_for=None, *, engine="row", label: str | None = None,
             "goals": GOALS, "goals_met": _goals(claims)}
 
 
-def tp_sensitivity(engine=None, **deployment_options) -> list[dict]:
+def tp_sensitivity(engine=None, experts: str = "measured", **deployment_options) -> list[dict]:
     """The rows priced at an assumed TP, re-priced at twice that TP: (row, tp, ratio error) at both (``engine`` as in
-    :func:`row_engine`; default the roofline alone)."""
+    :func:`row_engine`, default the roofline alone; ``experts`` as in :func:`validate_moe`)."""
     specs, _ = moe_rows()
     out = []
     for s in specs:
@@ -432,6 +432,7 @@ def tp_sensitivity(engine=None, **deployment_options) -> list[dict]:
         for tp in (s.tp, 2 * s.tp):
             dep = Deployment(s.hardware, tp=tp, ep=s.ep, dtype="bf16", context=s.context,
                              engine=row_engine(s, engine), **deployment_options)
+            dep = dep if experts == "measured" else roofline_experts(dep)
             errs[tp] = float(price_moe_row(s, dep).speedup) / s.ratio_measured - 1.0
         out.append({"file": s.file, "row": s.index, "target": s.target.name, "ratio_error_by_tp": errs})
     return out
