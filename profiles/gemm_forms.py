@@ -11,7 +11,7 @@ signed error at 64 < num_tokens <= 256. VALIDATION.md ("GEMM forms tried") quote
 tests/unit/test_gemm_forms.py recomputes them. ``tiles`` is the previous form (row tiles of 128);
 ``min_tile``, ``size``, ``tail`` add one term each; ``kernel_terms`` all three with ``t_kernel`` free;
 sdsl ships that form with ``t_kernel`` fixed to the elementwise kernels' launch cost
-(sdsl.core.latency.op_time; its held-out numbers come from ``sdsl validate latency``). The others
+(sdsl.roofline.latency.op_time; its held-out numbers come from ``sdsl validate latency``). The others
 were tried and not kept; those after ``p_waves`` (issue 11 follow-up) each change one mechanism of the
 kernel terms (VALIDATION.md says which and its source). :func:`interaction_floor` is what any form that
 gets the per-num_tokens and per-shape factors right but not their interaction could reach in sample.
@@ -25,8 +25,8 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from sdsl._paths import data_path
-from sdsl.core.hardware import get_hardware
-from sdsl.core.kernels import N_TILE, min_row_tile, padded_tokens, smooth_max
+from sdsl.catalog.hardware import get_hardware
+from sdsl.roofline.kernels import N_TILE, min_row_tile, padded_tokens, smooth_max
 
 GPUS = {"h100": "h100-sxm", "a100": "a100-80gb", "a40": "a40"}
 M_TILE = 128

@@ -14,7 +14,7 @@ def _pct(x) -> str:
 def echo_published(out: dict) -> None:
     """Rows, unpriced rows, the per-class summary (leave-one-source-out, shipped, roofline alone), the k-sweeps and
     the goals."""
-    from sdsl.experiments.published_validation import CLASSES
+    from sdsl.validation.published_validation import CLASSES
 
     click.echo("errors of speed (predicted/measured - 1 of tokens/s or speedup; measured/predicted - 1 of TPOT);"
                " loso = terms fitted without the row's source")

@@ -40,7 +40,7 @@ def latency(data, figure, as_json, transfer, hardware_map):
     held out in turn); then the shipped defaults' own error on every row (JSON key "shipped").
     Also compares H100 step times with TurboSpec's fitted lines.
     """
-    from sdsl.experiments.latency_validation import validate_latency
+    from sdsl.validation.latency_validation import validate_latency
     from sdsl.cli._common import echo_json
     from sdsl.cli.transfer import parse_hardware_map, run_transfer
 
@@ -108,7 +108,7 @@ def published(figure, as_json):
     goals."""
     from sdsl.cli._common import echo_json
     from sdsl.cli._validate_published import echo_published
-    from sdsl.experiments.published_validation import validate_published
+    from sdsl.validation.published_validation import validate_published
 
     out = validate_published()
     if figure:
@@ -143,7 +143,7 @@ def acceptance(engine, pass_overhead_us, as_json):
     order of Spec-Bench's methods per target and GPU, priced with the measured and the predicted accepted
     length (Kendall tau against the measured speedup order)."""
     from sdsl.cli._common import echo_json
-    from sdsl.experiments.acceptance_validation import validate_acceptance
+    from sdsl.validation.acceptance_validation import validate_acceptance
 
     out = validate_acceptance(engine=engine, pass_overhead_s=1e-6 * pass_overhead_us)
     if as_json:
@@ -212,7 +212,7 @@ def moe(engine, experts, as_json):
     accepted length as an oracle τ; the rows it cannot price and why; the verify-growth check (measured step time
     against the priced one within a source)."""
     from sdsl.cli._common import echo_json
-    from sdsl.experiments.moe_validation import validate_moe
+    from sdsl.validation.moe_validation import validate_moe
 
     out = validate_moe(engine=None if engine == "ideal" else engine, experts=experts)
     if as_json:

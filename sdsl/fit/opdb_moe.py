@@ -1,4 +1,4 @@
-"""Fit the fused MoE layer's closed form (:func:`sdsl.core.moe.fused_moe_layer_time`) to the measured MoE tables of
+"""Fit the fused MoE layer's closed form (:func:`sdsl.catalog.moe.fused_moe_layer_time`) to the measured MoE tables of
 NVIDIA's operator database (aiconfigurator-core 0.12.0, Apache-2.0; read by :func:`sdsl.fit.opdb.read_opdb`).
 
 One table row is one whole MoE layer on one GPU (routing, alignment, both grouped GEMMs, activation, the weighted
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sdsl.core.moe import TRITON_ROW_TILES, FusedMoEFit, fused_moe_layer_time, row_tile_of
+from sdsl.catalog.moe import TRITON_ROW_TILES, FusedMoEFit, fused_moe_layer_time, row_tile_of
 from sdsl.errors import ProfileError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,14 +44,14 @@ __all__ = ["OPDB_MOE_GPUS", "TABLE_FORMATS", "ROUTING_DRAWS", "collector_routing
 
 #: The database's GPU names -> sdsl's hardware catalog names.
 OPDB_MOE_GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "a100_sxm": "a100-80gb"}
-#: The tables' moe_dtype -> sdsl's weight format (bytes per weight with scales, :mod:`sdsl.core.weight_formats`).
+#: The tables' moe_dtype -> sdsl's weight format (bytes per weight with scales, :mod:`sdsl.roofline.weight_formats`).
 TABLE_FORMATS = {"bfloat16": "bf16", "fp8_block": "fp8", "fp8": "fp8", "int4_wo": "int4", "w4a16_mxfp4": "mxfp4",
                  "w4a8_mxfp4_mxfp8": "mxfp4", "nvfp4": "nvfp4"}
 #: Monte-Carlo draws per power-law routing configuration (seeded).
 ROUTING_DRAWS = 64
 MAX_TOKENS = 512
 MAX_GPUS = 8
-#: Kernels built on the Triton fused_moe kernel (its default row tile, :data:`sdsl.core.moe.TRITON_ROW_TILES`).
+#: Kernels built on the Triton fused_moe kernel (its default row tile, :data:`sdsl.catalog.moe.TRITON_ROW_TILES`).
 TRITON_KERNELS = ("sglang_fused_moe_triton", "vllm_fused_moe", "vllm_unquantizedfusedmoe_triton_tritonexperts",
                   "vllm_fp8moe_triton_tritonexperts")
 _BOUNDS = ([0.0, 0.0, 0.05, 0.02, 0.0], [300e-6, 50e-6, 1.0, 1.0, 5e-6])
@@ -118,8 +118,8 @@ def moe_features(df: "pd.DataFrame") -> "pd.DataFrame":
     per row, bandwidth and peak of the GPU (sdsl's catalog), from the collector's routing."""
     import pandas as pd
 
-    from sdsl.core.hardware import get_hardware
-    from sdsl.core.weight_formats import gemm_peak, get_weight_format
+    from sdsl.catalog.hardware import get_hardware
+    from sdsl.roofline.weight_formats import gemm_peak, get_weight_format
 
     keys = ["num_tokens", "num_experts", "topk", "moe_ep_size", "distribution"]
     configs = df[keys].drop_duplicates()
@@ -248,12 +248,12 @@ def fused_moe_fit_file() -> Path:
 
 
 def write_fits(fits: list[FusedMoEFit], path: str | os.PathLike | None = None) -> Path:
-    """Write the fits as JSON (atomically): what :func:`sdsl.core.moe.fused_moe_fits` loads."""
+    """Write the fits as JSON (atomically): what :func:`sdsl.catalog.moe.fused_moe_fits` loads."""
     path = Path(path) if path is not None else fused_moe_fit_file()
     doc = {"source": "NVIDIA aiconfigurator-core 0.12.0 (Apache-2.0), systems/data/<gpu>/moe/<engine>/<version>/"
                      "moe_perf.parquet, the filtered subset sdsl/data/opdb/moe.csv.gz",
            "form": "t = t0 + per_expert*D + W/(eta_memory*BW) + padded_rows*flops_per_row/(eta_compute*peak) "
-                   "+ per_pair*tokens*top_k (sdsl.core.moe.fused_moe_layer_time)",
+                   "+ per_pair*tokens*top_k (sdsl.catalog.moe.fused_moe_layer_time)",
            "command": "python -m sdsl.fit.opdb_moe --write",
            "fits": [{**asdict(f), "versions": list(f.versions)} for f in fits]}
     tmp = path.with_suffix(".json.tmp")

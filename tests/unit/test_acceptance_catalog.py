@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from sdsl._paths import data_path
-from sdsl.core import acceptance_catalog as cat
-from sdsl.core.acceptance import Acceptance
+from sdsl.acceptance import catalog as cat
+from sdsl.acceptance import Acceptance
 from sdsl.errors import UnknownNameError
 
 ROWS = cat.catalog_rows()

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from sdsl.core.acceptance import DEFAULT_DECAY, fit_decay_ratio
+from sdsl.acceptance import DEFAULT_DECAY, fit_decay_ratio
 from sdsl.fit.acceptance_fit import decay_fit_report, load_per_position, published_k_pairs
 
 
@@ -58,7 +58,7 @@ def test_published_k_pair_held_out(report):
 
 
 def test_fit_recovers_a_known_ratio():
-    from sdsl.core.acceptance import decay_conditional
+    from sdsl.acceptance import decay_conditional
 
     m = np.cumprod(decay_conditional(0.85, 0.9, 6))
     assert fit_decay_ratio([m]) == pytest.approx(0.9, abs=1e-3)

@@ -3,7 +3,7 @@ pinned at 1e-3). Acceptance numbers and orders only: no tokens/s of the shipped 
 
 import pytest
 
-from sdsl.experiments.acceptance_validation import kendall_tau, validate_acceptance
+from sdsl.validation.acceptance_validation import kendall_tau, validate_acceptance
 
 A = pytest.approx
 
@@ -123,8 +123,8 @@ def test_unknown_cost_model_is_an_error():
 
 def _hf_eager_without_specbench():
     """The hf-eager profile with its terms fitted without Spec-Bench (the published validation's fold)."""
-    from sdsl.core.engine import resolve_engine
-    from sdsl.experiments.engine_fit import fit_profiles, published_points
+    from sdsl.engine.profiles import resolve_engine
+    from sdsl.validation.engine_fit import fit_profiles, published_points
 
     points, _ = published_points()
     source = next(p.source for p in points if "Spec-Bench" in p.source)
@@ -136,7 +136,7 @@ def test_specbench_ranking_with_the_engine_it_runs(out):
     """VALIDATION.md "With the engine Spec-Bench runs": the level moves with the cost model, the order does not."""
     import numpy as np
 
-    from sdsl.experiments.acceptance_validation import specbench_ranking
+    from sdsl.validation.acceptance_validation import specbench_ranking
 
     predictions = {p["row_id"]: p for p in out["accepted_length"]["rows"]}
     loso = _hf_eager_without_specbench()

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 from sdsl._paths import REPO_ROOT
-from sdsl.core.architecture import get_model, list_models
-from sdsl.core.deployment import Deployment
-from sdsl.core.hardware import get_hardware, list_hardware
-from sdsl.core.analytic_optimum import SDSL_PAPER_LAW, SDSL_TARGETS, best_speedup, gamma_star, optimal_draft_size
-from sdsl.core.scaling import SDSL_PLANE, acceptance_from_sizes, perplexity
-from sdsl.core.throughput import speedup
+from sdsl.catalog.models import get_model, list_models
+from sdsl.roofline.deployment import Deployment
+from sdsl.catalog.hardware import get_hardware, list_hardware
+from sdsl.speculation.optimum import SDSL_PAPER_LAW, SDSL_TARGETS, best_speedup, gamma_star, optimal_draft_size
+from sdsl.acceptance.plane import SDSL_PLANE, acceptance_from_sizes, perplexity
+from sdsl.speculation.throughput import speedup
 
 REL = 1e-3  # deterministic values are pinned at this relative tolerance
 
@@ -73,7 +73,7 @@ def test_readme_and_validation_law_rows():
     # README.md "How accurate is it": "μ = 2.721e-3 (paper 2.71e-3, +0.4%), M₀ = 8.03e7 (paper 8.71e7, −7.8%)";
     # VALIDATION.md "Analytic core": "μ = 2.721e-3 (+0.4%), M₀ = 8.03e7 (−7.8%), R² = 0.988 ... μ 2.53–2.92e-3,
     # M₀ 6.91–9.14e7" — the values themselves are pinned in test_analytic_optimum.py (test_sdsl_law_*)
-    from sdsl.core.analytic_optimum import fit_draft_law
+    from sdsl.speculation.optimum import fit_draft_law
 
     _says("README.md", "μ = 2.721e-3 (paper 2.71e-3, +0.4%), M₀ = 8.03e7 (paper 8.71e7, −7.8%)")
     _says("VALIDATION.md", "μ = 2.721e-3 (+0.4%), M₀ = 8.03e7 (−7.8%), R² = 0.988",
@@ -89,8 +89,8 @@ def test_readme_and_validation_law_rows():
 def test_leviathan_table1_as_documented():
     # VALIDATION.md "Analytic core" and paper_figures/README.md leviathan_table1.png: "1.96/1.53, 2.53/1.58,
     # 2.44/1.23, 3.69/1.63, 2.71/1.11, 6.86/1.60" — the figure's table and the test's table are the paper's
-    from sdsl.core.throughput import work_factor
-    from sdsl.experiments.figures.leviathan import LEVIATHAN_TABLE1
+    from sdsl.speculation.throughput import work_factor
+    from sdsl.validation.figures.leviathan import LEVIATHAN_TABLE1
 
     printed = ", ".join(f"{sp:.2f}/{op:.2f}" for _, _, sp, op in LEVIATHAN_TABLE1)
     assert printed == "1.96/1.53, 2.53/1.58, 2.44/1.23, 3.69/1.63, 2.71/1.11, 6.86/1.60"
@@ -172,7 +172,7 @@ def test_nstar_vs_tokens_numbers():
 def _hardware_sweep(target: str, tp: int):
     """The sweep behind hardware_draft_size.png (H100-SXM, shipped latency parameters — fitted to
     Vidur's H100 measurements, an oracle for this figure; α from SDSL's plane)."""
-    from sdsl.core.families import draft_size_sweep, llama_family
+    from sdsl.plan.families import draft_size_sweep, llama_family
 
     spec = get_model(target)
     drafts = llama_family(spec.vocab_size, np.arange(128, 4097, 128))
@@ -215,8 +215,8 @@ def test_hardware_draft_size_numbers(target, tp, flop, hw):
 
 def test_leviathan_t5_row():
     # paper_figures/README.md leviathan_table1.png: "T5: sdsl predicts **3.16×**" (inputs α = 0.75, c = 0.02,
-    # γ = 7 are the paper's, quoted in sdsl.experiments.figures.leviathan.LEVIATHAN_T5)
-    from sdsl.experiments.figures.leviathan import LEVIATHAN_T5 as t5
+    # γ = 7 are the paper's, quoted in sdsl.validation.figures.leviathan.LEVIATHAN_T5)
+    from sdsl.validation.figures.leviathan import LEVIATHAN_T5 as t5
 
     _says("paper_figures/README.md", "T5: sdsl predicts **3.16×**")
     assert (t5["alpha"], t5["c"], t5["gamma"]) == (0.75, 0.02, 7)
@@ -233,7 +233,7 @@ def test_turbospec_step_latency_numbers():
     # paper_figures/README.md turbospec_step_latency.png: "5.8 ms for k = 0 vs 7.9 ms for k = 5 at batch 1,
     # most of the difference being the five draft steps", ridge "≈ 220 tokens", "batch 256: 29 ms for k = 0,
     # 66 ms for k = 5" (H100 parameters fitted to Vidur's measurements)
-    from sdsl.core.latency import default_params, step_time_s
+    from sdsl.roofline.latency import default_params, step_time_s
 
     _says("paper_figures/README.md", "5.8 ms for k = 0 vs 7.9 ms for k = 5 at batch 1",
           "passes ≈ 220 tokens", "(batch 256: 29 ms for k = 0, 66 ms for k = 5)")
@@ -254,7 +254,7 @@ def test_turbospec_speedup_vs_batch_numbers():
     # paper_figures/README.md turbospec_speedup_vs_batch.png: "at α = 0.5 the best speedup is 1.53× (k = 3)
     # at batch 1, 1.31× (k = 1) at batch 64 and 1.21× (k = 1) at batch 256", "k = 5 drops below 1× from batch 86,
     # k = 7 from 33", "k = 4 first dips below 1× at batch 180 and stays there from 205"
-    from sdsl.core.throughput import predict
+    from sdsl.speculation.throughput import predict
 
     _says("paper_figures/README.md", "1.53× (k = 3) at batch 1, 1.31× (k = 1) at batch 64 and 1.21× (k = 1) at batch 256",
           "(k = 5 drops below 1× from batch 86, k = 7 from 33)",
@@ -352,7 +352,7 @@ def test_benchmark_tables_come_from_the_saved_runs():
     results = REPO_ROOT / "benchmarks" / "results"
     fig = json.loads((results / "figures.json").read_text())
     rows = fig["figures"]
-    from sdsl.experiments.figures import FIGURES
+    from sdsl.validation.figures import FIGURES
 
     assert sorted(rows) == sorted(f.name for f in FIGURES), "rerun benchmarks/bench_figures.py: the registry changed"
     analytic = [k for k in rows if not k.startswith("serving")]

@@ -11,7 +11,7 @@ import math
 import pytest
 
 from sdsl._paths import data_path
-from sdsl.experiments.published_rows import load_rows
+from sdsl.validation.published_rows import load_rows
 
 EVIDENCE_COLUMNS = ["engine", "build", "date", "term", "value", "unit", "source", "quote", "notes"]
 ENGINES = {"vllm", "sglang", "trtllm", "gpt-fast", "hf-eager", "eager-pytorch", "llamacpp", "cuda", "onnxruntime-genai", "mlx"}

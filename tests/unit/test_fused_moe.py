@@ -1,4 +1,4 @@
-"""The fused MoE layer's closed form (sdsl.core.moe.fused_moe_layer_time), its fit on the shipped operator-table
+"""The fused MoE layer's closed form (sdsl.catalog.moe.fused_moe_layer_time), its fit on the shipped operator-table
 subset (sdsl.fit.opdb_moe) and its use by the roofline: properties a wrong form fails, held-out fit quality (error
 bounds, not parameters), the measured term on measured GPUs and the grouped GEMMs elsewhere."""
 
@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sdsl.core.architecture import get_model
-from sdsl.core.deployment import Deployment
-from sdsl.core.latency import step_time
-from sdsl.core.moe import (FusedMoEFit, fused_moe_fits, fused_moe_provenance, row_tile_of, select_fused_moe_fit)
-from sdsl.core.shapes import ModelShapes
-from sdsl.core.step_ops import fused_moe_fit_of, fused_moe_time, precision_of
-from sdsl.experiments.moe_validation import roofline_experts
+from sdsl.catalog.models import get_model
+from sdsl.roofline.deployment import Deployment
+from sdsl.roofline.latency import step_time
+from sdsl.catalog.moe import (FusedMoEFit, fused_moe_fits, fused_moe_provenance, row_tile_of, select_fused_moe_fit)
+from sdsl.roofline.shapes import ModelShapes
+from sdsl.roofline.step_ops import fused_moe_fit_of, fused_moe_time, precision_of
+from sdsl.validation.moe_validation import roofline_experts
 from sdsl.fit import opdb_moe
 
 TOKENS = np.array([1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 129, 192, 256, 384, 512, 4096, 65536])

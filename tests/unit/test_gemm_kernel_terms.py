@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sdsl._paths import data_path
-from sdsl.core.architecture import get_model
-from sdsl.core.deployment import Deployment
-from sdsl.core.hardware import get_hardware
-from sdsl.core.kernels import N_TILE, gemm_waves, kernel_size_overhead, min_row_tile, padded_tokens
-from sdsl.core.latency import GEMM_OPS, LatencyParams, ModelShapes, default_params, gemm_flops_bytes, op_time, step_time
+from sdsl.catalog.models import get_model
+from sdsl.roofline.deployment import Deployment
+from sdsl.catalog.hardware import get_hardware
+from sdsl.roofline.kernels import N_TILE, gemm_waves, kernel_size_overhead, min_row_tile, padded_tokens
+from sdsl.roofline.latency import GEMM_OPS, LatencyParams, ModelShapes, default_params, gemm_flops_bytes, op_time, step_time
 from sdsl.errors import InvalidInputError
 
 H100, A100 = get_hardware("h100-sxm"), get_hardware("a100-80gb")

@@ -1,4 +1,4 @@
-"""Cross-GPU efficiency model (sdsl.core.gpu_transfer) and its leave-one-GPU-out validation (sdsl.fit.transfer)."""
+"""Cross-GPU efficiency model (sdsl.roofline.gpu_transfer) and its leave-one-GPU-out validation (sdsl.fit.transfer)."""
 
 import json
 import math
@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sdsl._paths import data_path
-from sdsl.core.gpu_transfer import feature_distance, transfer_params, transfer_weights
-from sdsl.core.hardware import get_hardware
-from sdsl.core.latency import LatencyParams, default_params
+from sdsl.roofline.gpu_transfer import feature_distance, transfer_params, transfer_weights
+from sdsl.catalog.hardware import get_hardware
+from sdsl.roofline.latency import LatencyParams, default_params
 
 H100, A100 = get_hardware("h100-sxm"), get_hardware("a100-80gb")
 

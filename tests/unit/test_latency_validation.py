@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from sdsl._paths import data_path
-from sdsl.core.hardware import get_hardware
-from sdsl.core.latency import LatencyParams
-from sdsl.experiments.latency_validation import pooled_metrics
+from sdsl.catalog.hardware import get_hardware
+from sdsl.roofline.latency import LatencyParams
+from sdsl.validation.latency_validation import pooled_metrics
 
 VIDUR = data_path("vidur")
 REL = 1e-3
@@ -106,7 +106,7 @@ def test_turbospec_comparison(report):
 def test_previous_form_fails_the_h100_goals():
     """The form without the kernel terms (row tiles only) is what the goals reject: H100 pooled 9.40% > 8%
     and decode 10.95% > 6%; the kernel terms lower every H100 number (the goals are still missed)."""
-    from sdsl.experiments.latency_validation import leave_one_model_out
+    from sdsl.validation.latency_validation import leave_one_model_out
     from sdsl.fit.profiles import read_vidur
 
     table, points, _ = leave_one_model_out(read_vidur(VIDUR), kernel_terms=False)
@@ -134,8 +134,8 @@ def test_previous_form_fails_the_h100_goals():
 def test_before_numbers_without_tiles_or_elementwise_terms():
     """VALIDATION.md's "before" column: the form without GEMM row tiles, elementwise kernels charged
     t_kernel + bytes/(eta_m bw) with the held-out GEMM fit."""
-    from sdsl.core.hardware import get_hardware
-    from sdsl.experiments.latency_validation import (VIDUR_HARDWARE, elementwise_scores, leave_one_model_out,
+    from sdsl.catalog.hardware import get_hardware
+    from sdsl.validation.latency_validation import (VIDUR_HARDWARE, elementwise_scores, leave_one_model_out,
                                                      pooled_metrics)
     from sdsl.fit.elementwise import predict_elementwise_times
     from sdsl.fit.profiles import read_vidur, read_vidur_elementwise
@@ -158,7 +158,7 @@ def test_before_numbers_without_tiles_or_elementwise_terms():
 def test_elementwise_previous_accounting(gpu, name):
     """VALIDATION.md's previous elementwise row: the same fit and held-out protocol with phi-2's add timer
     read as one kernel and its GELU priced as Sarathi's fused activation."""
-    from sdsl.experiments.latency_validation import elementwise_leave_one_model_out
+    from sdsl.validation.latency_validation import elementwise_leave_one_model_out
     from sdsl.fit.calibration import GPU_M_TILE, fit_latency
     from sdsl.fit.profiles import read_vidur, read_vidur_elementwise
 
@@ -231,7 +231,7 @@ def test_allreduce_floor_is_measured_bimodality():
 def test_what_is_left_of_the_h100_tp2_allreduce_error():
     """VALIDATION.md's breakdown of the held-out H100 TP 2 error: small messages (<= 2 MB) and the
     large messages that TP 4/8 predict too fast."""
-    from sdsl.experiments.latency_validation import _leave_one_tp_out
+    from sdsl.validation.latency_validation import _leave_one_tp_out
     from sdsl.fit.allreduce import read_allreduce, switch_rows
 
     rows = switch_rows([read_allreduce(VIDUR / "network" / "h100_dgx_all_reduce.csv")])
@@ -255,7 +255,7 @@ def test_nvlink_rows_keep_single_node_nvlink_only():
 
 
 def test_turbospec_lines_formula():
-    from sdsl.experiments.latency_validation import TURBOSPEC_LINES, turbospec_comparison
+    from sdsl.validation.latency_validation import TURBOSPEC_LINES, turbospec_comparison
 
     df = turbospec_comparison(LatencyParams(), batches=[1, 64])
     _, c = TURBOSPEC_LINES["llama-3.1-8b"]
@@ -276,7 +276,7 @@ def test_kernel_choice_is_not_monotone_in_tokens():
 def test_sawtooth_every_128_tokens_on_h100():
     """Evidence for the row-tile term: without it the held-out H100 residual (median over rows at that
     num_tokens) climbs through each block of 128 tokens and drops just past it; with it the steps shrink."""
-    from sdsl.experiments.latency_validation import leave_one_model_out
+    from sdsl.validation.latency_validation import leave_one_model_out
     from sdsl.fit.profiles import read_vidur
 
     data = read_vidur(VIDUR, hardware="h100")
@@ -316,7 +316,7 @@ def test_size_noise_floor_sees_scatter_not_shape():
     """A smooth curve of any shape has a floor of about one size step's growth (≈ 1% at Vidur's 994 sizes,
     the floor's own resolution); the same curve with bimodal repeats (7 vs 40 us, as Vidur's small H100
     all-reduces) does not."""
-    from sdsl.experiments.allreduce_forms import size_noise_ape
+    from sdsl.validation.allreduce_forms import size_noise_ape
 
     nbytes = np.geomspace(4e3, 1.3e8, 994)
     smooth = 2e-5 + nbytes / 4e11 + 1e-5 * np.sin(np.log(nbytes))
@@ -332,8 +332,8 @@ def test_size_noise_floor_sees_scatter_not_shape():
 
 
 def test_nvls_competes_only_above_two_gpus():
-    from sdsl.core.kernels import allreduce_time, smooth_max
-    from sdsl.experiments.allreduce_forms import nvls_time
+    from sdsl.roofline.kernels import allreduce_time, smooth_max
+    from sdsl.validation.allreduce_forms import nvls_time
 
     x = (1e-5, 4.0, 5e-6, 0.4, 2e-5, 1.2, 1e-6, 3e-5, 0.9)
     nbytes, bw = np.geomspace(4e3, 1.3e8, 50), 450e9
@@ -368,8 +368,8 @@ SHIPPED = {"h100": ((0.082041, 0.069101, 0.090514), (0.122871, 0.068100), (0.149
 def test_shipped_defaults_measured_on_every_row(report, gpu):
     """What `default_params` returns is the validated form (its parameters are this run's all-model fit) and its
     own error on every row is reported beside the held-out one; README.md and VALIDATION.md quote both."""
-    from sdsl.core.latency import default_params
-    from sdsl.experiments.latency_validation import VIDUR_HARDWARE
+    from sdsl.roofline.latency import default_params
+    from sdsl.validation.latency_validation import VIDUR_HARDWARE
 
     s = report[gpu]["shipped"]
     # 1e-6: the least-squares refit reproduces the shipped parameters to ~3e-7 when BLAS sums in another order

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import sdsl.core.step_ops as step_ops
+import sdsl.roofline.step_ops as step_ops
 from sdsl._paths import REPO_ROOT
-from sdsl.experiments.figures.moe import MOE_FIGURE_HOST_S, moe_vs_dense_by_batch
+from sdsl.validation.figures.moe import MOE_FIGURE_HOST_S, moe_vs_dense_by_batch
 
 B = np.arange(1, 257)
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import sdsl.core.step_ops as step_ops
-from sdsl.core.architecture import get_model
-from sdsl.core.proposers import make_proposer
-from sdsl.experiments.moe_validation import notes_fields, source_label, validate_moe, verify_growth
+import sdsl.roofline.step_ops as step_ops
+from sdsl.catalog.models import get_model
+from sdsl.speculation.proposers import make_proposer
+from sdsl.validation.moe_validation import notes_fields, source_label, validate_moe, verify_growth
 
 A = 2e-3  # absolute tolerance on relative errors (the values are deterministic)
 
@@ -156,7 +156,7 @@ def test_host_time_cross_checks():
 
 
 def test_tp_sensitivity():
-    from sdsl.experiments.moe_validation import tp_sensitivity
+    from sdsl.validation.moe_validation import tp_sensitivity
 
     rows = tp_sensitivity(experts="roofline")
     assert len(rows) == 35
@@ -213,7 +213,7 @@ def test_a_row_whose_engine_has_no_profile_is_refused():
     import dataclasses
 
     from sdsl.errors import InvalidInputError
-    from sdsl.experiments.moe_validation import moe_rows, row_engine
+    from sdsl.validation.moe_validation import moe_rows, row_engine
 
     spec = dataclasses.replace(moe_rows()[0][0], engine="mlc-llm")
     with pytest.raises(InvalidInputError, match="no execution profile"):
@@ -253,7 +253,7 @@ def test_mtp_sweep_follows_the_expert_term_and_the_host_time():
     priced speed-up falls from batch 1 to 16 with either expert form (the measured layer's a little lower at 128); with
     SGLang's fitted host time per speculative step it is flat and then rises: the host term, not the experts, sets
     where it stops falling."""
-    from sdsl.experiments.moe_validation import mtp_concurrency_sweep
+    from sdsl.validation.moe_validation import mtp_concurrency_sweep
 
     rows = {(r["engine"], r["experts"], r["tau"]): np.array(r["speedup"]) for r in mtp_concurrency_sweep()}
     m = rows[("ideal", "measured fused MoE", 1.85)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from sdsl._paths import REPO_ROOT
-from sdsl.experiments.published_validation import validate_published
+from sdsl.validation.published_validation import validate_published
 
 E = 5e-4  # errors are pinned to 0.05 percentage points
 SECTION = "Published engine measurements, priced with each engine's execution profile"
@@ -119,7 +119,7 @@ def test_the_worked_example_numbers(capsys):
 
 
 def test_fitted_terms_and_their_fallbacks(result):
-    from sdsl.core.engine import engine_profiles
+    from sdsl.engine.profiles import engine_profiles
 
     p = engine_profiles()
     ms = lambda name, term: 1e3 * getattr(p[name], term)  # noqa: E731
@@ -145,7 +145,7 @@ def test_fitted_terms_and_their_fallbacks(result):
 
 def test_custom_allreduce_latencies_and_the_rows_they_move(result):
     """VALIDATION.md's all-reduce paragraph: the fitted kernel latencies, gpt-fast's left out, and its TP rows."""
-    from sdsl.core.engine import engine_profiles
+    from sdsl.engine.profiles import engine_profiles
 
     p = engine_profiles()
     us = lambda name: 1e6 * p[name].allreduce_latency_s  # noqa: E731

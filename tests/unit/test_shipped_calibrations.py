@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from sdsl._paths import data_path
-from sdsl.core.hardware import get_hardware
-from sdsl.core.kernels import min_row_tile
-from sdsl.core.latency import LatencyParams, default_params
+from sdsl.catalog.hardware import get_hardware
+from sdsl.roofline.kernels import min_row_tile
+from sdsl.roofline.latency import LatencyParams, default_params
 
 VIDUR = data_path("vidur")
 NET = VIDUR / "network"

@@ -17,8 +17,8 @@ def committed(repo_root):
 
 
 def test_committed_rows_reprice_and_match_the_section(committed):
-    from sdsl.experiments.decoder_validation import calibrated_params
-    from sdsl.experiments.smollm2_pricing import price_smollm2
+    from sdsl.validation.decoder_validation import calibrated_params
+    from sdsl.validation.smollm2_pricing import price_smollm2
 
     measured = committed | {"rows": [{k: v for k, v in r.items() if k not in ("pred_speedup", "pred_speedup_roofline",
                                                                                "speedup_error")} for r in committed["rows"]]}
@@ -40,12 +40,12 @@ def test_the_row_factor_prices_the_measured_forwards(committed):
     """The forwards themselves: q = 1 and q = 5 at context 120 measure 53.4 and 83.4 ms (1.56x); sdsl with κ prices
     47.0 and 83.1 ms (1.77x), the roofline alone 38.9 and 52.3 ms (1.35x): κ moves the q = 5 forward onto the
     measurement, and what is left is at q = 1 (12% under)."""
-    from sdsl.core.architecture import get_model
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.latency import ModelShapes
-    from sdsl.core.proposers import forward_time
-    from sdsl.experiments.decoder_validation import calibrated_params
-    from sdsl.experiments.synthetic_terms import forward_extra_s
+    from sdsl.catalog.models import get_model
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.roofline.latency import ModelShapes
+    from sdsl.speculation.proposers import forward_time
+    from sdsl.validation.decoder_validation import calibrated_params
+    from sdsl.validation.synthetic_terms import forward_extra_s
 
     spec = get_model("smollm2-135m")
     dep = Deployment("cpu", dtype="fp32", context=120, params=calibrated_params()[0])

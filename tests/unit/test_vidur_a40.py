@@ -66,7 +66,7 @@ def test_a40_leave_one_model_out_as_published(tmp_path):
     to the other two): pooled GEMM MAPE all / decode, worst held-out model in decode, the 64 < n <= 256
     median bias, elementwise per kernel / decode / worst model / median signed / per layer sum. No A40
     all-reduce data exists (Vidur has none)."""
-    from sdsl.experiments.latency_validation import validate_latency
+    from sdsl.validation.latency_validation import validate_latency
 
     (tmp_path / "a40").symlink_to(A40, target_is_directory=True)
     r = validate_latency(tmp_path)["a40"]
@@ -81,7 +81,7 @@ def test_a40_leave_one_model_out_as_published(tmp_path):
 def test_a40_gemms_without_the_kernel_terms():
     """VALIDATION.md: the A40 GEMMs held out with the previous form (row tiles only): 8.2% / 8.2%, worst 13.3%,
     +4.9% at 64 < n <= 256 — the kernel terms, chosen on H100/A100, lower all four on this third GPU."""
-    from sdsl.experiments.latency_validation import leave_one_model_out, pooled_metrics
+    from sdsl.validation.latency_validation import leave_one_model_out, pooled_metrics
     from sdsl.fit.profiles import read_vidur
 
     _, points, _ = leave_one_model_out(read_vidur(A40.parent, hardware="a40"), kernel_terms=False)
