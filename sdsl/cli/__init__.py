@@ -26,7 +26,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "engines": ("sdsl.cli.catalog", "engines", "List the engine execution profiles (--engine)."),
     "profile": ("sdsl.cli.profile", "profile", "Measure operator and decoder-layer times into a profile (torch)."),
     "calibrate": ("sdsl.cli.calibrate", "calibrate", "Fit the latency model to profiles, or an engine profile to your runs."),
-    "validate": ("sdsl.cli.validate", "validate", "Check predictions against real measurements (latency, decoder, published, acceptance, moe)."),
+    "validate": ("sdsl.cli.validate", "validate", "Check predictions against real measurements (latency, decoder, published, acceptance, moe, kernels)."),
     "train-family": ("sdsl.cli.train_family", "train_family", "Train the byte-level reference model family (torch)."),
     "train-head": ("sdsl.cli.train_head", "train_head", "Train an EAGLE-style draft head on a family target (torch)."),
     "figures": ("sdsl.cli.figures", "figures", "Regenerate the paper figures (PNG) into paper_figures/."),

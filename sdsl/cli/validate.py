@@ -247,3 +247,58 @@ def moe(engine, experts, as_json):
         if g["informative"]:
             click.echo(f"verify growth {g['source']} {g['target']} tp{g['tp']} b{g['batch']} "
                        f"{g['dataset']}: measured = {1e3 * g['intercept_s']:+.1f} ms + {g['slope']:.2f} x priced")
+
+
+@validate.command("kernels")
+@click.option("--gpu", "gpus", multiple=True, type=click.Choice(["h100", "h200", "b200", "a100"]),
+              help="Only this GPU (repeatable; default H100, H200 and B200).")
+@click.option("--op", "ops", multiple=True, type=click.Choice(["gemm", "attention", "mla", "allreduce"]),
+              help="Only this op (repeatable; default all).")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+def kernels(gpus, ops, as_json):
+    """Leave-one-shape-out accuracy of the kernel terms fitted on NVIDIA's measured operator tables.
+
+    Source: aiconfigurator-core 0.12.0 (Apache-2.0), the subset shipped in sdsl/data/opdb. Per GPU and op:
+    dense GEMM per weight format over 1-512 tokens (one input width held out at a time), decode attention
+    with bf16 and fp8 KV caches (one heads/KV-heads/head-dim shape held out), decode MLA (one head count
+    held out), the engines' custom all-reduce and NCCL (one GPU count held out); median, 95th percentile,
+    worst and signed bias of the held-out errors (goal: 10% median, 25% worst). On H100 also Vidur's GEMMs
+    against the tables'.
+    """
+    from sdsl.cli._common import echo_json
+    from sdsl.validation.kernel_validation import OPS, validate_kernels
+
+    names = [f"{g}_sxm" for g in gpus] or None
+    out = validate_kernels(names, ops=tuple(ops) or OPS)
+    if as_json:
+        echo_json(out)
+        return
+    click.echo(f"Measured kernels: {out['source']}; held-out errors (goal: median <= "
+               f"{100 * out['goal']['median_abs']:.0f}%, worst <= {100 * out['goal']['worst_abs']:.0f}%)")
+    for gpu, res in out["gpus"].items():
+        click.echo(f"{gpu}:")
+        for op, entries in res.items():
+            for key, r in entries.items():
+                h = r["heldout"]
+                versions = ",".join(f"{e} {v}" for e in r["engine"] for v in r["engine_version"])
+                mark = "ok" if h.get("meets_goal") else "MISSED"
+                line = (f"  {op:<10} {key:<16} median {100 * h['median_abs']:5.1f}%  p95 {100 * h['p95_abs']:5.1f}%  "
+                        f"worst {100 * h['worst_abs']:6.1f}%  bias {100 * h['median_signed']:+5.1f}%  {mark:<6} "
+                        f"({r['rows']} rows, {r['folds']} {r['held_out']} folds; {versions})")
+                if "small_m" in r:
+                    line += (f"\n{'':30}m <= 16: median {100 * r['small_m']['median_abs']:.1f}%, worst "
+                             f"{100 * r['small_m']['worst_abs']:.1f}%; m > 16: median {100 * r['large_m']['median_abs']:.1f}%, "
+                             f"worst {100 * r['large_m']['worst_abs']:.1f}%")
+                    if r.get("measured_time_vs_bf16_at_m1"):
+                        line += f"; measured time / bf16 at m = 1: {r['measured_time_vs_bf16_at_m1']:.2f}x"
+                click.echo(line)
+    v = out.get("vidur_h100")
+    if v:
+        s = v["shipped_on_opdb"]
+        click.echo(f"H100, the two sources: shipped defaults ({v['shipped_source'][:60]}...) on the tables' bf16 GEMMs: "
+                   f"median {100 * s['median_abs']:.1f}%, worst {100 * s['worst_abs']:.1f}%, bias {100 * s['median_signed']:+.1f}%")
+        if "vidur_vs_opdb" in v:
+            d = v["vidur_vs_opdb"]
+            click.echo(f"  Vidur fp16 / tables bf16 at {v['shared_points']} shared (m, n, k): median {100 * d['median_signed']:+.1f}%, "
+                       f"median |diff| {100 * d['median_abs']:.1f}%, worst {100 * d['worst']:+.1f}% "
+                       f"(shapes {', '.join(v['shared_shapes'])})")

@@ -21,6 +21,7 @@ import os
 import re
 import zipfile
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
@@ -221,6 +222,18 @@ def read_opdb_raw(table: str, source: str | os.PathLike = "wheel", *, gpus: Iter
     return pd.concat(parts, ignore_index=True)
 
 
+@lru_cache(maxsize=None)
+def _read_subset(table: str) -> "pd.DataFrame":
+    import pandas as pd
+
+    path = subset_path(table)
+    if not path.is_file():
+        raise ConfigError(f"The shipped operator subset has no {table} table ({path}).")
+    df = pd.read_csv(path, dtype={"engine_version": str, "kernel_source": str, "dtype": str})
+    df["kernel_source"] = df["kernel_source"].fillna("")
+    return df
+
+
 def read_opdb(table: str, *, gpu: str | Iterable[str] | None = None, engine: str | Iterable[str] | None = None,
               version: str | None = None, latest: bool = False, dtype: str | Iterable[str] | None = None,
               source: str | os.PathLike = "subset") -> "pd.DataFrame":
@@ -236,11 +249,7 @@ def read_opdb(table: str, *, gpu: str | Iterable[str] | None = None, engine: str
 
     _table(table)
     if source == "subset":
-        path = subset_path(table)
-        if not path.is_file():
-            raise ConfigError(f"The shipped operator subset has no {table} table ({path}).")
-        df = pd.read_csv(path, dtype={"engine_version": str, "kernel_source": str, "dtype": str})
-        df["kernel_source"] = df["kernel_source"].fillna("")
+        df = _read_subset(table).copy()
     else:
         df = read_opdb_raw(table, source, gpus=[gpu] if isinstance(gpu, str) else gpu)
 

@@ -37,9 +37,9 @@ from sdsl.roofline.deployment import Deployment
 from sdsl._checks import broadcast_shapes, count, non_negative, numbers, positive
 from sdsl.roofline.shapes import GEMM_OPS, MLA_OPS, ModelShapes, local_context  # noqa: F401
 from sdsl.roofline.step_ops import (MLA_EXTRA_GEMM_KERNELS, all_to_all_time, cached_kv_elements, communication_time,  # noqa: F401
-                                    activation_time, expert_rows, fused_moe_fit_of, fused_moe_time, gemm_op,
-                                    layer_elementwise_time, layer_ops, moe_elementwise, op_time, precision_of,
-                                    roofline_sums)
+                                    activation_time, expert_rows, format_gemms_per_layer, fused_moe_fit_of,
+                                    fused_moe_time, gemm_op, layer_elementwise_time, layer_ops, moe_elementwise,
+                                    op_time, precision_of, roofline_sums)
 from sdsl.roofline.weight_formats import get_weight_format
 from sdsl.roofline.kernels import (FP32_FALLBACK_FRACTION, allreduce_time, allreduce_time_with, compute_peak,  # noqa: F401
                                elementwise_time, gemm_flops_bytes, gemm_waves, kernel_size_overhead, padded_tokens,
@@ -193,6 +193,8 @@ def _price(shapes: ModelShapes, dep: Deployment, b, q, L, *, logit_tokens=None):
         expert_peak = peak if prec.expert_peak is None else prec.expert_peak
         fused_experts = shapes.n_moe * fused_moe_time(shapes, fused, tokens, prec, hardware, expert_peak)
     overhead = launches + n * (params.t_layer + size_layer) + size_lm + params.t_step
+    if prec.layer_extra_s:  # a low-precision format's extra fixed time per GEMM (its activation quantisation)
+        overhead = overhead + n * format_gemms_per_layer(shapes) * prec.layer_extra_s
     allreduce = communication_time(shapes, dep, tokens, dt)
     bound_compute = n * rc_layer + rc_lm
     bound_memory = n * rm_layer + rm_lm + elementwise + fused_experts

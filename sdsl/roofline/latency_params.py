@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from sdsl.errors import ConfigError, InvalidInputError
 
-__all__ = ["LatencyParams", "DEFAULT_PARAMS", "default_params", "ELEMENTWISE_KINDS"]
+__all__ = ["LatencyParams", "DEFAULT_PARAMS", "default_params", "ELEMENTWISE_KINDS", "calibration_provenance"]
 
 
 #: Elementwise kernel kinds (Vidur: input/post_attention_layernorm, attn_rope, mlp_act, add).
@@ -56,6 +56,12 @@ class LatencyParams:
     measured all-reduce (the profiler waits for the last rank), joined to the protocol time by a smooth
     maximum of power ``allreduce_floor_smoothness``; 0 = no floor.
 
+    **Low-precision GEMMs** (:func:`~sdsl.roofline.kernels.format_terms`) — ``fp8_compute``, ``fp8_memory``: the
+    fraction of its tensor-core peak and of the bf16 GEMMs' weight-read rate an fp8 GEMM reaches, relative to
+    ``eta_compute`` and ``eta_memory``; ``fp8_t_extra``: its fixed cost beyond a bf16 GEMM's (quantising the
+    activations); ``fp4_*`` the same for NVFP4. 1, 1, 0: the format at its nominal bytes and peak (the form
+    without them). Fitted on NVIDIA's measured operator tables (:mod:`sdsl.fit.opdb_fit`).
+
     **Provenance** — ``source``: where the numbers come from (a fit and its data, a transfer, or defaults).
     """
 
@@ -90,6 +96,13 @@ class LatencyParams:
     allreduce_ll_efficiency: float = 0.0
     allreduce_floor: float = 0.0
     allreduce_floor_smoothness: float = 4.0
+    # low-precision GEMMs relative to bf16 ones
+    fp8_compute: float = 1.0
+    fp8_memory: float = 1.0
+    fp8_t_extra: float = 0.0
+    fp4_compute: float = 1.0
+    fp4_memory: float = 1.0
+    fp4_t_extra: float = 0.0
     # provenance
     source: str = "uncalibrated defaults (assumed, not measured)"
 
@@ -103,13 +116,13 @@ class LatencyParams:
         if not (1 <= self.allreduce_floor_smoothness < math.inf):
             raise InvalidInputError("LatencyParams.allreduce_floor_smoothness must be finite and >= 1; "
                                     f"got {self.allreduce_floor_smoothness!r}.")
-        for name in ("eta_compute", "eta_memory") + ELEMENTWISE_ETAS:
+        for name in ("eta_compute", "eta_memory", "fp8_compute", "fp8_memory", "fp4_compute", "fp4_memory") + ELEMENTWISE_ETAS:
             v = getattr(self, name)
             if not (0 < v <= 1):
                 raise InvalidInputError(f"LatencyParams.{name} must lie in (0, 1]; got {v!r}.")
         for name in ("t_kernel", "t_layer", "t_step", "allreduce_latency", "allreduce_step_latency",
                      "allreduce_ll_latency", "allreduce_floor", "t_elementwise", "tail_waves",
-                     "t_kernel_size") + ELEMENTWISE_ROWS:
+                     "t_kernel_size", "fp8_t_extra", "fp4_t_extra") + ELEMENTWISE_ROWS:
             v = getattr(self, name)
             if v is None and name == "t_elementwise":
                 continue
@@ -161,19 +174,71 @@ DEFAULT_PARAMS = LatencyParams()
 
 
 @lru_cache(maxsize=None)
-def _packaged_params(name: str) -> LatencyParams | None:
+def _packaged_file(name: str) -> dict | None:
     from importlib import resources
 
     from sdsl._io import load_json
 
     path = resources.files("sdsl") / "data" / "latency" / f"{name}.json"
-    return LatencyParams.from_dict(load_json(path)["params"]) if path.is_file() else None
+    return load_json(path) if path.is_file() else None
+
+
+@lru_cache(maxsize=None)
+def _packaged_overlay(name: str) -> dict | None:
+    """Terms measured on NVIDIA's operator tables laid over a Vidur calibration (``latency/opdb/<name>.json``,
+    written by ``tools/make_opdb_latency.py``: the fp8 GEMM terms of H100-SXM)."""
+    from importlib import resources
+
+    from sdsl._io import load_json
+
+    path = resources.files("sdsl") / "data" / "latency" / "opdb" / f"{name}.json"
+    return load_json(path) if path.is_file() else None
+
+
+@lru_cache(maxsize=None)
+def _packaged_params(name: str) -> LatencyParams | None:
+    data = _packaged_file(name)
+    if data is None:
+        return None
+    params = LatencyParams.from_dict(data["params"])
+    overlay = _packaged_overlay(name)
+    if overlay is not None:
+        params = params.replace(**overlay["params"], source=f"{params.source}; {overlay['source']}")
+    return params
+
+
+def calibration_provenance(hardware) -> dict:
+    """Where ``hardware``'s default latency parameters come from: ``kind`` "measured" (sdsl ships a calibration
+    fitted on measured kernels: Vidur's operator profiles, NVIDIA's aiconfigurator-core operator tables, or
+    both), "transferred" (the cross-GPU efficiency model, nothing measured on it) or "uncalibrated"
+    (:data:`DEFAULT_PARAMS`); ``sources`` names the measured sources with their engine versions, ``transferred``
+    the terms a measured calibration still borrows from other GPUs."""
+    from sdsl.catalog.hardware import get_hardware
+
+    if not hasattr(hardware, "kind"):
+        hardware = get_hardware(hardware)
+    name = hardware.name.lower()
+    data = _packaged_file(name)
+    if data is None:
+        kind = "transferred" if hardware.kind == "gpu" and _transfer_basis() else "uncalibrated"
+        return {"kind": kind, "sources": [], "transferred": ["all"] if kind == "transferred" else []}
+    sources = []
+    meta = data.get("measured_on")
+    if meta is None:
+        sources.append("Vidur operator profiles (MLSys 2024)")
+    for m in (meta, (_packaged_overlay(name) or {}).get("measured_on")):
+        if m:
+            versions = ", ".join(m.get("engine_version", []))
+            sources.append(f"{m['source']} ({m['engine']} {versions})")
+    return {"kind": "measured", "sources": sources, "transferred": list(data.get("transferred", []))}
 
 
 def default_params(hardware) -> LatencyParams:
     """Latency parameters shipped for ``hardware``: its own calibration when sdsl ships one
-    (sdsl/data/latency/<name>.json, written by ``sdsl calibrate`` from Vidur's H100-SXM, A100-80GB and
-    A40 timings, one form on all three: elementwise kernels, GEMMs with 128-row tiles and the kernel
+    (sdsl/data/latency/<name>.json: H200 and B200 fitted on NVIDIA's measured operator tables by
+    ``tools/make_opdb_latency.py``, :mod:`sdsl.fit.opdb_defaults`, with the H100-SXM's fp8 GEMM terms laid
+    over its Vidur calibration from latency/opdb/; the others written by ``sdsl calibrate`` from Vidur's
+    H100-SXM, A100-80GB and A40 timings, one form on all three: elementwise kernels, GEMMs with 128-row tiles and the kernel
     terms; the H100 and A100 all-reduce fitted to their DGX (NVSwitch) rows, the A40's unfitted, as Vidur
     has no A40 all-reduce; commands and held-out errors in VALIDATION.md, and ``sdsl validate latency
     --json``, key ``shipped``, measures these files on every row); for another accelerator, the cross-GPU
@@ -191,11 +256,21 @@ def default_params(hardware) -> LatencyParams:
     if hardware.kind == "gpu":
         from sdsl.roofline.gpu_transfer import transfer_params
 
-        measured = {k: (get_hardware(k), _packaged_params(k)) for k in _packaged_names()}
-        measured = {k: v for k, v in measured.items() if v[0].kind == "gpu"}
+        measured = {k: (get_hardware(k), _packaged_params(k)) for k in _transfer_basis()}
         if measured:
             return transfer_params(hardware, measured)
     return DEFAULT_PARAMS
+
+
+@lru_cache(maxsize=1)
+def _transfer_basis() -> tuple[str, ...]:
+    """The calibrations the cross-GPU transfer leans on: the GPUs fitted on Vidur's profiles (with their
+    overlays), the ones its leave-one-GPU-out validation covers. A GPU calibrated on the operator tables alone
+    (H200, B200) is not a basis: its elementwise terms are themselves transferred."""
+    from sdsl.catalog.hardware import get_hardware
+
+    return tuple(k for k in _packaged_names()
+                 if "measured_on" not in _packaged_file(k) and get_hardware(k).kind == "gpu")
 
 
 @lru_cache(maxsize=1)

@@ -12,8 +12,8 @@ import numpy as np
 
 from sdsl.roofline.deployment import Deployment
 from sdsl.catalog.dtypes import dtype_bytes
-from sdsl.roofline.kernels import (allreduce_time_with, elementwise_time, gemm_flops_bytes, gemm_waves, kernel_size_overhead,
-                               padded_tokens, smooth_max)
+from sdsl.roofline.kernels import (allreduce_time_with, elementwise_time, format_terms, gemm_flops_bytes, gemm_waves,
+                                   kernel_size_overhead, padded_tokens, smooth_max)
 from sdsl.roofline.latency_params import DEFAULT_PARAMS, LatencyParams
 from sdsl.catalog.moe import (TRITON_ROW_TILES, FusedMoEFit, expected_expert_rows, fused_moe_layer_time, row_tile_of,
                               select_fused_moe_fit)
@@ -23,7 +23,7 @@ from sdsl.errors import InvalidInputError
 
 __all__ = ["op_time", "layer_elementwise_time", "all_to_all_time", "roofline_sums", "precision_of", "gemm_op",
            "layer_ops", "communication_time", "moe_elementwise", "cached_kv_elements", "expert_rows", "Precision",
-           "fused_moe_fit_of", "fused_moe_time"]
+           "fused_moe_fit_of", "fused_moe_time", "format_gemms_per_layer"]
 
 #: MLA's extra GEMM-like kernels per layer: q_b, and the absorbed W_UK and W_UV batched GEMMs.
 MLA_EXTRA_GEMM_KERNELS = 3
@@ -124,13 +124,16 @@ def roofline_sums(ops, params: LatencyParams, peak: float, bw: float):
 
 class Precision(NamedTuple):
     """Bytes per activation element, and per weight with the tensor-core peak for the decoder's linear layers
-    and for the routed experts (``None``: the activation dtype's bytes and the deployment's peak)."""
+    and for the routed experts (``None``: the activation dtype's bytes and the deployment's peak). The linear
+    layers' weight bytes and peak carry their format's measured efficiency (:func:`format_terms`: bytes over the
+    weight-read fraction, peak times the compute fraction) and ``layer_extra_s`` its extra fixed time per GEMM."""
 
     dt: int
     layer_bytes: float | None
     layer_peak: float | None
     expert_bytes: float | None
     expert_peak: float | None
+    layer_extra_s: float = 0.0
 
 
 def precision_of(dep: Deployment) -> Precision:
@@ -143,7 +146,26 @@ def precision_of(dep: Deployment) -> Precision:
             return None, None
         return get_weight_format(name).bytes_per_weight, gemm_peak(dep.hardware, name, dep.dtype)
 
-    return Precision(dt, *fmt(layer_fmt), *fmt(expert_fmt))
+    layer_bytes, layer_peak = fmt(layer_fmt)
+    extra = 0.0
+    if layer_fmt is not None:  # the dense GEMMs' measured format terms, where the format runs on its own tensor cores
+        native = get_weight_format(layer_fmt).native
+        if native in ("fp8", "fp4") and getattr(dep.hardware, f"peak_flops_{native}", None):
+            compute, memory, extra = format_terms(dep.params, native)
+            layer_bytes, layer_peak = layer_bytes / memory, layer_peak * compute
+    return Precision(dt, layer_bytes, layer_peak, *fmt(expert_fmt), extra)
+
+
+def format_gemms_per_layer(shapes: ModelShapes) -> float:
+    """GEMMs per (average) layer whose weights are in the linear layers' format: the four dense ones (the MLP's
+    two on dense layers only), MLA's extra ones and the shared experts' two; the routed experts have their own."""
+    dense_share = (shapes.n_dense / shapes.n_layer) if shapes.has_moe else 1.0
+    count = 2.0 + 2.0 * dense_share
+    if shapes.has_mla:
+        count = count + len(MLA_OPS) * shapes.mla
+    if shapes.has_moe:
+        count = count + 2.0 * shapes.shared * shapes.n_moe / shapes.n_layer
+    return count
 
 
 def gemm_op(tokens, n_in, n_out, dt: int, params: LatencyParams, sm_count, *, weight_bytes=None, peak=None,

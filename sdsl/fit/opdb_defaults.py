@@ -1,0 +1,96 @@
+"""The latency parameters sdsl ships for GPUs calibrated on NVIDIA's measured operator tables (:mod:`sdsl.fit.opdb_fit`).
+
+``tools/make_opdb_latency.py`` writes them (from the shipped subset, on any CPU):
+
+- ``sdsl/data/latency/<gpu>.json`` for a GPU Vidur never measured (H200, B200): the GEMM form fitted on the
+  engine's bf16 GEMMs, the fp8 and fp4 GEMM terms on its fp8 and nvfp4 GEMMs, the all-reduce on NCCL's
+  all_reduce rows; the elementwise kernels (norm, RoPE, activation, add), which the tables do not time, are
+  the cross-GPU transfer's from the Vidur-calibrated GPUs, and the source says so;
+- ``sdsl/data/latency/opdb/<gpu>.json`` for a Vidur-calibrated GPU the tables also cover (H100-SXM): only the
+  low-precision GEMM terms, laid over the Vidur calibration by :func:`sdsl.roofline.latency_params.default_params`
+  (the terms are ratios to the same source's bf16 GEMMs, so they carry over to another source's bf16 fit).
+
+Decode attention keeps the GEMMs' η_m: fitted on its own, the KV read reaches the same fraction of the bandwidth
+(H200 0.87 against the GEMMs' 0.85, B200 0.90 against 0.82; ``sdsl validate kernels``), so no term is added.
+"""
+
+from __future__ import annotations
+
+from sdsl.roofline.latency_params import LatencyParams
+
+__all__ = ["ENGINE", "build_measured_params", "build_format_overlay", "FORMAT_FIELDS", "ELEMENTWISE_FIELDS"]
+
+#: Whose tables calibrate the shipped defaults: vLLM's, the engine of sdsl's newest dated profiles.
+ENGINE = "vllm"
+FORMAT_FIELDS = ("fp8_compute", "fp8_memory", "fp8_t_extra", "fp4_compute", "fp4_memory", "fp4_t_extra")
+ELEMENTWISE_FIELDS = ("t_elementwise", "eta_norm", "eta_rope", "eta_act", "eta_add", "row_norm", "row_rope", "row_act")
+
+
+def _versions(rows) -> str:
+    return ", ".join(sorted({f"{e} {v}" for e, v in zip(rows["engine"], rows["engine_version"])}))
+
+
+def _basis(source: str) -> str:
+    """The GPUs and weights a transferred source names ("... kernel weights H100-SXM 1.00, ...)")."""
+    head, _, rest = source.partition("kernel weights ")
+    return rest.split(")")[0] if rest else source
+
+
+def _format_terms(gpu: str, bf16_params: LatencyParams, hw) -> tuple[dict, list[str]]:
+    """fp8 (table "fp8": per-tensor scaled, what dense FP8 checkpoints run) and nvfp4 terms over the same
+    source's bf16 fit."""
+    from sdsl.fit.opdb_fit import fit_gemm, gemm_rows
+
+    out, notes = {}, []
+    for dtype, fmt, native in (("fp8", "fp8", "fp8"), ("nvfp4", "nvfp4", "fp4")):
+        rows = gemm_rows(gpu, ENGINE, dtype)
+        if rows.empty:
+            continue
+        p = fit_gemm(rows, hw, fmt, base=bf16_params)
+        out.update({f"{native}_{k}": float(getattr(p, f"{native}_{k}")) for k in ("compute", "memory", "t_extra")})
+        notes.append(f"{dtype} GEMMs ({len(rows)}, {_versions(rows)})")
+    return out, notes
+
+
+def build_format_overlay(gpu: str) -> dict:
+    """The low-precision GEMM terms of ``gpu`` (a database name) as laid over a Vidur calibration."""
+    from sdsl.fit.opdb import OPDB_VERSION
+    from sdsl.fit.opdb_fit import fit_gemm, gemm_rows, hardware_of
+
+    hw = hardware_of(gpu)
+    bf16 = gemm_rows(gpu, ENGINE, "bfloat16")
+    terms, notes = _format_terms(gpu, fit_gemm(bf16, hw, "bf16"), hw)
+    return {"hardware": hw.name.lower(), "params": terms,
+            "source": (f"low-precision GEMM terms fitted on aiconfigurator-core {OPDB_VERSION}'s measured "
+                       f"{hw.name} " + "; ".join(notes) + f" against its bf16 GEMMs ({_versions(bf16)})"),
+            "measured_on": {"source": f"aiconfigurator-core {OPDB_VERSION}", "engine": ENGINE,
+                            "engine_version": sorted(set(bf16["engine_version"]))}}
+
+
+def build_measured_params(gpu: str, transferred: LatencyParams) -> dict:
+    """The whole shipped calibration of ``gpu`` (module docstring); ``transferred``: what the cross-GPU transfer
+    gives the GPU from the Vidur-calibrated ones (its elementwise terms are kept)."""
+    from sdsl.fit.opdb import OPDB_VERSION
+    from sdsl.fit.opdb_fit import NCCL_TERMS, allreduce_rows, fit_gemm, fit_nccl, gemm_rows, hardware_of
+
+    hw = hardware_of(gpu)
+    bf16 = gemm_rows(gpu, ENGINE, "bfloat16")
+    params = fit_gemm(bf16, hw, "bf16")
+    terms, notes = _format_terms(gpu, params, hw)
+    nccl = allreduce_rows(gpu, "nccl")
+    ar = fit_nccl(nccl, hw)
+    params = params.replace(**terms, **{k: getattr(ar, k) for k in NCCL_TERMS}, allreduce_ll_latency=0.0,
+                            allreduce_ll_efficiency=0.0, allreduce_floor=0.0,
+                            **{k: getattr(transferred, k) for k in ELEMENTWISE_FIELDS})
+    source = (f"GEMMs fitted on aiconfigurator-core {OPDB_VERSION}'s measured {hw.name} bf16 GEMMs ({len(bf16)}, "
+              f"{_versions(bf16)}), " + "; ".join(notes) + f"; all-reduce fitted to its NCCL all_reduce rows "
+              f"({len(nccl)}, NCCL {', '.join(sorted(set(nccl['engine_version'])))}); elementwise kernels "
+              f"(norm, RoPE, activation, add; not in the tables) transferred by the cross-GPU efficiency model from "
+              f"{_basis(transferred.source)}")
+    params = params.replace(source=source)
+    return {"format": "sdsl-calibration", "format_version": 1, "hardware": hw.name.lower(), "dtype": "bf16",
+            "params": params.to_dict(),
+            "measured_on": {"source": f"aiconfigurator-core {OPDB_VERSION}", "engine": ENGINE,
+                            "engine_version": sorted(set(bf16["engine_version"])),
+                            "nccl_version": sorted(set(nccl["engine_version"]))},
+            "transferred": list(ELEMENTWISE_FIELDS)}

@@ -1,0 +1,201 @@
+"""``sdsl validate kernels``: the terms fitted on NVIDIA's measured operator tables (:mod:`sdsl.fit.opdb_fit`),
+each scored on rows its fit never saw.
+
+Per GPU (H100-SXM, H200, B200 by default) and op, from the shipped subset of aiconfigurator-core 0.12.0:
+
+- dense GEMM per weight format (bf16, fp8, fp8_block, nvfp4 where measured), 1-512 tokens: one model width
+  held out at a time (every GEMM whose input width k is that value: a hidden size and the projections that
+  read it), the form fitted on the other widths; bf16 fits the whole GEMM form, a low-precision format its
+  three terms beside the bf16 fit of the same fold; errors also by regime (m <= 16: weight reads; m > 16);
+- decode attention (GQA/MQA/MHA) with a bf16 and an fp8 KV cache: one (heads, KV heads, head dim) shape held
+  out at a time; decode MLA: one head count held out;
+- all-reduce: the engine's custom kernel (CUDA-graph replay and eager) and NCCL, one GPU count held out;
+- H100 only: the two sources side by side, Vidur's fp16 GEMMs and the tables' bf16 GEMMs at the (m, n, k)
+  both measured, and the Vidur-fitted shipped defaults priced on the tables' rows.
+
+Every summary is :func:`sdsl.validation.error_stats.summarize_errors` (median, worst, signed bias) plus the 95th
+percentile; ``meets_goal`` marks median <= 10% and worst <= 25%.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sdsl.validation.error_stats import summarize_errors
+
+__all__ = ["validate_kernels", "GOAL_MEDIAN", "GOAL_WORST", "DEFAULT_GPUS", "OPS"]
+
+GOAL_MEDIAN = 0.10
+GOAL_WORST = 0.25
+DEFAULT_GPUS = ("h100_sxm", "h200_sxm", "b200_sxm")
+OPS = ("gemm", "attention", "mla", "allreduce")
+SMALL_M = 16
+
+
+def _summary(errors) -> dict:
+    e = np.asarray(errors, dtype=float)
+    out = summarize_errors(e)
+    if e.size:
+        out["p95_abs"] = float(np.quantile(np.abs(e), 0.95))
+        out["meets_goal"] = bool(out["median_abs"] <= GOAL_MEDIAN and out["worst_abs"] <= GOAL_WORST)
+    return out
+
+
+def _provenance(rows) -> dict:
+    return {"engine": sorted(set(rows["engine"])), "engine_version": sorted(set(rows["engine_version"])),
+            "kernel_source": sorted(set(rows["kernel_source"]))}
+
+
+def _gemm(gpu: str, engine: str) -> dict:
+    from sdsl.fit.opdb_fit import GEMM_FORMATS, fit_gemm, gemm_rows, hardware_of, predict_gemm
+
+    hw = hardware_of(gpu)
+    rows = gemm_rows(gpu, engine)
+    if rows.empty:
+        return {}
+    bf16 = rows[rows["dtype"] == "bfloat16"]
+    widths = sorted(set(bf16["k"]))
+    base = {k: fit_gemm(bf16[bf16["k"] != k], hw, "bf16") for k in widths}  # one bf16 fit per fold
+    full = fit_gemm(bf16, hw, "bf16")
+    out = {}
+    for dtype in sorted(set(rows["dtype"])):
+        fmt = GEMM_FORMATS.get(dtype)
+        if fmt is None:
+            continue
+        r = rows[rows["dtype"] == dtype]
+        errs, small = [], []
+        for k in widths:
+            train, test = r[r["k"] != k], r[r["k"] == k]
+            if test.empty:
+                continue
+            p = base[k] if dtype == "bfloat16" else fit_gemm(train, hw, fmt, base=base[k])
+            e = predict_gemm(test, hw, fmt, p) / test["time_s"].to_numpy() - 1.0
+            errs.append(e)
+            small.append(test["m"].to_numpy() <= SMALL_M)
+        e, s = np.concatenate(errs), np.concatenate(small)
+        fitted = full if dtype == "bfloat16" else fit_gemm(r, hw, fmt, base=full)
+        native = "fp4" if fmt == "nvfp4" else "fp8"
+        terms = ({k: getattr(fitted, k) for k in ("eta_compute", "eta_memory", "t_kernel", "smoothness", "t_kernel_size",
+                                                   "kernel_size_bytes", "tail_waves")} if dtype == "bfloat16" else
+                 {f"{native}_{k}": getattr(fitted, f"{native}_{k}") for k in ("compute", "memory", "t_extra")})
+        one = r[(r["m"] == 1)]
+        ratio = None
+        if dtype != "bfloat16":
+            pair = one.merge(bf16[bf16["m"] == 1][["n", "k", "time_s"]], on=["n", "k"], suffixes=("", "_bf16"))
+            if len(pair):
+                ratio = float(np.median(pair["time_s"] / pair["time_s_bf16"]))
+        out[dtype] = {"weight_format": fmt, "rows": int(len(r)), "held_out": "input width k", "folds": len(widths),
+                      **_provenance(r), "heldout": _summary(e), "small_m": _summary(e[s]), "large_m": _summary(e[~s]),
+                      "fitted": terms, "measured_time_vs_bf16_at_m1": ratio}
+    return out
+
+
+def _attention(gpu: str, engine: str, mla: bool) -> dict:
+    from sdsl.fit.opdb_fit import attention_rows, fit_attention, fit_gemm, gemm_rows, hardware_of, mla_rows, predict_attention
+
+    hw = hardware_of(gpu)
+    rows = (mla_rows if mla else attention_rows)(gpu, engine)
+    if rows.empty:
+        return {}
+    gem = gemm_rows(gpu, "vllm", "bfloat16")
+    eta_c = fit_gemm(gem, hw, "bf16").eta_compute if len(gem) else 0.7
+    out = {}
+    for kv in sorted(set(rows["kv_cache_dtype"])):
+        r = rows[rows["kv_cache_dtype"] == kv]
+        errs = []
+        for shape in sorted(set(r["shape"])):
+            train, test = r[r["shape"] != shape], r[r["shape"] == shape]
+            if train.empty:
+                continue
+            errs.append(predict_attention(test, hw, fit_attention(train, hw, eta_c)) / test["time_s"].to_numpy() - 1.0)
+        if not errs:
+            continue
+        fit = fit_attention(r, hw, eta_c)
+        out[kv] = {"rows": int(len(r)), "held_out": "head count" if mla else "heads/KV heads/head dim",
+                   "folds": len(errs), **_provenance(r), "heldout": _summary(np.concatenate(errs)),
+                   "fitted": {k: float(v) for k, v in fit.to_dict().items()}}
+    return out
+
+
+def _allreduce(gpu: str) -> dict:
+    from sdsl.fit.opdb_fit import (ALLREDUCE_MAX_BYTES, NCCL_TERMS, allreduce_rows, fit_allreduce, fit_nccl, hardware_of,
+                                   predict_allreduce, predict_nccl)
+
+    hw = hardware_of(gpu)
+    out = {}
+    for engine in ("vllm", "sglang", "trtllm", "nccl"):
+        rows = allreduce_rows(gpu, engine)
+        rows = rows[rows["message_size"] <= ALLREDUCE_MAX_BYTES]
+        for mode in sorted(set(rows["mode"])):
+            r = rows[rows["mode"] == mode]
+            nccl = mode == "nccl"
+            errs = []
+            for t in sorted(set(r["num_gpus"])):
+                train, test = r[r["num_gpus"] != t], r[r["num_gpus"] == t]
+                if train.empty:
+                    continue
+                pred = (predict_nccl(test, hw, fit_nccl(train, hw)) if nccl else
+                        predict_allreduce(test, hw, fit_allreduce(train, hw, "custom")))
+                errs.append(pred / test["time_s"].to_numpy() - 1.0)
+            if not errs:
+                continue
+            if nccl:
+                p = fit_nccl(r, hw)
+                fitted = {k: getattr(p, k) for k in NCCL_TERMS}
+            else:
+                fitted = fit_allreduce(r, hw, "custom").to_dict()
+            out[f"{engine}:{mode}"] = {"rows": int(len(r)), "held_out": "GPU count", "folds": len(errs),
+                                       **_provenance(r), "heldout": _summary(np.concatenate(errs)), "fitted": fitted}
+    return out
+
+
+def _vidur_h100() -> dict:
+    """Vidur's H100 fp16 GEMMs against the tables' H100 bf16 GEMMs (vLLM), where both measured the same (m, n, k);
+    and the shipped H100 defaults (fitted on Vidur) priced on the tables' rows."""
+    from sdsl._paths import data_path
+    from sdsl.roofline.latency_params import default_params
+    from sdsl.fit.opdb_fit import gemm_rows, hardware_of, predict_gemm
+    from sdsl.fit.vidur import read_vidur
+
+    hw = hardware_of("h100_sxm")
+    table = gemm_rows("h100_sxm", "vllm", "bfloat16")
+    vidur = read_vidur(data_path("vidur"), hardware="h100")
+    vidur = vidur.groupby(["num_tokens", "in_features", "out_features"], as_index=False)["time_s"].median()
+    both = table.merge(vidur.rename(columns={"num_tokens": "m", "in_features": "k", "out_features": "n"}),
+                       on=["m", "n", "k"], suffixes=("_opdb", "_vidur"))
+    shipped = default_params(hw)
+    e_shipped = predict_gemm(table, hw, "bf16", shipped) / table["time_s"].to_numpy() - 1.0
+    small = table["m"].to_numpy() <= SMALL_M
+    out = {"shipped_on_opdb": _summary(e_shipped), "shipped_on_opdb_small_m": _summary(e_shipped[small]),
+           "shipped_source": shipped.source, "shared_points": int(len(both))}
+    if len(both):
+        d = both["time_s_vidur"].to_numpy() / both["time_s_opdb"].to_numpy() - 1.0
+        out["vidur_vs_opdb"] = _summary(d)
+        out["shared_shapes"] = sorted({f"{int(n)}x{int(k)}" for n, k in zip(both["n"], both["k"])})
+        out["shared_m"] = sorted({int(m) for m in both["m"]})
+    return out
+
+
+def validate_kernels(gpus=None, ops=OPS, engine: str = "vllm") -> dict:
+    """Leave-one-shape-out errors of every fitted kernel term per GPU and op (module docstring). ``gpus``:
+    database names (default :data:`DEFAULT_GPUS`); ``ops``: a subset of :data:`OPS`; ``engine``: whose GEMM and
+    attention tables are fitted (MLA: SGLang's, the engine whose decode MLA kernel the tables time)."""
+    from sdsl.fit.opdb import OPDB_VERSION
+
+    gpus = tuple(gpus or DEFAULT_GPUS)
+    out = {"source": f"aiconfigurator-core {OPDB_VERSION} (NVIDIA, Apache-2.0), shipped subset sdsl/data/opdb",
+           "goal": {"median_abs": GOAL_MEDIAN, "worst_abs": GOAL_WORST}, "engine": engine, "gpus": {}}
+    for gpu in gpus:
+        res = {}
+        if "gemm" in ops:
+            res["gemm"] = _gemm(gpu, engine)
+        if "attention" in ops:
+            res["attention"] = _attention(gpu, engine, mla=False)
+        if "mla" in ops:
+            res["mla"] = _attention(gpu, "sglang", mla=True)
+        if "allreduce" in ops:
+            res["allreduce"] = _allreduce(gpu)
+        out["gpus"][gpu] = res
+    if "h100_sxm" in gpus and "gemm" in ops:
+        out["vidur_h100"] = _vidur_h100()
+    return out
