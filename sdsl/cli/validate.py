@@ -252,7 +252,7 @@ def moe(engine, experts, as_json):
 @validate.command("kernels")
 @click.option("--gpu", "gpus", multiple=True, type=click.Choice(["h100", "h200", "b200", "a100"]),
               help="Only this GPU (repeatable; default H100, H200 and B200).")
-@click.option("--op", "ops", multiple=True, type=click.Choice(["gemm", "attention", "mla", "allreduce"]),
+@click.option("--op", "ops", multiple=True, type=click.Choice(["gemm", "attention", "mla", "allreduce", "moe"]),
               help="Only this op (repeatable; default all).")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 def kernels(gpus, ops, as_json):
@@ -261,7 +261,8 @@ def kernels(gpus, ops, as_json):
     Source: aiconfigurator-core 0.12.0 (Apache-2.0), the subset shipped in sdsl/data/opdb. Per GPU and op:
     dense GEMM per weight format over 1-512 tokens (one input width held out at a time), decode attention
     with bf16 and fp8 KV caches (one heads/KV-heads/head-dim shape held out), decode MLA (one head count
-    held out), the engines' custom all-reduce and NCCL (one GPU count held out); median, 95th percentile,
+    held out), the engines' custom all-reduce and NCCL (one GPU count held out), the fused MoE layer (one model
+    shape held out, per engine kernel and weight format); median, 95th percentile,
     worst and signed bias of the held-out errors (goal: 10% median, 25% worst). On H100 also Vidur's GEMMs
     against the tables'.
     """

@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["OPDB_MOE_GPUS", "TABLE_FORMATS", "ROUTING_DRAWS", "collector_routing", "moe_features", "fit_group",
            "fit_fused_moe", "leave_one_shape_out", "validation_rows", "write_fits", "fused_moe_fit_file",
-           "fused_moe_report"]
+           "fused_moe_report", "moe_kernel_validation", "GROUP"]
 
 #: The database's GPU names -> sdsl's hardware catalog names.
 OPDB_MOE_GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "a100_sxm": "a100-80gb"}
@@ -295,3 +295,32 @@ def _main(argv=None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(_main())
+
+
+def moe_kernel_validation(gpu: str, df: "pd.DataFrame | None" = None) -> dict:
+    """For ``sdsl validate kernels``: per (engine, format, kernel) of ``gpu`` with >= 3 model shapes, and per format
+    pooled over them ("all:<format>"), an entry (rows, folds, provenance, fitted terms) and its held-out errors (one
+    model shape left out at a time, :func:`leave_one_shape_out`)."""
+    if df is None:
+        from sdsl.fit.opdb import read_opdb
+
+        df = read_opdb("moe", gpu=gpu)
+    feats = moe_features(_decode_rows(df[df["gpu"] == gpu]))
+    held = leave_one_shape_out(feats)
+    out = {}
+
+    def prov(g):
+        return {"engine": sorted(set(g["engine"])), "engine_version": sorted(set(g["engine_version"])),
+                "kernel_source": sorted(set(g["kernel_source"]))}
+
+    for (engine, kernel, dtype), g in held.groupby(["engine", "kernel_source", "dtype"], sort=True):
+        fit = fit_group(feats[(feats["engine"] == engine) & (feats["kernel_source"] == kernel) & (feats["dtype"] == dtype)])
+        entry = {"rows": int(len(g)), "held_out": "model shape", "folds": int(g["shape"].nunique()), **prov(g),
+                 "fitted": {k: getattr(fit, k) for k in ("t0_s", "per_expert_s", "eta_memory", "eta_compute",
+                                                         "per_pair_s", "row_tile")}}
+        out[f"{engine}:{dtype}:{kernel}"] = (entry, g["error"].to_numpy())
+    for dtype, g in held.groupby("dtype", sort=True):  # pooled: the engine builds in the JSON, not the listing
+        entry = {"rows": int(len(g)), "held_out": "model shape", "folds": int(g["shape"].nunique()), **prov(g),
+                 "engine_version": [], "engine_builds": sorted(set(g["engine"] + " " + g["engine_version"]))}
+        out[f"all:{dtype}"] = (entry, g["error"].to_numpy())
+    return out

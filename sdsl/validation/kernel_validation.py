@@ -10,6 +10,8 @@ Per GPU (H100-SXM, H200, B200 by default) and op, from the shipped subset of aic
 - decode attention (GQA/MQA/MHA) with a bf16 and an fp8 KV cache: one (heads, KV heads, head dim) shape held
   out at a time; decode MLA: one head count held out;
 - all-reduce: the engine's custom kernel (CUDA-graph replay and eager) and NCCL, one GPU count held out;
+- the fused MoE layer (:mod:`sdsl.fit.opdb_moe`), 1-512 tokens, MoE TP × EP <= 8, balanced and power-law routing:
+  one model shape held out at a time, per engine kernel and weight format and pooled per format;
 - H100 only: the two sources side by side, Vidur's fp16 GEMMs and the tables' bf16 GEMMs at the (m, n, k)
   both measured, and the Vidur-fitted shipped defaults priced on the tables' rows.
 
@@ -28,7 +30,7 @@ __all__ = ["validate_kernels", "GOAL_MEDIAN", "GOAL_WORST", "DEFAULT_GPUS", "OPS
 GOAL_MEDIAN = 0.10
 GOAL_WORST = 0.25
 DEFAULT_GPUS = ("h100_sxm", "h200_sxm", "b200_sxm")
-OPS = ("gemm", "attention", "mla", "allreduce")
+OPS = ("gemm", "attention", "mla", "allreduce", "moe")
 SMALL_M = 16
 
 
@@ -149,6 +151,14 @@ def _allreduce(gpu: str) -> dict:
     return out
 
 
+def _moe(gpu: str) -> dict:
+    """The fused MoE layer's closed form (:mod:`sdsl.fit.opdb_moe`), one model shape held out at a time, per engine
+    kernel and weight format and pooled per format (``all:<format>``)."""
+    from sdsl.fit.opdb_moe import moe_kernel_validation
+
+    return {key: {**entry, "heldout": _summary(errors)} for key, (entry, errors) in moe_kernel_validation(gpu).items()}
+
+
 def _vidur_h100() -> dict:
     """Vidur's H100 fp16 GEMMs against the tables' H100 bf16 GEMMs (vLLM), where both measured the same (m, n, k);
     and the shipped H100 defaults (fitted on Vidur) priced on the tables' rows."""
@@ -195,6 +205,8 @@ def validate_kernels(gpus=None, ops=OPS, engine: str = "vllm") -> dict:
             res["mla"] = _attention(gpu, "sglang", mla=True)
         if "allreduce" in ops:
             res["allreduce"] = _allreduce(gpu)
+        if "moe" in ops:
+            res["moe"] = _moe(gpu)
         out["gpus"][gpu] = res
     if "h100_sxm" in gpus and "gemm" in ops:
         out["vidur_h100"] = _vidur_h100()
