@@ -15,9 +15,11 @@ parallelism, two all-reduces per layer (ring: 2(t−1)/t of the message over the
 
 Beyond the dense decoder (docs/model.md §3.8): a mixture-of-experts layer replaces the dense MLP by a router
 GEMM, grouped GEMMs over the experts the step's b·q tokens touch (:mod:`sdsl.catalog.moe`: expected distinct
-experts, each expert's rows padded to the kernel's row tile) and the shared experts, with expert parallelism
-(``Deployment.ep``) and its all-to-all dispatch/combine; multi-head latent attention reads a compressed
-latent per token (absorbed decode form); local-attention layers read only their window; weight formats
+experts, each expert's rows padded to the kernel's row tile) — on a GPU whose fused-MoE layer NVIDIA's operator
+database measures (H100-SXM, H200, B200, A100-80GB), the whole routed-expert layer priced instead by its fitted
+closed form (:func:`sdsl.catalog.moe.fused_moe_layer_time`, the engine's own kernel) — and the shared experts,
+with expert parallelism (``Deployment.ep``) and its all-to-all dispatch/combine; multi-head latent attention reads
+a compressed latent per token (absorbed decode form); local-attention layers read only their window; weight formats
 (``Deployment.weight_dtype``, ``expert_dtype``; :mod:`sdsl.roofline.weight_formats`) set each GEMM's weight
 bytes and tensor-core rate.
 
@@ -89,10 +91,11 @@ class StepTime(Result):
     overhead_s: kernel launches and the fixed per-step cost; allreduce_s: tensor-parallel
     communication (with expert parallelism's all-to-all dispatch and combine); total_s: the priced step.
     ``bound`` names what dominates: "memory", "compute", "overhead", "communication", or on an MoE model
-    "expert-weights" (the memory-bound reads of the routed experts' weights). ``distinct_experts``: the
-    expected routed experts one MoE layer reads for the step's b·q tokens, over all GPUs (0 for a dense model).
-    ``expert_weights_s``: the memory-bound roofline time of the routed experts' GEMMs (0 for a dense model);
-    ``attention_s``: the memory-bound roofline time of attention over the KV cache; ``compute_bound_s``: the
+    "expert-weights" (the routed experts: their weight reads, or the whole measured fused-MoE layer).
+    ``distinct_experts``: the expected routed experts one MoE layer reads for the step's b·q tokens, over all
+    GPUs (0 for a dense model). ``expert_weights_s``: the routed experts' time — the measured fused-MoE layer on
+    a GPU with operator tables (:func:`sdsl.roofline.step_ops.fused_moe_time`), else the memory-bound roofline time
+    of their grouped GEMMs (0 for a dense model); ``attention_s``: the memory-bound roofline time of attention over the KV cache; ``compute_bound_s``: the
     roofline time of the compute-bound kernels. All three are parts of ``total_s``, reported so a caller can say
     what a step's time goes to (:mod:`sdsl.plan.cost_drivers`).
     """
