@@ -245,5 +245,6 @@ def fused_moe_provenance(hardware, engine, expert_format: str) -> str:
     if fit is None:
         return (f"transferred: no measured fused-MoE tables for {name} in {expert_format}; the roofline's grouped "
                 "GEMMs at the dense efficiencies")
+    held = "" if fit.loso else f"; fitted on {fit.shapes} model shape{'s' * (fit.shapes != 1)}, not held out"
     return (f"measured: {fit.kernel_source} ({fit.engine} {', '.join(fit.versions)}, {fit.dtype}) on {fit.gpu}, "
-            "aiconfigurator-core 0.12.0 tables")
+            f"aiconfigurator-core 0.12.0 tables{held}")
