@@ -116,7 +116,7 @@ def gemm_rows(deployment, shapes, rows_list, repeats, cold_bytes: float = 0.0):
 
 
 def write_gemm_profile(out: dict, path) -> None:
-    """The held-out GEMM rows alone, the file :mod:`sdsl.validation.synthetic_terms` prices with."""
+    """The held-out GEMM rows alone, the file :mod:`sdsl.validation.decoder.synthetic_terms` prices with."""
     from sdsl._io import atomic_write_text
 
     keep = {k: out[k] for k in ("machine", "clock", "repeats", "held_out_gemms", "cache_gemm")}
@@ -132,7 +132,7 @@ def add_large(path, repeats: int) -> dict:
 
     from sdsl._io import atomic_write_text
     from sdsl.roofline.deployment import Deployment
-    from sdsl.validation.decoder_synthetic import cpu_params
+    from sdsl.validation.decoder.synthetic import cpu_params
 
     torch.set_num_threads(1)
     profile = json.loads(open(path).read())
@@ -162,7 +162,7 @@ def main(argv=None) -> dict:
 
     from sdsl.catalog.models import get_model
     from sdsl.roofline.deployment import Deployment
-    from sdsl.validation.decoder_synthetic import cpu_params
+    from sdsl.validation.decoder.synthetic import cpu_params
     from sdsl.torch.synthetic import draft_spec_for, random_model
 
     torch.set_num_threads(1)

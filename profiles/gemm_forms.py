@@ -8,7 +8,7 @@ Each form is fitted on log-time with scipy's least_squares on all models of a GP
 the held-out one, exactly as ``sdsl validate latency`` does; printed per GPU: pooled MAPE over every
 held-out row, pooled decode MAPE (num_tokens <= 64), the worst held-out model's decode MAPE and the median
 signed error at 64 < num_tokens <= 256. VALIDATION.md ("GEMM forms tried") quotes these numbers and
-tests/unit/test_gemm_forms.py recomputes them. ``tiles`` is the previous form (row tiles of 128);
+tests/evidence/test_gemm_forms.py recomputes them. ``tiles`` is the previous form (row tiles of 128);
 ``min_tile``, ``size``, ``tail`` add one term each; ``kernel_terms`` all three with ``t_kernel`` free;
 sdsl ships that form with ``t_kernel`` fixed to the elementwise kernels' launch cost
 (sdsl.roofline.latency.op_time; its held-out numbers come from ``sdsl validate latency``). The others

@@ -218,7 +218,7 @@ def fit_forward_form(ops, hardware, layers, steps, *, capacity: float, sharpness
 
 def heldout_form(held, spec: dict, inputs, residency: dict, rho: float, terms=("pack", "row")) -> tuple[FormParams, dict]:
     """:func:`fit_forward_form` without any row of the checkpoints in ``held`` (same drop rule as
-    :func:`sdsl.validation.decoder_pricing.heldout_params`)."""
+    :func:`sdsl.validation.decoder.pricing.heldout_params`)."""
     from sdsl.catalog.hardware import get_hardware
 
     ops, layers, steps = inputs
@@ -265,18 +265,18 @@ def heldout_form_capacity(held, spec: dict, inputs, sharpness: float, rho: float
     return best[1], best[2]
 
 
-#: the terms of the decoder pricing's ``switch`` model (:data:`sdsl.validation.decoder_pricing.MODELS`)
+#: the terms of the decoder pricing's ``switch`` model (:data:`sdsl.validation.decoder.pricing.MODELS`)
 FORWARD_TERMS = ("overhead", "finish", "resync", "switch")
 
 
 def priced_speedup_forward(target, draft, gamma, alpha, batch, ctx, hw, form: FormParams, *, overhead=0.0,
                            overhead_plain=0.0, max_new: int | None = None, dram_ratio: float | None = None,
                            terms=FORWARD_TERMS) -> float:
-    """The ``switch`` model's speedup (:func:`sdsl.validation.decoder_pricing.shared_step`) priced with ``form``'s
+    """The ``switch`` model's speedup (:func:`sdsl.validation.decoder.pricing.shared_step`) priced with ``form``'s
     fit, plus the forward terms' seconds (:func:`step_extras`) and the draft's switch term scaled by 1 − m(W_draft)."""
     from sdsl.roofline.deployment import Deployment
     from sdsl.roofline.model_switch import switch_time_s
-    from sdsl.validation.decoder_pricing import measured_dram_ratio, shared_step
+    from sdsl.validation.decoder.pricing import measured_dram_ratio, shared_step
 
     dep = Deployment(hw, dtype="fp32", context=ctx, params=form.params)
     step = shared_step(target, draft, gamma, alpha, batch, dep, overhead=overhead, overhead_plain=overhead_plain,

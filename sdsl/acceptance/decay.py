@@ -27,7 +27,7 @@ __all__ = ["DEFAULT_DECAY", "DECAY_GROUPS", "GROUP_DECAY", "decay_group", "group
 
 # r fitted on the model-based proposers' vectors (draft models, EAGLE/MTP heads; n-gram lookup excluded,
 # its acceptance rises with position) of sdsl/data/published/per_position.csv; recomputed by
-# tests/unit/test_acceptance_fit.py; reported leave-one-source-out in VALIDATION.md.
+# tests/evidence/test_acceptance_fit.py; reported leave-one-source-out in VALIDATION.md.
 DEFAULT_DECAY = 0.915
 
 # r per proposer group, from the acceptance catalog's 112 k-sweeps and per-position vectors (sdsl/data/acceptance;

@@ -5,7 +5,7 @@ the chain rows of sdsl/data/published/speculative.csv that give a mean accepted 
 proposer (vLLM PR #16035: EAGLE-1, k = 2 and 4). The use being checked is the one sdsl makes of the form:
 only a mean accepted length τ(K) at the engine's K is known, and the per-position rates and τ at other k
 are predicted from it (:func:`sdsl.acceptance.decay.solve_decay`). The i.i.d. α (r = 1) is the
-baseline. Results: VALIDATION.md "Acceptance decay form" (recomputed by tests/unit/test_acceptance_fit.py).
+baseline. Results: VALIDATION.md "Acceptance decay form" (recomputed by tests/evidence/test_acceptance_fit.py).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@
    measured speedup order.
 
 Results: VALIDATION.md "Acceptance catalog: defaults, k and trees"; recomputed by
-tests/unit/test_acceptance_validation.py.
+tests/evidence/test_acceptance_validation.py.
 """
 
 from __future__ import annotations

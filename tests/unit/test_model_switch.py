@@ -44,7 +44,7 @@ def test_switch_time_is_the_draft_bytes_reread_at_dram_rate():
 
 
 def test_committed_bandwidth_sweep_ratio(repo_root):
-    from sdsl.validation.decoder_pricing import measured_dram_ratio
+    from sdsl.validation.decoder.pricing import measured_dram_ratio
 
     import pandas as pd
 
@@ -63,8 +63,8 @@ def test_switch_term_against_the_measured_switch_cost(repo_root):
     (the term misses a fixed part, visible for the 0.4 MB byte-d64); without the term the error is −100%;
     the target after the draft costs what it costs back to back (median +0.08 ms)."""
     pytest.importorskip("torch")
-    from sdsl.validation.decoder_pricing import measured_dram_ratio
-    from sdsl.validation.decoder_validation import calibrated_params, model_spec
+    from sdsl.validation.decoder.pricing import measured_dram_ratio
+    from sdsl.validation.decoder.validation import calibrated_params, model_spec
     from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
 
     bench = json.loads((repo_root / "benchmarks" / "results" / "model_switch.json").read_text())

@@ -89,7 +89,7 @@ def test_decoder_validation_headline_is_the_shared_step():
     """``pred_speedup`` of a decoder row is price_step's speedup (the same numbers `sdsl predict` would give)."""
     from sdsl.catalog.hardware import get_hardware
     from sdsl.roofline.latency import default_params
-    from sdsl.validation.decoder_pricing import MODELS, priced_speedup, shared_step
+    from sdsl.validation.decoder.pricing import MODELS, priced_speedup, shared_step
 
     target, draft, hw = sdsl.get_model("llama-160m"), sdsl.get_model("llama-68m"), get_hardware("cpu")
     args = dict(overhead=4e-4, overhead_plain=2e-4, max_new=64, dram_ratio=3.2)

@@ -25,8 +25,8 @@ def test_leak_free_decoder_fits_refit(repo_root):
     """benchmarks/results/validate_decoder.json's held-out fits (each (target, proposer) priced by a CPU fit
     without any row of its models, VALIDATION.md "Headline (leak-free, 72 rows)"): four of the twelve,
     drawn with a fixed seed, are refitted from profiles/ and compared field by field, with the rows dropped."""
-    from sdsl.validation.decoder_pricing import heldout_inputs, heldout_params
-    from sdsl.validation.decoder_validation import model_spec
+    from sdsl.validation.decoder.pricing import heldout_inputs, heldout_params
+    from sdsl.validation.decoder.validation import model_spec
     from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
 
     fits = json.loads((repo_root / "benchmarks" / "results" / "validate_decoder.json").read_text())["heldout_fits"]

@@ -15,7 +15,7 @@ PRICED = {"pred_speedup", "speedup_error", "pred_speedup_in_sample", "pred_speed
 
 
 def test_fit_plane_recovers_a_plane():
-    from sdsl.validation.decoder_validation import fit_plane
+    from sdsl.validation.decoder.validation import fit_plane
 
     rng = np.random.default_rng(0)
     pts = [{"ppl_draft": x, "ppl_target": y, "alpha": -0.02 * x + 0.03 * y + 0.7}
@@ -27,7 +27,7 @@ def test_fit_plane_recovers_a_plane():
 
 def test_run_counts_only_the_first_max_new_tokens(tiny_transformer):
     """Overshoot past max_new and idle batch members cost time but add no tokens; steps are the batch's."""
-    from sdsl.validation.decoder_validation import _run
+    from sdsl.validation.decoder.validation import _run
     from sdsl.torch.decoder import DraftModel
 
     target, draft = tiny_transformer(0), tiny_transformer(1, scale=0.5)
@@ -77,8 +77,8 @@ def test_validate_decoder_cli_json_tiny(tmp_path):
 
 def test_heldout_fit_drops_every_row_of_both_models():
     """The pair's operator/layer profiles (same name or layer width) and forwards are gone from its fit."""
-    from sdsl.validation.decoder_pricing import heldout_inputs, heldout_params
-    from sdsl.validation.decoder_validation import model_spec
+    from sdsl.validation.decoder.pricing import heldout_inputs, heldout_params
+    from sdsl.validation.decoder.validation import model_spec
     from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
 
     if not list_checkpoints(CHECKPOINT_DIR):
@@ -117,8 +117,8 @@ def _committed(repo_root):
 def _reprice(data):
     """Re-price the committed measured rows with the committed held-out fits (deterministic), and summarise."""
     from sdsl.roofline.latency import LatencyParams
-    from sdsl.validation.decoder_pricing import price_rows
-    from sdsl.validation.decoder_validation import _summarise, calibrated_params, model_spec
+    from sdsl.validation.decoder.pricing import price_rows
+    from sdsl.validation.decoder.validation import _summarise, calibrated_params, model_spec
     from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
 
     spec = {p.stem: model_spec(load_checkpoint(p)[1]["spec"]) for p in list_checkpoints(CHECKPOINT_DIR)}
@@ -222,14 +222,14 @@ def test_switch_term_helps_batch_1_and_exposes_the_batch_8_miss(repo_root):
 
 
 def test_rows_term_prices_the_cpu_gemm_row_factor_from_held_out_shapes(repo_root):
-    """κ(rows) (sdsl.validation.synthetic_terms, issue 10) in the family pricing: measured on weight shapes of
+    """κ(rows) (sdsl.validation.decoder.synthetic_terms, issue 10) in the family pricing: measured on weight shapes of
     no family model; it costs a q ≥ 2 target step more than a plain one; on the committed rows it lowers the
     median |error| (13.5% -> 11.3%, batch 8 signed −13.1% -> −9.3%) but not the median signed error
     (−6.0% -> −6.8%), so ``switch`` stays the default (VALIDATION.md, "GEMM row factor")."""
     from sdsl.roofline.deployment import Deployment
-    from sdsl.validation.decoder_pricing import DEFAULT_MODEL, MODELS, _rows_extra_s
-    from sdsl.validation.decoder_validation import model_spec
-    from sdsl.validation.synthetic_terms import gemm_row_table
+    from sdsl.validation.decoder.pricing import DEFAULT_MODEL, MODELS, _rows_extra_s
+    from sdsl.validation.decoder.validation import model_spec
+    from sdsl.validation.decoder.synthetic_terms import gemm_row_table
     from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
 
     spec = {p.stem: model_spec(load_checkpoint(p)[1]["spec"]) for p in list_checkpoints(CHECKPOINT_DIR)}
@@ -254,7 +254,7 @@ def test_committed_cpu_calibration_refits(repo_root):
     from sdsl.catalog.hardware import get_hardware
     from sdsl.fit.calibration import fit_latency
     from sdsl.fit.calibration_result import CalibrationResult
-    from sdsl.validation.decoder_pricing import heldout_inputs
+    from sdsl.validation.decoder.pricing import heldout_inputs
 
     ops, layers, steps = heldout_inputs()
     fit = fit_latency(ops.drop(columns=["model", "d_model"]), get_hardware("cpu"), dtype="fp32", layers=layers,
@@ -272,7 +272,7 @@ def test_batch_8_diagnosis_numbers(repo_root):
     forward microbenchmarks (JSON t_target_s): too low overall, T(8, 1) far too low, growth q 1 -> 5 about right."""
     from sdsl.roofline.deployment import Deployment
     from sdsl.roofline.latency import LatencyParams, step_time_s
-    from sdsl.validation.decoder_validation import model_spec
+    from sdsl.validation.decoder.validation import model_spec
     from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
 
     data = _committed(repo_root)

@@ -28,7 +28,7 @@ The headline ``pred_speedup`` (:data:`DEFAULT_MODEL`, ``switch``) is the shared 
 variant adds CPU-only seconds outside the shared pricing, and says so:
 
 * ``rows`` — this CPU's GEMM cost over M = b·q rows: every forward's GEMMs at κ(M, weight bytes) times sdsl's
-  price (:func:`sdsl.validation.synthetic_terms.forward_extra_s`; κ measured on weight shapes of no family
+  price (:func:`sdsl.validation.decoder.synthetic_terms.forward_extra_s`; κ measured on weight shapes of no family
   model, ``profiles/cpu-gemm-rows.json``), target at b·(γ + 1) rows, each draft forward at b rows (the
   resync pass at 2b), the plain step at b rows.
 
@@ -51,7 +51,7 @@ MODELS = {"base": ("overhead",), "finish": ("overhead", "finish"), "full": ("ove
           "switch": ("overhead", "finish", "resync", "switch"),
           "rows": ("overhead", "finish", "resync", "switch", "rows")}
 DEFAULT_MODEL = "switch"  # what ``pred_speedup`` (the headline) prices: every term of the shared pricing
-PROFILES = Path(__file__).resolve().parents[2] / "profiles"
+PROFILES = Path(__file__).resolve().parents[3] / "profiles"
 
 
 @lru_cache(maxsize=4)
@@ -108,7 +108,7 @@ def priced_speedup(target, draft, gamma, alpha, batch, ctx, params, hw, *, overh
 
 def _rows_extra_s(target, draft, dep, gamma, batch, resync: bool) -> tuple[float, float]:
     """Seconds κ(rows) adds to a speculative step and to a plain step (module docstring, ``rows``)."""
-    from sdsl.validation.synthetic_terms import model_extra_s, passes_extra_s
+    from sdsl.validation.decoder.synthetic_terms import model_extra_s, passes_extra_s
 
     plain, step = model_extra_s(target, dep, batch), model_extra_s(target, dep, batch * (gamma + 1))
     if draft is not None:

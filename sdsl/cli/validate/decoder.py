@@ -41,8 +41,8 @@ def decoder(targets, drafts, gammas, batches, n_prompts, max_new, repeats, tempe
 
     from sdsl._io import atomic_write_text
     from sdsl.errors import InvalidInputError
-    from sdsl.validation.decoder_extensions import extend_report, extension_lines
-    from sdsl.validation.decoder_validation import validate_decoder
+    from sdsl.validation.decoder.extensions import extend_report, extension_lines
+    from sdsl.validation.decoder.validation import validate_decoder
 
     gamma_list, batch_list = parse_int_list(gammas, "--gammas"), parse_int_list(batches, "--batches")
     if not gamma_list or min(gamma_list) < 1:

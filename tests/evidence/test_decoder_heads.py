@@ -62,7 +62,7 @@ def committed(repo_root):
 
 
 def test_committed_head_tree_summary_recomputes(committed):
-    from sdsl.validation.decoder_heads import summarise_heads
+    from sdsl.validation.decoder.heads import summarise_heads
 
     heads = committed["heads"]
     again = summarise_heads(heads["rows"])
@@ -84,7 +84,7 @@ def test_committed_head_tree_summary_recomputes(committed):
 def test_committed_head_tree_rows_reprice(committed):
     """VALIDATION.md's "predicted" column: every row (chains and trees, head and draft models) re-priced by
     the current cost model from its measured τ, and the error summary it states."""
-    from sdsl.validation.decoder_heads import _price_rows, summarise_heads
+    from sdsl.validation.decoder.heads import _price_rows, summarise_heads
     from sdsl.torch.checkpoint import load_checkpoint
 
     heads = committed["heads"]
@@ -226,7 +226,7 @@ def test_committed_rows_count_only_the_requested_tokens(committed):
     """Only the first max_new tokens of each prompt count (issue 11's rule): each row's emitted tokens are τ × steps,
     its requested ones prompts × max_new, and the conversion is idempotent; counting every emitted byte would raise
     the head's best speedup by 3.7% (2.46x against 2.37x)."""
-    from sdsl.validation.decoder_heads import count_requested_heads
+    from sdsl.validation.decoder.heads import count_requested_heads
 
     heads = committed["heads"]
     settings = heads["settings"]
@@ -247,7 +247,7 @@ def test_committed_rows_count_only_the_requested_tokens(committed):
 def test_the_row_factor_is_what_short_and_eight_token_chains_needed(committed):
     """VALIDATION.md: without κ (the roofline alone) the 33 rows price at 6.6% / +2.2% / worst +18.4%, short
     chains over-predicted (head chain1 +18%) and chain7/8 under (−11/−12%); κ brings every one of these closer."""
-    from sdsl.validation.decoder_heads import _price_rows, summarise_heads
+    from sdsl.validation.decoder.heads import _price_rows, summarise_heads
     from sdsl.torch.checkpoint import load_checkpoint
 
     heads = committed["heads"]

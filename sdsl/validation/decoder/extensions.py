@@ -1,9 +1,9 @@
 """What ``sdsl validate decoder --heads / --synthetic`` add to the decoder report.
 
-``--heads``: :func:`sdsl.validation.decoder_heads.head_tree_validation` (trained draft head and token
+``--heads``: :func:`sdsl.validation.decoder.heads.head_tree_validation` (trained draft head and token
 trees on the largest family target, batch 1); its summary keys ``head_best_speedup``,
 ``tree_best_speedup`` and ``chain_best_speedup`` go to the top level, the rest under ``heads``.
-``--synthetic``: :func:`sdsl.validation.decoder_synthetic.synthetic_sweep` (forced acceptance at real
+``--synthetic``: :func:`sdsl.validation.decoder.synthetic.synthetic_sweep` (forced acceptance at real
 shapes) under ``synthetic``, with ``median_speedup_error``, ``median_signed_error`` and ``rows``.
 """
 
@@ -20,20 +20,20 @@ def extend_report(report: dict, *, heads: bool = False, synthetic: bool = False,
 
     cache = (lambda name: str(Path(cache_dir) / name)) if cache_dir else (lambda name: None)
     if heads:
-        from sdsl.validation.decoder_heads import head_tree_validation
+        from sdsl.validation.decoder.heads import head_tree_validation
 
         out = head_tree_validation(cache_path=cache("validate_decoder_heads.json"), progress=progress)
         for key in ("head_best_speedup", "tree_best_speedup", "chain_best_speedup"):
             report[key] = out.pop(key)
         report["heads"] = out
     if synthetic:
-        from sdsl.validation.decoder_synthetic import synthetic_sweep
+        from sdsl.validation.decoder.synthetic import synthetic_sweep
 
         report["synthetic"] = synthetic_sweep(cache_path=cache("validate_decoder_synthetic.json"), progress=progress)
     if smollm2:
-        from sdsl.validation.decoder_validation import calibrated_params
-        from sdsl.validation.row_cache import RowCache
-        from sdsl.validation.smollm2_pricing import price_smollm2
+        from sdsl.validation.decoder.validation import calibrated_params
+        from sdsl.validation.decoder.row_cache import RowCache
+        from sdsl.validation.decoder.smollm2_pricing import price_smollm2
         from sdsl.torch.smollm2 import smollm2_rows
 
         measured = smollm2_rows(smollm2, RowCache(cache("validate_decoder_smollm2.json")), temperature=0.0)

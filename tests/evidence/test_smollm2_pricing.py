@@ -17,8 +17,8 @@ def committed(repo_root):
 
 
 def test_committed_rows_reprice_and_match_the_section(committed):
-    from sdsl.validation.decoder_validation import calibrated_params
-    from sdsl.validation.smollm2_pricing import price_smollm2
+    from sdsl.validation.decoder.validation import calibrated_params
+    from sdsl.validation.decoder.smollm2_pricing import price_smollm2
 
     measured = committed | {"rows": [{k: v for k, v in r.items() if k not in ("pred_speedup", "pred_speedup_roofline",
                                                                                "speedup_error")} for r in committed["rows"]]}
@@ -44,8 +44,8 @@ def test_the_row_factor_prices_the_measured_forwards(committed):
     from sdsl.roofline.deployment import Deployment
     from sdsl.roofline.latency import ModelShapes
     from sdsl.speculation.proposers import forward_time
-    from sdsl.validation.decoder_validation import calibrated_params
-    from sdsl.validation.synthetic_terms import forward_extra_s
+    from sdsl.validation.decoder.validation import calibrated_params
+    from sdsl.validation.decoder.synthetic_terms import forward_extra_s
 
     spec = get_model("smollm2-135m")
     dep = Deployment("cpu", dtype="fp32", context=120, params=calibrated_params()[0])

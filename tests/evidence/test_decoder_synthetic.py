@@ -52,7 +52,7 @@ def test_forced_acceptance_runs_the_real_work_at_the_chosen_rates(kind):
 def test_each_row_is_paired_with_its_own_plain_runs_in_abba_order(monkeypatch):
     """measure_paired: speculative and plain runs alternate S P P S (a linear drift cancels); the speedup is the
     median over pairs of the pair's tokens/s ratio, and the real decoder runs through it at tiny shapes."""
-    import sdsl.validation.decoder_synthetic as synthetic
+    import sdsl.validation.decoder.synthetic as synthetic
     from sdsl.torch.synthetic import draft_spec_for, random_model, synthetic_proposer
 
     target = random_model(TINY, seed=0, max_context=128)
@@ -80,7 +80,7 @@ def test_only_the_requested_tokens_count_and_old_rows_convert_exactly():
     """tokens/s counts the first max_new tokens of each sequence (issue 11's rule: overshoot is time spent, not
     output); a row measured when it counted every emitted token converts back exactly from its medians and τ."""
     from sdsl.errors import InvalidInputError
-    from sdsl.validation.decoder_synthetic import count_requested, emitted_tokens
+    from sdsl.validation.decoder.synthetic import count_requested, emitted_tokens
     from sdsl.torch.decoder import generate
     from sdsl.torch.synthetic import draft_spec_for, random_model, synthetic_proposer
 
@@ -134,7 +134,7 @@ def committed_sweep(repo_root):
 
 def test_committed_sweep_recomputes_from_its_rows(committed_sweep):
     """Re-pricing the committed measurements reproduces every prediction and the summary (VALIDATION.md)."""
-    from sdsl.validation.decoder_synthetic import reprice, summarise_synthetic
+    from sdsl.validation.decoder.synthetic import reprice, summarise_synthetic
 
     s = committed_sweep
     again = summarise_synthetic(reprice(_measured(s), s["settings"]))
@@ -176,7 +176,7 @@ def test_each_term_is_needed_and_the_uncorrected_model_fails(committed_sweep):
     terms of the reference decoder's own head work (its extend over all k + 1 slots, its prompt pass in the first
     step: exact accounting, test_the_reference_head_runs_what_eaglehead_prices) move the head rows by < 1 point,
     pessimistically: they are charged because the decoder runs that work, not because they help (VALIDATION.md)."""
-    from sdsl.validation.decoder_synthetic import TERMS, reprice, summarise_synthetic
+    from sdsl.validation.decoder.synthetic import TERMS, reprice, summarise_synthetic
 
     s = committed_sweep
 
@@ -214,7 +214,7 @@ def test_each_term_is_needed_and_the_uncorrected_model_fails(committed_sweep):
 
 def test_the_previous_sweep_keeps_its_numbers_without_the_terms(repo_root):
     """Rows without ``terms`` in their settings (the sweep measured under load) price as before."""
-    from sdsl.validation.decoder_synthetic import reprice
+    from sdsl.validation.decoder.synthetic import reprice
 
     settings = {"target": "qwen2.5-0.5b", "draft": "smollm2-135m", "prompt_len": 32, "max_new": 12, "dtype": "fp32",
                 "hardware": "cpu"}
@@ -228,7 +228,7 @@ def test_a_cost_model_without_the_proposer_fails_the_sweep(committed_sweep):
     (and the head's own cost model, with EAGLE's draft-extend pass, beats pricing it as a plain one-layer model)."""
     from sdsl.roofline.deployment import Deployment
     from sdsl.speculation.throughput import predict
-    from sdsl.validation.decoder_synthetic import cpu_params
+    from sdsl.validation.decoder.synthetic import cpu_params
 
     s = committed_sweep
     target = __import__("sdsl.catalog.models", fromlist=["get_model"]).get_model(s["settings"]["target"])
@@ -256,7 +256,7 @@ def test_the_repeat_sweep_recomputes_and_shows_the_run_to_run_spread(committed_s
     """A second paired measurement of the same 72 configurations (VALIDATION.md, 'repeat'): its summary recomputes
     from its rows, the numbers quoted for it and for both runs pooled hold, and a row's measured speedup moves by a
     median 2.0% between the runs (5.3% before the pairing)."""
-    from sdsl.validation.decoder_synthetic import reprice, summarise_synthetic
+    from sdsl.validation.decoder.synthetic import reprice, summarise_synthetic
 
     path = repo_root / "benchmarks" / "results" / "validate_decoder_synthetic_repeat.json"
     rep = json.loads(path.read_text())["synthetic"]
@@ -286,7 +286,7 @@ def test_the_unpaired_runs_keep_their_numbers(repo_root):
     """The previous protocol (VALIDATION.md, 'before the pairing': plain decoding measured once per batch, each row
     one run): both runs recompute from their rows and keep the numbers quoted; a row's measured speedup moved by a
     median 5.3% between the runs, and the two runs' signed medians lie 6.7 points apart (+6.2%, -0.5%)."""
-    from sdsl.validation.decoder_synthetic import reprice, summarise_synthetic
+    from sdsl.validation.decoder.synthetic import reprice, summarise_synthetic
 
     results = repo_root / "benchmarks" / "results"
     runs = [json.loads((results / f"validate_decoder_synthetic_unpaired{s}.json").read_text())["synthetic"]
@@ -333,7 +333,7 @@ def test_the_reference_head_runs_what_eaglehead_prices(repo_root):
 def test_the_third_run_measured_with_the_requested_count(committed_sweep, repo_root):
     """VALIDATION.md's third run: measured after the head's form and the requested count were in the code; its
     summary recomputes from its rows, meets both goals, and a row moved a median 1.8% / 2.4% from the other runs."""
-    from sdsl.validation.decoder_synthetic import reprice, summarise_synthetic
+    from sdsl.validation.decoder.synthetic import reprice, summarise_synthetic
 
     results = repo_root / "benchmarks" / "results"
     run3 = json.loads((results / "validate_decoder_synthetic_run3.json").read_text())["synthetic"]

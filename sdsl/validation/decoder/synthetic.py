@@ -19,7 +19,7 @@ stand-ins (:func:`sdsl.torch.synthetic.loop_overhead`, once per proposer × k ×
     predicted speedup = n / E[K_b] · (T_t(b, 1) + o₀ + Δ₀) / (T_propose(b, k) + T_t(b, k+1) + o + Δ)
                                                                                      (docs/model.md §3.3, §3.6)
 
-with the terms of :data:`TERMS` (:mod:`sdsl.validation.synthetic_terms`): Δ, Δ₀ the CPU GEMM row factor's
+with the terms of :data:`TERMS` (:mod:`sdsl.validation.decoder.synthetic_terms`): Δ, Δ₀ the CPU GEMM row factor's
 extra seconds (every forward's GEMMs at κ(rows, weight bytes)) and the draft's two-token re-read, n / E[K_b] the
 requested tokens per sequence per step (``finish``: n = max_new, E[K_b] the expected steps until the slowest of b
 sequences has n tokens, :func:`sdsl.speculation.finish.effective_tau`; τ(α, k) without the term; only the first n tokens
@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from sdsl.validation.row_cache import RowCache
+from sdsl.validation.decoder.row_cache import RowCache
 from sdsl.torch.decoder import generate
 from sdsl.torch.synthetic import draft_spec_for, head_spec_for, loop_overhead, random_model, synthetic_proposer
 
@@ -67,7 +67,7 @@ def measure_paired(target, proposer, tree, batch: int, prompts: torch.Tensor, ma
                    repeats: int, clock: str = "cpu") -> dict:
     """A speculative row with its own plain decoding at the same batch, adjacent in time: ``repeats`` pairs,
     alternately speculative-then-plain and plain-then-speculative (ABBA, so a drift of the shared machine that
-    is linear over the pairs cancels), as the head validation pairs its rows (:mod:`sdsl.validation.decoder_heads`).
+    is linear over the pairs cancels), as the head validation pairs its rows (:mod:`sdsl.validation.decoder.heads`).
     ``speedup`` is the median over pairs of the pair's ratio of tokens/s; the other fields are the speculative
     run's (the same acceptance draws in every repeat: the seed is fixed), tokens/s and seconds as medians."""
     runs = {"sd": [], "plain": []}
@@ -102,7 +102,7 @@ def family_spec(spec: dict):
     return ModelSpec(**{k: v for k, v in spec.items() if k in names})
 
 
-# sdsl.validation.synthetic_terms (the GEMM factor only on hardware "cpu"), the batch tail, EAGLE's draft-extend
+# sdsl.validation.decoder.synthetic_terms (the GEMM factor only on hardware "cpu"), the batch tail, EAGLE's draft-extend
 # logits at the last accepted token only (EagleHead(extend_logits="last"), as the reference decoder, vLLM and SGLang do),
 # and two facts of the reference decoder's head (benchmarks/results/head_step_accounting.json): its draft-extend pass
 # runs over every slot of the verified chain, k + 1 per sequence (EagleHead(extend_tokens="verified")), and its first
@@ -116,7 +116,7 @@ def _price(row: dict, specs: dict, settings: dict, params, terms=TERMS) -> float
     """sdsl's predicted speedup of one row (module docstring): :func:`sdsl.speculation.step.price_step`
     with the proposer's cost model (:mod:`sdsl.speculation.proposers`: a draft model, or EAGLE-1's head with its
     draft-extend pass and selection kernels), τ from the row's α, the measured overheads, and ``terms``
-    (:mod:`sdsl.validation.synthetic_terms`: the CPU GEMM row factor, the draft's re-read)."""
+    (:mod:`sdsl.validation.decoder.synthetic_terms`: the CPU GEMM row factor, the draft's re-read)."""
     from sdsl.roofline.deployment import Deployment
     from sdsl.speculation.proposers import DraftModel, EagleHead
     from sdsl.speculation.step import price_step
@@ -189,10 +189,10 @@ def without_predictions(rows: list[dict]) -> list[dict]:
 
 
 def _extra_terms(row, specs, deployment, proposer, alpha, tau, terms, hardware) -> tuple[float, float]:
-    """Seconds the terms add to a speculative step and to a plain step (:mod:`sdsl.validation.synthetic_terms`)."""
+    """Seconds the terms add to a speculative step and to a plain step (:mod:`sdsl.validation.decoder.synthetic_terms`)."""
     from sdsl.roofline.latency import ModelShapes
     from sdsl.speculation.proposers import forward_time
-    from sdsl.validation.synthetic_terms import model_extra_s, passes_extra_s, reread_probability
+    from sdsl.validation.decoder.synthetic_terms import model_extra_s, passes_extra_s, reread_probability
 
     b, g, ctx, target = row["batch"], row["gamma"], deployment.context, specs["target"]
     gemm = "gemm_rows" in terms and hardware == "cpu"
@@ -217,7 +217,7 @@ def prompt_pass_s(row, specs, deployment, proposer, alpha, tau, terms, settings)
     (``benchmarks/results/head_step_accounting.json``), once per run; spread over the run's expected steps
     E[K_b] (:func:`sdsl.speculation.finish.steps_to_finish`). Priced like the extend pass (same form, same terms)."""
     from sdsl.speculation.finish import steps_to_finish
-    from sdsl.validation.synthetic_terms import passes_extra_s
+    from sdsl.validation.decoder.synthetic_terms import passes_extra_s
 
     b, g, target = row["batch"], row["gamma"], specs["target"]
     gemm = "gemm_rows" in terms and settings["hardware"] == "cpu"

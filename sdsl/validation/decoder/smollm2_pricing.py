@@ -6,7 +6,7 @@ family and llama-68m: SmolLM2 is held out of it), with two changes that match wh
 
 * tokens per step: only the first ``max_new`` tokens of a prompt count, so max_new / E[steps]
   (:func:`sdsl.speculation.finish.effective_tau`) in place of τ(α, γ) (Leviathan et al. 2023, Eq. 1);
-* the CPU GEMM row factor κ(rows, weight bytes) (:mod:`sdsl.validation.synthetic_terms`, measured on weight
+* the CPU GEMM row factor κ(rows, weight bytes) (:mod:`sdsl.validation.decoder.synthetic_terms`, measured on weight
   shapes of neither SmolLM2's width nor the synthetic sweep's): verifying γ + 1 tokens runs every GEMM over
   γ + 1 rows, which this CPU's BLAS prices far above a GEMV.
 
@@ -25,7 +25,7 @@ def price_smollm2(result: dict, params, hardware: str = "cpu") -> dict:
     from sdsl.roofline.deployment import Deployment
     from sdsl.speculation.finish import effective_tau
     from sdsl.speculation.throughput import predict
-    from sdsl.validation.synthetic_terms import model_extra_s
+    from sdsl.validation.decoder.synthetic_terms import model_extra_s
 
     spec = get_model("smollm2-135m")
     deployment = Deployment(hardware, dtype="fp32", context=result["prompt_len"] + result["max_new"] // 2, params=params)

@@ -4,7 +4,7 @@ For each (draft, target) pair of the committed byte-level family, γ ∈ 1…8 a
 decode the same held-out prompts plainly and speculatively, and record the measured α (MLE from the
 accept-count histogram), τ, tokens/s and speedup. Next to them, two predictions from the measured α:
 
-* ``pred_speedup`` — sdsl's hardware model (:mod:`sdsl.validation.decoder_pricing`): each (target,
+* ``pred_speedup`` — sdsl's hardware model (:mod:`sdsl.validation.decoder.pricing`): each (target,
   proposer) priced with a CPU calibration refitted without any row of its models (leak-free; or the
   committed ``profiles/cpu.calib.json`` with ``in_sample``), with the decoder's own per-step overhead
   T_overhead (docs/model.md §3.3, measured with zero-cost stand-in models, :func:`loop_overhead`), the
@@ -32,8 +32,8 @@ import numpy as np
 import torch
 
 from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
-from sdsl.validation.decoder_pricing import pair_params, price_rows
-from sdsl.validation.row_cache import RowCache
+from sdsl.validation.decoder.pricing import pair_params, price_rows
+from sdsl.validation.decoder.row_cache import RowCache
 from sdsl.torch.decoder import DraftModel, PromptLookup, generate
 
 __all__ = ["model_spec", "calibrated_params", "step_times", "validate_decoder", "fit_plane", "PAPER_PLANE"]
@@ -55,12 +55,12 @@ def calibrated_params(root: str | Path | None = None):
     """(LatencyParams, path) from ``profiles/cpu*.calib.json`` if one exists, else (None, None)."""
     from sdsl.fit.calibration import load_latency_params
 
-    root = Path(root or Path(__file__).resolve().parents[2] / "profiles")
+    root = Path(root or Path(__file__).resolve().parents[3] / "profiles")
     hits = sorted(root.glob("cpu*.calib.json"))
     if not hits:
         return None, None
     try:
-        shown = hits[0].relative_to(Path(__file__).resolve().parents[2]).as_posix()
+        shown = hits[0].relative_to(Path(__file__).resolve().parents[3]).as_posix()
     except ValueError:
         shown = str(hits[0])
     return load_latency_params(hits[0]), shown
@@ -226,7 +226,7 @@ def validate_decoder(targets=DEFAULT_TARGETS, drafts=DEFAULT_DRAFTS, gammas=rang
     if plane:
         out["plane"] = _plane(models, ppl, prompts, max_new, temperature, seed, tag, cache)
     if smollm2:
-        from sdsl.validation.smollm2_pricing import price_smollm2
+        from sdsl.validation.decoder.smollm2_pricing import price_smollm2
         from sdsl.torch.smollm2 import smollm2_rows
 
         out["smollm2"] = price_smollm2(smollm2_rows(smollm2, cache, temperature=0.0, seed=seed), params)
@@ -344,7 +344,7 @@ def _evidence(rows: list[dict]) -> dict:
 
 def _summarise(rows: list[dict], params_path) -> dict:
     """Errors of every model variant (leak-free), the in-sample and measured-step-time references, the picks."""
-    from sdsl.validation.decoder_pricing import MODELS, error_stats
+    from sdsl.validation.decoder.pricing import MODELS, error_stats
 
     meas = [r["speedup"] for r in rows]
     stats = {name: error_stats([r[f"pred_speedup_{name}"] for r in rows], meas) for name in MODELS}

@@ -20,13 +20,13 @@ import numpy as np
 import torch
 
 from sdsl.errors import InvalidInputError
-from sdsl.validation.decoder_synthetic import COUNTED, cpu_params, family_spec, measure, to_requested, without_predictions
-from sdsl.validation.row_cache import RowCache
+from sdsl.validation.decoder.synthetic import COUNTED, cpu_params, family_spec, measure, to_requested, without_predictions
+from sdsl.validation.decoder.row_cache import RowCache
 from sdsl.torch.checkpoint import load_checkpoint
 from sdsl.torch.head import HeadProposer, load_head
 from sdsl.torch.proposers import DraftModel
 
-#: what :func:`price_row` adds to the roofline on the CPU: the GEMM row factor κ (:mod:`sdsl.validation.synthetic_terms`)
+#: what :func:`price_row` adds to the roofline on the CPU: the GEMM row factor κ (:mod:`sdsl.validation.decoder.synthetic_terms`)
 PRICING_TERMS = ("gemm_rows",)
 
 __all__ = ["HEAD_DEFAULTS", "heldout_prompts", "tuning_prompts", "head_tree_validation", "summarise_heads",
@@ -93,7 +93,7 @@ def head_tree_validation(target: str = HEAD_DEFAULTS["target"], drafts=HEAD_DEFA
                          temperature: float = HEAD_DEFAULTS["temperature"], repeats: int = HEAD_DEFAULTS["repeats"],
                          seed: int = 0, cache_path=None, threads: int = 1, progress: bool = True) -> dict:
     """Measure plain, draft-model chains, head chains, head trees and draft-model trees; summarise. Tokens/s counts
-    the first ``max_new`` tokens of each prompt (:data:`sdsl.validation.decoder_synthetic.COUNTED`)."""
+    the first ``max_new`` tokens of each prompt (:data:`sdsl.validation.decoder.synthetic.COUNTED`)."""
     from tqdm.auto import tqdm
 
     torch.set_num_threads(threads)
@@ -168,7 +168,7 @@ def price_row(row: dict, target, proposer, deployment, prompt_len: int | None = 
     it also pays the head's pass over the prompt's P − 1 pairs, which the decoder runs in its first step
     instead of that first pass, spread over the run's max_new / τ_r steps. With ``gemm_rows`` (on hardware "cpu")
     every GEMM of the plain, verify and drafting forwards is priced at the CPU GEMM row factor κ(rows, weight bytes)
-    (:mod:`sdsl.validation.synthetic_terms`, measured on weight shapes of no family model), as the synthetic sweep
+    (:mod:`sdsl.validation.decoder.synthetic_terms`, measured on weight shapes of no family model), as the synthetic sweep
     and the SmolLM2 rows are."""
     from sdsl.speculation.proposers import EagleHead, forward_time
 
@@ -189,7 +189,7 @@ def price_row(row: dict, target, proposer, deployment, prompt_len: int | None = 
     verify = float(forward_time(target, deployment, batch=1, q=tree.verify_tokens, context=context + mask))
     plain = float(forward_time(target, deployment, batch=1, q=1, context=context))
     if gemm_rows and deployment.hardware.kind == "cpu":  # the head's first pass: logits at the last accepted slot
-        from sdsl.validation.synthetic_terms import model_extra_s, passes_extra_s
+        from sdsl.validation.decoder.synthetic_terms import model_extra_s, passes_extra_s
 
         plain += model_extra_s(target, deployment, 1.0)
         verify += model_extra_s(target, deployment, float(tree.verify_tokens))

@@ -42,7 +42,7 @@ def latency(data, figure, as_json, transfer, hardware_map):
     """
     from sdsl.validation.latency_validation import validate_latency
     from sdsl.cli._common import echo_json
-    from sdsl.cli.transfer import parse_hardware_map, run_transfer
+    from sdsl.cli.validate.transfer import parse_hardware_map, run_transfer
 
     mapping = parse_hardware_map(hardware_map)
     if transfer:
@@ -92,7 +92,7 @@ def latency(data, figure, as_json, transfer, hardware_map):
         click.echo(f"wrote {figure}")
 
 
-from sdsl.cli.validate_decoder import decoder as _decoder  # noqa: E402  (the torch reference decoder; imports torch lazily)
+from sdsl.cli.validate.decoder import decoder as _decoder  # noqa: E402  (the torch reference decoder; imports torch lazily)
 
 validate.add_command(_decoder)
 
@@ -107,7 +107,7 @@ def published(figure, as_json):
     rows it cannot price and why; per-class median, worst and signed error; every k-sweep's order and best k; the
     goals."""
     from sdsl.cli._common import echo_json
-    from sdsl.cli._validate_published import echo_published
+    from sdsl.cli.validate._published import echo_published
     from sdsl.validation.published_validation import validate_published
 
     out = validate_published()
