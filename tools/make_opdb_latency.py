@@ -2,8 +2,10 @@
 
     python tools/make_opdb_latency.py
 
-Reads only the shipped subset (sdsl/data/opdb), so it runs on any CPU; writes sdsl/data/latency/{h200,b200}.json
-and sdsl/data/latency/opdb/h100-sxm.json (the H100-SXM's fp8 GEMM terms over its Vidur calibration).
+Reads only the shipped subset (sdsl/data/opdb), so it runs on any CPU; writes sdsl/data/latency/{h200,b200}.json,
+sdsl/data/latency/opdb/h100-sxm.json (the H100-SXM's fp8 GEMM terms over its Vidur calibration) and the measured
+custom all-reduce (allreduce_latency_s, allreduce_eta) of the vLLM, SGLang and TensorRT-LLM profiles in
+sdsl/data/engines/profiles.json (sdsl.fit.opdb_engines; refit the host terms after: tools/fit_engine_profiles.py).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from sdsl.roofline.gpu_transfer import transfer_params  # noqa: E402
 from sdsl.catalog.hardware import get_hardware  # noqa: E402
 from sdsl.roofline.latency_params import _packaged_params, _transfer_basis  # noqa: E402
 from sdsl.fit.opdb_defaults import build_format_overlay, build_measured_params  # noqa: E402
+from sdsl.fit.opdb_engines import PROFILE_ENGINES, measured_custom_allreduce  # noqa: E402
 from sdsl.fit.opdb_fit import hardware_of  # noqa: E402
 
 LATENCY = ROOT / "sdsl" / "data" / "latency"
@@ -41,6 +44,22 @@ def main() -> int:
         path = LATENCY / "opdb" / f"{data['hardware']}.json"
         atomic_write_text(path, json.dumps(data, indent=2) + "\n")
         print(f"wrote {path.relative_to(ROOT)}")
+    path = ROOT / "sdsl" / "data" / "engines" / "profiles.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    measured = {e: measured_custom_allreduce(e) for e in sorted(set(PROFILE_ENGINES.values()))}
+    for entry in data["profiles"]:
+        engine = PROFILE_ENGINES.get(entry.get("engine"))
+        if engine is None or entry.get("allreduce") != "custom":
+            continue
+        m = measured[engine]
+        entry["allreduce_latency_s"] = {"value": round(m["latency_s"], 9), "fit": "measured", "source": m["source"],
+                                        "note": "the custom kernel's fixed latency per call, measured (was fitted on "
+                                                "published rows before the operator tables)"}
+        entry["allreduce_eta"] = {"value": round(m["eta"], 6), "fit": "measured", "source": m["source"],
+                                  "note": "the custom kernel's fraction of the per-direction NVLink bandwidth"}
+    atomic_write_text(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    print(f"wrote {path.relative_to(ROOT)}: " + ", ".join(f"{e} {m['version']} a = {1e6 * m['latency_s']:.2f} us, "
+                                                        f"eta = {m['eta']:.3f}" for e, m in measured.items()))
     return 0
 
 

@@ -11,20 +11,35 @@ from sdsl.cli._common import echo_json, format_table, json_option
 @json_option
 def hardware(as_json):
     """List the hardware catalog: architecture, memory, dense bf16/fp8 TFLOP/s, bandwidth, SMs/CUs, L2,
-    GPU-to-GPU link per direction, and every entry's sources."""
+    GPU-to-GPU link per direction, whether its latency parameters are fitted on measured kernels (which source
+    and engine version) or transferred from the GPUs that are, and every entry's sources."""
     from sdsl.catalog.hardware import list_hardware
+    from sdsl.roofline.latency_params import calibration_provenance
 
-    rows = [h.to_human() for h in list_hardware()]
+    entries = list_hardware()
+    rows = [h.to_human() for h in entries]
+    for r, h in zip(rows, entries):
+        r["latency_calibration"] = calibration_provenance(h)
     if as_json:
         echo_json(rows)
         return
+    for r in rows:
+        r["latency"] = r["latency_calibration"]["kind"]
     keys = ["name", "kind", "architecture", "memory_type", "bf16_tflops", "fp8_tflops", "mem_bandwidth_gbs", "mem_gb",
-            "sm_count", "l2_mb", "interconnect_gbs"]
+            "sm_count", "l2_mb", "interconnect_gbs", "latency"]
     table_rows = [{k: ("-" if r.get(k) is None else (f"{r[k]:g}" if isinstance(r[k], float) else r[k])) for k in keys}
                   for r in rows]
     click.echo(format_table(table_rows, [(k, k, "") for k in keys]))
     click.echo("\nDense figures (datasheet 'with sparsity' / 2); interconnect_gbs per direction; mem_gb is the datasheet's "
                "GB, which is binary (GiB); '-' = not published.")
+    click.echo("Latency parameters (default_params): 'measured' = fitted on measured kernels, 'transferred' = the "
+               "cross-GPU efficiency model from the measured GPUs (nothing measured on it), 'uncalibrated' = assumed "
+               "defaults. Measured on:")
+    for r in rows:
+        cal = r["latency_calibration"]
+        if cal["kind"] == "measured":
+            borrowed = f"; transferred: {', '.join(cal['transferred'])}" if cal["transferred"] else ""
+            click.echo(f"  {r['name']}: {'; '.join(cal['sources'])}{borrowed}")
     click.echo("Sources:")
     for r in rows:
         click.echo(f"  {r['name']}: {r['source']}")

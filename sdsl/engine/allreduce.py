@@ -30,10 +30,13 @@ def allreduce_latencies(profile, message_bytes, tp):
 def custom_allreduce_time(profile, message_bytes, tp, bandwidth, eta, nccl):
     """Seconds of one all-reduce of ``message_bytes`` over ``tp`` GPUs under the profile's custom kernel (module
     docstring): one-shot a + (t − 1)·M/(η·B), two-shot 2a + 2(t − 1)/t·M/(η·B), and ``nccl`` (the NCCL time of the
-    same message) at and above ``allreduce_max_bytes``. Broadcasts."""
+    same message) at and above ``allreduce_max_bytes``. η is the profile's measured ``allreduce_eta`` where it has one
+    (the engines' custom kernels timed in NVIDIA's operator tables reach 0.27-0.31 of NVLink's per-direction
+    bandwidth), else ``eta``, the GPU's. Broadcasts."""
     m = np.asarray(message_bytes, dtype=float)
     t = np.asarray(tp, dtype=float)
     a = profile.allreduce_latency_s
+    eta = getattr(profile, "allreduce_eta", 0.0) or eta
     oneshot = a + (t - 1.0) * m / (eta * bandwidth)
     twoshot = 2.0 * a + 2.0 * (t - 1.0) / t * m / (eta * bandwidth)
     custom = np.where(m < _oneshot_limit(profile, tp), oneshot, twoshot)

@@ -39,7 +39,8 @@ holds one engine build's terms, each zero in :data:`IDEAL` (the roofline alone, 
   a + (t − 1)·M / (η·B) — each GPU reads the t − 1 other buffers of M bytes; two-shot (above it, up to
   ``allreduce_max_bytes``): 2a + 2(t − 1)/t·M / (η·B), a reduce-scatter and an all-gather, each reading
   (t − 1)/t of the message; above ``allreduce_max_bytes`` NCCL. B is the catalog's per-direction NVLink
-  bandwidth, η the GPU's calibrated interconnect efficiency, a = ``allreduce_latency_s`` the kernel's fixed
+  bandwidth, η the kernel's measured fraction of it (``allreduce_eta``; 0: the GPU's calibrated interconnect
+  efficiency), a = ``allreduce_latency_s`` the kernel's fixed
   latency (launch to completion, the barrier included).
 
 A speculative worker's step at k = 0 (an EAGLE-style head still runs its draft-extend pass, sdsl.speculation.proposers)
@@ -107,6 +108,7 @@ class EngineProfile:
     allreduce_latency_s: float = 0.0
     allreduce_oneshot_bytes: tuple = ()
     allreduce_max_bytes: int = 0
+    allreduce_eta: float = 0.0  # the custom kernel's fraction of the link bandwidth; 0: the GPU's eta_interconnect
     sources: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self):
@@ -141,6 +143,10 @@ class EngineProfile:
                                     "(three one-shot limits, for tp 2, <= 4 and <= 8) and a positive allreduce_max_bytes.")
         set_(self, "allreduce_oneshot_bytes", limits)
         set_(self, "allreduce_max_bytes", int(self.allreduce_max_bytes))
+        if not (0.0 <= float(self.allreduce_eta) <= 1.0):
+            raise InvalidInputError(f"Engine profile {self.name!r}: allreduce_eta is a fraction of the link bandwidth in "
+                                    f"[0, 1] (0: the GPU's calibrated one); got {self.allreduce_eta!r}.")
+        set_(self, "allreduce_eta", float(self.allreduce_eta))
         if self.date and not _valid_date(self.date):
             raise InvalidInputError(f"Engine profile {self.name!r}: date must be YYYY-MM-DD; got {self.date!r}.")
 
@@ -168,7 +174,7 @@ class EngineProfile:
                 **{t: getattr(self, t) for t in _TIME_TERMS}, **{f: getattr(self, f) for f in _FLAGS},
                 "kernels": self.kernels, "capture_sizes": list(self.capture_sizes), "capture_unit": self.capture_unit,
                 "allreduce": self.allreduce, "allreduce_oneshot_bytes": list(self.allreduce_oneshot_bytes),
-                "allreduce_max_bytes": self.allreduce_max_bytes}
+                "allreduce_max_bytes": self.allreduce_max_bytes, "allreduce_eta": self.allreduce_eta}
 
     @classmethod
     def from_dict(cls, data: dict, *, origin: str = "engine profile") -> "EngineProfile":

@@ -12,7 +12,8 @@ refitted with it held.
 Leave-one-source-out (:func:`loso`): for each source (a PR, an issue, a README, a leaderboard), every profile is
 refitted without that source's rows and the held-out rows are priced with the result. A profile left without rows (or
 with a term its remaining rows cannot pin) takes the term from the same engine's other profiles fitted in that fold
-(the nearest by date), else the median of the term over every profile fitted in that fold, else zero. Inherited
+(the nearest by date), else the median of the term over every profile fitted in that fold or measured outright
+(the custom all-reduce latencies measured in NVIDIA's operator tables, ``"fit": "measured"``), else zero. Inherited
 terms (``"inherit"``: a later build that keeps an earlier build's fitted value, times a sourced ``"scale"``) follow
 their parent in every fold.
 """
@@ -214,6 +215,8 @@ def _fallbacks(catalog, keys, params, pinned) -> dict:
         same = [(abs(_days(catalog[o].date) - _days(prof.date)), o) for o in catalog
                 if o != name and catalog[o].engine == prof.engine and term in pinned.get(o, [])]
         pooled = [params[(o, t)] for o, ts in pinned.items() for t in ts if t == term]
+        pooled += [getattr(catalog[o], term) for o in catalog  # and the terms measured outright (an engine's all-reduce)
+                   if o != name and (catalog[o].sources.get(term) or {}).get("fit") == "measured"]
         out[(name, term)] = params[(min(same)[1], term)] if same else float(np.median(pooled)) if pooled else 0.0
     return out
 

@@ -10,6 +10,10 @@ Per GPU (H100-SXM, H200, B200 by default) and op, from the shipped subset of aic
 - decode attention (GQA/MQA/MHA) with a bf16 and an fp8 KV cache: one (heads, KV heads, head dim) shape held
   out at a time; decode MLA: one head count held out;
 - all-reduce: the engine's custom kernel (CUDA-graph replay and eager) and NCCL, one GPU count held out;
+- the shipped defaults (``default_params``) priced on every GEMM row per format (key ``shipped``);
+- FP8 plain decode of a dense target (Qwen3-8B, key ``fp8_decode``): the fp8/bf16 ratio of one layer's measured
+  kernels beside sdsl's priced fp8/bf16 step ratio (no published engine row measures a dense FP8 target);
+- the custom all-reduce the engine profiles take (key ``engine_allreduce``, :mod:`sdsl.fit.opdb_engines`);
 - the fused MoE layer (:mod:`sdsl.fit.opdb_moe`), 1-512 tokens, MoE TP × EP <= 8, balanced and power-law routing:
   one model shape held out at a time, per engine kernel and weight format and pooled per format;
 - H100 only: the two sources side by side, Vidur's fp16 GEMMs and the tables' bf16 GEMMs at the (m, n, k)
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sdsl.fit.opdb_defaults import ENGINE
 from sdsl.validation.error_stats import summarize_errors
 
 __all__ = ["validate_kernels", "GOAL_MEDIAN", "GOAL_WORST", "DEFAULT_GPUS", "OPS"]
@@ -186,7 +191,64 @@ def _vidur_h100() -> dict:
     return out
 
 
-def validate_kernels(gpus=None, ops=OPS, engine: str = "vllm") -> dict:
+def _shipped(gpu: str, engine: str) -> dict:
+    """What a user gets, ``default_params`` of the GPU, priced on every GEMM row of the tables per format (in-sample
+    for a GPU calibrated on them, out-of-source for a Vidur-calibrated one)."""
+    from sdsl.fit.opdb_fit import GEMM_FORMATS, gemm_rows, hardware_of, predict_gemm
+    from sdsl.roofline.latency_params import calibration_provenance, default_params
+
+    hw = hardware_of(gpu)
+    params = default_params(hw)
+    rows = gemm_rows(gpu, engine)
+    out = {"calibration": calibration_provenance(hw), "source": params.source, "gemm": {}}
+    for dtype in sorted(set(rows["dtype"])):
+        if dtype in GEMM_FORMATS and dtype != "fp8_block":
+            r = rows[rows["dtype"] == dtype]
+            out["gemm"][dtype] = _summary(predict_gemm(r, hw, GEMM_FORMATS[dtype], params) / r["time_s"].to_numpy() - 1.0)
+    return out
+
+
+#: The dense layer the fp8 check composes from measured kernels: Qwen3-8B at TP 1 (every GEMM on the tables' grid):
+#: QKV 4096 -> 6144, output 4096 -> 4096, gate and up 4096 -> 12288 each, down 12288 -> 4096; GQA 32/8/128.
+FP8_LAYER = ("qwen3-8b", ((6144, 4096), (4096, 4096), (12288, 4096), (12288, 4096), (4096, 12288)), (32, 8, 128))
+FP8_BATCHES = (1, 8, 32)
+FP8_CONTEXT = 1024
+
+
+def _fp8_layer(gpu: str, engine: str) -> list[dict]:
+    """FP8 against bf16 plain decode of a dense target: the ratio of one layer's measured kernels (its five GEMMs in
+    fp8 and in bf16, plus the same bf16-KV attention) beside the ratio of sdsl's whole priced steps, per batch."""
+    from sdsl.fit.opdb_fit import attention_rows, gemm_rows, hardware_of
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.roofline.latency import step_time
+
+    model, shapes, (h, kv, hd) = FP8_LAYER
+    hw = hardware_of(gpu)
+    att = attention_rows(gpu, engine, "bfloat16")
+    out = []
+    for b in FP8_BATCHES:
+        t = {}
+        for dtype in ("bfloat16", "fp8"):
+            g = gemm_rows(gpu, engine, dtype)
+            g = g[g["m"] == b]
+            picked = [g[(g["n"] == n) & (g["k"] == k)]["time_s"] for n, k in shapes]
+            if g.empty or any(x.empty for x in picked):
+                break
+            t[dtype] = sum(float(x.iloc[0]) for x in picked)
+        a = att[(att["batch_size"] == b) & (att["context"] == FP8_CONTEXT) & (att["num_heads"] == h)
+                & (att["num_key_value_heads"] == kv) & (att["head_dim"] == hd)]
+        if len(t) < 2 or a.empty:
+            continue
+        measured = (t["fp8"] + float(a["time_s"].iloc[0])) / (t["bfloat16"] + float(a["time_s"].iloc[0]))
+        steps = {w: float(step_time(model, Deployment(hw, weight_dtype=w), batch=b, context=FP8_CONTEXT).total_s)
+                 for w in (None, "fp8")}
+        priced = steps["fp8"] / steps[None]
+        out.append({"batch": b, "measured_layer_ratio": measured, "priced_step_ratio": priced,
+                    "error": priced / measured - 1.0})
+    return out
+
+
+def validate_kernels(gpus=None, ops=OPS, engine: str = ENGINE) -> dict:
     """Leave-one-shape-out errors of every fitted kernel term per GPU and op (module docstring). ``gpus``:
     database names (default :data:`DEFAULT_GPUS`); ``ops``: a subset of :data:`OPS`; ``engine``: whose GEMM and
     attention tables are fitted (MLA: SGLang's, the engine whose decode MLA kernel the tables time)."""
@@ -208,6 +270,14 @@ def validate_kernels(gpus=None, ops=OPS, engine: str = "vllm") -> dict:
         if "moe" in ops:
             res["moe"] = _moe(gpu)
         out["gpus"][gpu] = res
+        if "gemm" in ops:
+            out.setdefault("shipped", {})[gpu] = _shipped(gpu, engine)
+            if "attention" in ops:
+                out.setdefault("fp8_decode", {})[gpu] = _fp8_layer(gpu, engine)
     if "h100_sxm" in gpus and "gemm" in ops:
         out["vidur_h100"] = _vidur_h100()
+    if "allreduce" in ops:  # what the engine profiles price their custom all-reduce with (sdsl.fit.opdb_engines)
+        from sdsl.fit.opdb_engines import PROFILE_ENGINES, measured_custom_allreduce
+
+        out["engine_allreduce"] = {e: measured_custom_allreduce(e) for e in sorted(set(PROFILE_ENGINES.values()))}
     return out

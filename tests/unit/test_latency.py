@@ -93,9 +93,11 @@ def test_bad_inputs_and_params_roundtrip():
 def test_packaged_calibrations():
     h100 = default_params(H100)
     assert "H100" in h100.source and "vidur" in h100.source.lower()
-    h200 = default_params(get_hardware("h200"))
-    # H200 is uncalibrated: the cross-GPU model leans on the H100 (same architecture and compute)
-    assert "cross-GPU efficiency model" in h200.source and h200.eta_memory == pytest.approx(h100.eta_memory, rel=0.01)
+    h20 = default_params(get_hardware("h20"))
+    # H20 is uncalibrated: the cross-GPU model leans on the H100 (same architecture)
+    assert "cross-GPU efficiency model" in h20.source and h20.eta_memory == pytest.approx(h100.eta_memory, rel=0.01)
+    # H200 is calibrated on NVIDIA's measured operator tables
+    assert "aiconfigurator-core" in default_params(get_hardware("h200")).source
     assert "A100" in default_params(get_hardware("a100-80gb")).source
     assert default_params(get_hardware("cpu")) == DEFAULT_PARAMS
 

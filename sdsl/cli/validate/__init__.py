@@ -293,6 +293,19 @@ def kernels(gpus, ops, as_json):
                     if r.get("measured_time_vs_bf16_at_m1"):
                         line += f"; measured time / bf16 at m = 1: {r['measured_time_vs_bf16_at_m1']:.2f}x"
                 click.echo(line)
+    for gpu, sh in out.get("shipped", {}).items():
+        cal = sh["calibration"]
+        click.echo(f"{gpu} shipped defaults ({cal['kind']}: {'; '.join(cal['sources']) or 'transferred'}) on the tables' GEMMs: "
+                   + ", ".join(f"{k} median {100 * v['median_abs']:.1f}% bias {100 * v['median_signed']:+.1f}%"
+                               for k, v in sh["gemm"].items()))
+    for gpu, rows in out.get("fp8_decode", {}).items():
+        click.echo(f"{gpu} FP8 plain decode, Qwen3-8B (fp8/bf16: measured layer kernels vs sdsl's step): " + ", ".join(
+            f"b{r['batch']} {r['measured_layer_ratio']:.2f} vs {r['priced_step_ratio']:.2f} ({100 * r['error']:+.1f}%)"
+            for r in rows))
+    for engine, m in out.get("engine_allreduce", {}).items():
+        click.echo(f"engine profiles' custom all-reduce, {engine} {m['version']} ({m['kernel_source']}, H100/H200, CUDA graph): "
+                   f"a = {1e6 * m['latency_s']:.2f} us, eta = {m['eta']:.3f}; GPU count held out: median "
+                   f"{100 * m['heldout_median_abs']:.1f}%")
     v = out.get("vidur_h100")
     if v:
         s = v["shipped_on_opdb"]
