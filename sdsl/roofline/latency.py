@@ -39,9 +39,9 @@ from sdsl.roofline.deployment import Deployment
 from sdsl._checks import broadcast_shapes, count, non_negative, numbers, positive
 from sdsl.roofline.shapes import GEMM_OPS, MLA_OPS, ModelShapes, local_context  # noqa: F401
 from sdsl.roofline.step_ops import (MLA_EXTRA_GEMM_KERNELS, all_to_all_time, cached_kv_elements, communication_time,  # noqa: F401
-                                    activation_time, expert_rows, format_gemms_per_layer, fused_moe_fit_of,
-                                    fused_moe_time, gemm_op, layer_elementwise_time, layer_ops, moe_elementwise,
-                                    op_time, precision_of, roofline_sums)
+                                    expert_rows, format_gemms_per_layer, fused_moe_fit_of, fused_moe_parts, gemm_op,
+                                    layer_elementwise_time, layer_ops, moe_elementwise, op_time, precision_of,
+                                    roofline_sums)
 from sdsl.roofline.weight_formats import get_weight_format
 from sdsl.roofline.kernels import (FP32_FALLBACK_FRACTION, allreduce_time, allreduce_time_with, compute_peak,  # noqa: F401
                                elementwise_time, gemm_flops_bytes, gemm_waves, kernel_size_overhead, padded_tokens,
@@ -189,12 +189,8 @@ def _price(shapes: ModelShapes, dep: Deployment, b, q, L, *, logit_tokens=None):
         elementwise = elementwise + moe_ew - moe_launches
         launches = launches + moe_launches + shapes.n_moe * (1.0 + 2.0 * shapes.shared) * params.t_kernel
     elif shapes.has_moe:  # the measured layer holds routing, both grouped GEMMs (their launches), activation and sum
-        shared_ew = shapes.n_moe * shapes.shared * activation_time(shapes, tokens, shapes.shared_down_in, dt, bw, params)
-        shared_launches = shapes.n_moe * shapes.shared * t_ew
-        elementwise = elementwise + shared_ew - shared_launches
-        launches = launches + shared_launches + shapes.n_moe * (2.0 * shapes.shared - 1.0) * params.t_kernel
-        expert_peak = peak if prec.expert_peak is None else prec.expert_peak
-        fused_experts = shapes.n_moe * fused_moe_time(shapes, fused, tokens, prec, hardware, expert_peak)
+        ew, more, fused_experts = fused_moe_parts(shapes, fused, tokens, prec, hardware, peak, params, t_ew)
+        elementwise, launches = elementwise + ew, launches + more
     overhead = launches + n * (params.t_layer + size_layer) + size_lm + params.t_step
     if prec.layer_extra_s:  # a low-precision format's extra fixed time per GEMM (its activation quantisation)
         overhead = overhead + n * format_gemms_per_layer(shapes) * prec.layer_extra_s

@@ -23,7 +23,7 @@ from sdsl.errors import InvalidInputError
 
 __all__ = ["op_time", "layer_elementwise_time", "all_to_all_time", "roofline_sums", "precision_of", "gemm_op",
            "layer_ops", "communication_time", "moe_elementwise", "cached_kv_elements", "expert_rows", "Precision",
-           "fused_moe_fit_of", "fused_moe_time", "format_gemms_per_layer"]
+           "fused_moe_fit_of", "fused_moe_time", "fused_moe_parts", "format_gemms_per_layer"]
 
 #: MLA's extra GEMM-like kernels per layer: q_b, and the absorbed W_UK and W_UV batched GEMMs.
 MLA_EXTRA_GEMM_KERNELS = 3
@@ -348,3 +348,18 @@ def fused_moe_time(shapes: ModelShapes, fit: FusedMoEFit, tokens, prec: Precisio
     return fused_moe_layer_time(fit, tokens=n, top_k=shapes.top_k, local_experts_touched=distinct / shapes.ep,
                                 padded_rows=padded / shapes.ep, weight_bytes=wb * distinct / shapes.ep * shapes.d_model * width,
                                 flops_per_row=2.0 * shapes.d_model * width, bandwidth=hardware.mem_bandwidth, peak=peak)
+
+
+def fused_moe_parts(shapes: ModelShapes, fit: FusedMoEFit, tokens, prec: Precision, hardware, peak,
+                    params: LatencyParams, t_ew: float):
+    """What the MoE layers add to a step priced with the measured fused layer: (the shared experts' activation beyond
+    its launch, the launches — router and shared-expert GEMMs and the shared activation, less the grouped up and down
+    GEMMs the measured layer holds —, the routed experts' seconds over all MoE layers, :func:`fused_moe_time` at the
+    experts' peak, the deployment's ``peak`` without an expert format)."""
+    bw, dt = hardware.mem_bandwidth, prec.dt
+    shared_ew = shapes.n_moe * shapes.shared * activation_time(shapes, tokens, shapes.shared_down_in, dt, bw, params)
+    shared_launches = shapes.n_moe * shapes.shared * t_ew
+    launches = shared_launches + shapes.n_moe * (2.0 * shapes.shared - 1.0) * params.t_kernel
+    experts = shapes.n_moe * fused_moe_time(shapes, fit, tokens, prec, hardware,
+                                            peak if prec.expert_peak is None else prec.expert_peak)
+    return shared_ew - shared_launches, launches, experts

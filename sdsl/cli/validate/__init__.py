@@ -262,9 +262,8 @@ def kernels(gpus, ops, as_json):
     dense GEMM per weight format over 1-512 tokens (one input width held out at a time), decode attention
     with bf16 and fp8 KV caches (one heads/KV-heads/head-dim shape held out), decode MLA (one head count
     held out), the engines' custom all-reduce and NCCL (one GPU count held out), the fused MoE layer (one model
-    shape held out, per engine kernel and weight format); median, 95th percentile,
-    worst and signed bias of the held-out errors (goal: 10% median, 25% worst). On H100 also Vidur's GEMMs
-    against the tables'.
+    shape held out, per engine kernel and format); median, 95th percentile, worst and signed bias of the held-out
+    errors (goal: 10% median, 25% worst). On H100 also Vidur's GEMMs against the tables'.
     """
     from sdsl.cli._common import echo_json
     from sdsl.validation.kernel_validation import OPS, validate_kernels
