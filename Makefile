@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed-dev
 SMOLLM2 := .cache/smollm2/.fetched
 OPDB := .cache/aiconfigurator/.fetched
 
-.PHONY: run test install install-dev figures bench clean smollm2 docs opdb opdb-subset
+.PHONY: run test install install-dev figures bench clean smollm2 docs opdb opdb-subset opdb-calibrate
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +67,12 @@ opdb: $(OPDB)
 ## make opdb-subset: rewrite sdsl/data/opdb/*.csv.gz from the wheel (byte-for-byte reproducible; needs pyarrow).
 opdb-subset: $(STAMP) $(OPDB)
 	$(BIN)/python tools/make_opdb_subset.py
+
+## make opdb-calibrate: the H200/B200 defaults, the H100's fp8 terms and the engines' measured all-reduce from the shipped
+## subset (any CPU; no pyarrow), then the engine profiles' host terms refitted on the published rows.
+opdb-calibrate: $(VENV)/.installed
+	PYTHONPATH=. $(BIN)/python tools/make_opdb_latency.py
+	PYTHONPATH=. $(BIN)/python tools/fit_engine_profiles.py
 
 clean:
 	rm -rf $(VENV) build site *.egg-info

@@ -77,18 +77,23 @@ def engines(as_json):
         return
     rows = []
     for p in profiles:
-        fitted = {t for t in FREE_TERMS if (p.sources.get(t) or {}).get("fit") or "inherit" in (p.sources.get(t) or {})}
+        src = {t: p.sources.get(t) or {} for t in FREE_TERMS}
+        measured = {t for t, v in src.items() if v.get("fit") == "measured"}
+        fitted = {t for t, v in src.items() if (v.get("fit") or "inherit" in v) and t not in measured}
         ms = lambda t: f"{1e3 * getattr(p, t):.3f}" + ("*" if t in fitted else "")  # noqa: E731
         graphs = "".join(c if f else "-" for c, f in zip("TDE", (p.graphs_target, p.graphs_draft, p.graphs_extend)))
         rows.append({"name": p.name, "engine": p.engine, "date": p.date or "-", "host ms": ms("host_step_s"),
                      "spec ms": ms("spec_step_s"), "pass ms": ms("draft_pass_s"),
                      "launch us": f"{1e6 * p.launch_s:.1f}",
                      "all-reduce": "nccl" if p.allreduce == "nccl" else
-                     f"custom {1e6 * p.allreduce_latency_s:.1f} us" + ("*" if "allreduce_latency_s" in fitted else ""),
+                     f"custom {1e6 * p.allreduce_latency_s:.1f} us" + ("*" if "allreduce_latency_s" in fitted else
+                                                                      " measured" if "allreduce_latency_s" in measured else ""),
                      "graphs": graphs,
                      "overlap": ("P" if p.overlap_plain else "-") + ("S" if p.overlap_spec else "-")})
     click.echo(format_table(rows, [(k, k, "") for k in rows[0]]))
-    click.echo("\n* fitted on published rows (leave-one-source-out in the file); graphs: T target, D drafting passes, "
-               "E draft extend; overlap: P plain steps, S speculative steps.")
+    click.echo("\n* fitted on published rows (leave-one-source-out in the file); measured: in NVIDIA's operator tables "
+               "(aiconfigurator-core 0.12.0; `sdsl validate kernels`); graphs: T target, D drafting passes, E draft extend; "
+               "overlap: P plain steps, S speculative steps. Engines without measured kernel tables (gpt-fast, llama.cpp, "
+               "Hugging Face eager) keep terms fitted or sourced only.")
     for p in profiles:
         click.echo(f"  {p.name}: {p.build}")

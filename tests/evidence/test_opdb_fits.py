@@ -84,3 +84,16 @@ def test_fp8_decode_step_is_priced_near_the_measured_kernels():
     t = {w: float(step_time("llama-3.1-8b", Deployment(hw, weight_dtype=w), batch=1, context=1024).total_s)
          for w in (None, "fp8")}
     assert 0.72 < t["fp8"] / t[None] < 0.90
+
+
+def test_the_shipped_h200_and_b200_defaults_price_the_tables():
+    """VALIDATION.md: the shipped H200 and B200 calibrations (what default_params returns) on every GEMM row of the
+    tables they were fitted on, per format, without bias."""
+    from sdsl.validation.kernel_validation import _shipped
+
+    for gpu, bound in (("h200_sxm", {"bfloat16": 0.08, "fp8": 0.10}), ("b200_sxm", {"bfloat16": 0.10, "nvfp4": 0.12})):
+        got = _shipped(gpu, "vllm")
+        assert got["calibration"]["kind"] == "measured"
+        for dtype, limit in bound.items():
+            s = got["gemm"][dtype]
+            assert s["median_abs"] < limit and abs(s["median_signed"]) < 0.03, (gpu, dtype)
