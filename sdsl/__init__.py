@@ -32,7 +32,8 @@ from sdsl.acceptance.plane import (CHINCHILLA, SDSL_PLANE, AcceptancePlane, Alph
                                acceptance_from_sizes, perplexity)
 from sdsl.plan.search import SearchGrid, candidate_drafts, evaluate_grid, search
 from sdsl.speculation.step import TreeShape, parse_tree, price_step
-from sdsl.speculation.throughput import SDPrediction, plain_tokens_per_s, predict, speedup, tokens_per_flop, work_factor
+from sdsl.speculation.throughput import SDPrediction, plain_tokens_per_s, speedup, tokens_per_flop, work_factor
+from sdsl.plan.api import Prediction, optimize, predict
 from sdsl.plan.tree_search import BestTree, SGLangGrid, best_tree, sglang_grid
 from sdsl.acceptance.trees import TokenTree, draft_scores, rank_acceptance, sglang_tree_tau, tree_matrices
 from sdsl.errors import ConfigError, InvalidInputError, ProfileError, SDSLError, UnknownNameError
@@ -62,7 +63,7 @@ __all__ = [
     "Proposer", "DraftModel", "EagleHead", "Eagle3Head", "MedusaHeads", "MTPLayers", "NGramLookup",
     "PROPOSER_KINDS", "make_proposer", "TreeShape", "parse_tree", "TokenTree", "rank_acceptance", "draft_scores",
     "tree_matrices", "sglang_tree_tau", "best_tree", "BestTree", "sglang_grid", "SGLangGrid", "price_step", "PricedStep",
-    "SDPrediction", "predict", "plain_tokens_per_s", "speedup", "work_factor", "tokens_per_flop",
+    "SDPrediction", "predict", "Prediction", "optimize", "plain_tokens_per_s", "speedup", "work_factor", "tokens_per_flop",
     # ranking and choosing
     "rank_proposers", "ProposerRanking", "rank_trees", "TreeRanking", "k_table", "plan_speculation",
     "SpeculationPlan", "export_config", "SearchGrid", "candidate_drafts", "evaluate_grid", "search",

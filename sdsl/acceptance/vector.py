@@ -46,6 +46,7 @@ class Acceptance(Result):
     tail_ratio: float | None = None
     source: str = "given"
     evidence: dict | None = field(default=None, compare=False, repr=False)  # where a default came from (catalog rows)
+    measured_k: int | None = field(default=None, compare=False)  # the k an accepted length was measured at
 
     def __post_init__(self):
         p = check_alpha(np.atleast_1d(np.asarray(self.positions, dtype=float)), name="acceptance")
@@ -86,13 +87,14 @@ class Acceptance(Result):
             raise InvalidInputError(f"k (draft tokens per step) must be a positive integer; got {k}.")
         t = float(accepted_length_with_bonus(mean, bonus_included=bonus_included))
         a, r = solve_decay(t, int(k), DEFAULT_DECAY if decay is None else decay)
-        return cls((float(a),), float(r), source)
+        return cls((float(a),), float(r), source, measured_k=int(k))
 
     @classmethod
     def from_dict(cls, d: dict) -> Acceptance:
         """Inverse of :meth:`to_dict` (also accepts {"conditional": [...]} or {"marginal": [...]})."""
         if "positions" in d:
-            return cls(tuple(d["positions"]), d.get("tail_ratio"), d.get("source", "file"))
+            return cls(tuple(d["positions"]), d.get("tail_ratio"), d.get("source", "file"),
+                       measured_k=d.get("measured_k"))
         if "conditional" in d:
             return cls.from_conditional(d["conditional"], source=d.get("source", "file"))
         if "marginal" in d:
@@ -179,6 +181,8 @@ class Acceptance(Result):
         out = {"positions": list(self.positions), "tail_ratio": self.tail_ratio, "source": self.source, "k": k,
                "conditional": self.conditional_at(k).tolist(), "marginal": self.marginal_at(k).tolist(),
                "tau": float(self.tau(k))}
+        if self.measured_k is not None:
+            out["measured_k"] = self.measured_k
         return out if self.evidence is None else {**out, "evidence": self.evidence}
 
     def report(self, k: int | None = None) -> str:

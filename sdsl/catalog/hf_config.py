@@ -239,6 +239,29 @@ _FAMILY_FIELDS = {"llama": _llama_like, "mistral": _llama_like, "qwen2": _llama_
 _TEXT_CONFIG_TYPES = ("llama4", "gemma3")
 
 
+def weight_format(cfg: dict[str, Any], origin: str) -> str | None:
+    """The stored weight format a config's ``quantization_config`` names (None: none): ``quant_method`` "fp8"
+    (DeepSeek/Qwen FP8 checkpoints, block-scaled e4m3) → fp8; "mxfp4" (gpt-oss) → mxfp4; "modelopt" with
+    ``quant_algo`` FP8 / NVFP4 → fp8 / nvfp4; "awq", "gptq" with ``bits`` 4 → int4. Another method is a
+    ConfigError naming the ones sdsl prices."""
+    q = cfg.get("quantization_config")
+    if q is None:
+        return None
+    if not isinstance(q, dict):
+        raise ConfigError(f"{origin}: quantization_config must be a JSON object.")
+    method = str(q.get("quant_method", "")).lower()
+    algo = str(q.get("quant_algo", "")).lower()
+    if method in ("fp8", "mxfp4"):
+        return method
+    if method == "modelopt" and algo in ("fp8", "nvfp4"):
+        return algo
+    if method in ("awq", "gptq") and int(q.get("bits", 0)) == 4:
+        return "int4"
+    raise ConfigError(f"{origin}: quantization_config {method or '?'}{'/' + algo if algo else ''} is not a weight "
+                      "format sdsl prices (fp8, mxfp4, modelopt fp8/nvfp4, awq/gptq 4-bit); remove it and give "
+                      "--dtype, or price the weights as they are stored.")
+
+
 def spec_fields_from_hf(cfg: dict[str, Any], origin: str, name: str | None = None) -> dict[str, Any]:
     """ModelSpec keyword arguments for the Hugging Face config ``cfg`` read from ``origin``."""
     mt = cfg.get("model_type")
@@ -251,6 +274,7 @@ def spec_fields_from_hf(cfg: dict[str, Any], origin: str, name: str | None = Non
         "family": mt,
         "source": f"Hugging Face config {origin}",
         "hf_id": str(cfg.get("_name_or_path", "")),
+        "weight_format": weight_format(cfg, origin),
     }
     text = cfg
     if mt in _TEXT_CONFIG_TYPES and "text_config" in cfg:

@@ -73,8 +73,12 @@ class ModelSpec(VariantCounts):
         published_params: the parameter count the model card / paper publishes, or ``None``.
         published_active_params, active_params_convention: an MoE model's published active count and
             what it counts (:data:`ACTIVE_CONVENTIONS`).
-        source: where the shapes and the published count come from.
+        source: where the shapes and the published count come from (for a config.json: the file, and whether it
+            matched a catalog model by architecture and shape).
         hf_id: Hugging Face repository id.
+        weight_format: the stored weight format a config.json's ``quantization_config`` names (fp8, mxfp4, nvfp4,
+            int4; :mod:`sdsl.roofline.weight_formats`), None for weights in the compute dtype; a deployment that
+            names no weight format prices the weights in it.
     """
 
     name: str
@@ -125,6 +129,7 @@ class ModelSpec(VariantCounts):
     active_params_convention: str = "all"
     source: str = ""
     hf_id: str = ""
+    weight_format: str | None = None  # stored weight format a config.json's quantization_config names (fp8, ...)
 
     def __post_init__(self) -> None:
         for attr in ("n_layer", "d_model", "n_head", "n_kv_head", "d_ff", "vocab_size", "max_context"):
@@ -325,6 +330,37 @@ def _catalog() -> tuple[ModelSpec, ...]:
     return tuple(out)
 
 
+#: The fields that make two specs one model: the architecture and every shape the roofline prices (not the name,
+#: the file, the context length an instruct variant extends, or the published counts).
+_SHAPE_FIELDS = ("family", "n_layer", "d_model", "n_head", "n_kv_head", "d_ff", "vocab_size", "head_dim", "gated_mlp",
+                 "tied_embeddings", "qkv_bias", "qk_norm", "sliding_window", "local_layers", "kv_lora_rank",
+                 "q_lora_rank", "n_experts", "experts_per_token", "expert_d_ff", "n_shared_experts",
+                 "shared_expert_d_ff", "first_dense_layers", "moe_layer_step", "mtp_layers")
+
+
+def _shape_key(spec: ModelSpec) -> tuple:
+    return tuple(getattr(spec, f) for f in _SHAPE_FIELDS)
+
+
+def catalog_match(spec: ModelSpec) -> ModelSpec:
+    """A spec read from a config.json, recognised by its architecture and shape (:data:`_SHAPE_FIELDS`), not its file
+    name: when a catalog model has them (its Hugging Face id first), the spec takes that model's name, so the
+    published acceptance and everything keyed by name price it as the catalog model; ``source`` says whether it
+    matched. The config's own fields (its weight format included) are kept."""
+    from dataclasses import replace
+
+    same = [m for m in _catalog() if _shape_key(m) == _shape_key(spec)]
+    # models of one shape (Llama-3-8B and Llama-3.1-8B): the config's own repository first, then its context length
+    same.sort(key=lambda m: (m.hf_id.lower() != spec.hf_id.lower(), m.max_context != spec.max_context))
+    if not same:
+        return replace(spec, source=f"{spec.source}: no catalog model has this architecture and shape")
+    m = same[0]
+    return replace(spec, name=m.name, hf_id=spec.hf_id or m.hf_id, published_params=m.published_params,
+                   published_active_params=m.published_active_params,
+                   active_params_convention=m.active_params_convention,
+                   source=f"{spec.source}: matched catalog model {m.name} by architecture and shape")
+
+
 def list_models() -> list[ModelSpec]:
     """Every catalog model, in catalog order."""
     return list(_catalog())
@@ -346,7 +382,7 @@ def get_model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
     if text.lower() in by_hf and not Path(text).exists():  # "meta-llama/Llama-3.1-8B"
         return by_hf[text.lower()]
     if isinstance(name_or_path, Path) or "/" in text or "\\" in text or text.endswith(".json") or Path(text).exists():
-        return ModelSpec.from_hf_config(text)
+        return catalog_match(ModelSpec.from_hf_config(text))
     import difflib
 
     close = difflib.get_close_matches(key, list(idx), n=3, cutoff=0.5)

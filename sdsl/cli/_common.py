@@ -8,9 +8,11 @@ import math
 
 import click
 
+from sdsl.plan.report import format_table, proposer_warnings  # noqa: F401 (the commands' tables and warnings)
+
 __all__ = ["json_option", "calibration_option", "engine_option", "deployment_options", "resolve_latency_params", "echo_json",
            "format_table", "parse_int_list", "acceptance_options", "AcceptanceChoice", "parse_float_list", "workload_option",
-           "acceptance_for_option", "parse_acceptance_for", "WORKLOAD_HELP", "vocabulary_warning", "proposer_warnings",
+           "acceptance_for_option", "parse_acceptance_for", "WORKLOAD_HELP", "proposer_warnings",
            "check_accepted_length", "split_entries", "json_text"]
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
@@ -42,13 +44,15 @@ engine_option = click.option("--engine", default=None, help=ENGINE_HELP)
 
 
 def deployment_options(*, context: bool = True, tp_help: str = "Tensor-parallel degree of the target."):
-    """Add --hardware, [--context], --tp, --draft-tp, --dtype, --calibration and --engine to a command and hand it
+    """Add --hardware, [--context], --tp, --ep, --draft-tp, --dtype, --calibration and --engine to a command and hand it
     ONE ``deployment`` argument (a :class:`sdsl.roofline.deployment.Deployment`) built from them."""
     options = [
         click.option("--hardware", default="h100-sxm", show_default=True, help="Hardware (catalog name or TOML/JSON file)."),
         *([click.option("--context", default=1024, show_default=True, type=int,
                         help="Tokens in each sequence's KV cache.")] if context else []),
         click.option("--tp", default=1, show_default=True, type=int, help=tp_help),
+        click.option("--ep", default=1, show_default=True, type=int,
+                     help="Expert-parallel degree of an MoE target (divides --tp; e.g. --tp 8 --ep 8)."),
         click.option("--draft-tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of a draft model."),
         click.option("--dtype", default="bf16", show_default=True, type=click.Choice(DTYPES)),
         calibration_option,
@@ -57,13 +61,13 @@ def deployment_options(*, context: bool = True, tp_help: str = "Tensor-parallel 
 
     def decorate(command):
         @functools.wraps(command)
-        def wrapper(*args, hardware, tp, draft_tp, dtype, calibration, engine, **kwargs):
+        def wrapper(*args, hardware, tp, ep, draft_tp, dtype, calibration, engine, **kwargs):
             from sdsl.roofline.deployment import Deployment
             from sdsl.catalog.hardware import get_hardware
 
             extra = {"context": kwargs.pop("context")} if context else {}
             hw = get_hardware(hardware)
-            deployment = Deployment(hw, tp=tp, draft_tp=draft_tp, dtype=dtype,
+            deployment = Deployment(hw, tp=tp, ep=ep, draft_tp=draft_tp, dtype=dtype,
                                     params=resolve_latency_params(calibration, hw), engine=engine, **extra)
             return command(*args, deployment=deployment, **kwargs)
 
@@ -84,14 +88,6 @@ def json_text(obj, *, sort_keys: bool = False) -> str:
 def echo_json(obj, *, sort_keys: bool = False) -> None:
     """Print ``obj`` as indented JSON (NaN/inf become null)."""
     click.echo(json_text(obj, sort_keys=sort_keys))
-
-
-def format_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
-    """Fixed-width text table; columns = (key, header, format spec)."""
-    cells = [[format(r[k], f) if f else str(r[k]) for k, _, f in columns] for r in rows]
-    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, (_, h, _) in enumerate(columns)]
-    line = lambda vals: "  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(vals, widths)))  # noqa: E731
-    return "\n".join([line([h for _, h, _ in columns]), line(["-" * w for w in widths])] + [line(c) for c in cells])
 
 
 def split_entries(text: str, name: str, example: str) -> list[str]:
@@ -160,7 +156,8 @@ class AcceptanceChoice:
     def resolve(self, k: int | None = None, decay: float | None = None, bare_accepted_at: bool = False):
         """The Acceptance, or None when nothing was given (the caller then resolves each proposer's own). ``k``
         is the draft length --accepted-length was measured at when --accepted-at is absent (predict's --gamma);
-        ``decay`` the decay ratio of the proposer it was measured on (default: the generic fit);
+        ``decay`` the decay ratio of the proposer it was measured on (default: the group of every proposer but
+        EAGLE-1 heads, r = 1: sdsl's one rule across k, :func:`sdsl.acceptance.group_decay`);
         ``bare_accepted_at``: --accepted-at may stand alone (it qualifies --acceptance-for values)."""
         from sdsl.acceptance import check_alpha
         from sdsl.acceptance import Acceptance
@@ -177,7 +174,10 @@ class AcceptanceChoice:
             at = self.accepted_at if self.accepted_at is not None else k
             if at is None:
                 raise InvalidInputError("--accepted-length needs --accepted-at K, the draft length it was measured at.")
-            return Acceptance.from_accepted_length(self.accepted_length, at, decay=decay)
+            from sdsl.acceptance import group_decay
+
+            return Acceptance.from_accepted_length(self.accepted_length, at,
+                                                   decay=group_decay("other") if decay is None else decay)
         if self.acceptance is not None:
             values = parse_float_list(self.acceptance, "--acceptance")
             if self.kind == "conditional":
@@ -275,27 +275,4 @@ def parse_acceptance_for(items, accepted_at: int | None = None) -> dict:
             raise InvalidInputError(f"--acceptance-for {item!r}: a mean accepted length counts the bonus token, so it is at "
                                     "least 1; give per-position rates as a comma-separated list.")
         out[name] = Acceptance.from_accepted_length(tau_value, k, decay=group_decay(kind), source=f"given:{name}")
-    return out
-
-
-def vocabulary_warning(target, proposer) -> str | None:
-    """A sentence when a separate draft model's vocabulary is not the target's (sizes more than 1% apart: the
-    same tokenizer is often padded to different embedding sizes, e.g. Qwen2.5's 151,936 and 152,064)."""
-    draft = getattr(proposer, "model", None)
-    if draft is None or abs(draft.vocab_size - target.vocab_size) <= 0.01 * target.vocab_size:
-        return None
-    return (f"{draft.name}'s vocabulary ({draft.vocab_size} tokens) is not {target.name}'s ({target.vocab_size}): "
-            "standard speculative decoding needs the target's tokenizer; sdsl prices it as if the two shared one")
-
-
-def proposer_warnings(target, deployment, proposers) -> list[str]:
-    """What ``predict`` and ``optimize`` warn about before their numbers (text and JSON): a context beyond the
-    target's maximum, a draft with another vocabulary, MTP on a target that ships no MTP module."""
-    out = []
-    if deployment.context > target.max_context:
-        out.append(f"context {deployment.context} exceeds {target.name}'s maximum of {target.max_context} tokens")
-    out += [w for w in (vocabulary_warning(target, p) for p in proposers) if w]
-    if target.mtp_layers == 0 and any(p.kind == "mtp" for p in proposers):
-        out.append(f"{target.name} ships no MTP module; mtp is priced as a module trained for it (DeepSeek-V3's MTP "
-                   "shape), which engines' mtp methods cannot load")
     return out

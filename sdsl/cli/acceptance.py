@@ -24,7 +24,9 @@ from sdsl.cli._common import WORKLOAD_HELP, acceptance_options, echo_json, json_
                    "gives no per-position rates and does not state it (SGLang: --speculative-num-steps).")
 @click.option("--proposer", default=None,
               help="Show this proposer's default acceptance (eagle | eagle3 | medusa | mtp | ngram | draft:<model>) on "
-                   "--target: the published catalog's for --workload, SDSL's plane for a draft model.")
+                   "--target: the published catalog's for --workload, SDSL's plane for a draft model. With "
+                   "--accepted-length and no --target: the proposer it was measured on, whose decay ratio carries it "
+                   "across k as predict and optimize do (default: every proposer's but EAGLE-1 heads', r = 1).")
 @click.option("--target", default=None, help="Target model of --proposer (catalog name or config.json).")
 @click.option("--workload", default="chat", show_default=True, help=WORKLOAD_HELP)
 @acceptance_options(alpha_help="i.i.d. per-token acceptance rate in (0, 1) (Leviathan et al.) to convert to per-position rates.",
@@ -43,9 +45,13 @@ def acceptance(log, engine, ngram, ngram_min, ngram_max, k, proposer, target, wo
 
     if k is not None and k < 1:
         raise InvalidInputError("--k must be a positive integer.")
-    if (proposer is None) != (target is None):
-        raise InvalidInputError("--proposer and --target go together: the default acceptance of a proposer on a target.")
-    if proposer is not None:
+    measured = acceptance.given is not None and proposer is not None and target is None
+    if (proposer is None) != (target is None) and not measured:
+        raise InvalidInputError("--proposer and --target go together: the default acceptance of a proposer on a target "
+                                "(or --proposer with --accepted-length: the proposer it was measured on).")
+    if measured:
+        data, text = _measured(acceptance, proposer, k)
+    elif proposer is not None:
         others = [n for n, v in (("--from-log", log), ("--ngram", ngram), (acceptance.given, acceptance.given)) if v]
         if others:
             raise InvalidInputError(f"Give either --proposer or {others[0]}, not both.")
@@ -87,9 +93,19 @@ def acceptance(log, engine, ngram, ngram_min, ngram_max, k, proposer, target, wo
             click.echo(f"wrote {out} (use it with --acceptance-file)")
 
 
+def _measured(acceptance, proposer, k):
+    """(JSON, text) of one measurement of a named proposer, carried across k by its group's decay ratio."""
+    from sdsl.acceptance import group_decay
+    from sdsl.speculation.proposers import make_proposer
+
+    acc = acceptance.resolve(k=k, decay=group_decay(make_proposer(proposer).kind))
+    shown = k if k is not None else (acc.k if acc.tail_ratio is None else (acceptance.accepted_at or acc.k))
+    return acc.to_dict(shown), acc.report(shown)
+
+
 def _default_acceptance(proposer, target, workload, k):
     """(JSON, text) of a proposer's default acceptance on a target: per-position rates at k, τ and its evidence."""
-    from sdsl.cli.optimize import describe_acceptance
+    from sdsl.plan.report import describe_acceptance
     from sdsl.speculation.resolve import resolve_acceptance
 
     acc = resolve_acceptance(proposer, target, workload=workload, spread_k=k)

@@ -22,7 +22,13 @@ def _parse_qps(text: str) -> list[float]:
 
 @click.command()
 @click.option("--target", default="llama-2-7b", show_default=True, help="Target model (catalog name or config.json).")
-@click.option("--draft", default="llama-160m", show_default=True, help="Draft model (catalog name or config.json).")
+@click.option("--draft", default=None, help="Draft model (catalog name or config.json; default llama-160m without "
+                                            "--proposer); same as --proposer draft:<model>.")
+@click.option("--proposer", default=None,
+              help="Any proposer `sdsl optimize` ranks: draft:<model> | eagle | eagle3 | medusa | mtp | ngram; its "
+                   "acceptance (--alpha's default) is its own, the published catalog's for --workload.")
+@click.option("--workload", default="chat", show_default=True,
+              help="Workload whose published acceptance sets --alpha's default for --proposer.")
 @deployment_options(context=False)
 @click.option("--qps", default="1,2,4,8,16", show_default=True, help="Request rates (requests/s), comma-separated.")
 @click.option("--policy", "policies", default="none,k=3,adaptive", show_default=True,
@@ -35,7 +41,9 @@ def _parse_qps(text: str) -> list[float]:
 @click.option("--requests", "n_requests", default=1000, show_default=True, type=int, help="Requests per run.")
 @click.option("--prompt-tokens", default=512, show_default=True, type=int, help="Prompt length without --trace.")
 @click.option("--output-tokens", default=256, show_default=True, type=int, help="Output length without --trace.")
-@click.option("--alpha", default=0.7, show_default=True, type=float, help="Mean per-token acceptance rate.")
+@click.option("--alpha", default=None, type=float,
+              help="Mean per-token acceptance rate (default: 0.7 for a draft model; a head's or lookup's own, the "
+                   "i.i.d. alpha of its published acceptance at the largest k it was measured at).")
 @click.option("--alpha-concentration", default=20.0, show_default=True, type=float,
               help="Beta concentration of per-request acceptance around --alpha (inf: all equal).")
 @click.option("--max-batch", default=256, show_default=True, type=int, help="Most running requests per step.")
@@ -52,7 +60,7 @@ def _parse_qps(text: str) -> list[float]:
               help="Speculation overhead as a fraction of the verification step (TurboSpec measures ~0.05).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Random seed (runs are deterministic).")
 @json_option
-def simulate(target, draft, deployment, qps, policies, trace, data_dir, n_requests, prompt_tokens,
+def simulate(target, draft, proposer, workload, deployment, qps, policies, trace, data_dir, n_requests, prompt_tokens,
              output_tokens, alpha, alpha_concentration, max_batch, max_k, mem_fraction, estimator, alpha_prior, pricing,
              spec_overhead, seed, as_json):
     """Simulate a continuously batched server under each QPS and speculation policy.
@@ -67,6 +75,7 @@ def simulate(target, draft, deployment, qps, policies, trace, data_dir, n_reques
 
     rates = _parse_qps(qps)
     pols = parse_policies(policies)
+    speculator, alpha, alpha_note = _speculator(target, draft, proposer, workload, alpha)
     _check_options(n_requests=n_requests, prompt_tokens=prompt_tokens, output_tokens=output_tokens, alpha=alpha,
                    alpha_prior=alpha_prior, mem_fraction=mem_fraction, spec_overhead=spec_overhead,
                    max_batch=max_batch, max_k=max_k)
@@ -76,7 +85,7 @@ def simulate(target, draft, deployment, qps, policies, trace, data_dir, n_reques
                                     AcceptanceDist(alpha, alpha_concentration), seed, target_spec)
     longest = max(int((w.prompt_tokens + w.output_tokens).max()) for w in workloads.values())
     longest_prompt = max(int(w.prompt_tokens.max()) for w in workloads.values())
-    system = ServingSystem.from_catalog(target_spec, draft, deployment, mem_fraction=mem_fraction, max_batch=max_batch,
+    system = ServingSystem.from_catalog(target_spec, speculator, deployment, mem_fraction=mem_fraction, max_batch=max_batch,
                                         max_k=k_needed, max_context=longest + k_needed + 2, max_prompt=longest_prompt,
                                         spec_overhead_frac=spec_overhead)
     config = SimConfig(max_batch=max_batch, max_k=max_k, estimator=estimator, prior=alpha_prior, pricing=pricing)
@@ -87,18 +96,47 @@ def simulate(target, draft, deployment, qps, policies, trace, data_dir, n_reques
             results.append({key: s[key] for key in ("qps", "policy", "mean_latency_s", "p99_latency_s", "ttft_s",
                                                      "tpot_s", "tokens_per_s", "mean_k")})
     if as_json:
-        echo_json({"engine": deployment.engine.name, "engine_profile": deployment.engine.summary(), "results": results,
+        echo_json({"engine": deployment.engine.name, "engine_profile": deployment.engine.summary(),
+                   "proposer": getattr(speculator, "name", None), "alpha": alpha, "alpha_source": alpha_note,
+                   "results": results,
                    **({"clipped_requests": clipped} if trace else {})})
         return
     src = f"trace {trace}" if trace else f"Poisson, {prompt_tokens}+{output_tokens} tokens"
     click.echo(f"{system.name}; {src}; {n_requests} requests; alpha ~ Beta(mean {alpha:g}, "
                f"concentration {alpha_concentration:g}); seed {seed}; engine {deployment.engine.name}")
+    if alpha_note:
+        click.echo(f"note: {alpha_note}")
     if clipped:
         n_run = len(next(iter(workloads.values())))
         click.echo(f"note: {clipped} of the {n_run} replayed requests {'exceeds' if clipped == 1 else 'exceed'} "
                    f"{target_spec.name}'s {target_spec.max_context}-token context and "
                    f"{'is' if clipped == 1 else 'are'} cut to fit it (prompt first, then output).")
     _echo_tables(rates, results)
+
+
+def _speculator(target, draft, proposer, workload, alpha):
+    """(what drafts: a catalog draft's name or a Proposer, the mean acceptance α, where α came from or None). A
+    head or lookup without --alpha takes its own: the i.i.d. α of its resolved acceptance at the largest k its rows
+    were measured at (k = 3 when none is stated)."""
+    from sdsl.errors import InvalidInputError
+
+    if draft is not None and proposer is not None:
+        raise InvalidInputError("Give --draft or --proposer, not both (--draft M is --proposer draft:M).")
+    if proposer is None:
+        return draft or "llama-160m", 0.7 if alpha is None else alpha, None
+    from sdsl.plan.robust import measured_k
+    from sdsl.speculation.proposers import make_proposer
+    from sdsl.speculation.resolve import resolve_acceptance
+
+    prop = make_proposer(proposer)
+    if prop.kind == "draft":
+        return prop.model.name, 0.7 if alpha is None else alpha, None
+    if alpha is not None:
+        return prop, alpha, None
+    acc = resolve_acceptance(prop, target, workload=workload)
+    k = measured_k(acc) or 3
+    value = float(acc.iid_alpha(k))
+    return prop, value, f"alpha {value:.3f} is {prop.name}'s own ({acc.source}, the i.i.d. alpha of its tau at k = {k})"
 
 
 def _check_options(*, n_requests, prompt_tokens, output_tokens, alpha, alpha_prior, mem_fraction, spec_overhead,

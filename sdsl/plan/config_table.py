@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from sdsl.speculation.bands import BAND_FIELDS
 from sdsl.speculation.priced_step import ARRAY_FIELDS
 
-__all__ = ["ROW_KEYS", "config_row", "frame_columns", "report_rows"]
+__all__ = ["ROW_KEYS", "config_row", "frame_columns", "report_rows", "tokens_band", "tpot_band", "speedup_band"]
 
 #: Every row's keys, in order (docs/json.md).
 ROW_KEYS = ("proposer", "draft", "draft_params", "gamma", "tree", "batch", "acceptance_index", "alpha",
-            "acceptance_source", "tau", "tokens_per_s", "plain_tokens_per_s", "speedup", "tpot_s", "bound",
-            "t_draft_s", "t_propose_s", "t_verify_s", "t_worker_s", "t_host_s", "t_step_s", "cost_ratio",
+            "acceptance_source", "tau", "tokens_per_s", "plain_tokens_per_s", "speedup", "tpot_s", "tokens_per_s_low",
+            "tokens_per_s_high", "plain_tokens_per_s_low", "plain_tokens_per_s_high", "speedup_low", "speedup_high",
+            "tpot_s_low", "tpot_s_high", "bound", "t_draft_s", "t_propose_s", "t_verify_s", "t_worker_s", "t_host_s", "t_step_s", "cost_ratio",
             "distinct_experts", "engine")
-_PRICED = ("tau", "tokens_per_s", "plain_tokens_per_s", "speedup", "tpot_s", "bound", "t_draft_s", "t_propose_s",
-           "t_verify_s", "t_worker_s", "t_host_s", "t_step_s", "cost_ratio", "distinct_experts")
+_PRICED = ("tau", "tokens_per_s", "plain_tokens_per_s", "speedup", "tpot_s", *BAND_FIELDS, "bound", "t_draft_s",
+           "t_propose_s", "t_verify_s", "t_worker_s", "t_host_s", "t_step_s", "cost_ratio", "distinct_experts")
 
 
 def _draft(proposer) -> tuple:
@@ -49,7 +51,10 @@ def _plain_full(step, name: str, shape):
     run; the ranking prices k = 0 as plain (:func:`sdsl.plan.ranking.rank_proposers`) and its rows say so."""
     plain = {"tau": 1.0, "tokens_per_s": step.plain_tokens_per_s, "speedup": 1.0, "tpot_s": step.t_plain_s,
              "t_draft_s": 0.0, "t_propose_s": 0.0, "t_verify_s": step.t_plain_s, "t_worker_s": 0.0, "t_host_s": 0.0,
-             "t_step_s": step.t_plain_s}
+             "t_step_s": step.t_plain_s, "tokens_per_s_low": step.plain_tokens_per_s_low,
+             "tokens_per_s_high": step.plain_tokens_per_s_high, "speedup_low": 1.0, "speedup_high": 1.0,
+             "tpot_s_low": step.t_plain_s * step.plain_tokens_per_s / step.plain_tokens_per_s_high,
+             "tpot_s_high": step.t_plain_s * step.plain_tokens_per_s / step.plain_tokens_per_s_low}
     if name == "distinct_experts":
         source = step.plain_time if step.plain_time is not None else step.verify_time
         return np.broadcast_to(np.asarray(source.distinct_experts, dtype=float), shape)
@@ -94,11 +99,29 @@ def frame_columns(proposer, step, levels, gammas, batches, keep, finite) -> dict
     return {k: cols[k] for k in ROW_KEYS}
 
 
+def tokens_band(row: dict) -> str:
+    """A row's tokens/s 80% band as compact text, low-high."""
+    return f"{row['tokens_per_s_low']:.0f}-{row['tokens_per_s_high']:.0f}"
+
+
+def tpot_band(row: dict) -> str:
+    """A row's TPOT 80% band in ms, low-high."""
+    return f"{1e3 * row['tpot_s_low']:.2f}-{1e3 * row['tpot_s_high']:.2f}"
+
+
+def speedup_band(row: dict) -> str:
+    """A row's speedup 80% band, low-high."""
+    return f"{row['speedup_low']:.2f}-{row['speedup_high']:.2f}"
+
+
 def report_rows(rows: list[dict]) -> str:
-    """Text table of rows: batch, proposer, k or tree, τ, tokens/s, TPOT and speedup."""
-    lines = [f"{'batch':>6} {'proposer':<22} {'k/tree':>9} {'tau':>6} {'tokens/s':>10} {'TPOT ms':>8} {'speedup':>8}"]
+    """Text table of rows: batch, proposer, k or tree, τ, tokens/s, TPOT and speedup, the last three with their 80%
+    band (low-high)."""
+    lines = [f"{'batch':>6} {'proposer':<22} {'k/tree':>9} {'tau':>6} {'tokens/s':>10} {'80% band':>15} {'TPOT ms':>8} "
+             f"{'80% band':>11} {'speedup':>8} {'80% band':>11}"]
     for r in rows:
         shape = ",".join(map(str, r["tree"])) if r.get("tree") else str(r["gamma"])
         lines.append(f"{r['batch']:>6} {r['proposer']:<22} {shape:>9} {r['tau']:6.2f} {r['tokens_per_s']:10.1f} "
-                     f"{1e3 * r['tpot_s']:8.2f} {r['speedup']:8.2f}")
+                     f"{tokens_band(r):>15} {1e3 * r['tpot_s']:8.2f} {tpot_band(r):>11} {r['speedup']:8.2f} "
+                     f"{speedup_band(r):>11}")
     return "\n".join(lines)

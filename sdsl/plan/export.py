@@ -4,10 +4,11 @@ The table is :meth:`sdsl.plan.ranking.ProposerRanking.k_table` (docs/model.md §
 Field names follow each engine's documentation (the tests cite the pages):
 - vLLM: ``speculative_config`` {"method", "model", "num_speculative_tokens"}; methods "draft_model",
   "eagle", "eagle3", "medusa", "mtp", "ngram" (https://docs.vllm.ai/en/v0.12.0/api/vllm/config/speculative/).
-  vLLM verifies chains and has no per-batch k; the table is rendered as one config per batch range.
+  vLLM verifies chains and takes one k for the server's life: the export is ONE config, the pick's k, and a
+  comment with the batch range where that k holds (within the tolerance of the best k, :mod:`sdsl.plan.robust`).
 - SGLang: ``--speculative-algorithm`` EAGLE | EAGLE3 | STANDALONE | NGRAM (MTP checkpoints run as EAGLE),
   ``--speculative-num-steps``, ``--speculative-eagle-topk``, ``--speculative-num-draft-tokens``
-  (https://docs.sglang.io/advanced_features/speculative_decoding.html); no Medusa.
+  (https://docs.sglang.io/advanced_features/speculative_decoding.html); no Medusa. One set of flags, as for vLLM.
 - TensorRT-LLM: ``speculative_config`` {"decoding_type", "max_draft_len", "draft_len_schedule"}; the schedule
   maps the largest batch of each range to its draft length, batches beyond the last key run without
   speculation (NVIDIA/TensorRT-LLM PR #10860; https://nvidia.github.io/TensorRT-LLM/1.3.0rc29/llm-api/reference/AutoDecodingConfig.html).
@@ -100,10 +101,7 @@ def _vllm(pick: dict, table: list[dict]) -> str:
     if kind in _HEAD_KINDS:
         lines.append(f'# add "model": the {kind} head checkpoint trained for your target (sdsl priced its shape, '
                      "not a file)")
-    for row in table:
-        cfg = config(row["k"]) if row["k"] > 0 else None
-        lines.append(f"# batch {row['batch_min']}-{row['batch_max']}: " + json.dumps({"speculative_config": cfg}))
-    return "\n".join(lines)
+    return "\n".join(lines + _holds_comment(pick, table, k))
 
 
 def _sglang_flags(kind: str, steps: int, topk: int, tokens: int, pick: dict) -> str:
@@ -124,10 +122,23 @@ def _sglang(pick: dict, table: list[dict]) -> str:
     if kind in _HEAD_KINDS:
         lines.append(f"# add --speculative-draft-model-path: the {kind} head checkpoint trained for your target "
                      "(sdsl priced its shape, not a file)")
-    for row in table:
-        flags = _sglang_flags(kind, row["k"], 1, row["k"] + 1, pick) if row["k"] > 0 else "(no speculation)"
-        lines.append(f"# batch {row['batch_min']}-{row['batch_max']}: {flags}")
-    return "\n".join(lines)
+    return "\n".join(lines + ([] if pick.get("tree") else _holds_comment(pick, table, steps)))
+
+
+def _holds_comment(pick: dict, table: list[dict], k: int) -> list[str]:
+    """One comment: the batch range where the configuration's k holds (the pick's ``holds``, else the k table's
+    rows of that k around its first), and that other batches take another configuration."""
+    holds = pick.get("holds")
+    if holds is None:
+        rows = [r for r in table if r["k"] == k]
+        if not rows:
+            return []
+        holds = {"batch_min": rows[0]["batch_min"], "batch_max": rows[0]["batch_max"]}
+    span = f"{holds['batch_min']}-{holds['batch_max']}"
+    covered = table and holds["batch_min"] <= table[0]["batch_min"] and holds["batch_max"] >= table[-1]["batch_max"]
+    rest = "" if covered else "; other batches are better served by another k (sdsl optimize's k table)"
+    what = "plain decoding" if k == 0 else f"k = {k}"
+    return [f"# holds at batch {span}: {what} is within the tolerance of the best k at every batch there{rest}"]
 
 
 def _trtllm(pick: dict, table: list[dict]) -> str:

@@ -12,9 +12,9 @@ import numpy as np
 
 from sdsl._result import Result
 from sdsl.acceptance import Acceptance
-from sdsl.plan.config_table import report_rows
 from sdsl.roofline.deployment import Deployment
 from sdsl.plan.ranking import ProposerRanking, TreeRanking, k_ranges, rank_proposers, rank_trees
+from sdsl.plan.robust import K_TOLERANCE, beyond_measured, holding_range
 from sdsl.errors import InvalidInputError
 
 __all__ = ["SpeculationPlan", "plan_speculation", "flop_optimum", "default_proposers", "MAX_RANKED_BATCH"]
@@ -62,6 +62,9 @@ class SpeculationPlan(Result):
     trees: TreeRanking | None = None
     tree_pick: dict | None = None
     export: dict | None = None
+    tolerance: float = K_TOLERANCE  # relative tokens/s within which two k are one choice (sdsl.plan.robust)
+    holds: dict | None = None  # {batch_min, batch_max}: where the pick's k stays within the tolerance of the best k
+    notes: tuple = ()  # what the caller's inputs changed (a capped k range, a workload some proposers ignore, ...)
 
     @property
     def configs(self) -> list[dict]:
@@ -113,8 +116,9 @@ class SpeculationPlan(Result):
                 for r in k_ranges(pays.astype(int), self.ranking.batches) if r["k"]]
 
     def k_reasons(self) -> list[dict]:
-        """The pick's best k per ranked batch and why, merged into ranges of equal (k, bound, cost driver): the
-        speedup range, what bounds the verify forward (``bound``), the part of the step that speculation grows
+        """The pick's k per ranked batch (its k table's) and why, merged into ranges of equal (k, bound, cost driver): the
+        speedup range and its 80% band over the range (``speedup_low``, ``speedup_high``), what bounds the verify
+        forward (``bound``), the part of the step that speculation grows
         most over plain decoding (``cost_driver``, :mod:`sdsl.plan.cost_drivers`; at k = 1 where the best k is 0,
         i.e. what a speculative step would cost) and the routed experts per MoE layer of the plain and verify
         forwards at the range's first batch (0 on a dense target)."""
@@ -123,7 +127,9 @@ class SpeculationPlan(Result):
         p = self._pick_index()
         step, g = self.ranking.priced[p], self.ranking.gammas
         shape = self.ranking.tokens_per_s.shape[1:]
-        best = np.argmax(self.ranking.tokens_per_s[p, :, :, 0], axis=0)
+        table_k = np.concatenate([np.full(r["batch_max"] - r["batch_min"] + 1, r["k"]) for r in self.k_table])
+        batch_k = table_k[np.clip(self.ranking.batches.astype(int) - self.k_table[0]["batch_min"], 0, table_k.size - 1)]
+        best = np.searchsorted(g, batch_k)  # the table's k at each batch (gammas ascending)
         one = np.flatnonzero(g == 1)
         shown = np.where((g[best] == 0) & (one.size > 0), one[0] if one.size else 0, best)
         cols = np.arange(shape[1])
@@ -131,43 +137,71 @@ class SpeculationPlan(Result):
         drivers, bounds = full(cost_driver(step)), full(step.verify_time.bound)
         verify_experts, plain_experts = full(step.verify_time.distinct_experts), full(step.plain_time.distinct_experts)
         speedup = self.ranking.tokens_per_s[p, best, cols, 0] / self.ranking.plain_tokens_per_s
+        plain_k = g[best] == 0  # k = 0 is plain decoding: speedup 1 exactly
+        low = np.where(plain_k, 1.0, np.broadcast_to(np.asarray(step.speedup_low), shape)[best, cols, 0])
+        high = np.where(plain_k, 1.0, np.broadcast_to(np.asarray(step.speedup_high), shape)[best, cols, 0])
         rows = []
         for i, b in enumerate(self.ranking.batches.astype(int)):
             key = (int(g[best[i]]), str(bounds[i]), str(drivers[i]))
             if rows and (rows[-1]["k"], rows[-1]["bound"], rows[-1]["cost_driver"]) == key:
                 rows[-1].update(batch_max=int(b), speedup_max=max(rows[-1]["speedup_max"], float(speedup[i])),
-                                speedup_min=min(rows[-1]["speedup_min"], float(speedup[i])))
+                                speedup_min=min(rows[-1]["speedup_min"], float(speedup[i])),
+                                speedup_low=min(rows[-1]["speedup_low"], float(low[i])),
+                                speedup_high=max(rows[-1]["speedup_high"], float(high[i])))
                 continue
             rows.append({"batch_min": int(b), "batch_max": int(b), "k": key[0], "speedup_min": float(speedup[i]),
-                         "speedup_max": float(speedup[i]), "bound": key[1], "cost_driver": key[2],
+                         "speedup_max": float(speedup[i]), "speedup_low": float(low[i]), "speedup_high": float(high[i]),
+                         "bound": key[1], "cost_driver": key[2],
                          "plain_distinct_experts": float(plain_experts[i]),
                          "verify_distinct_experts": float(verify_experts[i])})
         return rows
 
-    def to_dict(self) -> dict:
-        dep = self.deployment
-        out = {"target": self.target.name, "hardware": dep.hardware.name, "context": dep.context, "tp": dep.tp,
-               "draft_tp": dep.draft_tp, "dtype": dep.dtype, "alpha_source": self.alpha_source,
-               "latency_params": dep.params.to_dict(), "engine": dep.engine.summary(),
-               **({"acceptance": self.given.to_dict()} if self.given is not None else {}),
-               "acceptance_by_proposer": {p.name: levels[0].to_dict() for p, levels in
-                                          zip(self.ranking.proposers, self.ranking.acceptance)},
-               "fits_in_memory": self.fits_in_memory(), "configs": self.configs, "break_even_batch": self.break_even_batch,
-               "max_batch": self.max_batch, "pick": self.pick, "k_table": self.k_table,
-               "speculation_pays": self.speculation_pays, "k_reasons": self.k_reasons(), "sdsl": self.flop_optimum}
-        if self.trees is not None:
-            out["trees"] = self.trees.records(self.top, self.batches)
-            if self.tree_pick is not None:
-                out["tree_pick"] = self.tree_pick
-        if self.export is not None:
-            out["export"] = self.export
+    @property
+    def warnings(self) -> list[str]:
+        """What the numbers rest on that the user should know (text and JSON): a context beyond the target's, a
+        proposer the target cannot run (ranked last, never the pick), a pick beyond the k its acceptance was measured
+        at, a deployment that does not fit in memory."""
+        from sdsl.plan.report import proposer_warnings
+
+        dep, t = self.deployment, self.target
+        out = proposer_warnings(t, dep, self.ranking.proposers)
+        p = self._pick_index()
+        beyond = beyond_measured(self.pick["proposer"], self.ranking.acceptance[p][0],
+                                 max([self.pick["gamma"] or 0] + [r["k"] for r in self.k_table]))
+        if beyond:
+            out.append(beyond)
+        if not self.fits_in_memory():
+            out.append(f"{t.name} (and its best draft) do not fit in {dep.hardware.name}'s "
+                       f"{dep.hardware.mem_capacity / 2 ** 30:.0f} GiB per GPU (weights + KV cache); raise --tp or use "
+                       "--dtype fp8")
         return out
 
+    def to_dict(self) -> dict:
+        """The ``sdsl optimize --json`` schema (docs/json.md): the same top-level keys whatever is ranked (null where
+        a part was not asked for: ``acceptance`` without a given one, ``trees``, ``tree_pick``, ``export``)."""
+        dep = self.deployment
+        trees = None if self.trees is None else self.trees.records(self.top, self.batches)
+        return {"target": self.target.name, "target_origin": target_origin(self.target), "hardware": dep.hardware.name,
+                "context": dep.context, "tp": dep.tp, "ep": dep.ep, "draft_tp": dep.draft_tp, "dtype": dep.dtype,
+                "weight_dtype": dep.weight_dtype, "alpha_source": self.alpha_source,
+                "latency_params": dep.params.to_dict(), "engine": dep.engine.summary(),
+                "acceptance": None if self.given is None else self.given.to_dict(),
+                "acceptance_by_proposer": {p.name: levels[0].to_dict() for p, levels in
+                                           zip(self.ranking.proposers, self.ranking.acceptance)},
+                "not_runnable": {p.name: self.ranking.blocker(i) for i, p in enumerate(self.ranking.proposers)
+                                 if self.ranking.blocker(i)},
+                "fits_in_memory": self.fits_in_memory(), "configs": self.configs, "break_even_batch": self.break_even_batch,
+                "max_batch": self.max_batch, "pick": self.pick, "tolerance": self.tolerance, "pick_holds": self.holds,
+                "k_table": self.k_table, "speculation_pays": self.speculation_pays, "k_reasons": self.k_reasons(),
+                "serving": self.serving(), "trees": trees, "tree_pick": self.tree_pick, "export": self.export,
+                "sdsl": self.flop_optimum, "notes": list(self.notes), "warnings": self.warnings,
+                "bands": self.ranking.bands()}
+
     def report(self) -> str:
-        lines = [report_rows(self.configs), "", self.stop_line(),
-                 f"best k by batch for {self.pick['proposer']}: " +
-                 ", ".join(f"{r['batch_min']}-{r['batch_max']}: {r['k']}" for r in self.k_table)]
-        return "\n".join(lines)
+        """What ``sdsl optimize`` prints (:func:`sdsl.plan.report.plan_text`)."""
+        from sdsl.plan.report import plan_text
+
+        return plan_text(self, self.to_dict())
 
     def stop_line(self) -> str:
         """Where speculation pays and where it stops paying, in one line (the report's and ``sdsl optimize``'s)."""
@@ -179,9 +213,43 @@ class SpeculationPlan(Result):
             return f"speculation pays at batch {ranges} and does not stop paying up to batch {self.max_batch}"
         return f"speculation pays at batch {ranges}; it stops paying at batch {stop}"
 
+    def speedup_lines(self) -> dict:
+        """{proposer name: {"speedup", "runnable"}}: each proposer's speed-up over plain decoding at its best k per
+        ranked batch (first acceptance level), the lines of :meth:`plot`; a band's ``low``/``high`` where the
+        ranking carries one."""
+        r = self.ranking
+        best = r.best_k_index()[:, :, 0]
+        out = {}
+        for i, p in enumerate(r.proposers):
+            cols = np.arange(r.batches.size)
+            line = {"speedup": r.tokens_per_s[i, best[i], cols, 0] / r.plain_tokens_per_s, "runnable": r.blocker(i) is None}
+            for side in ("low", "high"):  # the speedup's 80% band, when the priced step carries one
+                band = getattr(r.priced[i], f"speedup_{side}", None)
+                if band is not None:
+                    full = np.broadcast_to(np.asarray(band, dtype=float), r.tokens_per_s.shape[1:])
+                    line[side] = np.where(r.gammas[best[i]] == 0, 1.0, full[best[i], cols, 0])
+            out[p.name] = line
+        return out
+
     def plot(self, ax=None):
-        """Best speedup over plain decoding per batch size (:meth:`ProposerRanking.plot`)."""
-        return self.ranking.plot(ax=ax)
+        """Speed-up vs batch on a log axis, one line per proposer at its best k, plain decoding at 1, the pick marked
+        (:func:`sdsl.plots.results.plot_speedup_lines`)."""
+        from sdsl.plots.results import plot_speedup_lines
+
+        lines = self.speedup_lines()
+        b = int(np.flatnonzero(self.ranking.batches == self.batches[0])[0])
+        pick = {"proposer": self.pick["proposer"], "k": self.pick["gamma"], "batch": self.batches[0],
+                "speedup": float(self.ranking.tokens_per_s[self._pick_index(),
+                                                           list(self.ranking.gammas).index(self.pick["gamma"]), b, 0]
+                                 / self.ranking.plain_tokens_per_s[b])}
+        return plot_speedup_lines(self.ranking.batches, lines, pick, ax=ax,
+                                  title=f"{self.target.name} on {self.deployment.hardware.name} ({self.deployment.engine.name})")
+
+
+def target_origin(spec) -> str | None:
+    """For a target read from a config.json, whether it matched a catalog model (its ``source``); None otherwise."""
+    source = getattr(spec, "source", "") or ""
+    return source if source.startswith("Hugging Face config") else None
 
 
 def _tree_pick(trees: TreeRanking, ranking: ProposerRanking, batches) -> dict | None:
@@ -196,60 +264,119 @@ def _tree_pick(trees: TreeRanking, ranking: ProposerRanking, batches) -> dict | 
 def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gamma_max: int = 10, batches=(1,),
                      max_batch: int = 256, trees: bool = False, export: str | None = None,
                      pretrain_tokens: float = 1e12, any_tokenizer: bool = False,
-                     top: int = 10, workload: str = "chat") -> SpeculationPlan:
+                     top: int = 10, workload: str = "chat", tolerance: float = K_TOLERANCE) -> SpeculationPlan:
     """Everything ``sdsl optimize`` reports (module docstring). ``proposers``: names or Proposers (default: the
     catalog's draft candidates, :func:`default_proposers`); ``acceptance``: one Acceptance for every proposer, a
     mapping (proposer name or kind → Acceptance; the others resolve on their own), or None (each proposer's
     own, :func:`sdsl.speculation.resolve.resolve_acceptance`: the published catalog for ``workload``, SDSL's plane
     with D = D′ = ``pretrain_tokens`` for draft models). The deployment's engine profile prices every step
     (docs/model.md §3.9), so the best k and the batch at which speculation stops paying include the engine's
-    costs."""
+    costs. k choices within ``tolerance`` of each other are one choice (:mod:`sdsl.plan.robust`); a proposer the
+    target cannot run is ranked last and never picked; ``export`` is one configuration of that engine."""
     from sdsl.catalog.models import get_model
-    from sdsl.plan.export import ENGINES, export_config
-    from sdsl._checks import count, one_or_many, positive_int
-    from sdsl.speculation.proposers import Proposer, make_proposer
+    from sdsl._checks import count, positive_int
 
-    target, dep = get_model(target), Deployment.of(deployment)
+    target = get_model(target)
+    dep = deployment_for(target, Deployment.of(deployment))
     batches = tuple(dict.fromkeys(int(b) for b in np.atleast_1d(count(batches, "batches"))))  # each batch once
     max_batch, top = positive_int(max_batch, "max_batch"), positive_int(top, "top")
     if max(max_batch, *batches) > MAX_RANKED_BATCH:
         raise InvalidInputError(f"sdsl ranks batches of at most {MAX_RANKED_BATCH} sequences; got "
                                 f"{max(max_batch, *batches)}.")
     max_batch = max(max_batch, *batches)  # the table covers every batch asked for, and every batch below it
-    gamma_max = positive_int(gamma_max, "gamma_max", minimum=0)
-    if export and export.lower().replace("-", "") not in ENGINES:
-        raise InvalidInputError(f"Unknown engine {export!r}; expected one of {', '.join(ENGINES)}.")
-    props = ([make_proposer(p) for p in one_or_many(proposers, (str, Proposer))] if proposers
-             else default_proposers(target, any_tokenizer=any_tokenizer))
-    props = list({p.name: p for p in props}.values())  # a proposer named twice is ranked once, where first named
-    if isinstance(acceptance, Acceptance) and np.isfinite(acceptance.max_k):
-        gamma_max = min(gamma_max, int(acceptance.max_k))  # a measured vector prices only the positions it covers
+    gamma_max = positive_int(gamma_max, "gamma_max", minimum=1)  # k = 0 alone would rank nothing
+    if not (0 <= float(tolerance) < 1):
+        raise InvalidInputError(f"tolerance is a fraction of tokens/s in [0, 1); got {tolerance!r}.")
+    props = _proposers(target, proposers, any_tokenizer)
+    gamma_max, cap_note = _gamma_cap(acceptance, gamma_max)
     dense = np.unique(np.concatenate([np.arange(1, max_batch + 1), batches]))
     options = {"draft_tokens": pretrain_tokens, "target_tokens": pretrain_tokens, "workload": workload}
     ranking = rank_proposers(target, props, dep, acceptance=acceptance, gammas=range(0, gamma_max + 1),
                              batches=dense, acceptance_options=options)
     pick_i, _ = ranking.pick(batches[0])
-    table = ranking.k_table(pick_i)
-    # the best speculating proposer, at its best k at the first batch asked for: 0 where plain decoding is faster
+    table = ranking.k_table(pick_i, tolerance=tolerance)
+    # the best runnable proposer, at its table's k at the first batch asked for: 0 where plain decoding is faster
     pick_k = next(r["k"] for r in table if r["batch_min"] <= batches[0] <= r["batch_max"])
     pick = {"proposer": ranking.proposers[pick_i].name, "gamma": pick_k, "tree": None}
+    holds = holding_range(ranking.tokens_per_s[pick_i, :, :, 0], ranking.gammas, ranking.batches, pick_k, batches[0],
+                          tolerance)
     tree_ranking = tree_pick = None
     if trees:
         depth = range(1, max(1, min(8, gamma_max)) + 1)
         tree_ranking = rank_trees(target, props, dep, acceptance=acceptance, batches=batches, steps=depth,
                                   acceptance_options=options)
         tree_pick = _tree_pick(tree_ranking, ranking, batches)
-    engine = None
-    if export and pick["proposer"] == "mtp" and target.mtp_layers == 0:
-        raise InvalidInputError(f"{target.name} ships no MTP module, so no engine's mtp method can run the pick; rank "
-                                "other proposers (or a target with MTP modules) to export.")
-    if export:
-        engine_pick = tree_pick or pick if export.lower() == "sglang" else pick
-        draft_tp = {"draft_tp": dep.draft_tp} if engine_pick["proposer"].startswith("draft:") and dep.draft_tp != dep.tp else {}
-        engine = {"engine": export, "pick": engine_pick,
-                  "config": export_config(export, {**engine_pick, **draft_tp}, table)}
+    engine = _export(export, target, dep, ranking, pick_i, tree_pick or pick if str(export).lower() == "sglang" else pick,
+                     table, holds)
     given = acceptance if isinstance(acceptance, Acceptance) else None
     return SpeculationPlan(target, dep, ranking, batches, top, max_batch, pick, table, flop_optimum(target, pretrain_tokens),
-                           given=given, trees=tree_ranking,
-                           tree_pick=tree_pick, export=engine)
+                           given=given, trees=tree_ranking, tree_pick=tree_pick, export=engine, tolerance=float(tolerance),
+                           holds=holds, notes=tuple(cap_note + workload_notes(ranking, acceptance, workload)))
 
+
+def _gamma_cap(acceptance, gamma_max: int) -> tuple[int, list[str]]:
+    """``gamma_max`` capped at the draft positions a given measured vector covers (it prices only those), and the
+    note that says so."""
+    from collections.abc import Mapping
+
+    given = list(acceptance.values()) if isinstance(acceptance, Mapping) else [acceptance]
+    covered = [int(a.max_k) for a in given if isinstance(a, Acceptance) and np.isfinite(a.max_k)]
+    if not covered or min(covered) >= gamma_max:
+        return gamma_max, []
+    k = min(covered)
+    return k, [f"k searched up to {k} only, the draft positions the given acceptance covers (gamma_max {gamma_max}); "
+               "give more per-position rates to search further"]
+
+
+def _proposers(target, proposers, any_tokenizer) -> list:
+    """The proposers to rank, each once (where first named): the ones named, else the catalog's drafts."""
+    from sdsl._checks import one_or_many
+    from sdsl.speculation.proposers import Proposer, make_proposer
+
+    props = ([make_proposer(p) for p in one_or_many(proposers, (str, Proposer))] if proposers
+             else default_proposers(target, any_tokenizer=any_tokenizer))
+    return list({p.name: p for p in props}.values())
+
+
+def _export(export, target, dep, ranking, pick_i, engine_pick, table, holds) -> dict | None:
+    """{"engine", "pick", "holds", "config"}: the pick as ONE configuration of the engine, with the batch range where
+    its k holds; a pick the target cannot run is refused (one sentence)."""
+    from sdsl.plan.export import ENGINES, export_config
+
+    if not export:
+        return None
+    if export.lower().replace("-", "") not in ENGINES:
+        raise InvalidInputError(f"Unknown engine {export!r}; expected one of {', '.join(ENGINES)}.")
+    blocked = ranking.blocker(pick_i) if engine_pick["proposer"] == ranking.proposers[pick_i].name else None
+    if blocked:
+        raise InvalidInputError(f"{blocked}; rank a proposer {target.name} can run to export.")
+    draft_tp = {"draft_tp": dep.draft_tp} if engine_pick["proposer"].startswith("draft:") and dep.draft_tp != dep.tp else {}
+    holds = holds if engine_pick.get("tree") is None else None
+    return {"engine": export, "pick": engine_pick, "holds": holds,
+            "config": export_config(export, {**engine_pick, **draft_tp, **({"holds": holds} if holds else {})}, table)}
+
+
+def deployment_for(target, dep: Deployment) -> Deployment:
+    """``dep`` with the target's own weight format (a config.json's ``quantization_config``) where the deployment
+    names none."""
+    fmt = getattr(target, "weight_format", None)
+    if fmt is None or dep.weight_dtype is not None or dep.expert_dtype is not None:
+        return dep
+    if fmt == "mxfp4":  # gpt-oss: the routed experts in MXFP4, attention and the rest in the compute dtype
+        return dep.replace(expert_dtype=fmt)
+    return dep.replace(weight_dtype=fmt)
+
+
+def workload_notes(ranking, acceptance, workload: str) -> list[str]:
+    """A note naming the proposers whose acceptance ``workload`` does not change (a given acceptance, SDSL's plane
+    for a draft model); none for the default chat workload."""
+    from sdsl.speculation.resolve import given_acceptance
+
+    if workload == "chat":
+        return []
+    unchanged = [p.name for p, levels in zip(ranking.proposers, ranking.acceptance)
+                 if given_acceptance(p, acceptance) is not None or not str(levels[0].source).startswith("catalog")]
+    if not unchanged:
+        return []
+    return [f"--workload {workload} does not change the acceptance of {', '.join(unchanged)} (given, or SDSL's plane, "
+            "which depends on the models' sizes only)"]

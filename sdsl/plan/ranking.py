@@ -24,6 +24,7 @@ from sdsl.roofline.deployment import Deployment
 from sdsl._checks import index, numbers_1d, one_or_many
 from sdsl.speculation.proposers import Proposer, make_proposer
 from sdsl.plan.config_table import config_row, frame_columns, report_rows
+from sdsl.plan.robust import K_TOLERANCE, deploy_blocker, robust_k_ranges
 from sdsl.speculation.step import price_step
 from sdsl.errors import InvalidInputError
 
@@ -54,6 +55,7 @@ class ProposerRanking(Result):
     priced: tuple  # per proposer: PricedStep on (k, batch, acceptance)
     tokens_per_s: np.ndarray  # (proposer, k, batch, acceptance); -inf where a proposer cannot draft k
     plain_tokens_per_s: np.ndarray  # (batch,)
+    blocked: tuple = ()  # per proposer: why the target cannot run it (sdsl.plan.robust.deploy_blocker), or None
 
     @property
     def n_acceptance(self) -> int:
@@ -84,23 +86,38 @@ class ProposerRanking(Result):
         """(proposer, batch, acceptance): index into ``gammas`` of each proposer's best k."""
         return np.argmax(self.tokens_per_s, axis=1)
 
+    def blocker(self, p: int) -> str | None:
+        """Why the target cannot run proposer ``p`` (None: it can)."""
+        return self.blocked[p] if self.blocked else None
+
+    @property
+    def runnable(self) -> np.ndarray:
+        """(proposer,) mask: the target can run it (a blocked proposer is shown but never the pick)."""
+        return np.array([self.blocker(p) is None for p in range(len(self.proposers))])
+
     def pick(self, batch, acceptance_index: int = 0) -> tuple[int, int]:
-        """(proposer index, k) of the best speculating configuration (k ≥ 1 when any is searched) at ``batch``."""
+        """(proposer index, k) of the best speculating configuration (k ≥ 1 when any is searched) at ``batch``,
+        among the proposers the target can run (all of them when it can run none)."""
         b = int(np.flatnonzero(self.batches == batch)[0]) if np.any(self.batches == batch) else None
         if b is None:
             raise InvalidInputError(f"Batch {batch} was not ranked.")
         spec = self.gammas > 0 if np.any(self.gammas > 0) else np.ones(self.gammas.size, bool)
-        sub = np.where(spec[None, :], self.tokens_per_s[:, :, b, acceptance_index], -np.inf)
+        runs = self.runnable if self.runnable.any() else np.ones(len(self.proposers), bool)
+        sub = np.where(spec[None, :] & runs[:, None], self.tokens_per_s[:, :, b, acceptance_index], -np.inf)
         i, g = np.unravel_index(np.argmax(sub), sub.shape)
         return int(i), int(self.gammas[g])
 
-    def k_table(self, proposer_index: int, acceptance_index: int = 0) -> list[dict]:
-        """The best k of one proposer per ranked batch, as ranges {batch_min, batch_max, k} (k = 0: do not
-        speculate): the table the engine export and the serving simulator use."""
+    def k_table(self, proposer_index: int, acceptance_index: int = 0, tolerance: float = K_TOLERANCE) -> list[dict]:
+        """One proposer's batch → k table as ranges {batch_min, batch_max, k} (k = 0: do not speculate): the fewest
+        ranges whose k is within ``tolerance`` of the per-batch best at each of their batches, the smaller k on a
+        tie (:func:`sdsl.plan.robust.robust_k_ranges`; ``tolerance=0``: the best k of every batch). The table the
+        engine export and the serving simulator use."""
         p = index(proposer_index, "proposer_index", len(self.proposers), "proposers ranked")
         a = index(acceptance_index, "acceptance_index", self.n_acceptance, "acceptance levels")
         tps = self.tokens_per_s[p, :, :, a]
-        return k_ranges(self.gammas[np.argmax(tps, axis=0)], self.batches)
+        if tolerance == 0:
+            return k_ranges(self.gammas[np.argmax(tps, axis=0)], self.batches)
+        return robust_k_ranges(tps, self.gammas, self.batches, tolerance)
 
     def break_even_batch(self) -> np.ndarray:
         """Per acceptance level: the first batch at which speculation stops paying — no (proposer, k ≥ 1) beats
@@ -127,7 +144,8 @@ class ProposerRanking(Result):
         for b in np.flatnonzero(keep):
             for a in range(self.n_acceptance):
                 tps = self.tokens_per_s[np.arange(len(self.proposers)), best_k[:, b, a], b, a]
-                for p in np.argsort(-tps, kind="stable")[: top or len(self.proposers)]:
+                order = np.lexsort((-tps, ~self.runnable))  # what the target cannot run goes last
+                for p in order[: top or len(self.proposers)]:
                     if np.isfinite(tps[p]):
                         rows.append(self.row(int(p), int(best_k[p, b, a]), int(b), a))
         return rows
@@ -143,20 +161,40 @@ class ProposerRanking(Result):
                  enumerate(zip(self.proposers, self.priced))]
         return pd.concat([pd.DataFrame(x) for x in parts], ignore_index=True)
 
+    def bands(self) -> dict:
+        """Where each proposer's 80% bands come from (:attr:`PricedStep.band <sdsl.speculation.priced_step.PricedStep.band>`)."""
+        return {p.name: s.band for p, s in zip(self.proposers, self.priced)}
+
+    def band_line(self) -> str:
+        """One line on the bands of the table (:func:`band_lines`)."""
+        return band_lines(self.proposers, self.priced)
+
     def report(self, top: int = 3) -> str:
-        return report_rows(self.records(top=top))
+        return report_rows(self.records(top=top)) + "\n" + self.band_line()
 
     def to_dict(self, top: int | None = 3) -> dict:
         stop = self.break_even_batch()
         return {"proposers": [p.name for p in self.proposers], "gammas": self.gammas.tolist(),
                 "batches": self.batches.tolist(), "configs": self.records(top=top),
-                "break_even_batch": [None if np.isnan(x) else int(x) for x in stop]}
+                "break_even_batch": [None if np.isnan(x) else int(x) for x in stop], "bands": self.bands()}
 
     def plot(self, ax=None):
         """Best speedup over plain decoding per batch size (:func:`sdsl.plots.results.plot_speedup_by_batch`)."""
         from sdsl.plots.results import plot_speedup_by_batch
 
         return plot_speedup_by_batch(self.batches[:, None], self.best()["speedup"], ax=ax)
+
+
+def band_lines(proposers, priced) -> str:
+    """Where a table's 80% bands come from, in one line: the step-time and acceptance class of each proposer, and
+    whether the engine profile priced any validation row (:mod:`sdsl.speculation.bands`)."""
+    infos = [s.band for s in priced]
+    parts = [f"{p.name}: {i['speculative_class']} x acceptance {i['acceptance_class']}" for p, i in zip(proposers, infos)]
+    line = "80% bands (sdsl validate bands): " + "; ".join(parts)
+    if infos and not infos[0]["profile_has_rows"]:
+        line += (f". Engine profile {infos[0]['profile']} priced no validation row of its own: each figure has its "
+                 "class's widest band")
+    return line
 
 
 def _level_taus(levels, ks: np.ndarray) -> np.ndarray:
@@ -233,12 +271,14 @@ def rank_proposers(target, proposers, deployment, *, acceptance=None, gammas=ran
     tps = np.stack([np.where((g > (p.max_depth if p.max_depth is not None else np.inf))[:, None, None], -np.inf,
                              np.where((g == 0)[:, None, None], plain[None, :, None], np.broadcast_to(s.tokens_per_s, shape)))
                     for p, s in zip(props, steps)])
-    return ProposerRanking(props, g, b, levels, tuple(steps), tps, np.array(plain))
+    return ProposerRanking(props, g, b, levels, tuple(steps), tps, np.array(plain),
+                           tuple(deploy_blocker(target, p) for p in props))
 
 
-def k_table(ranking: ProposerRanking, proposer_index: int, acceptance_index: int = 0) -> list[dict]:
+def k_table(ranking: ProposerRanking, proposer_index: int, acceptance_index: int = 0,
+            tolerance: float = K_TOLERANCE) -> list[dict]:
     """:meth:`ProposerRanking.k_table` as a function."""
-    return ranking.k_table(proposer_index, acceptance_index)
+    return ranking.k_table(proposer_index, acceptance_index, tolerance)
 
 
 @dataclass(frozen=True)
@@ -259,11 +299,12 @@ class TreeRanking(Result):
     priced: tuple = ()  # per proposer: PricedStep on (triple, batch)
 
     def report(self, top: int = 3) -> str:
-        return report_rows(self.records(top=top))
+        return report_rows(self.records(top=top)) + "\n" + band_lines(self.proposers, self.priced)
 
     def to_dict(self, top: int = 5) -> dict:
         return {"proposers": [p.name for p in self.proposers], "batches": self.batches.tolist(),
-                "configs": self.records(top=top)}
+                "configs": self.records(top=top),
+                "bands": {p.name: s.band for p, s in zip(self.proposers, self.priced)}}
 
     def plot(self, ax=None):
         """Best speedup per batch size over every (proposer, tree) (:func:`sdsl.plots.results.plot_speedup_by_batch`)."""

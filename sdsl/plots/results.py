@@ -10,7 +10,7 @@ from sdsl.plots._common import _axes, _finish
 
 __all__ = ["plot_speedup_by_batch", "plot_step_breakdown", "plot_best_by_batch", "plot_draft_law",
            "plot_latency_cdf", "plot_linear_step_model", "plot_acceptance_histogram",
-           "plot_acceptance_by_position", "plot_tau_by_tree_size", "plot_predicted_vs_measured"]
+           "plot_acceptance_by_position", "plot_tau_by_tree_size", "plot_predicted_vs_measured", "plot_speedup_lines"]
 
 
 def plot_speedup_by_batch(batch, speedup, ax=None, title: str = ""):
@@ -154,4 +154,29 @@ def plot_predicted_vs_measured(measured, predicted, ax=None, title: str = ""):
     ax.set_xscale("log")
     ax.set_yscale("log")
     _finish(ax, "measured", "predicted", title or "predicted vs measured (±10% dotted)", legend=None)
+    return ax
+
+
+def plot_speedup_lines(batches, lines: dict, pick: dict | None = None, ax=None, title: str = ""):
+    """Speed-up over plain decoding against batch size on a log axis: one line per proposer (``lines``: name →
+    {"speedup": per batch, "runnable": bool, optional "low"/"high": a band per batch}), plain decoding at 1, and
+    the pick ({"proposer", "batch", "speedup", "k"}) marked. A proposer the target cannot run is dotted."""
+    import numpy as np
+
+    ax = _axes(ax, figsize=(6.0, 4.2))
+    b = np.asarray(batches, dtype=float)
+    for i, (name, line) in enumerate(lines.items()):
+        color = f"C{i % 10}"
+        label = name if line.get("runnable", True) else f"{name} (not runnable)"
+        ax.plot(b, np.asarray(line["speedup"], dtype=float), color=color, lw=1.4,
+                ls="-" if line.get("runnable", True) else ":", label=label)
+        if line.get("low") is not None and line.get("high") is not None:
+            ax.fill_between(b, np.asarray(line["low"], dtype=float), np.asarray(line["high"], dtype=float),
+                            color=color, alpha=0.15, lw=0)
+    ax.axhline(1.0, color="k", lw=0.8, ls="--", label="plain decoding")
+    if pick:
+        ax.plot([pick["batch"]], [pick["speedup"]], "o", ms=8, mfc="none", mec="k", mew=1.5,
+                label=f"pick: {pick['proposer']}, k {pick['k']} at batch {pick['batch']}")
+    _finish(ax, "batch size", "speed-up over plain decoding (best k)", title or "speed-up by proposer",
+            xscale="log", base=2)
     return ax

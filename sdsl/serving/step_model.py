@@ -67,10 +67,11 @@ def priced_step_tables(target, draft, deployment, *, max_batch: int, max_k: int,
     drafting pass and the whole speculative step of a draft-model chain (``draft`` None: the target alone, only
     k = 0 is a real step). τ does not enter a draft model's step time; it is priced at τ = 1."""
     from sdsl.catalog.models import get_model
-    from sdsl.speculation.proposers import DraftModel, NGramLookup
+    from sdsl.speculation.proposers import DraftModel, NGramLookup, Proposer
     from sdsl.speculation.step import price_step
 
-    proposer = DraftModel(get_model(draft), params=draft_params) if draft else NGramLookup()
+    proposer = (draft if isinstance(draft, Proposer) else DraftModel(get_model(draft), params=draft_params) if draft
+                else NGramLookup())
     n = np.arange(1, int(max_batch) + 1, dtype=float)[:, None, None]
     k = np.arange(int(max_k) + 1, dtype=float)[None, :, None]
     c = np.asarray(context_grid, dtype=float)[None, None, :]
@@ -234,11 +235,20 @@ class BatchStepModel:
         from sdsl.catalog.models import get_model
         from sdsl.roofline.deployment import Deployment
 
+        from sdsl.speculation.proposers import Proposer
+
         dep = Deployment.of(deployment)
         t_fn = roofline_step_fn(target, dep)
-        d_fn = roofline_step_fn(draft, dep.for_draft(draft_params)) if draft else None
+        model = getattr(draft, "model", None) if isinstance(draft, Proposer) else draft
+        if model is not None:
+            d_fn = roofline_step_fn(model, dep.for_draft(draft_params))
+        elif draft is not None:  # a head or lookup: its drafting is in the priced step; its prefill is not priced
+            d_fn = lambda n, q, c: np.zeros(np.broadcast_shapes(np.shape(n), np.shape(q), np.shape(c)))  # noqa: E731
+        else:
+            d_fn = None
         kwargs.setdefault("max_context", get_model(target).max_context)
-        name = f"{get_model(target).name}" + (f" + {get_model(draft).name}" if draft else "")
+        shown = draft.name if isinstance(draft, Proposer) else get_model(draft).name if draft else None
+        name = f"{get_model(target).name}" + (f" + {shown}" if shown else "")
 
         def tables(max_batch, max_k, context_grid):
             return priced_step_tables(target, draft, dep, max_batch=max_batch, max_k=max_k, context_grid=context_grid,

@@ -46,7 +46,12 @@ class ServingSystem:
         dep = Deployment.of(deployment)
         kwargs = dict(max_batch=max_batch, max_k=max_k, max_context=max_context or t.max_context,
                       max_prompt=max_prompt, spec_overhead_frac=spec_overhead_frac)
+        from sdsl.speculation.proposers import Proposer
+
         model = BatchStepModel.from_catalog(t, draft, dep, draft_params=draft_params, **kwargs)
-        spec = memory_budget(t, dep, draft=draft, mem_fraction=mem_fraction) if draft else None
+        # a separate draft model's weights share the memory; a head's are not counted (as sdsl predict)
+        weights = getattr(draft, "model", None) if isinstance(draft, Proposer) else draft
+        spec = (memory_budget(t, dep, draft=weights, mem_fraction=mem_fraction) if weights else
+                memory_budget(t, dep, mem_fraction=mem_fraction) if draft is not None else None)
         plain = memory_budget(t, dep, mem_fraction=mem_fraction)
         return cls(model, spec, plain, name=f"{model.name} on {dep.hardware.name} (tp={dep.tp})")

@@ -4,17 +4,21 @@ Summary of docs/model.md §3.3 and §3.5; produced only by :func:`sdsl.speculati
 It holds the step's parts in seconds (drafting, verification, the speculative worker's own GPU work, host
 time), τ, tokens/s, plain decoding's tokens/s, speedup, TPOT, the cost ratio c, what bounds the verify
 forward, the verified tokens, the target's verify and plain :class:`~sdsl.roofline.latency.StepTime` (so any
-field a step time gains surfaces here), and the inputs that priced it. Every array broadcasts over the
+field a step time gains surfaces here), and the inputs that priced it. Every predicted tokens/s, TPOT and speedup
+carries its 80% band from sdsl's held-out residuals (``tokens_per_s_low`` / ``_high`` and the others of
+:data:`sdsl.speculation.bands.BAND_FIELDS`; :attr:`PricedStep.band` says which classes set it). Every array broadcasts over the
 inputs it depends on (batch, γ or trees, τ, drafts stacked on a leading axis).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 
 import numpy as np
 
 from sdsl._result import Result
+from sdsl.speculation.bands import BAND_FIELDS
 
 __all__ = ["PricedStep", "ARRAY_FIELDS"]
 
@@ -70,6 +74,29 @@ class PricedStep(Result):
         """The earlier name of :attr:`t_host_s`."""
         return self.t_host_s
 
+    @cached_property
+    def _band(self) -> dict:
+        from sdsl.speculation.bands import step_band
+
+        return step_band(self)
+
+    @property
+    def band(self) -> dict:
+        """Where the 80% band comes from (:func:`sdsl.speculation.bands.step_band`): level, the step-time and
+        acceptance classes, whether the engine profile priced validation rows, the log-space offsets."""
+        return self._band["info"]
+
+    tokens_per_s_low = property(lambda self: self._band["tokens_per_s_low"], doc="Low end of tokens/s's 80% band.")
+    tokens_per_s_high = property(lambda self: self._band["tokens_per_s_high"], doc="High end of tokens/s's 80% band.")
+    plain_tokens_per_s_low = property(lambda self: self._band["plain_tokens_per_s_low"],
+                                      doc="Low end of plain decoding's tokens/s 80% band.")
+    plain_tokens_per_s_high = property(lambda self: self._band["plain_tokens_per_s_high"],
+                                       doc="High end of plain decoding's tokens/s 80% band.")
+    speedup_low = property(lambda self: self._band["speedup_low"], doc="Low end of the speedup's 80% band.")
+    speedup_high = property(lambda self: self._band["speedup_high"], doc="High end of the speedup's 80% band.")
+    tpot_s_low = property(lambda self: self._band["tpot_s_low"], doc="Low end of the TPOT's 80% band.")
+    tpot_s_high = property(lambda self: self._band["tpot_s_high"], doc="High end of the TPOT's 80% band.")
+
     def __getitem__(self, key: str):
         return getattr(self, "t_host_s" if key == "t_overhead_s" else key)
 
@@ -88,7 +115,8 @@ class PricedStep(Result):
                 "acceptance": None if self.acceptance is None else self.acceptance.to_dict()}
 
     def to_dict(self) -> dict:
-        """Plain Python values: every array field (lists), ``t_overhead_s`` (= ``t_host_s``), ``verify_step`` (the
+        """Plain Python values: every array field (lists), the 80% band of each predicted tokens/s, TPOT and speedup
+        (:data:`~sdsl.speculation.bands.BAND_FIELDS`) with ``band`` (where it comes from), ``t_overhead_s`` (= ``t_host_s``), ``verify_step`` (the
         verify forward's :class:`~sdsl.roofline.latency.StepTime` parts), ``distinct_experts`` and
         ``plain_distinct_experts`` (routed experts one MoE layer reads in the verify and the plain forward; 0 for a
         dense target), the inputs."""
@@ -96,6 +124,10 @@ class PricedStep(Result):
         for name in ARRAY_FIELDS:
             v = np.asarray(getattr(self, name))
             out[name] = v.item() if v.ndim == 0 else v.tolist()
+        for name in BAND_FIELDS:
+            v = np.asarray(getattr(self, name))
+            out[name] = v.item() if v.ndim == 0 else v.tolist()
+        out["band"] = self.band
         out["t_overhead_s"] = out["t_host_s"]
         if self.verify_time is not None:  # the verify forward's parts (every field its StepTime carries)
             out["verify_step"] = self.verify_time.to_dict()
@@ -112,14 +144,21 @@ class PricedStep(Result):
         return replace(self, **arrays, **times, pieces=None, **changes)
 
     def report(self) -> str:
-        """One line per configuration: τ, step times (ms), tokens/s, speedup and the bound."""
-        keys = ("tau", "t_draft_s", "t_verify_s", "t_step_s", "tokens_per_s", "speedup", "bound")
-        cols = {k: np.ravel(np.broadcast_to(np.asarray(getattr(self, k)), np.shape(self.tokens_per_s))) for k in keys}
-        lines = [f"{'tau':>6} {'draft ms':>9} {'verify ms':>10} {'step ms':>9} {'tokens/s':>10} {'speedup':>8}  bound"]
+        """One line per configuration: τ, step times (ms), tokens/s and speedup with their 80% bands, the bound;
+        then where the bands come from."""
+        keys = ("tau", "t_draft_s", "t_verify_s", "t_step_s", "tokens_per_s", "speedup", "bound", "tokens_per_s_low",
+                "tokens_per_s_high", "speedup_low", "speedup_high")
+        shape = np.broadcast_shapes(*(np.shape(getattr(self, k)) for k in keys))
+        cols = {k: np.ravel(np.broadcast_to(np.asarray(getattr(self, k)), shape)) for k in keys}
+        lines = [f"{'tau':>6} {'draft ms':>9} {'verify ms':>10} {'step ms':>9} {'tokens/s':>10} {'80% band':>15} "
+                 f"{'speedup':>8} {'80% band':>11}  bound"]
         for i in range(cols["tau"].size):
+            band = f"{cols['tokens_per_s_low'][i]:.0f}-{cols['tokens_per_s_high'][i]:.0f}"
+            sp_band = f"{cols['speedup_low'][i]:.2f}-{cols['speedup_high'][i]:.2f}"
             lines.append(f"{cols['tau'][i]:6.3f} {1e3 * cols['t_draft_s'][i]:9.3f} {1e3 * cols['t_verify_s'][i]:10.3f} "
-                         f"{1e3 * cols['t_step_s'][i]:9.3f} {cols['tokens_per_s'][i]:10.1f} {cols['speedup'][i]:8.3f}  "
-                         f"{cols['bound'][i]}")
+                         f"{1e3 * cols['t_step_s'][i]:9.3f} {cols['tokens_per_s'][i]:10.1f} {band:>15} "
+                         f"{cols['speedup'][i]:8.3f} {sp_band:>11}  {cols['bound'][i]}")
+        lines.append(band_note(self.band))
         return "\n".join(lines)
 
     def plot(self, ax=None):
@@ -127,6 +166,14 @@ class PricedStep(Result):
         from sdsl.plots.results import plot_speedup_by_batch
 
         return plot_speedup_by_batch(self.batch, self.speedup, ax=ax)
+
+
+def band_note(info: dict) -> str:
+    """One line on where a step's 80% band comes from (:attr:`PricedStep.band`)."""
+    note = "" if info["profile_has_rows"] else (f"; engine profile {info['profile']} priced no validation row, so its "
+                                                "class's widest band")
+    return (f"80% band from sdsl's held-out residuals: step time {info['speculative_class']}, acceptance "
+            f"{info['acceptance_class']}{note} (sdsl validate bands)")
 
 
 def _take_time(step_time, shape, index):

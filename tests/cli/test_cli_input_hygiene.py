@@ -157,17 +157,22 @@ def test_infinity_prints_as_null_in_json():
     assert '"inf"' not in r.output and json.loads(r.output)["latency_params"]["smoothness"] is None
 
 
-def _llama_config(path):
+def _llama_config(path, layers=30):
+    """A Llama config; 32 layers is Llama-3.1-8B's shape (the catalog's), 30 no catalog model's."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
-                                "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+                                "num_attention_heads": 32, "num_hidden_layers": layers, "num_key_value_heads": 8,
                                 "vocab_size": 128256, "max_position_embeddings": 131072, "model_type": "llama"}))
     return path
 
 
-@pytest.mark.parametrize("relative, name", [("qa/cfg.json", "cfg"), ("qa/MyModel-8B/config.json", "mymodel-8b")])
-def test_a_config_file_names_the_model_the_same_everywhere(tmp_path, relative, name):
-    cfg = _llama_config(tmp_path / relative)
+@pytest.mark.parametrize("relative, layers, name", [("qa/cfg.json", 30, "cfg"), ("qa/MyModel-8B/config.json", 30, "mymodel-8b"),
+                                                    ("qa/cfg.json", 32, "llama-3.1-8b"),
+                                                    ("qa/MyModel-8B/config.json", 32, "llama-3.1-8b")])
+def test_a_config_file_names_the_model_the_same_everywhere(tmp_path, relative, layers, name):
+    """A config no catalog model shares is named after its file; one with a catalog model's architecture and shape
+    takes that model's name, whatever the file is called."""
+    cfg = _llama_config(tmp_path / relative, layers)
     for given in (cfg, cfg.parent) if cfg.name == "config.json" else (cfg,):
         r = run("predict", "--target", given, "--draft", "llama-68m", "--gamma", "3", "--json")
         assert r.exit_code == 0, r.output

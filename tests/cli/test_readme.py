@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -7,7 +8,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_readme_worked_examples_are_current():
     """The four worked examples show sdsl's real output: rerunning them reproduces README.md byte for byte."""
-    r = subprocess.run([sys.executable, str(ROOT / "tools" / "readme_examples.py"), "--check"], cwd=ROOT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}  # this checkout
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "readme_examples.py"), "--check"], cwd=ROOT, env=env)
     assert r.returncode == 0, "README.md's worked examples are stale: run `python tools/readme_examples.py`"
 
 

@@ -26,7 +26,10 @@ def test_vllm_speculative_config():
     text = export_config("vllm", {"proposer": "eagle3", "gamma": 4, "tree": None}, TABLE)
     first = json.loads(text.splitlines()[0])
     assert first == {"speculative_config": {"method": "eagle3", "num_speculative_tokens": 4}}
-    assert json.loads(text.splitlines()[-1].split(": ", 1)[1]) == {"speculative_config": None}
+    # ONE configuration (vLLM takes one k for the server's life) and where it holds; no per-batch schedule
+    configs = [line for line in text.splitlines() if not line.startswith("#")]
+    assert configs == [text.splitlines()[0]]
+    assert text.splitlines()[-1].startswith("# holds at batch 1-4: k = 4")
     draft = json.loads(export_config("vllm", {"proposer": "draft:llama-3.2-1b", "gamma": 3}).splitlines()[0])
     assert draft["speculative_config"] == {"method": "draft_model", "num_speculative_tokens": 3, "model": "meta-llama/Llama-3.2-1B"}
     with pytest.raises(InvalidInputError):
@@ -43,6 +46,24 @@ def test_sglang_flags_chain_and_tree():
         "sglang", {"proposer": "draft:llama-3.2-1b", "gamma": 2})
     with pytest.raises(InvalidInputError):
         export_config("sglang", {"proposer": "medusa", "gamma": 3})
+
+
+def test_every_export_of_a_plan_is_one_engine_configuration():
+    """Llama-3.1-8B + EAGLE-3 on vLLM, batch 1-256: vLLM and SGLang get one config (one line that is not a comment) with
+    the batch range where it holds; TensorRT-LLM one speculative_config whose schedule is the merged k table."""
+    import sdsl
+
+    for engine in ("vllm", "sglang", "trtllm"):
+        plan = sdsl.plan_speculation("llama-3.1-8b", sdsl.Deployment("h100-sxm", engine="vllm"), proposers=["eagle3"],
+                                     export=engine)
+        text = plan.export["config"]
+        if engine == "trtllm":
+            schedule = json.loads(text)["speculative_config"]["draft_len_schedule"]
+            assert len(schedule) == len(plan.k_table) <= 6
+            continue
+        assert len([line for line in text.splitlines() if not line.startswith("#")]) == 1
+        holds = plan.export["holds"]
+        assert holds["batch_min"] == 1 and f"# holds at batch 1-{holds['batch_max']}" in text
 
 
 def test_trtllm_schedule_matches_the_documented_example():

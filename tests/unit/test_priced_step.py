@@ -117,7 +117,7 @@ def test_priced_step_is_a_result():
     assert np.shape(d["tokens_per_s"]) == (2, 4) and d["deployment"]["hardware"] == DEP.hardware.name
     assert d["t_overhead_s"] == d["t_host_s"] and set(d["verify_step"]) >= {"total_s", "memory_s", "bound"}
     assert step["tokens_per_s"] is step.tokens_per_s and step["t_overhead_s"] is step.t_host_s
-    assert "tokens/s" in step.report() and len(step.report().splitlines()) == 1 + 8
+    assert "tokens/s" in step.report() and len(step.report().splitlines()) == 1 + 8 + 1  # header, rows, band source
     assert sdsl.SDPrediction is sdsl.PricedStep
     with pytest.raises(Exception):
         step.tau = 1.0  # frozen

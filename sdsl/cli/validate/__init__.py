@@ -1,8 +1,9 @@
 """``sdsl validate``: hold sdsl's predictions against measurements.
 
 Subcommands: ``latency`` (operator step-time model vs Vidur's real H100/A100/A40 measurements), ``decoder``,
-``published`` (published engine measurements) and ``acceptance`` (the published acceptance catalog, each row
-predicted from the other sources).
+``published`` (published engine measurements), ``acceptance`` (the published acceptance catalog, each row
+predicted from the other sources), ``moe`` (published mixture-of-experts measurements) and ``bands`` (the 80% bands
+on every prediction, from those validations' held-out residuals, and their coverage).
 """
 
 from __future__ import annotations
@@ -315,3 +316,47 @@ def kernels(gpus, ops, as_json):
             click.echo(f"  Vidur fp16 / tables bf16 at {v['shared_points']} shared (m, n, k): median {100 * d['median_signed']:+.1f}%, "
                        f"median |diff| {100 * d['median_abs']:.1f}%, worst {100 * d['worst']:+.1f}% "
                        f"(shapes {', '.join(v['shared_shapes'])})")
+
+
+@validate.command("bands")
+@click.option("--write", is_flag=True, help="Write the bands to sdsl/data/bands.json (what predict and optimize read).")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+def bands(write, as_json):
+    """The 80% bands on predicted tokens/s, TPOT and speedup, from sdsl's own held-out residuals (the rows of
+    `validate published`, `validate moe` and `validate acceptance`): per class (plain decode and speculative by
+    engine, mixture-of-experts, acceptance measured / same-target / transferred) the split-conformal band, the
+    rows and sources behind it, and its coverage with each source's rows checked against the band built from the
+    other sources only (goal 70-90%). Says whether the shipped sdsl/data/bands.json is up to date."""
+    import math
+
+    from sdsl.cli._common import echo_json
+    from sdsl.validation.bands import validate_bands
+
+    out = validate_bands(write=write)
+    if as_json:
+        echo_json(out)
+        return
+    pct = lambda x: "-" if x is None else f"{100 * (math.exp(x) - 1):+.1f}%"  # noqa: E731
+    click.echo(f"{out['level']:.0%} bands, r = log(measured / predicted); {out['method']}")
+    click.echo(f"{'kind':<10} {'class':<26} {'rows':>5} {'sources':>7}  {'low':>7} {'high':>7}  {'band from':<22} "
+               f"{'coverage, source held out':>31} {'row held out':>12}")
+    for kind in ("latency", "acceptance"):
+        for name, b in out[kind].items():
+            c = out["coverage"][kind][name]
+            verdict = {True: "met", False: "NOT met", None: "too few rows"}[c["met"]]
+            cov = "-" if c["coverage"] is None else f"{100 * c['coverage']:.0f}% ({c['inside']}/{c['checked']}) {verdict}"
+            row = "-" if c["row_held_out"] is None else f"{100 * c['row_held_out']:.0f}%"
+            click.echo(f"{kind:<10} {name:<26} {b['n']:>5} {b['n_sources']:>7}  {pct(b['low']):>7} {pct(b['high']):>7}  "
+                       f"{b['from_class']:<22} {cov:>31} {row:>12}")
+    cb = out["coverage"]["combined"]
+    click.echo(f"combined (step time x acceptance, Spec-Bench speedups with the predicted accepted length, hf-eager, "
+               f"no Spec-Bench row in either band): {100 * cb['coverage']:.0f}% of {cb['n']} inside "
+               f"({'met' if cb['met'] else 'NOT met'})")
+    for kind, c in out["coverage"]["profile_without_rows"].items():
+        click.echo(f"a profile without rows ({kind}): each profile's rows against the widest {kind} band built without "
+                   f"that profile's rows or sources: {100 * c['coverage']:.0f}% of {c['n']} inside "
+                   f"({'met' if c['met'] else 'NOT met'})")
+    click.echo(f"engine profiles with validation rows: {', '.join(out['profiles_with_rows'])} (any other profile gets "
+               "its class's widest band)")
+    state = "written" if write else ("up to date" if out["up_to_date"] else "NOT up to date: rerun with --write")
+    click.echo(f"{out['path']}: {state}")

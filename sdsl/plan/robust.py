@@ -1,0 +1,145 @@
+"""Robust, deployable picks: the tolerance within which speculation lengths are one choice, the batch → k table
+that prefers the smaller k and the fewest ranges, what a target cannot run, and where a pick goes past the k its
+acceptance was measured at.
+
+**Tolerance.** Two speculation lengths whose predicted tokens/s lie within :data:`K_TOLERANCE` (5%) of each other
+are one choice. sdsl cannot tell them apart: the speculative tokens/s it predicts are off by a median 13% held out
+(VALIDATION.md, engine speculative tokens/s) and a catalog acceptance by a median 21%; what separates neighbouring k
+at one batch is mostly the engine profile's CUDA-graph padding of batch × (k + 1), a sawtooth of 1-10% at the capture
+sizes (Llama-3.1-8B + EAGLE-3 on vLLM, H100: batch 24 prices k = 4 at 1.82x, k = 5 at 1.62x), the part of the profile
+with the least evidence. 5% is under half the median error: a table keeps a change of k only where it is worth more
+than the model can resolve. Over batch 1-256 that table has 5 ranges at 5%, 13 at 3%, 19 with no tolerance.
+
+**Table.** :func:`robust_k_ranges` covers the batches with the fewest ranges whose k is within the tolerance of the
+per-batch best at every batch of its range (greedy interval covering: from the first uncovered batch, the k that
+stays within the tolerance longest, the smaller k on a tie; greedy furthest reach is optimal for covering a line
+with intervals). Whether to speculate follows the best k (k = 0 where plain decoding is fastest, a k ≥ 1 wherever
+speculation pays at all), so the table and "where speculation pays" agree; the tolerance chooses among k ≥ 1.
+
+**What cannot run.** :func:`deploy_blocker` names why a target cannot run a proposer (MTP without MTP modules, a
+draft model with another vocabulary); such a proposer is ranked and shown, marked, last, and never the pick.
+
+**Measured k.** :func:`measured_k` is the largest k the acceptance behind a proposer was measured at (a catalog
+row's k, an ``--accepted-at``); a pick beyond it is extrapolated by the one rule across k that every command uses
+(the proposer group's decay ratio, :func:`sdsl.acceptance.group_decay`: 0.825 for EAGLE-1 heads, 1 for the rest;
+VALIDATION.md "Per-position rates across k") and flagged: MTP measured at k = 1 and carried to k = 2-3 that way is
+18-31% above published runs at those k (DeepSeek-V3), 6-12% at k = 8 (Inkling).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+__all__ = ["K_TOLERANCE", "acceptable_k", "robust_k_ranges", "holding_range", "deploy_blocker", "measured_k",
+           "beyond_measured"]
+
+#: Relative tokens/s within which two speculation lengths are one choice (module docstring).
+K_TOLERANCE = 0.05
+
+
+def acceptable_k(tokens_per_s: np.ndarray, tolerance: float = K_TOLERANCE, gammas=None) -> np.ndarray:
+    """(k, batch) mask: k's tokens/s is within ``tolerance`` of the best k at that batch (-inf: k not draftable).
+    With ``gammas``, whether to speculate follows the best: k = 0 is acceptable only where it is the best, and a
+    k ≥ 1 only where some k ≥ 1 is (so the table speculates exactly where speculation pays)."""
+    tps = np.asarray(tokens_per_s, dtype=float)
+    best = np.max(tps, axis=0, keepdims=True)
+    ok = np.isfinite(tps) & (tps >= (1.0 - float(tolerance)) * best)
+    if gammas is None:
+        return ok
+    plain = np.asarray(gammas) == 0
+    if not plain.any():
+        return ok
+    plain_best = (tps[plain].max(axis=0) >= best[0])[None, :]
+    return np.where(plain[:, None], plain_best, ok & ~plain_best)
+
+
+def _runs(ok: np.ndarray) -> np.ndarray:
+    """(k, batch): how many consecutive batches from each batch on k stays acceptable (0 where it is not)."""
+    n = ok.shape[1]
+    idx = np.arange(n)
+    # index of the next unacceptable batch at or after each batch (n when none)
+    stops = np.where(~ok, idx[None, :], n)
+    next_stop = np.minimum.accumulate(stops[:, ::-1], axis=1)[:, ::-1]
+    return np.where(ok, next_stop - idx[None, :], 0)
+
+
+def robust_k_ranges(tokens_per_s: np.ndarray, gammas, batches, tolerance: float = K_TOLERANCE) -> list[dict]:
+    """The batch → k table {batch_min, batch_max, k} of one proposer from its tokens/s on (k, batch) (``gammas``
+    ascending, ``batches`` ascending): the fewest ranges whose k is within ``tolerance`` of the per-batch best
+    everywhere in the range, the smaller k on a tie (module docstring). ``tolerance = 0`` is the per-batch best."""
+    g = np.asarray(gammas).astype(int)
+    b = np.asarray(batches).astype(int)
+    order = np.argsort(g, kind="stable")  # ties in reach go to the smaller k
+    runs = _runs(acceptable_k(np.asarray(tokens_per_s)[order], tolerance, g[order]))
+    rows, i = [], 0
+    while i < b.size:  # one pass per range: a handful, not one per batch
+        j = int(np.argmax(runs[:, i]))
+        end = i + int(runs[j, i])
+        rows.append({"batch_min": int(b[i]), "batch_max": int(b[end - 1]), "k": int(g[order][j])})
+        i = end
+    return rows
+
+
+def holding_range(tokens_per_s: np.ndarray, gammas, batches, k: int, batch: int,
+                  tolerance: float = K_TOLERANCE) -> dict | None:
+    """{batch_min, batch_max}: the contiguous batches around ``batch`` at which ``k`` stays within ``tolerance``
+    of the best k (None when it is not within it at ``batch``)."""
+    g, b = np.asarray(gammas).astype(int), np.asarray(batches).astype(int)
+    ok = acceptable_k(tokens_per_s, tolerance, g)[int(np.flatnonzero(g == int(k))[0])]
+    at = int(np.flatnonzero(b == int(batch))[0])
+    if not ok[at]:
+        return None
+    lo = at - int(np.argmin(ok[at::-1])) + 1 if not ok[: at + 1].all() else 0
+    hi = at + int(np.argmin(ok[at:])) - 1 if not ok[at:].all() else b.size - 1
+    return {"batch_min": int(b[lo]), "batch_max": int(b[hi])}
+
+
+def deploy_blocker(target, proposer) -> str | None:
+    """Why ``target`` cannot run ``proposer`` as engines do, or None: MTP on a target that ships no MTP module
+    (``ModelSpec.mtp_layers``), a separate draft model whose vocabulary is not the target's (sizes more than 1% apart:
+    one tokenizer is often padded to different embedding sizes, e.g. Qwen2.5's 151,936 and 152,064)."""
+    if proposer.kind == "mtp" and target.mtp_layers == 0:
+        return f"{target.name} ships no MTP module, so no engine's mtp method can run it"
+    draft = getattr(proposer, "model", None)
+    vocab = getattr(draft, "vocab_size", None)
+    if proposer.kind == "draft" and vocab and abs(vocab - target.vocab_size) > 0.01 * target.vocab_size:
+        return (f"{draft.name}'s vocabulary ({vocab} tokens) is not {target.name}'s ({target.vocab_size}): standard "
+                "speculative decoding needs the target's tokenizer")
+    return None
+
+
+def measured_k(acceptance) -> int | None:
+    """The largest k the acceptance was measured at: a measured per-position vector's length, an accepted length's
+    k (``Acceptance.measured_k``), the largest chain k of the catalog rows behind a default (of those that state one);
+    None for a what-if α or SDSL's plane (no k was measured)."""
+    if acceptance is None:
+        return None
+    if acceptance.tail_ratio is None:
+        return acceptance.k
+    if getattr(acceptance, "measured_k", None):
+        return int(acceptance.measured_k)
+    rows = (acceptance.evidence or {}).get("rows")
+    if not rows:
+        return None
+    ks = [_catalog_row_k()[r] for r in rows if r in _catalog_row_k()]
+    return max(ks) if ks else None
+
+
+@lru_cache(maxsize=1)
+def _catalog_row_k() -> dict:
+    """Catalog row id → its chain k, where the row states one (:func:`sdsl.acceptance.catalog.catalog_rows`)."""
+    from sdsl.acceptance.catalog import catalog_rows
+
+    return {r.row_id: int(r.k) for r in catalog_rows() if r.k is not None and r.k == r.k}
+
+
+def beyond_measured(name: str, acceptance, k: int) -> str | None:
+    """A sentence when ``k`` is past the k ``acceptance`` was measured at (:func:`measured_k`), else None."""
+    at = measured_k(acceptance)
+    if at is None or k is None or int(k) <= at:
+        return None
+    return (f"{name} at k = {int(k)} is beyond the largest k its acceptance was measured at ({at}); tau there is "
+            "extrapolated across k (sdsl's one rule: the proposer group's decay ratio, i.i.d. for all but EAGLE-1 "
+            "heads), which over-predicts when acceptance falls with depth (MTP modules trained for one position)")

@@ -1,0 +1,159 @@
+"""The 80% bands on predicted tokens/s, TPOT and speedup (sdsl.speculation.bands, sdsl.validation.bands): they hold
+the point estimate, widen with how indirect the acceptance is and for an engine profile without validation rows,
+and the coverage check is right on synthetic residuals (the CLI's JSON: tests/cli/test_bands_cli.py; the shipped file
+recomputed: tests/evidence/test_bands_evidence.py; VALIDATION.md against it: tests/integrity/test_bands_document.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sdsl.acceptance import Acceptance
+from sdsl.speculation.bands import BAND_FIELDS, acceptance_class, combine, load_bands
+from sdsl.speculation.step import price_step
+from sdsl.validation.bands import Residual, class_bands, conformal_band, coverage
+
+
+def _width(step, name="tokens_per_s"):
+    """Relative width log(high / low) of a figure's band."""
+    return np.log(np.asarray(getattr(step, f"{name}_high")) / np.asarray(getattr(step, f"{name}_low")))
+
+
+@pytest.mark.parametrize("target, proposer, shape, engine", [
+    ("llama-3.1-8b", "eagle3", {"gamma": [0, 1, 3, 6]}, None),
+    ("llama-3.1-8b", "ngram", {"gamma": 4}, "vllm-2025-07"),
+    ("llama-3.1-8b", "eagle3", {"tree": "4,4,16"}, "sglang"),
+    ("qwen3-30b-a3b", "eagle3", {"gamma": 3}, "sglang"),
+])
+def test_band_holds_the_point_estimate(target, proposer, shape, engine):
+    step = price_step(target, proposer, "h100-sxm", batch=np.array([1, 8, 64])[:, None], engine=engine, **shape)
+    for name in ("tokens_per_s", "plain_tokens_per_s", "speedup", "tpot_s"):
+        x, lo, hi = (np.asarray(v) for v in (getattr(step, name), getattr(step, f"{name}_low"), getattr(step, f"{name}_high")))
+        assert np.all(lo <= x * (1 + 1e-12)) and np.all(x <= hi * (1 + 1e-12)), name
+        assert np.all(hi > lo), name
+
+
+def test_moe_target_takes_the_moe_classes():
+    info = price_step("qwen3-30b-a3b", "eagle3", "h100-sxm", gamma=3, engine="sglang").band
+    assert info["target_class"] == "moe" and info["speculative_class"] == "moe_speculative"
+    assert info["speedup_class"] == "moe_speedup" and info["plain_class"] == "moe_decode"
+
+
+def _with_source(source):
+    acc = Acceptance((0.8,), 0.9, source)
+    return price_step("llama-3.1-8b", "eagle3", "h100-sxm", acceptance=acc, gamma=4, batch=[1, 32], engine="vllm-2025-07")
+
+
+def test_band_widens_from_given_to_measured_to_same_target_to_transferred():
+    steps = [_with_source(s) for s in ("iid", "accepted-length", "catalog[same-target]:eagle3/chat",
+                                       "catalog[other-targets]:eagle3/chat")]
+    assert [s.band["acceptance_class"].split(" ")[0] for s in steps] == ["given", "measured", "same-target", "transferred"]
+    for name in ("tokens_per_s", "speedup", "tpot_s"):
+        widths = [float(_width(s, name)[0]) for s in steps]
+        assert widths == sorted(widths) and len(set(widths)) == 4, name
+    assert np.allclose([float(_width(s, "plain_tokens_per_s")[0]) for s in steps], _width(steps[0], "plain_tokens_per_s")[0])
+
+
+def test_transferred_band_combines_root_sum_square_in_log_space():
+    bands = load_bands()
+    step = _with_source("catalog[any]:eagle3/chat")
+    lat = bands["latency"]["speculative:vllm"]
+    acc = bands["acceptance"]["transferred"]
+    low, high = combine((lat["low"], lat["high"]), (acc["low"], acc["high"]))
+    assert low == pytest.approx(-np.hypot(lat["low"], acc["low"])) and high == pytest.approx(np.hypot(lat["high"], acc["high"]))
+    assert np.allclose(np.log(step.tokens_per_s_high / step.tokens_per_s), high)
+    assert np.allclose(np.log(step.tokens_per_s_low / step.tokens_per_s), low)
+    assert np.allclose(np.log(step.tpot_s / step.tpot_s_low), high)
+
+
+def test_profile_without_rows_says_so_and_gets_the_widest_band_of_its_class():
+    bands = load_bands()
+    assert "vllm-2026-03" not in bands["profiles_with_rows"] and "vllm-2025-07" in bands["profiles_with_rows"]
+    tau = dict(tau=3.0, gamma=4)  # τ given: the step-time band alone
+    with_rows = price_step("llama-3.1-8b", "eagle3", "h100-sxm", engine="vllm-2025-07", **tau)
+    without = price_step("llama-3.1-8b", "eagle3", "h100-sxm", engine="vllm-2026-03", **tau)
+    assert with_rows.band["profile_has_rows"] and not without.band["profile_has_rows"]
+    assert float(_width(without)) > float(_width(with_rows))
+    low, high = without.band["log_offsets"]["speculative"]
+    for name, entry in bands["latency"].items():
+        if name.startswith("speculative") and entry["own"]:
+            assert low <= entry["low"] and high >= entry["high"], name
+    assert "priced no validation row" in without.report()
+
+
+def test_acceptance_class_of_each_source():
+    assert acceptance_class("catalog[same-target]:eagle3/chat (tree model)") == "same-target"
+    assert acceptance_class("catalog[same-family]:ngram/code") == "transferred"
+    assert acceptance_class("given:eagle3") == acceptance_class("accepted-length") == "measured"
+    assert acceptance_class("given") is acceptance_class("iid") is None
+    assert acceptance_class("sdsl-plane") == "widest"
+
+
+# --- the band and its coverage check on synthetic residuals ------------------------------------------------------
+
+def test_conformal_band_order_statistics():
+    r = np.arange(1, 20) - 10.0  # -9..9, n = 19: ranks floor(0.1 * 20) = 2 and ceil(0.9 * 20) = 18
+    assert conformal_band(r) == (-8.0, 8.0)
+    assert conformal_band(r + 20) == (0.0, 28.0)  # widened to hold the point estimate (r = 0)
+    assert conformal_band(r[:8]) is None  # under 9 residuals one side is infinite
+
+
+def _rows(values_by_source, cls="speculative"):
+    return [Residual("latency", (cls,), float(v), src, f"{src}#{i}") for src, vals in values_by_source.items()
+            for i, v in enumerate(vals)]
+
+
+def test_coverage_holds_each_source_out_exactly():
+    rows = _rows({"A": np.arange(-9, 10), "B": [0.0] * 10, "C": [50.0] * 10})
+    # A out: band of B + C = [0, 50] holds 0..9 (10 of 19); B out: [-7, 50] holds all 10; C out: [-7, 7] holds none
+    cov = coverage(rows, "latency")["speculative"]
+    assert (cov["inside"], cov["checked"]) == (20, 39) and cov["met"] is False
+    assert class_bands(rows, "latency", exclude_source="C")["speculative"]["low"] == -7.0
+
+
+def test_coverage_near_the_level_without_a_source_effect_and_below_it_with_one():
+    rng = np.random.default_rng(7)
+    plain = _rows({f"s{i}": rng.normal(0.0, 0.1, 20) for i in range(12)})
+    shifted = _rows({f"s{i}": rng.normal(rng.normal(0.0, 0.3), 0.1, 20) for i in range(12)})
+    c_plain = coverage(plain, "latency")["speculative"]
+    c_shift = coverage(shifted, "latency")["speculative"]
+    assert 0.7 <= c_plain["coverage"] <= 0.9 and c_plain["met"]
+    assert 0.7 <= c_plain["row_held_out"] <= 0.9
+    assert c_shift["coverage"] < c_shift["row_held_out"]
+
+
+def test_profile_check_holds_each_profile_out_with_its_sources():
+    from sdsl.validation.bands import profile_check
+
+    rng = np.random.default_rng(3)
+    rows = [Residual("latency", ("speculative", f"speculative:{fam}"), float(v), f"{fam}-src{j}", f"{fam}{j}#{i}",
+                     f"{fam}-2025")
+            for fam, shift in (("a", 0.0), ("b", 0.0), ("c", 1.0)) for j in range(2)
+            for i, v in enumerate(rng.normal(shift, 0.05, 10))]
+    check = profile_check(rows)["speculative"]
+    # c (shifted by 1) lies outside the band of a and b alone: its own rows never set its band; a, like b, lies
+    # mostly inside the envelope of b's band and the pooled band of b and c
+    assert check["by_profile"]["c-2025"]["inside"] == 0 and check["by_profile"]["c-2025"]["high"] < 0.5
+    assert check["by_profile"]["a-2025"]["inside"] >= 15 and check["n"] == 60
+
+
+def test_small_class_falls_back_to_its_parent():
+    rows = _rows({"A": np.linspace(-1, 1, 30)}) + _rows({"B": [5.0, 6.0]}, "speculative:newengine")
+    rows = [Residual(r.kind, ("speculative", "speculative:newengine") if r.source == "B" else r.classes, r.r,
+                     r.source, r.row) for r in rows]
+    bands = class_bands(rows, "latency")
+    assert not bands["speculative:newengine"]["own"] and bands["speculative:newengine"]["from_class"] == "speculative"
+    assert bands["speculative:newengine"]["high"] == bands["speculative"]["high"]
+
+
+# --- the shipped file --------------------------------------------------------------------------
+
+def test_shipped_bands_name_their_provenance():
+    bands = load_bands()
+    assert bands["level"] == 0.8 and bands["command"] == "sdsl validate bands --write"
+    for kind, names in (("latency", ("decode", "speculative", "moe_decode", "moe_speculative", "moe_speedup")),
+                        ("acceptance", ("catalog", "same-target", "transferred", "measured"))):
+        for name in names:
+            entry = bands[kind][name]
+            assert entry["low"] <= 0.0 <= entry["high"] and entry["n"] == sum(entry["sources"].values()), name
+            assert name in bands["coverage"][kind]
