@@ -19,12 +19,16 @@ once) with the excess spread over the others in proportion.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from functools import lru_cache
+
 import numpy as np
 
 from sdsl.errors import InvalidInputError
 
 __all__ = ["expected_distinct_experts", "selection_probabilities", "distinct_experts_from_probabilities",
-           "expected_expert_rows"]
+           "expected_expert_rows", "FusedMoEFit", "TRITON_ROW_TILES", "row_tile_of", "fused_moe_layer_time", "MEASURED_MOE_GPUS",
+           "MOE_TABLE_DTYPES", "DEFAULT_MOE_ENGINES", "fused_moe_fits", "select_fused_moe_fit", "fused_moe_provenance"]
 
 
 def _check_router(n_experts, top_k):
@@ -113,3 +117,134 @@ def expected_expert_rows(tokens, *, n_experts=None, top_k=None, probabilities=No
         per_expert = np.where(touched > 0, nn * p / touched, 0.0)
     rows = np.where(touched > 0, touched * pad(np.maximum(per_expert, 1.0)), 0.0)
     return np.sum(touched, axis=-1), np.sum(rows, axis=-1)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The fused MoE layer as one measured kernel (NVIDIA aiconfigurator-core 0.12.0's moe_perf tables, Apache-2.0;
+# fitted by sdsl.fit.opdb_moe, parameters shipped in sdsl/data/moe/fused_moe.json).
+# ---------------------------------------------------------------------------------------------------------------
+
+#: Row tile of the Triton fused-MoE kernel's default configuration (vLLM/SGLang ``get_default_config``:
+#: ``BLOCK_SIZE_M`` 16 while the tokens M <= the experts E of the layer, else 64); each expert's rows are padded
+#: to it (``moe_align_block_size``). Kernels of other families (CUTLASS, TensorRT-LLM, FlashInfer) tile each
+#: expert's rows on their own schedule: no padding term.
+TRITON_ROW_TILES = (16, 64)
+
+
+@dataclass(frozen=True)
+class FusedMoEFit:
+    """Fitted terms of one fused MoE kernel on one GPU (:func:`fused_moe_layer_time`): a fixed floor ``t0_s``
+    (the layer's launches: routing, alignment, two grouped GEMMs, activation, sum), ``per_expert_s`` for every
+    local expert the tokens touch, the weight reads of those experts at ``eta_memory`` of the GPU's bandwidth,
+    the FLOPs of their padded rows at ``eta_compute`` of the tensor-core peak, and ``per_pair_s`` per routed
+    (token, expert) pair over all tokens (every GPU sorts and permutes every pick). ``row_tile`` "triton" pads
+    rows to :data:`TRITON_ROW_TILES`, "none" does not. ``loso`` is its leave-one-model-shape-out error."""
+
+    gpu: str
+    engine: str
+    kernel_source: str
+    dtype: str
+    t0_s: float
+    per_expert_s: float
+    eta_memory: float
+    eta_compute: float
+    per_pair_s: float
+    row_tile: str = "none"
+    versions: tuple = ()
+    rows: int = 0
+    shapes: int = 0
+    loso: dict = field(default_factory=dict)
+
+
+def row_tile_of(fit: FusedMoEFit, tokens, local_experts) -> np.ndarray:
+    """The row tile each expert's rows are padded to: Triton's default 16 while tokens <= local experts, else 64;
+    1 (no padding) for other kernels."""
+    n = np.asarray(tokens, dtype=float)
+    if fit.row_tile != "triton":
+        return np.ones_like(n)
+    small, large = TRITON_ROW_TILES
+    return np.where(n <= np.asarray(local_experts, dtype=float), float(small), float(large))
+
+
+def fused_moe_layer_time(fit: FusedMoEFit, *, tokens, top_k, local_experts_touched, padded_rows, weight_bytes,
+                         flops_per_row, bandwidth, peak) -> np.ndarray:
+    """Seconds of one fused MoE layer on one GPU (measured form, fitted on aiconfigurator-core's moe_perf tables):
+
+        t = t0 + c_e·D + W/(η_m·BW) + 2·R_pad·(h·(n_up + 1)·i)/(η_c·peak) + c_p·n·k
+
+    D: distinct local experts the ``tokens`` touch (:func:`expected_distinct_experts`, / ep), W their weight bytes,
+    R_pad their rows, each expert's padded to :func:`row_tile_of` (``flops_per_row`` = 2·h·(up + down widths)),
+    n·k the routed pairs. Memory and compute are added, not overlapped: in the skinny grouped GEMMs of decode each
+    tile's weight load and its MMAs run back to back (the tables fit the sum better than the maximum)."""
+    D = np.asarray(local_experts_touched, dtype=float)
+    pairs = np.asarray(tokens, dtype=float) * np.asarray(top_k, dtype=float)
+    t = (fit.t0_s + fit.per_expert_s * D + np.asarray(weight_bytes, dtype=float) / (fit.eta_memory * bandwidth)
+         + np.asarray(padded_rows, dtype=float) * flops_per_row / (fit.eta_compute * peak) + fit.per_pair_s * pairs)
+    return np.where(D > 0, t, 0.0)
+
+
+#: sdsl's hardware catalog names of the GPUs whose fused MoE layer is measured (operator database names).
+MEASURED_MOE_GPUS = {"h100-sxm": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm", "a100-80gb": "a100_sxm"}
+#: sdsl weight format -> the tables' moe_dtype, in order of preference (sdsl's fp8 is 128×128 block-scaled).
+MOE_TABLE_DTYPES = {"bf16": ("bfloat16",), "fp16": ("bfloat16",), "fp8": ("fp8_block", "fp8"), "int4": ("int4_wo",),
+                    "mxfp4": ("w4a16_mxfp4", "w4a8_mxfp4_mxfp8"), "nvfp4": ("nvfp4",)}
+#: The kernels an engine without measured tables (the roofline alone, research harnesses) is priced with.
+DEFAULT_MOE_ENGINES = ("vllm", "sglang", "trtllm")
+
+
+@lru_cache(maxsize=1)
+def fused_moe_fits() -> tuple[FusedMoEFit, ...]:
+    """The shipped fits (sdsl/data/moe/fused_moe.json, written by ``python -m sdsl.fit.opdb_moe --write``)."""
+    from importlib import resources
+
+    from sdsl._io import load_json
+
+    path = resources.files("sdsl") / "data" / "moe" / "fused_moe.json"
+    if not path.is_file():
+        return ()
+    return tuple(FusedMoEFit(**{**f, "versions": tuple(f["versions"])}) for f in load_json(path)["fits"])
+
+
+def _engine_family(engine) -> str | None:
+    family = getattr(engine, "engine", None) if engine is not None else None
+    if family is None:
+        return None
+    family = str(family).lower()
+    return "sglang" if family.startswith("sglang") else family
+
+
+@lru_cache(maxsize=256)
+def _select(gpu: str, family: str | None, fmt: str) -> FusedMoEFit | None:
+    dtypes = MOE_TABLE_DTYPES.get(fmt, ())
+    families = ((family,) if family in DEFAULT_MOE_ENGINES else ()) + tuple(f for f in DEFAULT_MOE_ENGINES if f != family)
+    for fam in families:
+        for dt in dtypes:
+            cands = [f for f in fused_moe_fits() if f.gpu == gpu and f.engine == fam and f.dtype == dt]
+            if cands:  # the engine's kernel measured on the most model shapes (then rows)
+                return max(cands, key=lambda f: (f.shapes, f.rows, f.kernel_source))
+    return None
+
+
+def select_fused_moe_fit(hardware, engine, expert_format: str) -> FusedMoEFit | None:
+    """The measured fused-MoE fit that prices ``hardware``'s MoE layers under ``engine`` (an
+    :class:`~sdsl.engine.profiles.EngineProfile` or None) with experts in ``expert_format``: the engine's own kernel
+    where its family (vLLM, SGLang, TensorRT-LLM) is measured on that GPU and format, else the first measured of
+    :data:`DEFAULT_MOE_ENGINES`; None where the GPU or format has no measured tables (the roofline's grouped
+    GEMMs price it, transferred)."""
+    name = str(getattr(hardware, "name", hardware)).lower()
+    gpu = MEASURED_MOE_GPUS.get(name)
+    if gpu is None:
+        return None
+    return _select(gpu, _engine_family(engine), str(expert_format).lower())
+
+
+def fused_moe_provenance(hardware, engine, expert_format: str) -> str:
+    """One line: which measured kernel prices the MoE layers, or that they are transferred."""
+    fit = select_fused_moe_fit(hardware, engine, expert_format)
+    name = getattr(hardware, "name", hardware)
+    if fit is None:
+        return (f"transferred: no measured fused-MoE tables for {name} in {expert_format}; the roofline's grouped "
+                "GEMMs at the dense efficiencies")
+    held = "" if fit.loso else f"; fitted on {fit.shapes} model shape{'s' * (fit.shapes != 1)}, not held out"
+    return (f"measured: {fit.kernel_source} ({fit.engine} {', '.join(fit.versions)}, {fit.dtype}) on {fit.gpu}, "
+            f"aiconfigurator-core 0.12.0 tables{held}")

@@ -15,9 +15,11 @@ parallelism, two all-reduces per layer (ring: 2(t−1)/t of the message over the
 
 Beyond the dense decoder (docs/model.md §3.8): a mixture-of-experts layer replaces the dense MLP by a router
 GEMM, grouped GEMMs over the experts the step's b·q tokens touch (:mod:`sdsl.catalog.moe`: expected distinct
-experts, each expert's rows padded to the kernel's row tile) and the shared experts, with expert parallelism
-(``Deployment.ep``) and its all-to-all dispatch/combine; multi-head latent attention reads a compressed
-latent per token (absorbed decode form); local-attention layers read only their window; weight formats
+experts, each expert's rows padded to the kernel's row tile) — on a GPU whose fused-MoE layer NVIDIA's operator
+database measures (H100-SXM, H200, B200, A100-80GB), the whole routed-expert layer priced instead by its fitted
+closed form (:func:`sdsl.catalog.moe.fused_moe_layer_time`, the engine's own kernel) — and the shared experts,
+with expert parallelism (``Deployment.ep``) and its all-to-all dispatch/combine; multi-head latent attention reads
+a compressed latent per token (absorbed decode form); local-attention layers read only their window; weight formats
 (``Deployment.weight_dtype``, ``expert_dtype``; :mod:`sdsl.roofline.weight_formats`) set each GEMM's weight
 bytes and tensor-core rate.
 
@@ -37,8 +39,9 @@ from sdsl.roofline.deployment import Deployment
 from sdsl._checks import broadcast_shapes, count, non_negative, numbers, positive
 from sdsl.roofline.shapes import GEMM_OPS, MLA_OPS, ModelShapes, local_context  # noqa: F401
 from sdsl.roofline.step_ops import (MLA_EXTRA_GEMM_KERNELS, all_to_all_time, cached_kv_elements, communication_time,  # noqa: F401
-                                expert_rows, gemm_op, layer_elementwise_time, layer_ops, moe_elementwise, op_time,
-                                format_gemms_per_layer, precision_of, roofline_sums)
+                                    expert_rows, format_gemms_per_layer, fused_moe_fit_of, fused_moe_parts, gemm_op,
+                                    layer_elementwise_time, layer_ops, moe_elementwise, op_time, precision_of,
+                                    roofline_sums)
 from sdsl.roofline.weight_formats import get_weight_format
 from sdsl.roofline.kernels import (FP32_FALLBACK_FRACTION, allreduce_time, allreduce_time_with, compute_peak,  # noqa: F401
                                elementwise_time, gemm_flops_bytes, gemm_waves, kernel_size_overhead, padded_tokens,
@@ -88,10 +91,11 @@ class StepTime(Result):
     overhead_s: kernel launches and the fixed per-step cost; allreduce_s: tensor-parallel
     communication (with expert parallelism's all-to-all dispatch and combine); total_s: the priced step.
     ``bound`` names what dominates: "memory", "compute", "overhead", "communication", or on an MoE model
-    "expert-weights" (the memory-bound reads of the routed experts' weights). ``distinct_experts``: the
-    expected routed experts one MoE layer reads for the step's b·q tokens, over all GPUs (0 for a dense model).
-    ``expert_weights_s``: the memory-bound roofline time of the routed experts' GEMMs (0 for a dense model);
-    ``attention_s``: the memory-bound roofline time of attention over the KV cache; ``compute_bound_s``: the
+    "expert-weights" (the routed experts: their weight reads, or the whole measured fused-MoE layer).
+    ``distinct_experts``: the expected routed experts one MoE layer reads for the step's b·q tokens, over all
+    GPUs (0 for a dense model). ``expert_weights_s``: the routed experts' time — the measured fused-MoE layer on
+    a GPU with operator tables (:func:`sdsl.roofline.step_ops.fused_moe_time`), else the memory-bound roofline time
+    of their grouped GEMMs (0 for a dense model); ``attention_s``: the memory-bound roofline time of attention over the KV cache; ``compute_bound_s``: the
     roofline time of the compute-bound kernels. All three are parts of ``total_s``, reported so a caller can say
     what a step's time goes to (:mod:`sdsl.plan.cost_drivers`).
     """
@@ -160,7 +164,8 @@ def _price(shapes: ModelShapes, dep: Deployment, b, q, L, *, logit_tokens=None):
     tokens = b * q
     n = shapes.n_layer
     sms = getattr(hardware, "sm_count", None)
-    ops, distinct, active = layer_ops(shapes, b, q, L, prec, params, sms)
+    fused = fused_moe_fit_of(shapes, dep)  # the measured fused MoE layer, where its GPU and format are measured
+    ops, distinct, active = layer_ops(shapes, b, q, L, prec, params, sms, fused_experts=fused is not None)
     c_layer, m_layer, rc_layer, rm_layer, size_layer, re_layer, ra_layer = roofline_sums(ops, params, peak, bw)
     lm = gemm_op(tokens if logit_tokens is None else logit_tokens, shapes.lm_in, shapes.lm_out, dt, params, sms)
     c_lm, m_lm, rc_lm, rm_lm, size_lm, _, _ = roofline_sums([lm], params, peak, bw)
@@ -178,19 +183,23 @@ def _price(shapes: ModelShapes, dep: Deployment, b, q, L, *, logit_tokens=None):
         elementwise, launches = elementwise + extra - extra_launches, launches + extra_launches
     if shapes.has_mla:
         launches = launches + n * shapes.mla * MLA_EXTRA_GEMM_KERNELS * params.t_kernel
-    if shapes.has_moe:  # router, grouped up and down replace the MLP's two GEMMs; two more with shared experts
+    fused_experts = 0.0
+    if shapes.has_moe and fused is None:  # router, grouped up and down replace the MLP's two GEMMs; two more with shared experts
         moe_ew, moe_launches = moe_elementwise(shapes, tokens, active, dt, bw, params)
         elementwise = elementwise + moe_ew - moe_launches
         launches = launches + moe_launches + shapes.n_moe * (1.0 + 2.0 * shapes.shared) * params.t_kernel
+    elif shapes.has_moe:  # the measured layer holds routing, both grouped GEMMs (their launches), activation and sum
+        ew, more, fused_experts = fused_moe_parts(shapes, fused, tokens, prec, hardware, peak, params, t_ew)
+        elementwise, launches = elementwise + ew, launches + more
     overhead = launches + n * (params.t_layer + size_layer) + size_lm + params.t_step
     if prec.layer_extra_s:  # a low-precision format's extra fixed time per GEMM (its activation quantisation)
         overhead = overhead + n * format_gemms_per_layer(shapes) * prec.layer_extra_s
     allreduce = communication_time(shapes, dep, tokens, dt)
     bound_compute = n * rc_layer + rc_lm
-    bound_memory = n * rm_layer + rm_lm + elementwise
+    bound_memory = n * rm_layer + rm_lm + elementwise + fused_experts
     total = bound_compute + bound_memory + overhead + allreduce
     if shapes.has_moe:
-        experts = n * re_layer
+        experts = n * re_layer + fused_experts
         parts = np.stack(np.broadcast_arrays(bound_memory - experts, bound_compute, overhead, allreduce, experts))
         labels = np.array(["memory", "compute", "overhead", "communication", "expert-weights"])
     else:
@@ -198,9 +207,9 @@ def _price(shapes: ModelShapes, dep: Deployment, b, q, L, *, logit_tokens=None):
         labels = np.array(["memory", "compute", "overhead", "communication"])
     bound = labels[np.argmax(parts, axis=0)]
     compute = n * c_layer + c_lm
-    memory = n * m_layer + m_lm + elementwise
+    memory = n * m_layer + m_lm + elementwise + fused_experts
     return (total, compute, memory, overhead + 0.0 * total, allreduce + 0.0 * total, bound,
-            np.asarray(distinct) + 0.0 * total, n * re_layer + 0.0 * total, n * ra_layer + 0.0 * total,
+            np.asarray(distinct) + 0.0 * total, n * re_layer + fused_experts + 0.0 * total, n * ra_layer + 0.0 * total,
             bound_compute + 0.0 * total)
 
 

@@ -15,14 +15,15 @@ from sdsl.catalog.dtypes import dtype_bytes
 from sdsl.roofline.kernels import (allreduce_time_with, elementwise_time, format_terms, gemm_flops_bytes, gemm_waves,
                                    kernel_size_overhead, padded_tokens, smooth_max)
 from sdsl.roofline.latency_params import DEFAULT_PARAMS, LatencyParams
-from sdsl.catalog.moe import expected_expert_rows
+from sdsl.catalog.moe import (TRITON_ROW_TILES, FusedMoEFit, expected_expert_rows, fused_moe_layer_time, row_tile_of,
+                              select_fused_moe_fit)
 from sdsl.roofline.shapes import GEMM_OPS, MLA_OPS, ModelShapes, local_context
 from sdsl.roofline.weight_formats import gemm_peak, get_weight_format
 from sdsl.errors import InvalidInputError
 
 __all__ = ["op_time", "layer_elementwise_time", "all_to_all_time", "roofline_sums", "precision_of", "gemm_op",
            "layer_ops", "communication_time", "moe_elementwise", "cached_kv_elements", "expert_rows", "Precision",
-           "format_gemms_per_layer"]
+           "fused_moe_fit_of", "fused_moe_time", "fused_moe_parts", "format_gemms_per_layer"]
 
 #: MLA's extra GEMM-like kernels per layer: q_b, and the absorbed W_UK and W_UV batched GEMMs.
 MLA_EXTRA_GEMM_KERNELS = 3
@@ -194,9 +195,13 @@ def _attention(shapes: ModelShapes, b, q, L, dt: int, share=None) -> _Op:
     return _Op(flops, nbytes, None, False, share, attention=True)
 
 
-def expert_rows(shapes: ModelShapes, tokens, params: LatencyParams):
-    """(distinct experts per MoE layer over all GPUs, padded GEMM rows of those experts) for ``tokens``."""
-    pad = (lambda r: padded_tokens(r, params.m_tile, params.m_tile_min)) if params.m_tile else None
+def expert_rows(shapes: ModelShapes, tokens, params: LatencyParams | None, tile: float | None = None):
+    """(distinct experts per MoE layer over all GPUs, padded GEMM rows of those experts) for ``tokens``: each
+    expert's rows padded to ``tile`` rows when given (1: unpadded), else to the roofline's row tiles (``params``)."""
+    if tile is not None:
+        pad = None if tile <= 1 else (lambda r: np.ceil(r / tile) * tile)
+    else:
+        pad = (lambda r: padded_tokens(r, params.m_tile, params.m_tile_min)) if params.m_tile else None
     if shapes.expert_probs is not None:
         return expected_expert_rows(tokens, probabilities=shapes.expert_probs, pad=pad)
     return expected_expert_rows(tokens, n_experts=shapes.n_experts, top_k=shapes.top_k, pad=pad)
@@ -219,18 +224,20 @@ def _groupedgemm_op(distinct, rows, active_rows, n_in, n_out, prec: Precision, p
     return _Op(flops, nbytes, waves, True, share, prec.expert_peak, True)
 
 
-def _moe_ops(shapes: ModelShapes, tokens, prec: Precision, params: LatencyParams, sm_count):
+def _moe_ops(shapes: ModelShapes, tokens, prec: Precision, params: LatencyParams, sm_count, fused: bool = False):
     """An MoE layer's GEMMs beyond attention: the router (every GPU routes every token), the grouped up and
-    down GEMMs over the experts this GPU holds (1/ep of the distinct ones, by symmetry), and the shared experts
-    as a dense MLP. Returns (ops, distinct experts over all GPUs, real expert rows on this GPU)."""
+    down GEMMs over the experts this GPU holds (1/ep of the distinct ones, by symmetry) unless ``fused`` (the
+    measured fused layer prices them, :func:`fused_moe_time`), and the shared experts as a dense MLP. Returns
+    (ops, distinct experts over all GPUs, real expert rows on this GPU)."""
     share = shapes.n_moe / shapes.n_layer
     distinct, rows = expert_rows(shapes, tokens, params)
     local, local_rows = distinct / shapes.ep, rows / shapes.ep
     active = tokens * shapes.top_k / shapes.ep
     d, dt = shapes.d_model, prec.dt
-    ops = [gemm_op(tokens, d, shapes.n_experts, dt, params, sm_count, share=share),
-           _groupedgemm_op(local, local_rows, active, d, shapes.expert_up, prec, params, sm_count, share),
-           _groupedgemm_op(local, local_rows, active, shapes.expert_down_in, d, prec, params, sm_count, share)]
+    ops = [gemm_op(tokens, d, shapes.n_experts, dt, params, sm_count, share=share)]
+    if not fused:
+        ops += [_groupedgemm_op(local, local_rows, active, d, shapes.expert_up, prec, params, sm_count, share),
+                _groupedgemm_op(local, local_rows, active, shapes.expert_down_in, d, prec, params, sm_count, share)]
     if np.any(shapes.shared > 0):  # zero-width for the models of a stack without shared experts
         layer = dict(weight_bytes=prec.layer_bytes, peak=prec.layer_peak, share=share * shapes.shared)
         ops += [gemm_op(tokens, d, shapes.shared_up, dt, params, sm_count, **layer),
@@ -238,10 +245,12 @@ def _moe_ops(shapes: ModelShapes, tokens, prec: Precision, params: LatencyParams
     return ops, distinct, active
 
 
-def layer_ops(shapes: ModelShapes, b, q, L, prec: Precision, params: LatencyParams, sm_count):
+def layer_ops(shapes: ModelShapes, b, q, L, prec: Precision, params: LatencyParams, sm_count, *,
+              fused_experts: bool = False):
     """The ops of one (average) layer: the four dense GEMMs (the MLP's on dense layers only), attention over
-    the KV cache (local layers over their window), MLA's extra GEMMs, and an MoE layer's router, experts and
-    shared experts. Returns (ops, distinct experts per MoE layer, real expert rows per GPU)."""
+    the KV cache (local layers over their window), MLA's extra GEMMs, and an MoE layer's router, experts
+    (left out with ``fused_experts``: :func:`fused_moe_time` prices them) and shared experts. Returns (ops,
+    distinct experts per MoE layer, real expert rows per GPU)."""
     tokens, dt = b * q, prec.dt
     layer = dict(weight_bytes=prec.layer_bytes, peak=prec.layer_peak)
     dense_share = (shapes.n_dense / shapes.n_layer) if shapes.has_moe else None
@@ -258,7 +267,7 @@ def layer_ops(shapes: ModelShapes, b, q, L, prec: Precision, params: LatencyPara
                 for op in MLA_OPS]
     if not shapes.has_moe:
         return ops, 0.0, 0.0
-    moe, distinct, active = _moe_ops(shapes, tokens, prec, params, sm_count)
+    moe, distinct, active = _moe_ops(shapes, tokens, prec, params, sm_count, fused_experts)
     return ops + moe, np.where(shapes.n_moe > 0, distinct, 0.0), active  # a dense model in the stack routes nothing
 
 
@@ -312,3 +321,45 @@ def moe_elementwise(shapes: ModelShapes, tokens, active, dt: int, bw, params: La
     t_ew = params.t_kernel if params.t_elementwise is None else params.t_elementwise
     launches = shapes.n_moe * (MOE_ELEMENTWISE_KERNELS + shapes.shared) * t_ew
     return shapes.n_moe * kernels, launches
+
+
+def fused_moe_fit_of(shapes: ModelShapes, dep: Deployment) -> FusedMoEFit | None:
+    """The measured fused-MoE fit of an MoE deployment (:func:`sdsl.catalog.moe.select_fused_moe_fit`: its GPU, its
+    engine's kernel, its expert format), or None (a dense model, or no measured tables: the grouped GEMMs)."""
+    if not shapes.has_moe:
+        return None
+    fmt = dep.expert_dtype or dep.weight_dtype or dep.dtype
+    return select_fused_moe_fit(dep.hardware, getattr(dep, "engine", None), fmt)
+
+
+def fused_moe_time(shapes: ModelShapes, fit: FusedMoEFit, tokens, prec: Precision, hardware, peak) -> np.ndarray:
+    """Seconds of one MoE layer's routed experts on one GPU as the measured fused kernel
+    (:func:`sdsl.catalog.moe.fused_moe_layer_time`): the distinct experts of sdsl's router (uniform, or the model's
+    skewed one), 1/ep of them on this GPU, their rows padded to the kernel's row tile, their weights in the expert
+    format, at ``peak`` (the experts' tensor-core rate)."""
+    wb = prec.dt if prec.expert_bytes is None else prec.expert_bytes
+    n = np.asarray(tokens, dtype=float)
+    width = shapes.expert_up + shapes.expert_down_in
+    local_experts = shapes.n_experts / shapes.ep
+    tile = row_tile_of(fit, n, local_experts)
+    distinct, padded = expert_rows(shapes, n, None, tile=1)
+    for t in TRITON_ROW_TILES if fit.row_tile == "triton" else ():
+        padded = np.where(tile == t, expert_rows(shapes, n, None, tile=t)[1], padded)
+    return fused_moe_layer_time(fit, tokens=n, top_k=shapes.top_k, local_experts_touched=distinct / shapes.ep,
+                                padded_rows=padded / shapes.ep, weight_bytes=wb * distinct / shapes.ep * shapes.d_model * width,
+                                flops_per_row=2.0 * shapes.d_model * width, bandwidth=hardware.mem_bandwidth, peak=peak)
+
+
+def fused_moe_parts(shapes: ModelShapes, fit: FusedMoEFit, tokens, prec: Precision, hardware, peak,
+                    params: LatencyParams, t_ew: float):
+    """What the MoE layers add to a step priced with the measured fused layer: (the shared experts' activation beyond
+    its launch, the launches — router and shared-expert GEMMs and the shared activation, less the grouped up and down
+    GEMMs the measured layer holds —, the routed experts' seconds over all MoE layers, :func:`fused_moe_time` at the
+    experts' peak, the deployment's ``peak`` without an expert format)."""
+    bw, dt = hardware.mem_bandwidth, prec.dt
+    shared_ew = shapes.n_moe * shapes.shared * activation_time(shapes, tokens, shapes.shared_down_in, dt, bw, params)
+    shared_launches = shapes.n_moe * shapes.shared * t_ew
+    launches = shared_launches + shapes.n_moe * (2.0 * shapes.shared - 1.0) * params.t_kernel
+    experts = shapes.n_moe * fused_moe_time(shapes, fit, tokens, prec, hardware,
+                                            peak if prec.expert_peak is None else prec.expert_peak)
+    return shared_ew - shared_launches, launches, experts

@@ -14,6 +14,8 @@ Per GPU (H100-SXM, H200, B200 by default) and op, from the shipped subset of aic
 - FP8 plain decode of a dense target (Qwen3-8B, key ``fp8_decode``): the fp8/bf16 ratio of one layer's measured
   kernels beside sdsl's priced fp8/bf16 step ratio (no published engine row measures a dense FP8 target);
 - the custom all-reduce the engine profiles take (key ``engine_allreduce``, :mod:`sdsl.fit.opdb_engines`);
+- the fused MoE layer (:mod:`sdsl.fit.opdb_moe`), 1-512 tokens, MoE TP × EP <= 8, balanced and power-law routing:
+  one model shape held out at a time, per engine kernel and weight format and pooled per format;
 - H100 only: the two sources side by side, Vidur's fp16 GEMMs and the tables' bf16 GEMMs at the (m, n, k)
   both measured, and the Vidur-fitted shipped defaults priced on the tables' rows.
 
@@ -33,7 +35,7 @@ __all__ = ["validate_kernels", "GOAL_MEDIAN", "GOAL_WORST", "DEFAULT_GPUS", "OPS
 GOAL_MEDIAN = 0.10
 GOAL_WORST = 0.25
 DEFAULT_GPUS = ("h100_sxm", "h200_sxm", "b200_sxm")
-OPS = ("gemm", "attention", "mla", "allreduce")
+OPS = ("gemm", "attention", "mla", "allreduce", "moe")
 SMALL_M = 16
 
 
@@ -154,6 +156,14 @@ def _allreduce(gpu: str) -> dict:
     return out
 
 
+def _moe(gpu: str) -> dict:
+    """The fused MoE layer's closed form (:mod:`sdsl.fit.opdb_moe`), one model shape held out at a time, per engine
+    kernel and weight format and pooled per format (``all:<format>``)."""
+    from sdsl.fit.opdb_moe import moe_kernel_validation
+
+    return {key: {**entry, "heldout": _summary(errors)} for key, (entry, errors) in moe_kernel_validation(gpu).items()}
+
+
 def _vidur_h100() -> dict:
     """Vidur's H100 fp16 GEMMs against the tables' H100 bf16 GEMMs (vLLM), where both measured the same (m, n, k);
     and the shipped H100 defaults (fitted on Vidur) priced on the tables' rows."""
@@ -257,6 +267,8 @@ def validate_kernels(gpus=None, ops=OPS, engine: str = ENGINE) -> dict:
             res["mla"] = _attention(gpu, "sglang", mla=True)
         if "allreduce" in ops:
             res["allreduce"] = _allreduce(gpu)
+        if "moe" in ops:
+            res["moe"] = _moe(gpu)
         out["gpus"][gpu] = res
         if "gemm" in ops:
             out.setdefault("shipped", {})[gpu] = _shipped(gpu, engine)

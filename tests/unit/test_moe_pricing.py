@@ -17,6 +17,7 @@ from sdsl.roofline.latency import (DEFAULT_PARAMS, LatencyParams, ModelShapes, a
 from sdsl.catalog.moe import expected_distinct_experts, selection_probabilities
 from sdsl.roofline.weight_formats import WEIGHT_FORMATS, gemm_peak, get_weight_format
 from sdsl.errors import InvalidInputError
+from sdsl.validation.moe_validation import roofline_experts
 
 H100, H200, B200 = (get_hardware(n) for n in ("h100-sxm", "h200", "b200"))
 TILED = LatencyParams(m_tile=128, m_tile_min=64, tail_waves=0.5)  # row tiles and waves on, otherwise defaults
@@ -91,9 +92,15 @@ def test_skewed_routing_touches_fewer_experts():
     skewed = replace(m, routing_skew=1.2)
     d_skew = np.asarray(step_time(skewed, dep(), batch=tokens, q=1).distinct_experts)
     assert np.all(d_skew < uniform) and np.all(np.diff(d_skew) > 0)
+    grouped = roofline_experts(dep())  # the roofline's grouped GEMMs: fewer experts is never slower
+    t_u = np.asarray(step_time(m, grouped, batch=tokens, q=1).total_s)
+    t_s = np.asarray(step_time(skewed, grouped, batch=tokens, q=1).total_s)
+    assert np.all(t_s <= t_u * (1 + 1e-12))
+    # the measured fused kernel pads each expert's rows to its row tile: at 512 tokens the skewed router's heavy
+    # experts cost more padded rows than it saves in weight reads; below that, fewer experts is faster
     t_u = np.asarray(step_time(m, dep(), batch=tokens, q=1).total_s)
     t_s = np.asarray(step_time(skewed, dep(), batch=tokens, q=1).total_s)
-    assert np.all(t_s <= t_u * (1 + 1e-12))
+    assert np.all(t_s[:3] < t_u[:3]) and t_s[3] > t_u[3]
     # a flat measured histogram is the uniform router
     flat = replace(m, expert_load=tuple([1.0] * 128))
     np.testing.assert_allclose(step_time(flat, dep(), batch=tokens, q=1).distinct_experts, uniform, rtol=1e-9)

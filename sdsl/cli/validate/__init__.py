@@ -233,8 +233,11 @@ def acceptance(engine, pass_overhead_us, as_json):
                    "engine not after the row) | ideal (the roofline alone, no engine host time) | an engine (sglang: "
                    "that engine's build by each row's date) | a profile name | ENGINE:YYYY-MM | FILE.json (`sdsl "
                    "engines` lists them).")
+@click.option("--experts", type=click.Choice(["measured", "roofline"]), default="measured", show_default=True,
+              help="Routed experts: measured (the fused-MoE kernel fitted on the operator tables of the row's GPU, "
+                   "where it has them) | roofline (the grouped GEMMs at the dense efficiencies, as before those tables).")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
-def moe(engine, as_json):
+def moe(engine, experts, as_json):
     """Price the published mixture-of-experts rows (sdsl/data/published, row_set=moe) on the roofline with the
     shipped calibration and the execution profile of the engine each row ran on (--engine ideal: no engine
     host time): plain-decode
@@ -251,11 +254,13 @@ def moe(engine, as_json):
     from sdsl.cli._common import echo_json
     from sdsl.validation.moe_validation import validate_moe
 
-    out = validate_moe(engine=None if engine == "ideal" else engine)
+    out = validate_moe(engine=None if engine == "ideal" else engine, experts=experts)
     if as_json:
         echo_json(out)
         return
     click.echo(f"step model: {out['model']}; oracle input: {', '.join(out['oracle_inputs'])}")
+    for kernel in out["moe_kernels"]:
+        click.echo(f"MoE experts: {kernel}")
     for r in out["rows"]:
         shape = r["tree"] and "tree " + ",".join(map(str, r["tree"])) or ("plain" if r["proposer"] is None else f"k {r['gamma']}")
         line = (f"{r['class']:<16} {r['file'][:4]}#{r['row']:<3} {r['target']:<16} {r['hardware']:<9} tp{r['tp']} "
@@ -287,7 +292,7 @@ def moe(engine, as_json):
 @validate.command("kernels")
 @click.option("--gpu", "gpus", multiple=True, type=click.Choice(["h100", "h200", "b200", "a100"]),
               help="Only this GPU (repeatable; default H100, H200 and B200).")
-@click.option("--op", "ops", multiple=True, type=click.Choice(["gemm", "attention", "mla", "allreduce"]),
+@click.option("--op", "ops", multiple=True, type=click.Choice(["gemm", "attention", "mla", "allreduce", "moe"]),
               help="Only this op (repeatable; default all).")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 def kernels(gpus, ops, as_json):
@@ -296,9 +301,9 @@ def kernels(gpus, ops, as_json):
     Source: aiconfigurator-core 0.12.0 (Apache-2.0), the subset shipped in sdsl/data/opdb. Per GPU and op:
     dense GEMM per weight format over 1-512 tokens (one input width held out at a time), decode attention
     with bf16 and fp8 KV caches (one heads/KV-heads/head-dim shape held out), decode MLA (one head count
-    held out), the engines' custom all-reduce and NCCL (one GPU count held out); median, 95th percentile,
-    worst and signed bias of the held-out errors (goal: 10% median, 25% worst). On H100 also Vidur's GEMMs
-    against the tables'.
+    held out), the engines' custom all-reduce and NCCL (one GPU count held out), the fused MoE layer (one model
+    shape held out, per engine kernel and format); median, 95th percentile, worst and signed bias of the held-out
+    errors (goal: 10% median, 25% worst). On H100 also Vidur's GEMMs against the tables'.
     """
     from sdsl.cli._common import echo_json
     from sdsl.validation.kernel_validation import OPS, validate_kernels

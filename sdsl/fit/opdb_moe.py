@@ -1,0 +1,326 @@
+"""Fit the fused MoE layer's closed form (:func:`sdsl.catalog.moe.fused_moe_layer_time`) to the measured MoE tables of
+NVIDIA's operator database (aiconfigurator-core 0.12.0, Apache-2.0; read by :func:`sdsl.fit.opdb.read_opdb`).
+
+One table row is one whole MoE layer on one GPU (routing, alignment, both grouped GEMMs, activation, the weighted
+sum) for ``num_tokens`` tokens of a model shape (hidden, expert d_ff, top-k, experts) under MoE TP and EP, with the
+collector's synthetic routing (``distribution``). What the closed form needs of a row — the local experts the
+tokens touch and their rows — follows from that routing, reproduced here from the collector's code
+(ai-dynamo/aiconfigurator ``collector/helper.py``):
+
+- ``balanced`` (``balanced_logits``): token i picks experts (i + j·s) mod E, j < k, s = ⌈E/k⌉, when n >= s, else
+  (⌊i·s/n⌋ + j·s) mod E: n·k distinct experts until they run out, each with the same rows;
+- ``power_law_<α>`` (``power_law_logits_v3``): each expert's load is drawn from a power-law density ∝ x^(−α) on
+  [1, 0.8·n] (n·k > E) or [0.01, 2], scaled and rounded to n·k picks; the EP rank with the most picks is the one
+  measured. Reproduced by a seeded Monte-Carlo of :data:`ROUTING_DRAWS` draws (expected distinct experts and
+  padded rows of the heaviest rank).
+
+The fit is per GPU, engine and kernel (and weight format), on rows of 1–512 tokens and MoE TP × EP <= 8 (one node:
+the deployments sdsl prices), by least squares on the relative error with a soft-L1 loss (a few whole series of
+the tables are several times slower than their neighbours — kernel configurations the tables measured but no
+smooth form predicts; the loss keeps them from setting the fit, the validation still counts them).
+:func:`leave_one_shape_out` refits without each model shape and scores it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sdsl.catalog.moe import TRITON_ROW_TILES, FusedMoEFit, fused_moe_layer_time, row_tile_of
+from sdsl.errors import ProfileError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+__all__ = ["OPDB_MOE_GPUS", "TABLE_FORMATS", "ROUTING_DRAWS", "collector_routing", "moe_features", "fit_group",
+           "fit_fused_moe", "leave_one_shape_out", "validation_rows", "write_fits", "fused_moe_fit_file",
+           "fused_moe_report", "moe_kernel_validation", "GROUP"]
+
+#: The database's GPU names -> sdsl's hardware catalog names.
+OPDB_MOE_GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "a100_sxm": "a100-80gb"}
+#: The tables' moe_dtype -> sdsl's weight format (bytes per weight with scales, :mod:`sdsl.roofline.weight_formats`).
+TABLE_FORMATS = {"bfloat16": "bf16", "fp8_block": "fp8", "fp8": "fp8", "int4_wo": "int4", "w4a16_mxfp4": "mxfp4",
+                 "w4a8_mxfp4_mxfp8": "mxfp4", "nvfp4": "nvfp4"}
+#: Monte-Carlo draws per power-law routing configuration (seeded).
+ROUTING_DRAWS = 64
+MAX_TOKENS = 512
+MAX_GPUS = 8
+#: Kernels built on the Triton fused_moe kernel (its default row tile, :data:`sdsl.catalog.moe.TRITON_ROW_TILES`).
+TRITON_KERNELS = ("sglang_fused_moe_triton", "vllm_fused_moe", "vllm_unquantizedfusedmoe_triton_tritonexperts",
+                  "vllm_fp8moe_triton_tritonexperts")
+_BOUNDS = ([0.0, 0.0, 0.05, 0.02, 0.0], [300e-6, 50e-6, 1.0, 1.0, 5e-6])
+_START = [25e-6, 0.5e-6, 0.8, 0.5, 0.01e-6]
+
+
+def _balanced_counts(n: int, E: int, k: int) -> np.ndarray:
+    """Picks per expert of the collector's ``balanced_logits`` (one configuration)."""
+    stride = math.ceil(E / k)
+    i = np.arange(n)[:, None]
+    j = np.arange(k)[None, :]
+    sel = (i + j * stride) % E if n >= stride else (np.floor(i * stride / n) + j * stride) % E
+    return np.bincount(sel.astype(int).ravel(), minlength=E)
+
+
+def _power_law_counts(n: int, E: int, k: int, alpha: float, rng: np.random.Generator, draws: int) -> np.ndarray:
+    """Picks per expert (draws × E) of the collector's ``power_law_logits_v3``: loads drawn by the inverse CDF of
+    x^(−α) on [1, 0.8n] (n·k > E) or [0.01, 2], scaled to n·k and rounded, the rounding's excess taken from the
+    largest loads and its shortfall given to them."""
+    lo, hi = (1.0, n * 0.8) if n * k > E else (0.01, 2.0)
+    u = rng.random((draws, E))
+    a = 1.0 - alpha
+    x = ((hi ** a - lo ** a) * u + lo ** a) ** (1.0 / a)
+    target = n * k
+    counts = np.rint(x / x.sum(axis=1, keepdims=True) * target).astype(np.int64)
+    delta = target - counts.sum(axis=1)
+    order = np.argsort(-counts, axis=1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(E)[None, :], axis=1)
+    add = np.where(delta[:, None] > 0, (rank < delta[:, None]).astype(np.int64), 0)
+    counts = counts + add
+    # a shortfall: the collector takes one pick at a time from the smallest non-empty experts, falling back on the
+    # largest; the largest absorbs it here (the distinct count moves by at most the few experts it would empty)
+    short = np.maximum(-delta, 0)
+    top = order[:, 0]
+    counts[np.arange(draws), top] -= short
+    return counts
+
+
+def collector_routing(num_tokens, num_experts, topk, ep, distribution, *, draws: int = ROUTING_DRAWS,
+                      seed: int = 0) -> dict:
+    """Expected (distinct local experts, local rows, local rows padded to each Triton row tile) of the measured GPU
+    for one collector routing configuration (module docstring): the first E/ep experts under ``balanced``, the
+    rank with the most picks under a power law."""
+    n, E, k, ep = int(num_tokens), int(num_experts), int(topk), int(ep)
+    if distribution == "balanced":
+        counts = _balanced_counts(n, E, k)[None, :E // ep]
+    elif distribution.startswith("power_law_"):
+        alpha = float(distribution.rsplit("_", 1)[1])
+        rng = np.random.default_rng([seed, n, E, k, ep, int(alpha * 1000)])
+        full = _power_law_counts(n, E, k, alpha, rng, draws).reshape(draws, ep, E // ep)
+        heaviest = np.argmax(full.sum(axis=2), axis=1)
+        counts = full[np.arange(draws), heaviest]
+    else:
+        raise ProfileError(f"Unknown MoE routing distribution {distribution!r} in the operator tables.")
+    out = {"local_experts": float(np.mean((counts > 0).sum(axis=1))), "local_rows": float(np.mean(counts.sum(axis=1)))}
+    for tile in TRITON_ROW_TILES:
+        out[f"rows_pad{tile}"] = float(np.mean((np.ceil(counts / tile) * tile).sum(axis=1)))
+    return out
+
+
+def moe_features(df: "pd.DataFrame") -> "pd.DataFrame":
+    """The table rows with what the closed form needs: local experts touched, weight bytes, padded rows and FLOPs
+    per row, bandwidth and peak of the GPU (sdsl's catalog), from the collector's routing."""
+    import pandas as pd
+
+    from sdsl.catalog.hardware import get_hardware
+    from sdsl.roofline.weight_formats import gemm_peak, get_weight_format
+
+    keys = ["num_tokens", "num_experts", "topk", "moe_ep_size", "distribution"]
+    configs = df[keys].drop_duplicates()
+    routed = pd.DataFrame([{**dict(zip(keys, row)), **collector_routing(*row)} for row in configs.itertuples(index=False)])
+    out = df.merge(routed, on=keys, how="left")
+    inter = np.ceil(out["inter_size"].to_numpy(float) / out["moe_tp_size"].to_numpy(float))
+    h = out["hidden_size"].to_numpy(float)
+    fmt = out["dtype"].map(TABLE_FORMATS)
+    if fmt.isna().any():
+        raise ProfileError(f"MoE weight formats without an sdsl format: {sorted(set(out['dtype'][fmt.isna()]))}.")
+    bpw = fmt.map(lambda f: get_weight_format(f).bytes_per_weight).to_numpy(float)
+    out["weight_bytes"] = out["local_experts"] * 3.0 * h * inter * bpw  # gated: gate + up, and down
+    out["flops_per_row"] = 2.0 * 3.0 * h * inter
+    hw = {g: get_hardware(name) for g, name in OPDB_MOE_GPUS.items() if g in set(out["gpu"])}
+    out["bandwidth"] = out["gpu"].map(lambda g: hw[g].mem_bandwidth)
+    # the peak the roofline prices that format at (activations in the format's own kind where the GPU has it)
+    out["peak"] = [gemm_peak(hw[g], f, "bf16") for g, f in zip(out["gpu"], fmt)]
+    out["shape"] = list(zip(out["hidden_size"], out["inter_size"], out["num_experts"], out["topk"]))
+    return out
+
+
+def _decode_rows(df: "pd.DataFrame") -> "pd.DataFrame":
+    keep = (df["num_tokens"] <= MAX_TOKENS) & (df["moe_tp_size"] * df["moe_ep_size"] <= MAX_GPUS)
+    keep &= df["gpu"].isin(list(OPDB_MOE_GPUS))
+    return df[keep].reset_index(drop=True)
+
+
+def _predict(p, feats, row_tile: str) -> np.ndarray:
+    fit = FusedMoEFit("", "", "", "", *p, row_tile=row_tile)
+    tile = row_tile_of(fit, feats["num_tokens"], feats["num_experts"] / feats["moe_ep_size"])
+    padded = np.where(tile == TRITON_ROW_TILES[0], feats["rows_pad16"],
+                      np.where(tile == TRITON_ROW_TILES[1], feats["rows_pad64"], feats["local_rows"]))
+    return fused_moe_layer_time(fit, tokens=feats["num_tokens"].to_numpy(float), top_k=feats["topk"].to_numpy(float),
+                                local_experts_touched=feats["local_experts"].to_numpy(float), padded_rows=padded,
+                                weight_bytes=feats["weight_bytes"].to_numpy(float),
+                                flops_per_row=feats["flops_per_row"].to_numpy(float),
+                                bandwidth=feats["bandwidth"].to_numpy(float), peak=feats["peak"].to_numpy(float))
+
+
+def _solve(feats, row_tile: str) -> np.ndarray:
+    from scipy.optimize import least_squares
+
+    y = feats["time_s"].to_numpy(float)
+    scale = np.array([1e-6, 1e-6, 1.0, 1.0, 1e-6])
+    res = least_squares(lambda z: _predict(z * scale, feats, row_tile) / y - 1.0, np.array(_START) / scale,
+                        bounds=(np.array(_BOUNDS[0]) / scale, np.array(_BOUNDS[1]) / scale), loss="soft_l1",
+                        f_scale=0.1)
+    return res.x * scale
+
+
+def _row_tile(kernel_source: str) -> str:
+    return "triton" if kernel_source in TRITON_KERNELS else "none"
+
+
+def _stats(err) -> dict:
+    e = np.asarray(err, dtype=float)
+    a = np.abs(e)
+    return {"n": int(e.size), "median_abs": float(np.median(a)), "p90_abs": float(np.quantile(a, 0.9)),
+            "worst": float(e[np.argmax(a)]), "median_signed": float(np.median(e))}
+
+
+def fit_group(feats: "pd.DataFrame") -> FusedMoEFit:
+    """The fit of one (GPU, engine, kernel, format) group of :func:`moe_features` rows."""
+    first = feats.iloc[0]
+    tile = _row_tile(first["kernel_source"])
+    p = _solve(feats, tile)
+    return FusedMoEFit(str(first["gpu"]), str(first["engine"]), str(first["kernel_source"]), str(first["dtype"]),
+                       *(float(x) for x in p), row_tile=tile,
+                       versions=tuple(sorted(set(feats["engine_version"]))), rows=len(feats),
+                       shapes=feats["shape"].nunique())
+
+
+GROUP = ["gpu", "engine", "kernel_source", "dtype"]
+
+
+def leave_one_shape_out(feats: "pd.DataFrame", min_shapes: int = 3) -> "pd.DataFrame":
+    """Per group with at least ``min_shapes`` model shapes, each shape's rows priced by the fit on the others':
+    the rows with ``predicted_s`` and ``error`` (predicted / measured − 1)."""
+    import pandas as pd
+
+    parts = []
+    for _, g in feats.groupby(GROUP, sort=True):
+        if g["shape"].nunique() < min_shapes:
+            continue
+        tile = _row_tile(g["kernel_source"].iloc[0])
+        for shape in sorted(set(g["shape"])):
+            held = g["shape"] == shape
+            p = _solve(g[~held], tile)
+            pred = _predict(p, g[held], tile)
+            parts.append(g[held].assign(predicted_s=pred, error=pred / g.loc[held, "time_s"].to_numpy() - 1.0))
+    return pd.concat(parts, ignore_index=True) if parts else feats.iloc[:0]
+
+
+def validation_rows(held: "pd.DataFrame") -> list[dict]:
+    """Per group (and per GPU and format over its groups): rows, shapes, median / p90 / worst / signed error."""
+    rows = []
+    for key, g in held.groupby(GROUP, sort=True):
+        rows.append({**dict(zip(GROUP, key)), "shapes": int(g["shape"].nunique()), **_stats(g["error"])})
+    return rows
+
+
+def fit_fused_moe(df: "pd.DataFrame | None" = None, *, loso: bool = True) -> list[FusedMoEFit]:
+    """Fit every (GPU, engine, kernel, format) group of the MoE table ``df`` (default: the shipped subset,
+    :func:`sdsl.fit.opdb.read_opdb`), each with its leave-one-shape-out error where it has >= 3 shapes."""
+    if df is None:
+        from sdsl.fit.opdb import read_opdb
+
+        df = read_opdb("moe")
+    feats = moe_features(_decode_rows(df))
+    held = leave_one_shape_out(feats) if loso else feats.iloc[:0]
+    scores = {tuple(r[c] for c in GROUP): r for r in validation_rows(held)} if len(held) else {}
+    fits = []
+    for key, g in feats.groupby(GROUP, sort=True):
+        f = fit_group(g)
+        s = scores.get(key)
+        fits.append(FusedMoEFit(**{**asdict(f), "versions": f.versions,
+                                   "loso": {k: s[k] for k in ("median_abs", "p90_abs", "worst", "median_signed", "n")}
+                                   if s else {}}))
+    return fits
+
+
+def fused_moe_fit_file() -> Path:
+    from sdsl._paths import data_path
+
+    return data_path("moe", "fused_moe.json")
+
+
+def write_fits(fits: list[FusedMoEFit], path: str | os.PathLike | None = None) -> Path:
+    """Write the fits as JSON (atomically): what :func:`sdsl.catalog.moe.fused_moe_fits` loads."""
+    path = Path(path) if path is not None else fused_moe_fit_file()
+    doc = {"source": "NVIDIA aiconfigurator-core 0.12.0 (Apache-2.0), systems/data/<gpu>/moe/<engine>/<version>/"
+                     "moe_perf.parquet, the filtered subset sdsl/data/opdb/moe.csv.gz",
+           "form": "t = t0 + per_expert*D + W/(eta_memory*BW) + padded_rows*flops_per_row/(eta_compute*peak) "
+                   "+ per_pair*tokens*top_k (sdsl.catalog.moe.fused_moe_layer_time)",
+           "command": "python -m sdsl.fit.opdb_moe --write",
+           "fits": [{**asdict(f), "versions": list(f.versions)} for f in fits]}
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def fused_moe_report(df: "pd.DataFrame | None" = None) -> dict:
+    """Leave-one-shape-out error per group and per (GPU, format) pooled over its engines' kernels."""
+    if df is None:
+        from sdsl.fit.opdb import read_opdb
+
+        df = read_opdb("moe")
+    held = leave_one_shape_out(moe_features(_decode_rows(df)))
+    pooled = [{"gpu": g, "dtype": d, "shapes": int(x["shape"].nunique()), **_stats(x["error"])}
+              for (g, d), x in held.groupby(["gpu", "dtype"], sort=True)]
+    return {"groups": validation_rows(held), "by_gpu_format": pooled}
+
+
+def _main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Fit the fused MoE layer's closed form to the operator tables.")
+    ap.add_argument("--write", action="store_true", help="write sdsl/data/moe/fused_moe.json")
+    args = ap.parse_args(argv)
+    fits = fit_fused_moe()
+    for f in fits:
+        s = f.loso
+        held = (f"held out: median {s['median_abs']:.1%}, p90 {s['p90_abs']:.1%}, worst {s['worst']:+.1%}, "
+                f"signed {s['median_signed']:+.1%}") if s else "held out: < 3 shapes"
+        print(f"{f.gpu:9s} {f.engine:7s} {f.kernel_source[:48]:48s} {f.dtype:16s} t0 {f.t0_s * 1e6:5.1f} us "
+              f"c_e {f.per_expert_s * 1e6:5.2f} us eta_m {f.eta_memory:.2f} eta_c {f.eta_compute:.2f} "
+              f"c_p {f.per_pair_s * 1e9:6.1f} ns  {held}")
+    if args.write:
+        print(write_fits(fits))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(_main())
+
+
+def moe_kernel_validation(gpu: str, df: "pd.DataFrame | None" = None) -> dict:
+    """For ``sdsl validate kernels``: per (engine, format, kernel) of ``gpu`` with >= 3 model shapes, and per format
+    pooled over them ("all:<format>"), an entry (rows, folds, provenance, fitted terms) and its held-out errors (one
+    model shape left out at a time, :func:`leave_one_shape_out`)."""
+    if df is None:
+        from sdsl.fit.opdb import read_opdb
+
+        df = read_opdb("moe", gpu=gpu)
+    feats = moe_features(_decode_rows(df[df["gpu"] == gpu]))
+    held = leave_one_shape_out(feats)
+    out = {}
+
+    def prov(g):
+        return {"engine": sorted(set(g["engine"])), "engine_version": sorted(set(g["engine_version"])),
+                "kernel_source": sorted(set(g["kernel_source"]))}
+
+    for (engine, kernel, dtype), g in held.groupby(["engine", "kernel_source", "dtype"], sort=True):
+        fit = fit_group(feats[(feats["engine"] == engine) & (feats["kernel_source"] == kernel) & (feats["dtype"] == dtype)])
+        entry = {"rows": int(len(g)), "held_out": "model shape", "folds": int(g["shape"].nunique()), **prov(g),
+                 "fitted": {k: getattr(fit, k) for k in ("t0_s", "per_expert_s", "eta_memory", "eta_compute",
+                                                         "per_pair_s", "row_tile")}}
+        out[f"{engine}:{dtype}:{kernel}"] = (entry, g["error"].to_numpy())
+    for dtype, g in held.groupby("dtype", sort=True):  # pooled: the engine builds in the JSON, not the listing
+        entry = {"rows": int(len(g)), "held_out": "model shape", "folds": int(g["shape"].nunique()), **prov(g),
+                 "engine_version": [], "engine_builds": sorted(set(g["engine"] + " " + g["engine_version"]))}
+        out[f"all:{dtype}"] = (entry, g["error"].to_numpy())
+    return out
