@@ -1,11 +1,11 @@
-"""Write the latency parameters sdsl ships for the GPUs NVIDIA's operator tables measure (sdsl.fit.opdb_defaults).
+"""Write the latency parameters sdsl ships for the GPUs NVIDIA's operator tables measure (sdsl.fit.opdb.defaults).
 
     python tools/make_opdb_latency.py
 
 Reads only the shipped subset (sdsl/data/opdb), so it runs on any CPU; writes sdsl/data/latency/{h200,b200}.json,
 sdsl/data/latency/opdb/h100-sxm.json (the H100-SXM's fp8 GEMM terms over its Vidur calibration) and the measured
 custom all-reduce (allreduce_latency_s, allreduce_eta) of the vLLM, SGLang and TensorRT-LLM profiles in
-sdsl/data/engines/profiles.json (sdsl.fit.opdb_engines; refit the host terms after: tools/fit_engine_profiles.py).
+sdsl/data/engines/profiles.json (sdsl.fit.opdb.engines; refit the host terms after: tools/fit_engine_profiles.py).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from sdsl._io import atomic_write_text  # noqa: E402
 from sdsl.roofline.gpu_transfer import transfer_params  # noqa: E402
 from sdsl.catalog.hardware import get_hardware  # noqa: E402
 from sdsl.roofline.latency_params import _packaged_params, _transfer_basis  # noqa: E402
-from sdsl.fit.opdb_defaults import build_format_overlay, build_measured_params  # noqa: E402
-from sdsl.fit.opdb_engines import PROFILE_ENGINES, measured_custom_allreduce  # noqa: E402
-from sdsl.fit.opdb_fit import hardware_of  # noqa: E402
+from sdsl.fit.opdb.defaults import build_format_overlay, build_measured_params  # noqa: E402
+from sdsl.fit.opdb.engines import PROFILE_ENGINES, measured_custom_allreduce  # noqa: E402
+from sdsl.fit.opdb.kernels import hardware_of  # noqa: E402
 
 LATENCY = ROOT / "sdsl" / "data" / "latency"
 MEASURED = ("h200_sxm", "b200_sxm")

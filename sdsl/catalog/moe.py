@@ -121,7 +121,7 @@ def expected_expert_rows(tokens, *, n_experts=None, top_k=None, probabilities=No
 
 # ---------------------------------------------------------------------------------------------------------------
 # The fused MoE layer as one measured kernel (NVIDIA aiconfigurator-core 0.12.0's moe_perf tables, Apache-2.0;
-# fitted by sdsl.fit.opdb_moe, parameters shipped in sdsl/data/moe/fused_moe.json).
+# fitted by sdsl.fit.opdb.moe, parameters shipped in sdsl/data/moe/fused_moe.json).
 # ---------------------------------------------------------------------------------------------------------------
 
 #: Row tile of the Triton fused-MoE kernel's default configuration (vLLM/SGLang ``get_default_config``:
@@ -194,7 +194,7 @@ DEFAULT_MOE_ENGINES = ("vllm", "sglang", "trtllm")
 
 @lru_cache(maxsize=1)
 def fused_moe_fits() -> tuple[FusedMoEFit, ...]:
-    """The shipped fits (sdsl/data/moe/fused_moe.json, written by ``python -m sdsl.fit.opdb_moe --write``)."""
+    """The shipped fits (sdsl/data/moe/fused_moe.json, written by ``python -m sdsl.fit.opdb.moe --write``)."""
     from importlib import resources
 
     from sdsl._io import load_json

@@ -60,7 +60,7 @@ class LatencyParams:
     fraction of its tensor-core peak and of the bf16 GEMMs' weight-read rate an fp8 GEMM reaches, relative to
     ``eta_compute`` and ``eta_memory``; ``fp8_t_extra``: its fixed cost beyond a bf16 GEMM's (quantising the
     activations); ``fp4_*`` the same for NVFP4. 1, 1, 0: the format at its nominal bytes and peak (the form
-    without them). Fitted on NVIDIA's measured operator tables (:mod:`sdsl.fit.opdb_fit`).
+    without them). Fitted on NVIDIA's measured operator tables (:mod:`sdsl.fit.opdb.kernels`).
 
     **Provenance** — ``source``: where the numbers come from (a fit and its data, a transfer, or defaults).
     """
@@ -235,7 +235,7 @@ def calibration_provenance(hardware) -> dict:
 def default_params(hardware) -> LatencyParams:
     """Latency parameters shipped for ``hardware``: its own calibration when sdsl ships one
     (sdsl/data/latency/<name>.json: H200 and B200 fitted on NVIDIA's measured operator tables by
-    ``tools/make_opdb_latency.py``, :mod:`sdsl.fit.opdb_defaults`, with the H100-SXM's fp8 GEMM terms laid
+    ``tools/make_opdb_latency.py``, :mod:`sdsl.fit.opdb.defaults`, with the H100-SXM's fp8 GEMM terms laid
     over its Vidur calibration from latency/opdb/; the others written by ``sdsl calibrate`` from Vidur's
     H100-SXM, A100-80GB and A40 timings, one form on all three: elementwise kernels, GEMMs with 128-row tiles and the kernel
     terms; the H100 and A100 all-reduce fitted to their DGX (NVSwitch) rows, the A40's unfitted, as Vidur

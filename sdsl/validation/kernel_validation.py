@@ -1,4 +1,4 @@
-"""``sdsl validate kernels``: the terms fitted on NVIDIA's measured operator tables (:mod:`sdsl.fit.opdb_fit`),
+"""``sdsl validate kernels``: the terms fitted on NVIDIA's measured operator tables (:mod:`sdsl.fit.opdb.kernels`),
 each scored on rows its fit never saw.
 
 Per GPU (H100-SXM, H200, B200 by default) and op, from the shipped subset of aiconfigurator-core 0.12.0:
@@ -13,8 +13,8 @@ Per GPU (H100-SXM, H200, B200 by default) and op, from the shipped subset of aic
 - the shipped defaults (``default_params``) priced on every GEMM row per format (key ``shipped``);
 - FP8 plain decode of a dense target (Qwen3-8B, key ``fp8_decode``): the fp8/bf16 ratio of one layer's measured
   kernels beside sdsl's priced fp8/bf16 step ratio (no published engine row measures a dense FP8 target);
-- the custom all-reduce the engine profiles take (key ``engine_allreduce``, :mod:`sdsl.fit.opdb_engines`);
-- the fused MoE layer (:mod:`sdsl.fit.opdb_moe`), 1-512 tokens, MoE TP × EP <= 8, balanced and power-law routing:
+- the custom all-reduce the engine profiles take (key ``engine_allreduce``, :mod:`sdsl.fit.opdb.engines`);
+- the fused MoE layer (:mod:`sdsl.fit.opdb.moe`), 1-512 tokens, MoE TP × EP <= 8, balanced and power-law routing:
   one model shape held out at a time, per engine kernel and weight format and pooled per format;
 - H100 only: the two sources side by side, Vidur's fp16 GEMMs and the tables' bf16 GEMMs at the (m, n, k)
   both measured, and the Vidur-fitted shipped defaults priced on the tables' rows.
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sdsl.fit.opdb_defaults import ENGINE
+from sdsl.fit.opdb.defaults import ENGINE
 from sdsl._evidence import summarize_errors
 
 __all__ = ["validate_kernels", "GOAL_MEDIAN", "GOAL_WORST", "DEFAULT_GPUS", "OPS"]
@@ -54,7 +54,7 @@ def _provenance(rows) -> dict:
 
 
 def _gemm(gpu: str, engine: str) -> dict:
-    from sdsl.fit.opdb_fit import GEMM_FORMATS, fit_gemm, gemm_rows, hardware_of, predict_gemm
+    from sdsl.fit.opdb.kernels import GEMM_FORMATS, fit_gemm, gemm_rows, hardware_of, predict_gemm
 
     hw = hardware_of(gpu)
     rows = gemm_rows(gpu, engine)
@@ -98,7 +98,7 @@ def _gemm(gpu: str, engine: str) -> dict:
 
 
 def _attention(gpu: str, engine: str, mla: bool) -> dict:
-    from sdsl.fit.opdb_fit import attention_rows, fit_attention, fit_gemm, gemm_rows, hardware_of, mla_rows, predict_attention
+    from sdsl.fit.opdb.kernels import attention_rows, fit_attention, fit_gemm, gemm_rows, hardware_of, mla_rows, predict_attention
 
     hw = hardware_of(gpu)
     rows = (mla_rows if mla else attention_rows)(gpu, engine)
@@ -125,7 +125,7 @@ def _attention(gpu: str, engine: str, mla: bool) -> dict:
 
 
 def _allreduce(gpu: str) -> dict:
-    from sdsl.fit.opdb_fit import (ALLREDUCE_MAX_BYTES, NCCL_TERMS, allreduce_rows, fit_allreduce, fit_nccl, hardware_of,
+    from sdsl.fit.opdb.kernels import (ALLREDUCE_MAX_BYTES, NCCL_TERMS, allreduce_rows, fit_allreduce, fit_nccl, hardware_of,
                                    predict_allreduce, predict_nccl)
 
     hw = hardware_of(gpu)
@@ -157,9 +157,9 @@ def _allreduce(gpu: str) -> dict:
 
 
 def _moe(gpu: str) -> dict:
-    """The fused MoE layer's closed form (:mod:`sdsl.fit.opdb_moe`), one model shape held out at a time, per engine
+    """The fused MoE layer's closed form (:mod:`sdsl.fit.opdb.moe`), one model shape held out at a time, per engine
     kernel and weight format and pooled per format (``all:<format>``)."""
-    from sdsl.fit.opdb_moe import moe_kernel_validation
+    from sdsl.fit.opdb.moe import moe_kernel_validation
 
     return {key: {**entry, "heldout": _summary(errors)} for key, (entry, errors) in moe_kernel_validation(gpu).items()}
 
@@ -169,7 +169,7 @@ def _vidur_h100() -> dict:
     and the shipped H100 defaults (fitted on Vidur) priced on the tables' rows."""
     from sdsl._paths import data_path
     from sdsl.roofline.latency_params import default_params
-    from sdsl.fit.opdb_fit import gemm_rows, hardware_of, predict_gemm
+    from sdsl.fit.opdb.kernels import gemm_rows, hardware_of, predict_gemm
     from sdsl.fit.vidur import read_vidur
 
     hw = hardware_of("h100_sxm")
@@ -194,7 +194,7 @@ def _vidur_h100() -> dict:
 def _shipped(gpu: str, engine: str) -> dict:
     """What a user gets, ``default_params`` of the GPU, priced on every GEMM row of the tables per format (in-sample
     for a GPU calibrated on them, out-of-source for a Vidur-calibrated one)."""
-    from sdsl.fit.opdb_fit import GEMM_FORMATS, gemm_rows, hardware_of, predict_gemm
+    from sdsl.fit.opdb.kernels import GEMM_FORMATS, gemm_rows, hardware_of, predict_gemm
     from sdsl.roofline.latency_params import calibration_provenance, default_params
 
     hw = hardware_of(gpu)
@@ -218,7 +218,7 @@ FP8_CONTEXT = 1024
 def _fp8_layer(gpu: str, engine: str) -> list[dict]:
     """FP8 against bf16 plain decode of a dense target: the ratio of one layer's measured kernels (its five GEMMs in
     fp8 and in bf16, plus the same bf16-KV attention) beside the ratio of sdsl's whole priced steps, per batch."""
-    from sdsl.fit.opdb_fit import attention_rows, gemm_rows, hardware_of
+    from sdsl.fit.opdb.kernels import attention_rows, gemm_rows, hardware_of
     from sdsl.roofline.deployment import Deployment
     from sdsl.roofline.latency import step_time
 
@@ -276,8 +276,8 @@ def validate_kernels(gpus=None, ops=OPS, engine: str = ENGINE) -> dict:
                 out.setdefault("fp8_decode", {})[gpu] = _fp8_layer(gpu, engine)
     if "h100_sxm" in gpus and "gemm" in ops:
         out["vidur_h100"] = _vidur_h100()
-    if "allreduce" in ops:  # what the engine profiles price their custom all-reduce with (sdsl.fit.opdb_engines)
-        from sdsl.fit.opdb_engines import PROFILE_ENGINES, measured_custom_allreduce
+    if "allreduce" in ops:  # what the engine profiles price their custom all-reduce with (sdsl.fit.opdb.engines)
+        from sdsl.fit.opdb.engines import PROFILE_ENGINES, measured_custom_allreduce
 
         out["engine_allreduce"] = {e: measured_custom_allreduce(e) for e in sorted(set(PROFILE_ENGINES.values()))}
     return out

@@ -1,4 +1,4 @@
-"""The fused MoE layer's fit on the shipped operator-table subset (sdsl.fit.opdb_moe), held out one model shape at a
+"""The fused MoE layer's fit on the shipped operator-table subset (sdsl.fit.opdb.moe), held out one model shape at a
 time: error bounds per GPU and format (VALIDATION.md, "The fused MoE layer, measured"), not parameters."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from sdsl.catalog.moe import fused_moe_fits
-from sdsl.fit import opdb_moe
+from sdsl.fit.opdb import moe as opdb_moe
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""VALIDATION.md "Measured kernels": the terms fitted on NVIDIA's measured operator tables (sdsl.fit.opdb_fit), scored
+"""VALIDATION.md "Measured kernels": the terms fitted on NVIDIA's measured operator tables (sdsl.fit.opdb.kernels), scored
 on shapes held out of the fit, and the FP8 step they price; tolerances on errors, not on fitted values."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sdsl.fit.opdb_fit import (allreduce_rows, attention_rows, fit_allreduce, fit_attention, fit_gemm, fit_nccl,
+from sdsl.fit.opdb.kernels import (allreduce_rows, attention_rows, fit_allreduce, fit_attention, fit_gemm, fit_nccl,
                                gemm_rows, hardware_of, predict_allreduce, predict_attention, predict_gemm, predict_nccl)
 
 H200 = "h200_sxm"

@@ -14,7 +14,7 @@ from sdsl.catalog.moe import FusedMoEFit, fused_moe_provenance, row_tile_of, sel
 from sdsl.roofline.shapes import ModelShapes
 from sdsl.roofline.step_ops import fused_moe_fit_of, fused_moe_time, precision_of
 from sdsl.validation.moe_validation import roofline_experts
-from sdsl.fit import opdb_moe
+from sdsl.fit.opdb import moe as opdb_moe
 
 TOKENS = np.array([1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 129, 192, 256, 384, 512, 4096, 65536])
 

@@ -3,7 +3,7 @@
 An engine profile's custom all-reduce (:func:`sdsl.engine.allreduce.custom_allreduce_time`: one-shot a + (t−1)·M/(η·B),
 two-shot 2a + 2(t−1)/t·M/(η·B)) takes its fixed latency a and bandwidth fraction η from the tables' CUDA-graph rows
 (decode steps replay CUDA graphs) on the Hopper NVLink GPUs the published rows run on (H100-SXM and H200, 2-8 GPUs,
-messages up to 16 MiB), fitted by :func:`sdsl.fit.opdb_fit.fit_allreduce`.
+messages up to 16 MiB), fitted by :func:`sdsl.fit.opdb.kernels.fit_allreduce`.
 
 Versions: the tables hold vLLM 0.14-0.24, SGLang 0.5.6-0.5.14 and TensorRT-LLM 1.2-1.3, all newer than sdsl's
 dated profiles (vLLM 2025-04 to 2026-03, SGLang 2025-01 and 2025-10, TensorRT-LLM 2025-06); each profile takes its
@@ -30,7 +30,7 @@ def measured_custom_allreduce(engine: str, *, source="subset") -> dict:
     import pandas as pd
 
     from sdsl.fit.opdb import OPDB_VERSION
-    from sdsl.fit.opdb_fit import ALLREDUCE_MAX_BYTES, allreduce_rows, fit_allreduce, hardware_of, predict_allreduce
+    from sdsl.fit.opdb.kernels import ALLREDUCE_MAX_BYTES, allreduce_rows, fit_allreduce, hardware_of, predict_allreduce
 
     version = ALLREDUCE_VERSIONS[engine]
     rows = pd.concat([allreduce_rows(g, engine, version, source=source) for g in ALLREDUCE_GPUS], ignore_index=True)
@@ -44,6 +44,6 @@ def measured_custom_allreduce(engine: str, *, source="subset") -> dict:
             "kernel_source": kernels, "heldout_median_abs": float(np.median(np.abs(np.concatenate(errs)))),
             "source": (f"aiconfigurator-core {OPDB_VERSION} (NVIDIA, Apache-2.0): {engine} {version} custom all-reduce "
                        f"({kernels}, CUDA-graph replay) on H100-SXM and H200, 2/4/8 GPUs, messages 128 B to 16 MiB, "
-                       f"{len(rows)} rows; fitted by sdsl.fit.opdb_fit.fit_allreduce (one-/two-shot form of "
+                       f"{len(rows)} rows; fitted by sdsl.fit.opdb.kernels.fit_allreduce (one-/two-shot form of "
                        f"sdsl.engine.allreduce), one GPU count held out: median "
                        f"{100 * float(np.median(np.abs(np.concatenate(errs)))):.1f}%")}

@@ -12,7 +12,10 @@ seconds, from one of three sources (:func:`read_opdb`'s ``source``):
 - ``"wheel"``: the wheel fetched into ``.cache/aiconfigurator/`` by ``make opdb`` (read as a zip, never
   imported); or a path to a wheel or to a ``systems/data`` folder.
 
-Nothing here downloads anything: the wheel is fetched by ``make``, never at run time.
+Nothing here downloads anything: the wheel is fetched by ``make``, never at run time. The fits on these
+tables live beside the reader: :mod:`.kernels` (GEMM per weight format, decode attention and MLA, all-reduce),
+:mod:`.moe` (the fused MoE layer's closed form), :mod:`.engines` (the engines' measured custom all-reduce) and
+:mod:`.defaults` (the shipped per-GPU latency parameters).
 """
 
 from __future__ import annotations

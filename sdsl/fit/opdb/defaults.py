@@ -1,4 +1,4 @@
-"""The latency parameters sdsl ships for GPUs calibrated on NVIDIA's measured operator tables (:mod:`sdsl.fit.opdb_fit`).
+"""The latency parameters sdsl ships for GPUs calibrated on NVIDIA's measured operator tables (:mod:`sdsl.fit.opdb.kernels`).
 
 ``tools/make_opdb_latency.py`` writes them (from the shipped subset, on any CPU):
 
@@ -39,7 +39,7 @@ def _basis(source: str) -> str:
 def _format_terms(gpu: str, bf16_params: LatencyParams, hw) -> tuple[dict, list[str]]:
     """fp8 (table "fp8": per-tensor scaled, what dense FP8 checkpoints run) and nvfp4 terms over the same
     source's bf16 fit."""
-    from sdsl.fit.opdb_fit import fit_gemm, gemm_rows
+    from sdsl.fit.opdb.kernels import fit_gemm, gemm_rows
 
     out, notes = {}, []
     for dtype, fmt, native in (("fp8", "fp8", "fp8"), ("nvfp4", "nvfp4", "fp4")):
@@ -55,7 +55,7 @@ def _format_terms(gpu: str, bf16_params: LatencyParams, hw) -> tuple[dict, list[
 def build_format_overlay(gpu: str) -> dict:
     """The low-precision GEMM terms of ``gpu`` (a database name) as laid over a Vidur calibration."""
     from sdsl.fit.opdb import OPDB_VERSION
-    from sdsl.fit.opdb_fit import fit_gemm, gemm_rows, hardware_of
+    from sdsl.fit.opdb.kernels import fit_gemm, gemm_rows, hardware_of
 
     hw = hardware_of(gpu)
     bf16 = gemm_rows(gpu, ENGINE, "bfloat16")
@@ -71,7 +71,7 @@ def build_measured_params(gpu: str, transferred: LatencyParams) -> dict:
     """The whole shipped calibration of ``gpu`` (module docstring); ``transferred``: what the cross-GPU transfer
     gives the GPU from the Vidur-calibrated ones (its elementwise terms are kept)."""
     from sdsl.fit.opdb import OPDB_VERSION
-    from sdsl.fit.opdb_fit import NCCL_TERMS, allreduce_rows, fit_gemm, fit_nccl, gemm_rows, hardware_of
+    from sdsl.fit.opdb.kernels import NCCL_TERMS, allreduce_rows, fit_gemm, fit_nccl, gemm_rows, hardware_of
 
     hw = hardware_of(gpu)
     bf16 = gemm_rows(gpu, ENGINE, "bfloat16")

@@ -254,7 +254,7 @@ def write_fits(fits: list[FusedMoEFit], path: str | os.PathLike | None = None) -
                      "moe_perf.parquet, the filtered subset sdsl/data/opdb/moe.csv.gz",
            "form": "t = t0 + per_expert*D + W/(eta_memory*BW) + padded_rows*flops_per_row/(eta_compute*peak) "
                    "+ per_pair*tokens*top_k (sdsl.catalog.moe.fused_moe_layer_time)",
-           "command": "python -m sdsl.fit.opdb_moe --write",
+           "command": "python -m sdsl.fit.opdb.moe --write",
            "fits": [{**asdict(f), "versions": list(f.versions)} for f in fits]}
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(doc, indent=1) + "\n")
