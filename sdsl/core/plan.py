@@ -219,8 +219,11 @@ def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gam
     gamma_max = positive_int(gamma_max, "gamma_max", minimum=0)
     if export and export.lower().replace("-", "") not in ENGINES:
         raise InvalidInputError(f"Unknown engine {export!r}; expected one of {', '.join(ENGINES)}.")
-    props = ([make_proposer(p) for p in one_or_many(proposers, (str, Proposer))] if proposers
-             else default_proposers(target, any_tokenizer=any_tokenizer))
+    given = None if proposers is None else one_or_many(proposers, (str, Proposer))
+    if given is not None and not given:
+        raise InvalidInputError("proposers is empty; give at least one proposer, or None for the catalog's default "
+                                "candidates.")
+    props = [make_proposer(p) for p in given] if given is not None else default_proposers(target, any_tokenizer=any_tokenizer)
     props = list({p.name: p for p in props}.values())  # a proposer named twice is ranked once, where first named
     if isinstance(acceptance, Acceptance) and np.isfinite(acceptance.max_k):
         gamma_max = min(gamma_max, int(acceptance.max_k))  # a measured vector prices only the positions it covers
