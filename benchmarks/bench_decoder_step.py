@@ -10,7 +10,7 @@ times the head's chains against its spine trees (a rank-0 chain plus side leaves
 :meth:`sdsl.torch.tree.TokenTree.spine`); set ``dynamic`` times plain decoding, the head's best chains and
 static spines and the head trees named after it (e.g. the dynamic spine ``dspine6@0.4``,
 :class:`sdsl.torch.dynamic_tree.DynamicSpine`); ``--tune`` times the tuning windows
-(:func:`sdsl.experiments.decoder_heads.tuning_prompts`) instead of the evaluation prompts. Each tree is
+(:func:`sdsl.validation.decoder.heads.tuning_prompts`) instead of the evaluation prompts. Each tree is
 built once per configuration (mask templates reused across prompts). To compare two versions of the
 decoder, run it with ``PYTHONPATH`` pointing at each checkout. Tokens/s, speedups and τ count every byte a run
 emits, the last step's overshoot included (``DecodeResult.new_tokens``), as the committed runs did; the
@@ -39,7 +39,7 @@ def main(rounds: int = 3, n_prompts: int = 8, which: str = "default", *extra: st
     import numpy as np
     import torch
 
-    from sdsl.experiments.decoder_heads import heldout_prompts, tuning_prompts
+    from sdsl.validation.decoder.heads import heldout_prompts, tuning_prompts
     from sdsl.torch.checkpoint import load_checkpoint
     from sdsl.torch.decoder import generate
     from sdsl.torch.dynamic_tree import parse_tree

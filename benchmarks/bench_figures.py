@@ -17,7 +17,7 @@ from _machine import machine  # noqa: E402  (also pins numeric libraries to one 
 
 
 def bench_figures() -> dict:
-    from sdsl.experiments.figures import FIGURES, render_png
+    from sdsl.validation.figures import FIGURES, render_png
 
     rows = {}
     for entry in FIGURES:

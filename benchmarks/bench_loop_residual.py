@@ -90,7 +90,7 @@ def _standin_ms(draft, batch, gamma, prompts, nbytes) -> float:
 def main() -> None:
     import torch
 
-    from sdsl.experiments.decoder_validation import _prompts
+    from sdsl.validation.decoder.validation import _prompts
     from sdsl.torch.decoder import generate
 
     args, models = family_benchmark(__doc__.splitlines()[0])

@@ -7,7 +7,7 @@ Run (timing: the idle core, under the lock):
 For every (target, draft, batch) of the reference family: the target's verification forward (q = 5, after
 96 cached tokens) and the draft's forward (q = 1), each the median of 15 process-CPU-time runs after two
 warm-ups (one torch thread), back to back / right after the other model's forward / right after summing a
-64 MiB buffer. ``sdsl.core.model_switch`` prices the draft's extra cost after the target; the test
+64 MiB buffer. ``sdsl.roofline.model_switch`` prices the draft's extra cost after the target; the test
 tests/unit/test_model_switch.py holds the prediction against these rows.
 """
 

@@ -25,7 +25,7 @@ def _timed(fn, repeats: int) -> tuple:
 
 
 def _rank(target, proposers, dep, repeats: int) -> tuple:
-    from sdsl.core.ranking import rank_proposers
+    from sdsl.plan.ranking import rank_proposers
 
     args = dict(acceptance=np.linspace(0.3, 0.95, 32), gammas=range(0, 9), batches=range(1, 257))
 
@@ -39,10 +39,10 @@ def _rank(target, proposers, dep, repeats: int) -> tuple:
 
 
 def run(repeats: int = 5) -> dict:
-    from sdsl.core.acceptance import Acceptance
-    from sdsl.core.architecture import get_model
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.ranking import rank_trees
+    from sdsl.acceptance import Acceptance
+    from sdsl.catalog.models import get_model
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.plan.ranking import rank_trees
 
     target = get_model("llama-3.1-8b")
     dep = Deployment("h100-sxm", context=1024)
@@ -65,8 +65,8 @@ def run(repeats: int = 5) -> dict:
     tr, _, median = _timed(lambda: rank_trees(moe, heads, dep, acceptance=acc, batches=range(1, 257)), repeats)
     out["moe_trees_configs"] = int(np.prod(tr.tokens_per_s.shape))
     out["moe_trees_median_s"] = median
-    from sdsl.experiments.moe_validation import validate_moe
-    from sdsl.experiments.published_validation import validate_published
+    from sdsl.validation.moe_validation import validate_moe
+    from sdsl.validation.published_validation import validate_published
 
     out["validate_published_median_s"] = _timed(validate_published, repeats)[2]
     out["validate_moe_median_s"] = _timed(validate_moe, repeats)[2]

@@ -40,7 +40,7 @@ def _forward_rows(model, spec, deployment, batches, qs, repeats):
     """A forward over q tokens per sequence after CONTEXT cached ones, measured and priced."""
     import torch
 
-    from sdsl.core.proposers import forward_time
+    from sdsl.speculation.proposers import forward_time
 
     rows = []
     for b in batches:
@@ -62,7 +62,7 @@ def _head_rows(deployment, widths, vocab, tokens_list, repeats):
     """The LM head GEMM and greedy selection over the vocabulary, measured and priced."""
     import torch
 
-    from sdsl.core.proposers import _gemm_time
+    from sdsl.speculation.proposers import _gemm_time
     from sdsl.torch.sampling import logits_to_probs
 
     rows = []
@@ -96,7 +96,7 @@ def gemm_rows(deployment, shapes, rows_list, repeats, cold_bytes: float = 0.0):
 
     import torch
 
-    from sdsl.core.proposers import _gemm_time
+    from sdsl.speculation.proposers import _gemm_time
 
     out = []
     for n_in, n_out in shapes:
@@ -116,7 +116,7 @@ def gemm_rows(deployment, shapes, rows_list, repeats, cold_bytes: float = 0.0):
 
 
 def write_gemm_profile(out: dict, path) -> None:
-    """The held-out GEMM rows alone, the file :mod:`sdsl.experiments.synthetic_terms` prices with."""
+    """The held-out GEMM rows alone, the file :mod:`sdsl.validation.decoder.synthetic_terms` prices with."""
     from sdsl._io import atomic_write_text
 
     keep = {k: out[k] for k in ("machine", "clock", "repeats", "held_out_gemms", "cache_gemm")}
@@ -131,8 +131,8 @@ def add_large(path, repeats: int) -> dict:
     import torch
 
     from sdsl._io import atomic_write_text
-    from sdsl.core.deployment import Deployment
-    from sdsl.experiments.decoder_synthetic import cpu_params
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.validation.decoder.synthetic import cpu_params
 
     torch.set_num_threads(1)
     profile = json.loads(open(path).read())
@@ -160,9 +160,9 @@ def main(argv=None) -> dict:
 
     import torch
 
-    from sdsl.core.architecture import get_model
-    from sdsl.core.deployment import Deployment
-    from sdsl.experiments.decoder_synthetic import cpu_params
+    from sdsl.catalog.models import get_model
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.validation.decoder.synthetic import cpu_params
     from sdsl.torch.synthetic import draft_spec_for, random_model
 
     torch.set_num_threads(1)

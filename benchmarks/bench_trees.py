@@ -26,9 +26,9 @@ def _median_time(fn, repeats: int) -> float:
 
 
 def main() -> None:
-    from sdsl.core.acceptance import Acceptance
-    from sdsl.core.tree_search import best_tree, sglang_grid
-    from sdsl.core.trees import rank_acceptance
+    from sdsl.acceptance import Acceptance
+    from sdsl.plan.tree_search import best_tree, sglang_grid
+    from sdsl.acceptance.trees import rank_acceptance
 
     p = Acceptance.from_accepted_length(3.1, 4).conditional_at(64)
     P = rank_acceptance(p, 8)  # 64 depths x 8 ranks

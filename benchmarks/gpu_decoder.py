@@ -5,7 +5,7 @@
 
 1. ``sdsl profile``'s harness (operator GEMMs and whole decoder layers, bf16) for the target
    (llama-3.1-8b) and the draft (llama-3.2-1b): ``<hw>-<model>.csv`` + sidecars under ``--out``;
-2. the forced-acceptance sweep (:func:`sdsl.experiments.decoder_synthetic.synthetic_sweep`): an
+2. the forced-acceptance sweep (:func:`sdsl.validation.decoder.synthetic.synthetic_sweep`): an
    8B-shaped target with a 1B-shaped draft and an EAGLE-shaped head, bf16, batch 1–64, k 1–6, three
    acceptance levels, each row priced by sdsl on the hardware's shipped calibration:
    ``synthetic.json`` (summary + rows) and ``synthetic_rows.json`` (the resumable row cache).
@@ -34,7 +34,7 @@ TINY = {"name": "tiny-target", "family": "llama", "n_layer": 2, "d_model": 64, "
 
 
 def _models(tiny: bool):
-    from sdsl.core.architecture import ModelSpec, get_model
+    from sdsl.catalog.models import ModelSpec, get_model
 
     if tiny:
         return ModelSpec(**TINY), ModelSpec(**(TINY | {"name": "tiny-draft", "n_layer": 1, "d_model": 32, "n_head": 2,
@@ -50,7 +50,7 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     import torch
 
-    from sdsl.experiments.decoder_synthetic import synthetic_sweep
+    from sdsl.validation.decoder.synthetic import synthetic_sweep
     from sdsl.torch.harness.run import Grid, default_grid, quick_grid, run_profile
 
     start = time.time()
@@ -100,7 +100,7 @@ def family_trees(device: str, tiny: bool, deadline: float) -> dict:
     import numpy as np
     import torch
 
-    from sdsl.experiments.decoder_heads import heldout_prompts
+    from sdsl.validation.decoder.heads import heldout_prompts
     from sdsl.torch.checkpoint import load_checkpoint
     from sdsl.torch.decoder import generate
     from sdsl.torch.dynamic_tree import parse_tree

@@ -23,7 +23,7 @@ def account(gamma: int, batch: int, prompt_len: int = 8, max_new: int = 24, alph
     import torch
 
     import sdsl.torch.decoder as decoder
-    from sdsl.core.architecture import ModelSpec
+    from sdsl.catalog.models import ModelSpec
     from sdsl.torch.synthetic import random_model, synthetic_proposer
 
     spec = ModelSpec(name="acct", family="llama", n_layer=2, d_model=32, n_head=4, n_kv_head=2, d_ff=64,

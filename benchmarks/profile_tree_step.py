@@ -81,7 +81,7 @@ def main(*configs: str) -> None:
 
     import sdsl
     import sdsl.torch.decoder as D
-    from sdsl.experiments.decoder_heads import heldout_prompts
+    from sdsl.validation.decoder.heads import heldout_prompts
     from sdsl.torch.checkpoint import load_checkpoint
     from sdsl.torch.head import HeadProposer, load_head
     from sdsl.torch.proposers import DraftModel

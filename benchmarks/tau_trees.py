@@ -6,7 +6,7 @@ tokens only (no timing; run it under ``taskset -c 0``): the head on byte-d288, b
 ``n_prompts`` held-out windows × 64 new bytes, seed = prompt index; pooled τ = tokens / steps with its
 standard error over prompts (ratio estimator). Arguments: ``[--tune] n_prompts config...`` (default 128
 and the configurations of ``bench_decoder_step.py``'s ``trees`` set); ``--tune`` decodes the tuning
-windows (:func:`sdsl.experiments.decoder_heads.tuning_prompts`, disjoint from the evaluation prompts)
+windows (:func:`sdsl.validation.decoder.heads.tuning_prompts`, disjoint from the evaluation prompts)
 instead, to choose a dynamic spine's threshold. A dynamic spine (``dspine6@0.7``) also reports its side
 leaves per step and the share of steps that verified a tree. Prints JSON.
 """
@@ -23,7 +23,7 @@ def main(n_prompts: int = 128, *trees: str, tune: bool = False) -> dict:
     import numpy as np
     import torch
 
-    from sdsl.experiments.decoder_heads import heldout_prompts, tuning_prompts
+    from sdsl.validation.decoder.heads import heldout_prompts, tuning_prompts
     from sdsl.torch.checkpoint import load_checkpoint
     from sdsl.torch.decoder import generate
     from sdsl.torch.dynamic_tree import parse_tree

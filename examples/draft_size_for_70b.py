@@ -14,7 +14,7 @@ import argparse
 import warnings
 
 import sdsl
-from sdsl.core.families import best_drafts, draft_size_sweep, llama_family
+from sdsl.plan.families import best_drafts, draft_size_sweep, llama_family
 
 p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 p.add_argument("--target", default="llama-3.1-70b")
@@ -35,7 +35,7 @@ print(f"   the paper's law mu*M + M0 = 2.71e-3 * M + 8.71e7 gives {(2.71e-3 * m 
 
 batches = [int(b) for b in args.batch.split(",")]
 with warnings.catch_warnings():
-    warnings.simplefilter("ignore", sdsl.core.scaling.AlphaClippedWarning)
+    warnings.simplefilter("ignore", sdsl.acceptance.plane.AlphaClippedWarning)
     sweep = draft_size_sweep(target, sdsl.Deployment(args.hardware, tp=args.tp), drafts=llama_family(target.vocab_size),
                              batch=batches, draft_tokens=args.tokens, target_tokens=args.tokens)
 best = best_drafts(sweep)

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 import sdsl
-from sdsl.experiments.published_rows import load_rows
+from sdsl.validation.published_rows import load_rows
 from sdsl.fit.engine_calibration import calibrate_engine
 
 SOURCE = "vllm-project/vllm#20780"

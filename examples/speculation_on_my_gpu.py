@@ -14,7 +14,7 @@ import argparse
 import warnings
 
 import sdsl
-from sdsl.core.latency import default_params
+from sdsl.roofline.latency import default_params
 
 p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 p.add_argument("--target", default="llama-2-7b")
@@ -36,7 +36,7 @@ if mem > hw.mem_capacity:
           f"more than the {hw.mem_capacity / 1e9:.0f} GB of one {hw.name}; the numbers below assume it fits.")
 
 with warnings.catch_warnings():
-    warnings.simplefilter("ignore", sdsl.core.scaling.AlphaClippedWarning)
+    warnings.simplefilter("ignore", sdsl.acceptance.plane.AlphaClippedWarning)
     grid = sdsl.evaluate_grid(target, deployment, drafts=drafts, gammas=range(0, 9), batch=sorted({1, args.batch}),
                               alpha=None if args.alpha is None else [args.alpha])
 rows = grid.best()

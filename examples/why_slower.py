@@ -15,7 +15,7 @@ import argparse
 import numpy as np
 
 import sdsl
-from sdsl.core.latency import default_params
+from sdsl.roofline.latency import default_params
 
 p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 p.add_argument("--target", default="llama-2-7b")

@@ -9,10 +9,10 @@ Each form is fitted on log-time with scipy's least_squares on all models of a GP
 the held-out one, exactly as ``sdsl validate latency`` does; printed per GPU: pooled MAPE over every
 held-out row, pooled decode MAPE (num_tokens <= 64), the worst held-out model's decode MAPE and the median
 signed error at 64 < num_tokens <= 256. VALIDATION.md ("GEMM forms tried") quotes these numbers from the
-committed ``profiles/gemm_forms.json`` (``--json``), which tests/unit/test_gemm_forms.py checks the document against. ``tiles`` is the previous form (row tiles of 128);
+committed ``profiles/gemm_forms.json`` (``--json``), which tests/integrity/test_gemm_forms.py checks the document against. ``tiles`` is the previous form (row tiles of 128);
 ``min_tile``, ``size``, ``tail`` add one term each; ``kernel_terms`` all three with ``t_kernel`` free;
 sdsl ships that form with ``t_kernel`` fixed to the elementwise kernels' launch cost
-(sdsl.core.latency.op_time; its held-out numbers come from ``sdsl validate latency``). The others
+(sdsl.roofline.latency.op_time; its held-out numbers come from ``sdsl validate latency``). The others
 were tried and not kept; those after ``p_waves`` (issue 11 follow-up) each change one mechanism of the
 kernel terms (VALIDATION.md says which and its source). :func:`interaction_floor` is what any form that
 gets the per-num_tokens and per-shape factors right but not their interaction could reach in sample.
@@ -26,8 +26,8 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from sdsl._paths import data_path
-from sdsl.core.hardware import get_hardware
-from sdsl.core.kernels import N_TILE, min_row_tile, padded_tokens, smooth_max
+from sdsl.catalog.hardware import get_hardware
+from sdsl.roofline.kernels import N_TILE, min_row_tile, padded_tokens, smooth_max
 
 GPUS = {"h100": "h100-sxm", "a100": "a100-80gb", "a40": "a40"}
 M_TILE = 128

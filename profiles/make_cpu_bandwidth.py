@@ -5,7 +5,7 @@
 Sums an fp32 buffer of each size with one torch thread (wall clock, ``time.perf_counter``):
 ``warm`` is the median of repeated sums of the same buffer (it stays in whatever cache holds it);
 ``cold`` the median of sums each right after summing a 128 MiB buffer (the caches hold the flush, so
-the buffer streams from DRAM). Their plateaus give ``sdsl.core.model_switch.dram_ratio``: how much slower
+the buffer streams from DRAM). Their plateaus give ``sdsl.roofline.model_switch.dram_ratio``: how much slower
 bytes stream from DRAM than from the cache, the factor a model's forward pays on bytes another model
 evicted (VALIDATION.md, "Reference speculative decoder", switching cost).
 

@@ -5,9 +5,9 @@
 Every checkpoint in sdsl/data/checkpoints (the reference decoder, sdsl/torch/model.py, fp32,
 ``torch.set_num_threads(1)``) runs one cached forward of ``batch × q`` new tokens after
 ``context`` tokens — embedding, every layer and the LM head: the step that
-``sdsl.core.latency.step_time(spec, Deployment("cpu", dtype="fp32"), batch=batch, q=q, context=context)`` prices — for
+``sdsl.roofline.latency.step_time(spec, Deployment("cpu", dtype="fp32"), batch=batch, q=q, context=context)`` prices — for
 batch 1 and 8, q = 1…9 (a γ = 8 verification is q = 9) and context 32/96/256. Timed exactly as
-``sdsl validate decoder`` times its step microbenchmarks (:func:`sdsl.experiments.decoder_validation.step_times`:
+``sdsl validate decoder`` times its step microbenchmarks (:func:`sdsl.validation.decoder.validation.step_times`:
 process CPU time, the median of 15 runs after 2 warm-ups), so the calibration sees the clock the
 validation's measured speedups use.
 
@@ -28,7 +28,7 @@ import torch
 
 from sdsl._io import atomic_write_text
 from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
-from sdsl.experiments.decoder_validation import model_spec, step_times
+from sdsl.validation.decoder.validation import model_spec, step_times
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "model-forwards-cpu"

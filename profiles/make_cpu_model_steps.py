@@ -5,7 +5,7 @@
 The reference decoder (sdsl/torch/model.py, random weights, fp32, one torch thread) of the four
 shapes in the committed CPU profiles (llama-68m, byte-d64/d128/d288) runs one cached forward of
 ``batch × q`` new tokens after ``context`` tokens, embedding and LM head included: the step that
-``sdsl.core.latency.step_time(spec, Deployment("cpu", dtype="fp32"), batch=batch, q=q, context=context)``
+``sdsl.roofline.latency.step_time(spec, Deployment("cpu", dtype="fp32"), batch=batch, q=q, context=context)``
 prices.
 Writes profiles/model-steps-cpu.csv (columns model, batch, q, context, repeats, time_s = median,
 time_min_s; seconds, time.perf_counter). These rows are NOT used by the calibration (held out).
@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from sdsl._io import atomic_write_text
-from sdsl.core.architecture import get_model
+from sdsl.catalog.models import get_model
 from sdsl.torch.model import Transformer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

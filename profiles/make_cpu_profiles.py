@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sdsl.core.architecture import ModelSpec, get_model
+from sdsl.catalog.models import ModelSpec, get_model
 from sdsl.fit.calibration import calibrate_profiles
 from sdsl.torch.harness import Grid, run_profile
 

@@ -5,13 +5,13 @@
 
 Each variant is fitted on log-time with least_squares exactly like sdsl.fit.calibration (free smoothness),
 on all models but one, and scored on the held-out one; prints the medians VALIDATION.md quotes
-(section "Decode regime: forms tried"). None of these forms ships: sdsl.core.latency.op_time is unchanged.
+(section "Decode regime: forms tried"). None of these forms ships: sdsl.roofline.latency.op_time is unchanged.
 """
 import numpy as np, pandas as pd, sys
 from scipy.optimize import least_squares
 from sdsl._paths import data_path
 from sdsl.fit.profiles import read_vidur
-from sdsl.core.hardware import get_hardware
+from sdsl.catalog.hardware import get_hardware
 d = read_vidur(data_path("vidur"))
 HW = {"h100": ("h100-sxm", 50e6), "a100": ("a100-80gb", 40e6)}
 OPS = ["attn_pre_proj","attn_post_proj","mlp_up_proj","mlp_down_proj"]

@@ -63,7 +63,7 @@ class FormParams:
 
     @classmethod
     def from_dict(cls, d: dict) -> "FormParams":
-        from sdsl.core.latency import LatencyParams
+        from sdsl.roofline.latency import LatencyParams
 
         return cls(LatencyParams(**d["params"]), d["kappa_pack"], d["t_row"], d["capacity_bytes"], d["sharpness"], d["rho"])
 
@@ -92,11 +92,11 @@ def fit_residency(path=SYNTHETIC) -> dict:
 def sweep_residency(path=None) -> dict:
     """C (bytes) and k of :func:`residency_miss` least-squares fitted to the bandwidth sweep
     (``profiles/bandwidth-cpu.csv``, the idle machine): m(S) = (1/warm(S) − 1/B_cache) / (1/B_dram − 1/B_cache)
-    for working sets S ≥ 2 MiB, B_cache and B_dram as in :func:`sdsl.core.model_switch.dram_ratio`."""
+    for working sets S ≥ 2 MiB, B_cache and B_dram as in :func:`sdsl.roofline.model_switch.dram_ratio`."""
     import pandas as pd
     from scipy.optimize import least_squares
 
-    from sdsl.core.model_switch import CACHE_SIZES, DRAM_FROM
+    from sdsl.roofline.model_switch import CACHE_SIZES, DRAM_FROM
 
     sw = pd.read_csv(Path(__file__).resolve().parents[1] / "profiles" / "bandwidth-cpu.csv" if path is None else path)
     size, warm, cold = (sw[c].to_numpy(dtype=float) for c in ("size_bytes", "warm_gbs", "cold_gbs"))
@@ -116,7 +116,7 @@ def residency_miss(weight_bytes, capacity: float, sharpness: float):
 
 def gemm_weight_bytes(spec, dtype_bytes: int = 4) -> float:
     """Weight bytes of every GEMM of one forward (the layers' four and the LM head)."""
-    from sdsl.core.latency import GEMM_OPS, ModelShapes
+    from sdsl.roofline.latency import GEMM_OPS, ModelShapes
 
     sh = ModelShapes.of(spec)
     return float(dtype_bytes * (sum(sh.gemm_in[o] * sh.gemm_out[o] for o in GEMM_OPS) * sh.n_layer + sh.lm_in * sh.lm_out))
@@ -129,15 +129,15 @@ def _pack_s(tokens, n_in, n_out, eta_m, bw, kappa, dtype_bytes=4):
 
 def _layer_extra_s(spec, tokens, eta_m, bw, kappa, t_row):
     """One layer's packing passes and per-row cost (no cold term: what a warm layer profile sees)."""
-    from sdsl.core.latency import GEMM_OPS, ModelShapes
+    from sdsl.roofline.latency import GEMM_OPS, ModelShapes
 
     sh = ModelShapes.of(spec)
     return sum(_pack_s(tokens, sh.gemm_in[o], sh.gemm_out[o], eta_m, bw, kappa) for o in GEMM_OPS) + t_row * tokens
 
 
 def form_extra_s(spec, dep, batch, q, form: FormParams, cold: bool = True):
-    """Seconds the forward terms add to :func:`sdsl.core.latency.step_time_s` of one forward (b, q)."""
-    from sdsl.core.latency import ModelShapes
+    """Seconds the forward terms add to :func:`sdsl.roofline.latency.step_time_s` of one forward (b, q)."""
+    from sdsl.roofline.latency import ModelShapes
 
     bw, eta_m = dep.hardware.mem_bandwidth, dep.params.eta_memory
     tokens = np.asarray(batch, dtype=float) * np.asarray(q, dtype=float)
@@ -174,7 +174,7 @@ def fit_forward_form(ops, hardware, layers, steps, *, capacity: float, sharpness
     switches the cold term off."""
     from scipy.optimize import least_squares
 
-    from sdsl.core.deployment import Deployment
+    from sdsl.roofline.deployment import Deployment
     from sdsl.fit.calibration import _problem, predict_layer_times, predict_step_times
 
     pb = _problem(ops, hardware, "fp32", None, None, layers, steps, 1.0)
@@ -218,8 +218,8 @@ def fit_forward_form(ops, hardware, layers, steps, *, capacity: float, sharpness
 
 def heldout_form(held, spec: dict, inputs, residency: dict, rho: float, terms=("pack", "row")) -> tuple[FormParams, dict]:
     """:func:`fit_forward_form` without any row of the checkpoints in ``held`` (same drop rule as
-    :func:`sdsl.experiments.decoder_pricing.heldout_params`)."""
-    from sdsl.core.hardware import get_hardware
+    :func:`sdsl.validation.decoder.pricing.heldout_params`)."""
+    from sdsl.catalog.hardware import get_hardware
 
     ops, layers, steps = inputs
     names, widths = set(held), {spec[m].d_model for m in held}
@@ -239,8 +239,8 @@ CAPACITY_GRID_MIB = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48)
 
 def _forward_rms(form: FormParams, steps) -> float:
     """RMS log error of the forward rows ``steps`` priced with ``form`` (every term)."""
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.hardware import get_hardware
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.catalog.hardware import get_hardware
     from sdsl.fit.calibration import predict_step_times
 
     hw = get_hardware("cpu")
@@ -265,18 +265,18 @@ def heldout_form_capacity(held, spec: dict, inputs, sharpness: float, rho: float
     return best[1], best[2]
 
 
-#: the terms of the decoder pricing's ``switch`` model (:data:`sdsl.experiments.decoder_pricing.MODELS`)
+#: the terms of the decoder pricing's ``switch`` model (:data:`sdsl.validation.decoder.pricing.MODELS`)
 FORWARD_TERMS = ("overhead", "finish", "resync", "switch")
 
 
 def priced_speedup_forward(target, draft, gamma, alpha, batch, ctx, hw, form: FormParams, *, overhead=0.0,
                            overhead_plain=0.0, max_new: int | None = None, dram_ratio: float | None = None,
                            terms=FORWARD_TERMS) -> float:
-    """The ``switch`` model's speedup (:func:`sdsl.experiments.decoder_pricing.shared_step`) priced with ``form``'s
+    """The ``switch`` model's speedup (:func:`sdsl.validation.decoder.pricing.shared_step`) priced with ``form``'s
     fit, plus the forward terms' seconds (:func:`step_extras`) and the draft's switch term scaled by 1 − m(W_draft)."""
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.model_switch import switch_time_s
-    from sdsl.experiments.decoder_pricing import measured_dram_ratio, shared_step
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.roofline.model_switch import switch_time_s
+    from sdsl.validation.decoder.pricing import measured_dram_ratio, shared_step
 
     dep = Deployment(hw, dtype="fp32", context=ctx, params=form.params)
     step = shared_step(target, draft, gamma, alpha, batch, dep, overhead=overhead, overhead_plain=overhead_plain,

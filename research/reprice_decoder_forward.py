@@ -22,9 +22,9 @@ VARIANTS = {"forward": ("cold", "pack", "row"), "no_row": ("cold", "pack"), "no_
 
 
 def _price(data, spec, fits, rho):
-    from sdsl.core.hardware import get_hardware
+    from sdsl.catalog.hardware import get_hardware
     from research.forward_forms import priced_speedup_forward
-    from sdsl.experiments.decoder_pricing import pair_models
+    from sdsl.validation.decoder.pricing import pair_models
 
     hw, s, out = get_hardware("cpu"), data["settings"], []
     for r in data["rows"]:
@@ -40,7 +40,7 @@ def _price(data, spec, fits, rho):
 
 
 def _summary(rows) -> dict:
-    from sdsl.experiments.decoder_pricing import error_stats
+    from sdsl.validation.decoder.pricing import error_stats
 
     def stats(sel):
         return error_stats([r["pred_speedup"] for r in sel], [r["speedup"] for r in sel])
@@ -57,8 +57,8 @@ def _summary(rows) -> dict:
 
 
 def main() -> None:
-    from sdsl.experiments.decoder_pricing import heldout_inputs, measured_dram_ratio, pair_models
-    from sdsl.experiments.decoder_validation import model_spec
+    from sdsl.validation.decoder.pricing import heldout_inputs, measured_dram_ratio, pair_models
+    from sdsl.validation.decoder.validation import model_spec
     from research.forward_forms import SYNTHETIC_IDLE, fit_residency, heldout_form, heldout_form_capacity, sweep_residency
     from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
     from sdsl._io import atomic_write_text

@@ -4,7 +4,7 @@ Every form is scored the same way as ``sdsl validate latency --transfer``: each 
 is priced from the OTHER GPUs' own-data fits (:func:`sdsl.fit.transfer.fit_each_gpu`), so the
 held-out GPU contributes no row to what prices it. Forms:
 
-* ``architecture`` (shipped), ``kernel``, ``memory``: the rules of :mod:`sdsl.core.gpu_transfer`
+* ``architecture`` (shipped), ``kernel``, ``memory``: the rules of :mod:`sdsl.roofline.gpu_transfer`
   (nearest architecture first; the plain kernel average; same memory class first).
 * ``bandwidth``: a feature trend instead of a neighbour: logit η_memory linear in log memory
   bandwidth, least squares over the calibrated GPUs, every other parameter as ``kernel``.
@@ -33,7 +33,7 @@ TRANSFER_FORMS = ("architecture", "kernel", "memory", "bandwidth", "borrow-h100"
 
 def _bandwidth_trend(hardware, others: Mapping[str, tuple]):
     """``kernel`` parameters with η_memory from the least-squares line logit η_m = a + b·log bandwidth."""
-    from sdsl.core.gpu_transfer import transfer_params
+    from sdsl.roofline.gpu_transfer import transfer_params
 
     base = transfer_params(hardware, others, "kernel")
     x = np.array([math.log(hw.mem_bandwidth) for hw, _ in others.values()])
@@ -45,14 +45,14 @@ def _bandwidth_trend(hardware, others: Mapping[str, tuple]):
 
 def _form_params(form: str, hardware, others: Mapping[str, tuple]):
     """Transferred parameters of ``form`` for ``hardware``, or None where the form is undefined."""
-    from sdsl.core.gpu_transfer import TRANSFER_RULES, transfer_params
+    from sdsl.roofline.gpu_transfer import TRANSFER_RULES, transfer_params
 
     if form in TRANSFER_RULES:
         return transfer_params(hardware, others, form)
     if form == "bandwidth":
         return _bandwidth_trend(hardware, others)
     if form == "size-as-time":
-        from sdsl.core.gpu_transfer import transfer_weights
+        from sdsl.roofline.gpu_transfer import transfer_weights
 
         w = transfer_weights(hardware, others)
         scale = sum(v * others[k][1].kernel_size_bytes * hardware.mem_bandwidth / others[k][0].mem_bandwidth

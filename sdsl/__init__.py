@@ -11,29 +11,30 @@ here; the calibration fits (``fit_latency``, ``read_vidur``), the serving simula
 from importlib import import_module
 
 from sdsl._paths import data_path
-from sdsl.core.acceptance import (Acceptance, alpha_from_accept_histogram, alpha_from_mean_accepted,
+from sdsl.acceptance import (Acceptance, alpha_from_accept_histogram, alpha_from_mean_accepted,
                                   alpha_from_spec_bench, alpha_from_tau, alpha_from_vllm, chain_tau,
-                                  positional_acceptance, resolve_acceptance, tau, tau_from_conditional)
-from sdsl.core.analytic_optimum import (SDSL_TARGETS, DraftLaw, best_integer_gamma, best_speedup, fit_draft_law,
+                                  positional_acceptance, tau, tau_from_conditional)
+from sdsl.speculation.resolve import resolve_acceptance
+from sdsl.speculation.optimum import (SDSL_TARGETS, DraftLaw, best_integer_gamma, best_speedup, fit_draft_law,
                                         gamma_star, optimal_draft_size)
-from sdsl.core.architecture import ModelSpec, dtype_bytes, get_model, list_models
-from sdsl.core.deployment import Deployment
-from sdsl.core.export import export_config
-from sdsl.core.hardware import Hardware, get_hardware, list_hardware, load_hardware_file
-from sdsl.core.latency import (LatencyParams, ModelShapes, StepTime, default_params, gemm_flops_bytes, memory_per_gpu,
+from sdsl.catalog.models import ModelSpec, dtype_bytes, get_model, list_models
+from sdsl.roofline.deployment import Deployment
+from sdsl.plan.export import export_config
+from sdsl.catalog.hardware import Hardware, get_hardware, list_hardware, load_hardware_file
+from sdsl.roofline.latency import (LatencyParams, ModelShapes, StepTime, default_params, gemm_flops_bytes, memory_per_gpu,
                                op_time, step_time, step_time_s)
-from sdsl.core.plan import SpeculationPlan, plan_speculation
-from sdsl.core.priced_step import PricedStep
-from sdsl.core.proposers import (PROPOSER_KINDS, DraftModel, Eagle3Head, EagleHead, MedusaHeads, MTPLayers,
+from sdsl.plan.plan import SpeculationPlan, plan_speculation
+from sdsl.speculation.priced_step import PricedStep
+from sdsl.speculation.proposers import (PROPOSER_KINDS, DraftModel, Eagle3Head, EagleHead, MedusaHeads, MTPLayers,
                                  NGramLookup, Proposer, make_proposer)
-from sdsl.core.ranking import ProposerRanking, TreeRanking, k_table, rank_proposers, rank_trees
-from sdsl.core.scaling import (CHINCHILLA, SDSL_PLANE, AcceptancePlane, AlphaClippedWarning, LossLaw,
+from sdsl.plan.ranking import ProposerRanking, TreeRanking, k_table, rank_proposers, rank_trees
+from sdsl.acceptance.plane import (CHINCHILLA, SDSL_PLANE, AcceptancePlane, AlphaClippedWarning, LossLaw,
                                acceptance_from_sizes, perplexity)
-from sdsl.core.search import SearchGrid, candidate_drafts, evaluate_grid, search
-from sdsl.core.speculation import TreeShape, parse_tree, price_step
-from sdsl.core.throughput import SDPrediction, plain_tokens_per_s, predict, speedup, tokens_per_flop, work_factor
-from sdsl.core.tree_search import BestTree, SGLangGrid, best_tree, sglang_grid
-from sdsl.core.trees import TokenTree, draft_scores, rank_acceptance, sglang_tree_tau, tree_matrices
+from sdsl.plan.search import SearchGrid, candidate_drafts, evaluate_grid, search
+from sdsl.speculation.step import TreeShape, parse_tree, price_step
+from sdsl.speculation.throughput import SDPrediction, plain_tokens_per_s, predict, speedup, tokens_per_flop, work_factor
+from sdsl.plan.tree_search import BestTree, SGLangGrid, best_tree, sglang_grid
+from sdsl.acceptance.trees import TokenTree, draft_scores, rank_acceptance, sglang_tree_tau, tree_matrices
 from sdsl.errors import ConfigError, InvalidInputError, ProfileError, SDSLError, UnknownNameError
 
 __version__ = "0.1.0"

@@ -1,4 +1,4 @@
-"""Helpers shared by the test kinds (unit/, statistical/, cli/)."""
+"""Helpers shared by the test tiers (unit/, cli/, evidence/, integrity/, statistical/, research/)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Refit the engine profiles' published-fitted terms and write them into sdsl/data/engines/profiles.json.
 
 Each term marked ``"fit": "published"`` gets its value fitted on every published row its profile prices
-(sdsl.experiments.engine_fit.fit_profiles), the sources of those rows, and beside it the value fitted without each
+(sdsl.validation.engine_fit.fit_profiles), the sources of those rows, and beside it the value fitted without each
 source ("loso"); each inherited term (``"inherit"``) its parent's value times its ``"scale"``; each profile with
 fitted terms the leave-one-source-out errors of its rows. Everything else in the file is left as it is.
 
@@ -21,10 +21,10 @@ from sdsl._paths import data_path
 
 
 def refit() -> dict:
-    from sdsl.core import engine
-    from sdsl.experiments.engine_fit import fit_profiles, free_terms, loso, published_points
-    from sdsl.experiments.published_rows import ENGINE_SETS
-    from sdsl.experiments.published_validation import speed_error, summarize
+    from sdsl.engine import profiles as engine
+    from sdsl.validation.engine_fit import fit_profiles, free_terms, loso, published_points
+    from sdsl.validation.published_rows import ENGINE_SETS
+    from sdsl.validation.published_validation import speed_error, summarize
 
     path = data_path("engines", "profiles.json")
     data = json.loads(path.read_text(encoding="utf-8"))

@@ -1,5 +1,5 @@
 """A griffe extension for the API reference: sdsl's docstrings cross-reference in reStructuredText roles
-(``:func:`~sdsl.core.speculation.price_step```), which Markdown would print as they are; each becomes a code
+(``:func:`~sdsl.speculation.step.price_step```), which Markdown would print as they are; each becomes a code
 span of the name (the last dotted part with ``~``, the full path without). Loaded by mkdocs.yml."""
 
 from __future__ import annotations

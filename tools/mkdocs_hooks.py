@@ -34,7 +34,7 @@ SCRIPT = re.compile(r"^<!-- python: (\S+)(.*?) -->$", re.M)
 
 
 def _figure_names() -> list[str]:
-    from sdsl.experiments.figures import FIGURES
+    from sdsl.validation.figures import FIGURES
 
     return [f.name for f in FIGURES]
 

@@ -22,7 +22,7 @@ calibration_option = click.option(
 
 def resolve_latency_params(calibration, hardware):
     """LatencyParams from a calibration file, else the packaged default for the hardware."""
-    from sdsl.core.latency import default_params
+    from sdsl.roofline.latency import default_params
 
     if calibration:
         from sdsl.fit.calibration import load_latency_params
@@ -43,7 +43,7 @@ engine_option = click.option("--engine", default=None, help=ENGINE_HELP)
 
 def deployment_options(*, context: bool = True, tp_help: str = "Tensor-parallel degree of the target."):
     """Add --hardware, [--context], --tp, --draft-tp, --dtype, --calibration and --engine to a command and hand it
-    ONE ``deployment`` argument (a :class:`sdsl.core.deployment.Deployment`) built from them."""
+    ONE ``deployment`` argument (a :class:`sdsl.roofline.deployment.Deployment`) built from them."""
     options = [
         click.option("--hardware", default="h100-sxm", show_default=True, help="Hardware (catalog name or TOML/JSON file)."),
         *([click.option("--context", default=1024, show_default=True, type=int,
@@ -58,8 +58,8 @@ def deployment_options(*, context: bool = True, tp_help: str = "Tensor-parallel 
     def decorate(command):
         @functools.wraps(command)
         def wrapper(*args, hardware, tp, draft_tp, dtype, calibration, engine, **kwargs):
-            from sdsl.core.deployment import Deployment
-            from sdsl.core.hardware import get_hardware
+            from sdsl.roofline.deployment import Deployment
+            from sdsl.catalog.hardware import get_hardware
 
             extra = {"context": kwargs.pop("context")} if context else {}
             hw = get_hardware(hardware)
@@ -137,7 +137,7 @@ def parse_float_list(text: str, name: str) -> list[float]:
 
 class AcceptanceChoice:
     """What the user gave for acceptance: at most one of --alpha, --accepted-length, --acceptance,
-    --acceptance-file. :meth:`resolve` turns it into a :class:`sdsl.core.acceptance.vector.Acceptance`."""
+    --acceptance-file. :meth:`resolve` turns it into a :class:`sdsl.acceptance.vector.Acceptance`."""
 
     def __init__(self, alpha=None, accepted_length=None, accepted_at=None, acceptance=None, acceptance_kind="marginal",
                  acceptance_file=None):
@@ -162,8 +162,8 @@ class AcceptanceChoice:
         is the draft length --accepted-length was measured at when --accepted-at is absent (predict's --gamma);
         ``decay`` the decay ratio of the proposer it was measured on (default: the generic fit);
         ``bare_accepted_at``: --accepted-at may stand alone (it qualifies --acceptance-for values)."""
-        from sdsl.core.acceptance import check_alpha
-        from sdsl.core.acceptance import Acceptance
+        from sdsl.acceptance import check_alpha
+        from sdsl.acceptance import Acceptance
         from sdsl.errors import InvalidInputError
 
         if self.accepted_at is not None and self.accepted_length is None and not bare_accepted_at:
@@ -244,8 +244,8 @@ acceptance_for_option = click.option(
 def parse_acceptance_for(items, accepted_at: int | None = None) -> dict:
     """{proposer name: Acceptance} from --acceptance-for values; a malformed one is one InvalidInputError line.
     An accepted length is fitted with the decay ratio of the proposer's kind
-    (:func:`sdsl.core.acceptance.group_decay`)."""
-    from sdsl.core.acceptance import Acceptance, group_decay
+    (:func:`sdsl.acceptance.group_decay`)."""
+    from sdsl.acceptance import Acceptance, group_decay
     from sdsl.errors import InvalidInputError
 
     out = {}

@@ -53,7 +53,7 @@ def acceptance(log, engine, ngram, ngram_min, ngram_max, k, proposer, target, wo
     elif ngram is not None:
         if log is not None or acceptance.given is not None:
             raise InvalidInputError(f"Give either --ngram or {'--from-log' if log is not None else acceptance.given}, not both.")
-        from sdsl.core.ngram_replay import prompt_lookup_acceptance, read_pairs
+        from sdsl.acceptance.ngram import prompt_lookup_acceptance, read_pairs
 
         pairs, tokenizer = read_pairs(ngram)
         result = prompt_lookup_acceptance(pairs, k=5 if k is None else k, min_n=ngram_min, max_n=ngram_max,
@@ -90,7 +90,7 @@ def acceptance(log, engine, ngram, ngram_min, ngram_max, k, proposer, target, wo
 def _default_acceptance(proposer, target, workload, k):
     """(JSON, text) of a proposer's default acceptance on a target: per-position rates at k, τ and its evidence."""
     from sdsl.cli.optimize import describe_acceptance
-    from sdsl.core.acceptance import resolve_acceptance
+    from sdsl.speculation.resolve import resolve_acceptance
 
     acc = resolve_acceptance(proposer, target, workload=workload, spread_k=k)
     shown = k if k is not None else (acc.evidence["spread"]["k"] if acc.evidence else 4)

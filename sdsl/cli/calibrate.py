@@ -115,7 +115,7 @@ def latency(profiles, hardware, output, smoothness, fit_layers, steps, holdout, 
 
 
 def _is_gpu(hardware) -> bool:
-    from sdsl.core.hardware import get_hardware
+    from sdsl.catalog.hardware import get_hardware
 
     return get_hardware(hardware).kind == "gpu"
 
@@ -124,9 +124,9 @@ def _holdout(profiles, steps, result, fit_layers, smoothness, hardware=None):
     """Leave-one-model-out table of the forward rows (same data and options as the fit)."""
     import pandas as pd
 
-    from sdsl.core.architecture import ModelSpec
-    from sdsl.core.hardware import get_hardware
-    from sdsl.experiments.forward_holdout import forwards_leave_one_model_out
+    from sdsl.catalog.models import ModelSpec
+    from sdsl.catalog.hardware import get_hardware
+    from sdsl.validation.forward_holdout import forwards_leave_one_model_out
     from sdsl.fit.model_steps import read_model_steps
     from sdsl.fit.profiles import read_profile
 

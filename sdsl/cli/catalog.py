@@ -12,7 +12,7 @@ from sdsl.cli._common import echo_json, format_table, json_option
 def hardware(as_json):
     """List the hardware catalog: architecture, memory, dense bf16/fp8 TFLOP/s, bandwidth, SMs/CUs, L2,
     GPU-to-GPU link per direction, and every entry's sources."""
-    from sdsl.core.hardware import list_hardware
+    from sdsl.catalog.hardware import list_hardware
 
     rows = [h.to_human() for h in list_hardware()]
     if as_json:
@@ -34,7 +34,7 @@ def hardware(as_json):
 @json_option
 def models(as_json):
     """List the model catalog: shapes and exact parameter counts, with the published counts."""
-    from sdsl.core.architecture import list_models
+    from sdsl.catalog.models import list_models
 
     specs = list_models()
     if as_json:
@@ -54,7 +54,7 @@ def engines(as_json):
     (fitted ones marked *), the tensor-parallel all-reduce (NCCL, or the engine's custom kernel and its latency), CUDA
     graphs and overlap, and what each build is. `--engine ENGINE` takes the newest of an
     engine, `--engine ENGINE:YYYY-MM` the newest not after that month."""
-    from sdsl.core.engine import FREE_TERMS, engine_profiles
+    from sdsl.engine.profiles import FREE_TERMS, engine_profiles
 
     profiles = list(engine_profiles().values())
     if as_json:

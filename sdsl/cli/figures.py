@@ -1,4 +1,4 @@
-"""`sdsl figures`: regenerate the paper figures (PNG) from the registry in :mod:`sdsl.experiments.figures`."""
+"""`sdsl figures`: regenerate the paper figures (PNG) from the registry in :mod:`sdsl.validation.figures`."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import click
 def figures(out_dir, only, list_only, quick):
     """Regenerate every paper figure as PNG (SDSL, Leviathan, TurboSpec-style, validation).
 
-    Each figure is drawn by a function in the package (see sdsl/experiments/figures/) and written
+    Each figure is drawn by a function in the package (see sdsl/validation/figures/) and written
     atomically; paper_figures/README.md says what each shows and how it compares with the papers.
     """
-    from sdsl.experiments.figures import FIGURES, make_figures
+    from sdsl.validation.figures import FIGURES, make_figures
 
     if list_only:
         width = max(len(e.name) for e in FIGURES)

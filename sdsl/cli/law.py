@@ -17,7 +17,7 @@ def law(draft_tokens, target_tokens, targets, as_json):
     speedup) and the fitted line N* = mu*M + M0, next to the paper's mu = 2.71e-3, M0 = 8.71e7."""
     import math
 
-    from sdsl.core.analytic_optimum import SDSL_TARGETS, fit_draft_law
+    from sdsl.speculation.optimum import SDSL_TARGETS, fit_draft_law
     from sdsl.errors import InvalidInputError
 
     for flag, value in (("--tokens", draft_tokens), ("--target-tokens", target_tokens)):

@@ -1,6 +1,6 @@
 """`sdsl optimize`: rank proposers (catalog draft models by default) and speculation lengths for a target on a GPU.
 
-The command parses its options and calls :func:`sdsl.core.plan.plan_speculation` once; everything it prints
+The command parses its options and calls :func:`sdsl.plan.plan.plan_speculation` once; everything it prints
 comes from that result (JSON schema: docs/json.md).
 """
 
@@ -22,7 +22,7 @@ def all_proposers(target) -> tuple[str, ...]:
     """What ``--proposer all`` ranks for ``target``: every head kind and n-gram lookup, and MTP only where the target
     ships multi-token-prediction modules (``ModelSpec.mtp_layers``; DeepSeek-V3/R1, GLM-4.5): a dense model has none
     to run, so MTP's published acceptance would rank a proposer the user cannot deploy."""
-    from sdsl.core.architecture import get_model
+    from sdsl.catalog.models import get_model
 
     has_mtp = get_model(target).mtp_layers > 0
     return tuple(p for p in ALL_PROPOSERS if p != "mtp" or has_mtp)
@@ -71,8 +71,8 @@ def optimize(target, deployment, batch, acceptance, acceptance_for, workload, ga
     proposer at its best k per batch, the batch at which speculation stops paying, the best k by batch for
     the pick, the engine's configuration with --export, and SDSL's continuous FLOP-optimal draft size N*.
     """
-    from sdsl.core.plan import plan_speculation
-    from sdsl.core.proposers import make_proposer
+    from sdsl.plan.plan import plan_speculation
+    from sdsl.speculation.proposers import make_proposer
     from sdsl.errors import InvalidInputError
 
     _check_outputs(as_csv, as_json, trees, export)
@@ -128,7 +128,7 @@ def _proposer_names(target, proposers, drafts) -> list[str]:
 
 def _gamma_cap(given, gamma_max: int) -> tuple[int, str | None]:
     """--gamma-max capped at the draft positions a given acceptance vector covers, and the note that says so."""
-    from sdsl.core.acceptance import Acceptance
+    from sdsl.acceptance import Acceptance
 
     vectors = [given] if isinstance(given, Acceptance) else list(given.values()) if isinstance(given, dict) else []
     covered = [int(a.max_k) for a in vectors if math.isfinite(a.max_k)]
@@ -142,10 +142,10 @@ def _gamma_cap(given, gamma_max: int) -> tuple[int, str | None]:
 def _acceptance(target, names, acceptance, acceptance_for, any_tokenizer):
     """The acceptance argument of plan_speculation: None (every proposer's own), one Acceptance (--alpha for all;
     a measurement when one proposer is ranked), or {proposer name: Acceptance} with the --acceptance-for ones."""
-    from sdsl.core.acceptance import group_decay
-    from sdsl.core.architecture import get_model
-    from sdsl.core.plan import default_proposers
-    from sdsl.core.proposers import make_proposer
+    from sdsl.acceptance import group_decay
+    from sdsl.catalog.models import get_model
+    from sdsl.plan.plan import default_proposers
+    from sdsl.speculation.proposers import make_proposer
     from sdsl.errors import InvalidInputError
 
     ranked = [make_proposer(n) for n in names] if names else default_proposers(get_model(target), any_tokenizer=any_tokenizer)

@@ -29,9 +29,9 @@ def predict(target, draft, proposers, gamma, tree, deployment, acceptance, workl
     acceptance the proposer's own prices it: the published catalog's for the target and --workload (the output
     names the rows or the transfer rule), SDSL's plane for a draft model. --engine names the execution profile
     that prices the engine's host time (default: the newest vLLM profile; ideal: the roofline alone)."""
-    from sdsl.core.architecture import get_model
-    from sdsl.core.proposers import make_proposer
-    from sdsl.core.speculation import parse_tree, price_step
+    from sdsl.catalog.models import get_model
+    from sdsl.speculation.proposers import make_proposer
+    from sdsl.speculation.step import parse_tree, price_step
     from sdsl.errors import InvalidInputError
 
     if gamma is None and tree is None:
@@ -66,7 +66,7 @@ def _acceptance(acceptance, gamma, shape, proposer) -> dict:
     """price_step's τ arguments from the acceptance options: with --tree, an --accepted-length alone is the tree's
     own measured τ; otherwise the Acceptance (an accepted length fitted with the proposer's decay ratio; None: the
     proposer's own, the published catalog or SDSL's plane)."""
-    from sdsl.core.acceptance import group_decay
+    from sdsl.acceptance import group_decay
 
     if shape is not None and acceptance.given == "--accepted-length" and acceptance.accepted_at is None and gamma is None:
         return {"tau": float(acceptance.accepted_length), "tau_source": "accepted-length of this tree (measured)"}
@@ -95,7 +95,7 @@ def _json(step, proposer, gamma, shape, target_spec) -> dict:
 def _memory(step, proposer, target_spec) -> dict:
     """Bytes the most loaded GPU holds (the target's weights and KV cache, a draft model's beside them; a head's own
     weights are not counted) and whether they fit in the GPU's memory."""
-    from sdsl.core.latency import memory_with_draft_per_gpu
+    from sdsl.roofline.latency import memory_with_draft_per_gpu
 
     dep = step.deployment
     need = float(memory_with_draft_per_gpu(target_spec, getattr(proposer, "model", None), dep, batch=int(step.batch)))

@@ -43,7 +43,7 @@ def profile(device, model_name, dtype, output, hardware, quick, num_tokens, tp, 
     """
     from dataclasses import replace
 
-    from sdsl.core.architecture import get_model
+    from sdsl.catalog.models import get_model
     from sdsl.errors import InvalidInputError
     from sdsl.torch.harness.run import default_grid, quick_grid, run_profile
     from sdsl.fit.profiles import read_profile

@@ -62,7 +62,7 @@ def simulate(target, draft, deployment, qps, policies, trace, data_dir, n_reques
     with per-request acceptance drawn around --alpha. Prints mean/p99 latency, TTFT, TPOT, output
     tokens/s and mean k per QPS and policy. Steps are priced with the engine profile (--engine), host time included.
     """
-    from sdsl.core.architecture import get_model
+    from sdsl.catalog.models import get_model
     from sdsl.serving import AcceptanceDist, ServingSystem, SimConfig, parse_policies, simulate as run_sim
 
     rates = _parse_qps(qps)

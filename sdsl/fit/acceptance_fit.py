@@ -4,8 +4,8 @@ Data: sdsl/data/published/per_position.csv (marginal rates as vLLM/llama.cpp log
 the chain rows of sdsl/data/published/speculative.csv that give a mean accepted length at two k for one
 proposer (vLLM PR #16035: EAGLE-1, k = 2 and 4). The use being checked is the one sdsl makes of the form:
 only a mean accepted length τ(K) at the engine's K is known, and the per-position rates and τ at other k
-are predicted from it (:func:`sdsl.core.acceptance.decay.solve_decay`). The i.i.d. α (r = 1) is the
-baseline. Results: VALIDATION.md "Acceptance decay form" (recomputed by tests/unit/test_acceptance_fit.py).
+are predicted from it (:func:`sdsl.acceptance.decay.solve_decay`). The i.i.d. α (r = 1) is the
+baseline. Results: VALIDATION.md "Acceptance decay form" (recomputed by tests/evidence/test_acceptance_fit.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 
 from sdsl._paths import data_path
-from sdsl.core.acceptance import decay_conditional, decay_tau, fit_decay_ratio, solve_decay
+from sdsl.acceptance import decay_conditional, decay_tau, fit_decay_ratio, solve_decay
 
 __all__ = ["load_per_position", "decay_fit_report", "published_k_pairs", "catalog_sweeps", "fit_group_decay",
            "fit_decay_groups", "tree_pair_errors", "fit_draft_temperature", "DECAY_GRID", "TEMPERATURE_GRID"]
@@ -103,10 +103,10 @@ TEMPERATURE_GRID = np.round(np.arange(1.0, 8.0 + 1e-9, 0.05), 2)
 
 def catalog_sweeps(rows=None, exclude_sources=()) -> list[dict]:
     """Accepted length at several k for one proposer in one setting, from the catalog: the chain/block
-    k-sweeps (:func:`sdsl.core.acceptance_catalog.k_sweeps`) and every per-position vector (τ(j) = 1 + Σ_{i≤j}
+    k-sweeps (:func:`sdsl.acceptance.catalog.k_sweeps`) and every per-position vector (τ(j) = 1 + Σ_{i≤j}
     m_i, plus the printed τ(k) when the vector stops short of k). Greedy or unstated temperature only; rows of
     ``exclude_sources`` (source ids) left out. Each: {method, source, row_ids, k: [...], tau: [...]}."""
-    from sdsl.core.acceptance_catalog import catalog_rows, k_sweeps
+    from sdsl.acceptance.catalog import catalog_rows, k_sweeps
 
     rows = catalog_rows() if rows is None else rows
     keep = [r for r in rows if r.temperature in (None, 0.0) and r.source_id not in set(exclude_sources)]
@@ -155,10 +155,10 @@ def fit_group_decay(sweeps: list[dict], grid=DECAY_GRID) -> float | None:
 
 
 def fit_decay_groups(exclude_sources=(), rows=None, fit_other: bool = False) -> dict:
-    """{group: r} of :data:`sdsl.core.acceptance.decay.GROUP_DECAY` from the catalog's sweeps without
+    """{group: r} of :data:`sdsl.acceptance.decay.GROUP_DECAY` from the catalog's sweeps without
     ``exclude_sources``: EAGLE-1's r fitted (1.0 when no EAGLE-1 sweep is left), every other proposer the i.i.d.
     model r = 1 — or, with ``fit_other``, fitted too (the alternative VALIDATION.md reports and rejects)."""
-    from sdsl.core.acceptance.decay import decay_group
+    from sdsl.acceptance.decay import decay_group
 
     sweeps = catalog_sweeps(rows, exclude_sources)
     eagle1 = fit_group_decay([s for s in sweeps if decay_group(s["method"]) == "eagle1"])
@@ -170,7 +170,7 @@ def _pair_chains(pairs, rows) -> list[dict]:
     """Each chain/tree pair with its setting's chain acceptance: (a, r) of the decay form fitted to the
     setting's chains at every k (least squares in τ over :data:`DECAY_GRID`) — the chain the tree is built on,
     measured, so that only the tree model is tested."""
-    from sdsl.core.acceptance_catalog import k_sweeps
+    from sdsl.acceptance.catalog import k_sweeps
 
     sweeps = {}
     for g in k_sweeps(rows):
@@ -191,7 +191,7 @@ def _pair_chains(pairs, rows) -> list[dict]:
 def tree_pair_errors(pair_fits: list[dict], temperature, rank_ratio=None) -> np.ndarray:
     """(pairs, temperatures): predicted / measured − 1 of each tree's accepted length from its setting's chain
     acceptance, the tree's nodes chosen by the draft's scores at each temperature."""
-    from sdsl.core.trees import sglang_tree_tau_stack
+    from sdsl.acceptance.trees import sglang_tree_tau_stack
 
     temps = np.atleast_1d(np.asarray(temperature, dtype=float))
     out = np.empty((len(pair_fits), temps.size))
@@ -215,10 +215,10 @@ def _cached_pair_errors(key, grid, rank_ratio, fits) -> np.ndarray:
 
 
 def fit_draft_temperature(exclude_sources=(), rows=None, rank_ratio=None, grid=TEMPERATURE_GRID) -> dict | None:
-    """The draft temperature T of :func:`sdsl.core.trees.draft_scores` minimising the median |error| of the
-    catalog's chain/tree pairs (:func:`sdsl.core.acceptance_catalog.chain_tree_pairs`) without
+    """The draft temperature T of :func:`sdsl.acceptance.trees.draft_scores` minimising the median |error| of the
+    catalog's chain/tree pairs (:func:`sdsl.acceptance.catalog.chain_tree_pairs`) without
     ``exclude_sources``; None when no pair is left. Returns {temperature, n_pairs, median_abs_error, errors}."""
-    from sdsl.core.acceptance_catalog import catalog_rows, chain_tree_pairs
+    from sdsl.acceptance.catalog import catalog_rows, chain_tree_pairs
 
     rows = [r for r in (catalog_rows() if rows is None else rows) if r.source_id not in set(exclude_sources)]
     fits = _pair_chains(chain_tree_pairs(rows), rows)

@@ -1,6 +1,6 @@
 """Fit the tensor-parallel all-reduce term to Vidur's NCCL all-reduce timings.
 
-Model: :func:`sdsl.core.kernels.allreduce_time` — NCCL's Simple ring, latency + 2(t−1)·step latency
+Model: :func:`sdsl.roofline.kernels.allreduce_time` — NCCL's Simple ring, latency + 2(t−1)·step latency
 + 2(t−1)/t · bytes/(η · per-direction link bandwidth), or its low-latency protocol when faster (NCCL's
 cost model, ``src/graph/tuning.cc``), above a fitted measurement floor.
 Vidur's files (``sdsl/data/vidur/network``) hold sizes in bytes and times in ms (Vidur's profiler,
@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
-from sdsl.core.kernels import allreduce_time, allreduce_time_with, smooth_max
-from sdsl.core.latency import LatencyParams
+from sdsl.roofline.kernels import allreduce_time, allreduce_time_with, smooth_max
+from sdsl.roofline.latency import LatencyParams
 from sdsl.errors import ProfileError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -109,7 +109,7 @@ _FIELDS = ("allreduce_floor", "allreduce_floor_smoothness", "allreduce_ll_latenc
            "allreduce_latency", "eta_interconnect", "allreduce_step_latency")
 #: η and η_LL lie in (0, 1]: a ring moves 2(t−1)/t of the message per GPU over one direction of its
 #: links, so it cannot beat the link rate (in-switch reduction, NVLS, which could, is a separate form:
-#: :func:`sdsl.experiments.allreduce_forms.nvls_heldout`, not adopted).
+#: :func:`sdsl.validation.allreduce_forms.nvls_heldout`, not adopted).
 _STARTS = ([3e-5, 4.0, 1e-5, 0.3, 3e-5, 0.75, 1e-6], [3e-5, 8.0, 1e-6, 0.5, 5e-5, 0.75, 1e-6],
            [2e-5, 4.0, 5e-6, 0.8, 1e-5, 0.6, 3e-7])
 #: Times are bounded below by 1 µs, Vidur's timing resolution: below it a latency is not measured, and a fit
@@ -152,7 +152,7 @@ def smooth_min_log(log_a, log_b, width: float):
 
 
 class _AllReduceProblem:
-    """Log-time residuals of :func:`sdsl.core.kernels.allreduce_time` on ``rows``, the protocols blended over
+    """Log-time residuals of :func:`sdsl.roofline.kernels.allreduce_time` on ``rows``, the protocols blended over
     :data:`PROTOCOL_BLEND`, and their analytic Jacobian in the fitted coordinates (:func:`_encode`)."""
 
     def __init__(self, rows, bandwidth, use, fixed):
@@ -202,7 +202,7 @@ class _AllReduceProblem:
 
 def fit_allreduce(rows: "pd.DataFrame", hardware, base: LatencyParams | None = None, *,
                   ring_only: bool = False) -> tuple[LatencyParams, dict[str, Any]]:
-    """Fit the all-reduce terms of :func:`sdsl.core.kernels.allreduce_time` on log-time: the floor and
+    """Fit the all-reduce terms of :func:`sdsl.roofline.kernels.allreduce_time` on log-time: the floor and
     its smoothness, the LL protocol's latency and bandwidth fraction, the Simple protocol's latency,
     η and per-step latency (best of three starts, the protocols blended over :data:`PROTOCOL_BLEND` so that
     every BLAS gives the same answer; scale parameters as logarithms; analytic Jacobian). ``ring_only``: the previous form, the Simple ring alone (no LL protocol, no
@@ -213,7 +213,7 @@ def fit_allreduce(rows: "pd.DataFrame", hardware, base: LatencyParams | None = N
     updated params and stats (fitted values, cost = ½Σ log-residual², MAPE overall and per GPU count, n)."""
     from scipy.optimize import least_squares
 
-    from sdsl.core.hardware import get_hardware
+    from sdsl.catalog.hardware import get_hardware
 
     hw = hardware if hasattr(hardware, "kind") else get_hardware(hardware)
     bw = hw.interconnect_bandwidth

@@ -1,17 +1,17 @@
 """Fit the roofline's latency parameters to measured operator times (lmfit-shaped: fit → result).
 
-The model is :func:`sdsl.core.latency.op_time`, the same formula the step-time predictions use
+The model is :func:`sdsl.roofline.latency.op_time`, the same formula the step-time predictions use
 (docs/model.md §3.3; roofline of Williams, Waterman & Patterson, CACM 2009):
 
     t = smax_p( FLOPs / (η_c · peak),  bytes / (η_m · bandwidth) ) + t_kernel
 
-with FLOPs and bytes of each GEMM from its shape (:func:`sdsl.core.latency.gemm_flops_bytes`).
+with FLOPs and bytes of each GEMM from its shape (:func:`sdsl.roofline.latency.gemm_flops_bytes`).
 :func:`fit_latency` minimises the squared error of ``log t`` (relative errors weigh alike at 5 µs
 and 5 ms) with :func:`scipy.optimize.least_squares` inside bounds (η ∈ (0, 1], t_kernel ∈ [0, 1 ms],
 p ∈ [1, 64]). ``smoothness="auto"`` fits both the hard maximum (p = ∞) and a free p, and keeps p
 only when the data ask for it (Akaike's criterion lower by more than 2).
 
-:class:`CalibrationResult` (in :mod:`sdsl.fit.calibration_result`, re-exported here) holds the fitted :class:`~sdsl.core.latency.LatencyParams`, per-point
+:class:`CalibrationResult` (in :mod:`sdsl.fit.calibration_result`, re-exported here) holds the fitted :class:`~sdsl.roofline.latency.LatencyParams`, per-point
 residuals, MAPE (all points and the decode regime ``num_tokens <= 64``), ``report()``, ``plot()``
 and ``to_json()``/``from_json()``. :func:`load_latency_params` is what ``--calibration FILE`` uses.
 """
@@ -27,15 +27,15 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 from sdsl.errors import ConfigError, InvalidInputError, ProfileError
-from sdsl.core.architecture import dtype_bytes
+from sdsl.catalog.models import dtype_bytes
 from sdsl.fit.calibration_result import DECODE_MAX_TOKENS, CalibrationResult, load_latency_params
-from sdsl.core.kernels import gemm_waves, min_row_tile
-from sdsl.core.latency import DEFAULT_PARAMS, LatencyParams, compute_peak, gemm_flops_bytes, op_time
+from sdsl.roofline.kernels import gemm_waves, min_row_tile
+from sdsl.roofline.latency import DEFAULT_PARAMS, LatencyParams, compute_peak, gemm_flops_bytes, op_time
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from sdsl.core.hardware import Hardware
+    from sdsl.catalog.hardware import Hardware
 
 __all__ = ["CalibrationResult", "fit_latency", "predict_op_times", "predict_layer_times", "predict_step_times",
            "load_latency_params", "DECODE_MAX_TOKENS", "calibrate_profiles", "GPU_M_TILE", "KERNEL_TERMS"]
@@ -77,7 +77,7 @@ def _arrays(data: "pd.DataFrame", dtype: str | None, params: LatencyParams, sm_c
 def predict_op_times(data: "pd.DataFrame", hardware: "Hardware", params: LatencyParams,
                      dtype: str | None = None) -> np.ndarray:
     """Predicted time (s) of each per-operator row of ``data`` with ``params`` on ``hardware``: the roofline
-    op time of :func:`sdsl.core.latency.op_time` (Williams, Waterman & Patterson 2009; docs/model.md §3.3)."""
+    op time of :func:`sdsl.roofline.latency.op_time` (Williams, Waterman & Patterson 2009; docs/model.md §3.3)."""
     data, dtype, flops, nbytes, _, waves = _arrays(data, dtype, params, getattr(hardware, "sm_count", None))
     return op_time(flops, nbytes, compute_peak(hardware, dtype), hardware.mem_bandwidth, params, waves=waves)
 
@@ -86,14 +86,14 @@ def predict_layer_times(layers: "pd.DataFrame", spec, hardware: "Hardware", para
                         dtype: str) -> np.ndarray:
     """Predicted time (s) of one decoder layer for each row (batch, q, context) of ``layers``.
 
-    One layer's share of :func:`sdsl.core.latency.step_time` is taken as the difference between the
+    One layer's share of :func:`sdsl.roofline.latency.step_time` is taken as the difference between the
     model with two layers and with one (the LM head and per-step costs cancel), so the layer is
     priced by exactly the formula that prices whole forward passes.
     """
     from dataclasses import replace
 
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.latency import step_time
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.roofline.latency import step_time
 
     b, q, L = (layers[c].to_numpy(dtype=float) for c in ("batch", "q", "context"))
     dep = Deployment(hardware, dtype=dtype, params=params)
@@ -104,10 +104,10 @@ def predict_layer_times(layers: "pd.DataFrame", spec, hardware: "Hardware", para
 
 def predict_step_times(steps: "pd.DataFrame", spec, hardware: "Hardware", params: LatencyParams,
                        dtype: str) -> np.ndarray:
-    """Predicted time (s) of one whole forward pass (:func:`sdsl.core.latency.step_time`) for each row
+    """Predicted time (s) of one whole forward pass (:func:`sdsl.roofline.latency.step_time`) for each row
     (batch, q, context) of ``steps``: embedding, every layer, the LM head and ``t_step``."""
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.latency import step_time
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.roofline.latency import step_time
 
     b, q, L = (steps[c].to_numpy(dtype=float) for c in ("batch", "q", "context"))
     dep = Deployment(hardware, dtype=dtype, params=params)
@@ -297,7 +297,7 @@ def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None
     ``smoothness``: ``"auto"`` (free p only if AIC improves by > 2), ``"fit"`` (always free),
     or a number (fixed; ``math.inf`` = hard max). ``base`` supplies the fields not fitted
     (t_step, all-reduce and elementwise terms). ``m_tile``: GEMM row tile the compute is padded
-    to (:func:`sdsl.core.latency.padded_tokens`; default ``base.m_tile``). Profile ``kind == "layer"``
+    to (:func:`sdsl.roofline.latency.padded_tokens`; default ``base.m_tile``). Profile ``kind == "layer"``
     rows in ``data`` are ignored.
 
     ``layers``: optional ``(layer_rows, ModelSpec)`` pairs (whole decoder-layer steps), fitted jointly,
@@ -307,8 +307,8 @@ def fit_latency(data: "pd.DataFrame", hardware: "Hardware", *, dtype: str | None
     ``t_step`` is fitted too. ``layer_mape`` / ``step_mape`` report those fits.
 
     ``kernel_terms`` (GPUs, with ``m_tile``): also fit the GEMM kernel terms :data:`KERNEL_TERMS` (the
-    last wave's tail and the size overhead, :func:`sdsl.core.latency.op_time`), with the smallest row
-    tile of the hardware's tensor cores (:func:`sdsl.core.kernels.min_row_tile`); when ``base`` has the
+    last wave's tail and the size overhead, :func:`sdsl.roofline.latency.op_time`), with the smallest row
+    tile of the hardware's tensor cores (:func:`sdsl.roofline.kernels.min_row_tile`); when ``base`` has the
     elementwise kernels fitted, ``t_kernel`` is their launch cost ``t_elementwise`` (not fitted).
     """
     pb = _problem(data, hardware, dtype, base, m_tile, layers, steps, step_weight, kernel_terms)
@@ -349,7 +349,7 @@ def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None 
     """
     import pandas as pd
 
-    from sdsl.core.hardware import get_hardware
+    from sdsl.catalog.hardware import get_hardware
     from sdsl.fit.profiles import read_calibration_inputs
 
     frames, names, hw_names, dtypes, layer_sets, vidur_dirs = read_calibration_inputs(paths)
@@ -365,7 +365,7 @@ def calibrate_profiles(paths: Iterable[str | os.PathLike], hardware: str | None 
     hw = get_hardware(hardware)
     data = pd.concat(frames, ignore_index=True)
     dtype = dtypes.pop()
-    from sdsl.core.architecture import ModelSpec
+    from sdsl.catalog.models import ModelSpec
 
     pairs = [(layers, ModelSpec.from_dict(model)) for layers, model in layer_sets]
     m_tile = GPU_M_TILE if getattr(hw, "kind", "gpu") == "gpu" else 0

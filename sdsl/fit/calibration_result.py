@@ -17,7 +17,7 @@ import numpy as np
 from sdsl._io import load_json
 from sdsl._result import Result
 from sdsl.errors import ConfigError
-from sdsl.core.latency import LatencyParams
+from sdsl.roofline.latency import LatencyParams
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -219,7 +219,7 @@ def load_latency_params(path: str | os.PathLike, hardware=None) -> LatencyParams
 
 def _same_hardware(name: str, hardware) -> bool:
     """Whether the catalog name ``name`` is ``hardware`` (a name the catalog does not know is not)."""
-    from sdsl.core.hardware import get_hardware
+    from sdsl.catalog.hardware import get_hardware
     from sdsl.errors import UnknownNameError
 
     try:

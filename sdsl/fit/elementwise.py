@@ -1,7 +1,7 @@
 """Fit the elementwise-kernel terms of the latency model to Vidur's measured norm, RoPE, activation
 and residual-add kernels (:func:`sdsl.fit.profiles.read_vidur_elementwise`).
 
-The model is :func:`sdsl.core.latency.elementwise_time` (the same function that prices a step):
+The model is :func:`sdsl.roofline.latency.elementwise_time` (the same function that prices a step):
 t = t_ew + max(r_kind · row, T · moved · dtype / (η_kind · bandwidth)), one-thread-block-per-token
 kernels limited by one block's row at few tokens and by bandwidth at many (roofline, Williams,
 Waterman & Patterson 2009). Fitted on log-time with bounded least squares: t_ew, η for each kind
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sdsl.core.latency import ELEMENTWISE_KINDS, LatencyParams, elementwise_time
+from sdsl.roofline.latency import ELEMENTWISE_KINDS, LatencyParams, elementwise_time
 from sdsl.errors import ProfileError
 
 if TYPE_CHECKING:  # pragma: no cover

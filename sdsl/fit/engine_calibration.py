@@ -14,7 +14,7 @@ included) and what was measured: TPOT (ms), output tokens/s of the whole batch, 
 Fields a file does not carry (target, hardware, proposer, k, ...) come from ``defaults`` (the command's options).
 
 Every run is priced once with the base profile's structure (graphs, overlap, padding, kernels); the free terms
-(:data:`sdsl.core.engine.FREE_TERMS`, by default host per step, per speculative step and per drafting pass) then
+(:data:`sdsl.engine.profiles.FREE_TERMS`, by default host per step, per speculative step and per drafting pass) then
 minimise Σ log(predicted / measured)² over the runs, bounded below by zero. Before fitting, the runs must identify
 every term: each term must move some prediction, and no two terms may move the predictions in proportion (e.g. a
 per-step and a per-pass term with every run at the same k) — otherwise a one-line error says which term and what to
@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from sdsl._result import Result
-from sdsl.core.engine import FREE_TERMS, EngineProfile, host_seconds, resolve_engine
+from sdsl.engine.profiles import FREE_TERMS, EngineProfile, host_seconds, resolve_engine
 from sdsl.errors import ConfigError, InvalidInputError
 
 __all__ = ["EnginePoint", "StackedPoints", "read_runs", "price_runs", "fit_engine", "calibrate_engine",
@@ -67,7 +67,7 @@ class StackedPoints:
     prices them all for any terms (the fits' inner loop)."""
 
     def __init__(self, points: list):
-        from sdsl.core.engine import StepPieces
+        from sdsl.engine.profiles import StepPieces
 
         self.points, self.profile = points, points[0].profile
         pcs = [p.step.pieces for p in points]
@@ -309,8 +309,8 @@ def _number(row: dict, column: str, where: str, what: str, lo, *, default=None, 
 
 def price_runs(runs: list[dict], base: EngineProfile) -> list[EnginePoint]:
     """Each run priced once on its deployment with the base profile's structure (:func:`price_step`)."""
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.speculation import price_step
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.speculation.step import price_step
 
     points = []
     for r in runs:

@@ -1,4 +1,4 @@
-"""Acceptance as serving engines log it, read into an :class:`~sdsl.core.acceptance.vector.Acceptance`.
+"""Acceptance as serving engines log it, read into an :class:`~sdsl.acceptance.vector.Acceptance`.
 
 Formats (each engine's own source):
 - vLLM v1 (vllm/v1/spec_decode/metrics.py, SpecDecodingLogging.log): "SpecDecoding metrics: Mean acceptance
@@ -10,7 +10,7 @@ Formats (each engine's own source):
 - SGLang (scheduler decode log): "Decode batch. #running-req: 1, #token: …, token usage: …, accept len: 3.21,
   [accept rate: …,] cuda graph: True, gen throughput (token/s): …" — accept len = (accepted drafts + 1
   per request) / verify passes, bonus included. No per-position rates: the vector is the decay form
-  (:mod:`sdsl.core.acceptance.decay`) at k = speculative_num_steps (from the logged server_args or
+  (:mod:`sdsl.acceptance.decay`) at k = speculative_num_steps (from the logged server_args or
   given). Intervals are pooled unweighted (the line carries no pass count).
 - llama.cpp server (PR #24536): "mean acceptance length =  2.92, acceptance rate per position =
   (0.805, 0.632, 0.483)" — vLLM's definitions.
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from sdsl._result import Result
-from sdsl.core.acceptance import Acceptance
+from sdsl.acceptance import Acceptance
 from sdsl.errors import ConfigError, InvalidInputError
 
 __all__ = ["LogAcceptance", "read_acceptance_log", "parse_acceptance_log", "ENGINES"]

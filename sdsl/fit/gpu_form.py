@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from sdsl.core.latency import DEFAULT_PARAMS
+from sdsl.roofline.latency import DEFAULT_PARAMS
 from sdsl.fit.calibration import GPU_M_TILE, CalibrationResult, fit_latency
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -6,10 +6,10 @@ same name (``format: "sdsl-model-steps"``, ``models``: each model's ``ModelSpec.
 ``hardware``, ``dtype``, clock and provenance). Models the sidecar does not describe are looked up
 in sdsl's catalog. ``profiles/make_cpu_forwards.py`` writes one for the reference decoder on CPU.
 
-Each row is priced by :func:`sdsl.core.latency.step_time` (docs/model.md §3.3: the per-kernel roofline plus
+Each row is priced by :func:`sdsl.roofline.latency.step_time` (docs/model.md §3.3: the per-kernel roofline plus
 ``t_kernel``, ``t_layer`` and the per-forward ``t_step``); :func:`sdsl.fit.calibration.fit_latency`
 fits them jointly with operator and decoder-layer rows (``steps=``, ``sdsl calibrate --steps``).
-:func:`sdsl.experiments.forward_holdout.forwards_leave_one_model_out` refits without each model's forwards
+:func:`sdsl.validation.forward_holdout.forwards_leave_one_model_out` refits without each model's forwards
 in turn and predicts them.
 """
 
@@ -41,7 +41,7 @@ def read_model_steps(path: str | os.PathLike) -> tuple[list[tuple["pd.DataFrame"
     """
     import pandas as pd
 
-    from sdsl.core.architecture import ModelSpec, get_model
+    from sdsl.catalog.models import ModelSpec, get_model
 
     p = Path(path)
     csv = p if p.suffix == ".csv" else p.with_suffix(".csv")

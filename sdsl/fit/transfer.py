@@ -1,9 +1,9 @@
-"""Leave-one-GPU-out validation of the cross-GPU efficiency model (:mod:`sdsl.core.gpu_transfer`).
+"""Leave-one-GPU-out validation of the cross-GPU efficiency model (:mod:`sdsl.roofline.gpu_transfer`).
 
 For every GPU with measurements (Vidur's ``<gpu>/<org>/<model>/mlp.csv`` folders), fit the shipped
 form (:func:`sdsl.fit.gpu_form.fit_gpu_form`: elementwise kernels, GEMMs with row tiles and the
 kernel terms) to each OTHER GPU's data, predict this GPU's parameters from its datasheet with
-:func:`sdsl.core.gpu_transfer.transfer_params`, and price all of its operator timings (and, given its
+:func:`sdsl.roofline.gpu_transfer.transfer_params`, and price all of its operator timings (and, given its
 elementwise rows, its elementwise kernels) with them. The held-out GPU contributes no row to any fit
 that prices it; the feature scales come from the catalog, not from measurements. Reported per GPU:
 MAPE over all its points (``transfer_overall_mape``) and at num_tokens <= 64 (``transfer_decode_mape``),
@@ -42,7 +42,7 @@ def resolve_gpu_folders(folders: Iterable[str], mapping: Mapping[str, Any] | Non
     Vidur's names (:data:`VIDUR_FOLDERS`), then the catalog's names and aliases. Every folder that
     none of them knows is named in one :class:`~sdsl.errors.UnknownNameError`.
     """
-    from sdsl.core.hardware import get_hardware
+    from sdsl.catalog.hardware import get_hardware
 
     mapping = {str(k).lower(): v for k, v in (mapping or {}).items()}
     out, unknown = {}, []
@@ -164,14 +164,14 @@ def leave_one_gpu_out(data: "pd.DataFrame", hardware: Mapping[str, Any] | None =
     """Leave-one-GPU-out over the ``hardware`` column of ``data`` (Vidur long format); see the module docstring.
 
     ``hardware``: optional folder -> catalog name / file mapping (:func:`resolve_gpu_folders`);
-    ``rule``: which calibrated GPUs a held-out GPU may lean on (:data:`sdsl.core.gpu_transfer.TRANSFER_RULES`);
+    ``rule``: which calibrated GPUs a held-out GPU may lean on (:data:`sdsl.roofline.gpu_transfer.TRANSFER_RULES`);
     ``elementwise``: Vidur elementwise rows of the same folders (fitted with each GPU's GEMMs, and the
     held-out GPU's priced); ``form``: the GEMM form each GPU is fitted in (:data:`GPU_FORMS`). Needs at
     least two GPUs.
     """
     import pandas as pd
 
-    from sdsl.core.gpu_transfer import transfer_params, transfer_weights
+    from sdsl.roofline.gpu_transfer import transfer_params, transfer_weights
 
     hw, frames, fits = fit_each_gpu(data, hardware, smoothness, dtype, elementwise, form)
     per_gpu, points = {}, []

@@ -115,7 +115,7 @@ def read_vidur(root: str | os.PathLike, *, hardware: str | Iterable[str] | None 
     return pd.concat([read_vidur_file(f, ops=ops) for f in files], ignore_index=True)
 
 
-#: Vidur's elementwise columns -> (kernel kind of :func:`sdsl.core.latency.elementwise_time`).
+#: Vidur's elementwise columns -> (kernel kind of :func:`sdsl.roofline.latency.elementwise_time`).
 VIDUR_ELEMENTWISE = {"input_layernorm": "norm", "post_attention_layernorm": "norm", "attn_rope": "rope",
                      "mlp_act": "act", "add": "add"}
 

@@ -2,7 +2,7 @@
 
 This package reads no files and fits nothing; it imports only matplotlib (inside the functions, never
 at ``import sdsl.plots``) and sdsl's base modules (errors, atomic I/O). The recipes that compute a
-figure's data and call these functions live in :mod:`sdsl.experiments.figures`.
+figure's data and call these functions live in :mod:`sdsl.validation.figures`.
 """
 
 from sdsl.plots._common import save_figure

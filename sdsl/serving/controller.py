@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sdsl.core.acceptance import tau
+from sdsl.acceptance import tau
 from sdsl.errors import InvalidInputError
 
 __all__ = ["goodput", "choose_k", "allocate_per_request", "GoodputController"]

@@ -2,7 +2,7 @@
 
 A serving engine with dynamic speculation (e.g. a vLLM config that maps batch-size ranges to a
 speculation length) needs one k per batch size. :func:`serving_k_table` is the table ``sdsl optimize``
-prints and exports (:meth:`sdsl.core.ranking.ProposerRanking.k_table`: the draft ranked at every batch size
+prints and exports (:meth:`sdsl.plan.ranking.ProposerRanking.k_table`: the draft ranked at every batch size
 1..max_batch, equal neighbours merged into ranges); with a custom :class:`BatchStepModel` it takes the
 goodput controller's choice on that model's table instead. :func:`speedup_vs_batch` tabulates the throughput of each fixed k and
 of the goodput-optimal k relative to plain decoding (k = 0).
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sdsl.core.acceptance import check_alpha
+from sdsl.acceptance import check_alpha
 from sdsl.errors import InvalidInputError
 from sdsl.serving.step_model import BatchStepModel
 
@@ -26,7 +26,7 @@ def _check_alpha(alpha) -> np.ndarray:
 
 def _throughput(step_model: BatchStepModel, alpha: np.ndarray, context: float, max_k: int) -> np.ndarray:
     """tokens/s[a, b, k] = b·τ(α_a, k) / T(b, k, context) for b = 1..max_batch, k = 0..max_k."""
-    from sdsl.core.acceptance import tau
+    from sdsl.acceptance import tau
 
     ks = np.arange(max_k + 1)
     T = step_model.at_context(step_model.decode[:, : max_k + 1], context)
@@ -51,11 +51,11 @@ def serving_k_table(target, draft, deployment, *, alpha: float = 0.7, max_batch:
 
     Ranges cover 1..max_batch without gaps; k = 0 means "do not speculate at this batch size".
     The deployment's ``context`` is the mean tokens per sequence in the KV cache the table is tuned for.
-    Without ``step_model`` this is ``sdsl optimize``'s table for the draft (:mod:`sdsl.core.ranking`).
+    Without ``step_model`` this is ``sdsl optimize``'s table for the draft (:mod:`sdsl.plan.ranking`).
     """
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.proposers import DraftModel
-    from sdsl.core.ranking import k_ranges, rank_proposers
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.speculation.proposers import DraftModel
+    from sdsl.plan.ranking import k_ranges, rank_proposers
 
     a = _check_alpha(alpha)
     if a.size != 1:

@@ -12,11 +12,11 @@ runs the draft. A prefill step over b new prompts of mean length p̄ costs T_tar
 T_draft(b, p̄, 0) when a draft is loaded).
 
 Any ``step_fn(batch, q, context) -> seconds`` can price the forwards: the roofline of
-:mod:`sdsl.core.latency` (:func:`roofline_step_fn`), a calibrated one, or TurboSpec's linear form
+:mod:`sdsl.roofline.latency` (:func:`roofline_step_fn`), a calibrated one, or TurboSpec's linear form
 (:mod:`sdsl.serving.linear_model`). :class:`BatchStepModel` evaluates the step function once on a
 (batch × q × context) grid and interpolates linearly in context, so the simulator's inner loop
 costs a few array lookups per step. On the roofline (:meth:`BatchStepModel.from_catalog`) the decode tables
-are the shared priced step itself (:func:`priced_step_tables`, :func:`sdsl.core.speculation.price_step`), so
+are the shared priced step itself (:func:`priced_step_tables`, :func:`sdsl.speculation.step.price_step`), so
 the simulator prices a speculative step exactly as ``sdsl predict`` and ``sdsl optimize`` do.
 """
 
@@ -44,12 +44,12 @@ StepFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 def roofline_step_fn(model, deployment) -> StepFn:
-    """``step_fn(batch, q, context)`` → seconds from :func:`sdsl.core.latency.step_time` (docs/model.md §3.3)
-    of ``model`` on ``deployment`` (a :class:`~sdsl.core.deployment.Deployment` or a hardware
+    """``step_fn(batch, q, context)`` → seconds from :func:`sdsl.roofline.latency.step_time` (docs/model.md §3.3)
+    of ``model`` on ``deployment`` (a :class:`~sdsl.roofline.deployment.Deployment` or a hardware
     name/file/Hardware; its ``tp``, ``dtype`` and latency ``params`` price the model)."""
-    from sdsl.core.architecture import get_model
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.latency import step_time
+    from sdsl.catalog.models import get_model
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.roofline.latency import step_time
 
     spec = get_model(model)
     dep = Deployment.of(deployment)
@@ -63,12 +63,12 @@ def roofline_step_fn(model, deployment) -> StepFn:
 
 def priced_step_tables(target, draft, deployment, *, max_batch: int, max_k: int, context_grid, draft_params=None):
     """(target[n, q, c], draft[n, c], decode[n, k, c]) for n = 1..max_batch, q = k + 1, k = 0..max_k and the contexts
-    of ``context_grid``, all from one :func:`sdsl.core.speculation.price_step` call: the verify forward, one
+    of ``context_grid``, all from one :func:`sdsl.speculation.step.price_step` call: the verify forward, one
     drafting pass and the whole speculative step of a draft-model chain (``draft`` None: the target alone, only
     k = 0 is a real step). τ does not enter a draft model's step time; it is priced at τ = 1."""
-    from sdsl.core.architecture import get_model
-    from sdsl.core.proposers import DraftModel, NGramLookup
-    from sdsl.core.speculation import price_step
+    from sdsl.catalog.models import get_model
+    from sdsl.speculation.proposers import DraftModel, NGramLookup
+    from sdsl.speculation.step import price_step
 
     proposer = DraftModel(get_model(draft), params=draft_params) if draft else NGramLookup()
     n = np.arange(1, int(max_batch) + 1, dtype=float)[:, None, None]
@@ -118,7 +118,7 @@ class MemoryBudget:
     capacity_bytes: float  # one GPU's memory
     target_weight_bytes: float  # the target's weights on that GPU
     draft_weight_bytes: float  # the draft's weights on that GPU
-    kv_bytes_per_token: float  # target + draft KV cache per token on that GPU (sdsl.core.latency.kv_cache_bytes_per_gpu)
+    kv_bytes_per_token: float  # target + draft KV cache per token on that GPU (sdsl.roofline.latency.kv_cache_bytes_per_gpu)
     mem_fraction: float
 
     @property
@@ -138,9 +138,9 @@ class MemoryBudget:
 
 def _kv_per_token(model, dep) -> float:
     """KV bytes per cached token on one of ``dep``'s GPUs, at the deployment's context: the same per-GPU KV the step
-    time reads (:func:`sdsl.core.latency.kv_cache_bytes_per_gpu`: ceil(n_kv_head/tp) heads, MLA's latent whole on
+    time reads (:func:`sdsl.roofline.latency.kv_cache_bytes_per_gpu`: ceil(n_kv_head/tp) heads, MLA's latent whole on
     every GPU, local-attention layers holding only their window), averaged over ``dep.context`` tokens."""
-    from sdsl.core.latency import kv_cache_bytes_per_gpu
+    from sdsl.roofline.latency import kv_cache_bytes_per_gpu
 
     context = max(float(dep.context), 1.0)
     return float(kv_cache_bytes_per_gpu(model, dep, batch=1, context=context)) / context
@@ -148,14 +148,14 @@ def _kv_per_token(model, dep) -> float:
 
 def memory_budget(target, deployment, *, draft=None, mem_fraction: float = 0.9) -> MemoryBudget:
     """KV budget per GPU: ``mem_fraction`` of one GPU's memory minus the target's weights on it
-    (:func:`sdsl.core.latency.weight_bytes_per_gpu`) and, with a draft, the draft's on its ``draft_tp`` GPUs (among
+    (:func:`sdsl.roofline.latency.weight_bytes_per_gpu`) and, with a draft, the draft's on its ``draft_tp`` GPUs (among
     the target's, so one GPU holds a share of both), over the KV bytes per token both keep on that GPU.
 
     The draft (if any) costs its weights once and its KV cache per token, so it takes batch slots.
     """
-    from sdsl.core.architecture import get_model
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.latency import weight_bytes_per_gpu
+    from sdsl.catalog.models import get_model
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.roofline.latency import weight_bytes_per_gpu
 
     dep = Deployment.of(deployment)
     hw, tp = dep.hardware, dep.tp
@@ -231,8 +231,8 @@ class BatchStepModel:
         """Roofline step times of a target and an optional draft on ``deployment`` (the draft on its ``draft_tp``
         GPUs, priced with ``draft_params`` when given): the decode tables from the shared priced step
         (:func:`priced_step_tables`), prefill from :func:`roofline_step_fn`."""
-        from sdsl.core.architecture import get_model
-        from sdsl.core.deployment import Deployment
+        from sdsl.catalog.models import get_model
+        from sdsl.roofline.deployment import Deployment
 
         dep = Deployment.of(deployment)
         t_fn = roofline_step_fn(target, dep)

@@ -38,9 +38,9 @@ class ServingSystem:
                      max_batch: int = 256, max_k: int = 7, max_context: int | None = None,
                      max_prompt: int | None = None, spec_overhead_frac: float = 0.0) -> "ServingSystem":
         """Roofline step times and memory budgets of catalog models on ``deployment`` (a
-        :class:`~sdsl.core.deployment.Deployment` or a hardware name/file/Hardware)."""
-        from sdsl.core.architecture import get_model
-        from sdsl.core.deployment import Deployment
+        :class:`~sdsl.roofline.deployment.Deployment` or a hardware name/file/Hardware)."""
+        from sdsl.catalog.models import get_model
+        from sdsl.roofline.deployment import Deployment
 
         t = get_model(target)
         dep = Deployment.of(deployment)

@@ -120,7 +120,7 @@ class DecodeResult(Result):
 
     @property
     def alpha(self) -> float:
-        from sdsl.core.acceptance import alpha_from_accept_histogram
+        from sdsl.acceptance import alpha_from_accept_histogram
         return float(alpha_from_accept_histogram(self.accept_counts)) if self.gamma else float("nan")
 
     @property

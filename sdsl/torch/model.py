@@ -1,6 +1,6 @@
 """A Llama-style decoder in torch (RMSNorm, RoPE, grouped-query attention, SwiGLU).
 
-The shape comes from a :class:`sdsl.core.architecture.ModelSpec` (any object with its field names works:
+The shape comes from a :class:`sdsl.catalog.models.ModelSpec` (any object with its field names works:
 ``n_layer, d_model, n_head, n_kv_head, d_ff, vocab_size, tied_embeddings, max_context, head_dim``).
 QKV and gate/up projections are fused, as in Vidur's operator names (``attn_pre_proj``,
 ``mlp_up_proj``), so one forward pass launches as few kernels as possible on a CPU.

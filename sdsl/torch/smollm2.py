@@ -30,7 +30,7 @@ def smollm2_rows(path, cache, gammas=(2, 4, 6), n_prompts: int = 2, max_new: int
                  seed: int = 0, repeats: int = 3) -> dict:
     """Plain vs prompt-lookup decoding of SmolLM2-135M at batch 1 (greedy by default), measured: tokens/s of the
     first ``max_new`` tokens per prompt (the last step's overshoot is not output), the fastest of ``repeats`` runs
-    per prompt for plain and speculative alike, α and τ. :func:`sdsl.experiments.smollm2_pricing.price_smollm2`
+    per prompt for plain and speculative alike, α and τ. :func:`sdsl.validation.decoder.smollm2_pricing.price_smollm2`
     adds sdsl's prediction."""
     import torch
 
@@ -53,7 +53,7 @@ def smollm2_rows(path, cache, gammas=(2, 4, 6), n_prompts: int = 2, max_new: int
             toks, secs, counts = toks + sum(map(len, r.tokens)), secs + r.decode_s, counts + r.accept_counts
         out = {"tokens_per_s": toks / secs}
         if gamma:
-            from sdsl.core.acceptance import alpha_from_accept_histogram
+            from sdsl.acceptance import alpha_from_accept_histogram
 
             out.update(alpha=float(alpha_from_accept_histogram(counts)), accept_counts=counts.tolist(),
                        tau=float((np.arange(gamma + 1) * counts).sum() / counts.sum() + 1))

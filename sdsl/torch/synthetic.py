@@ -1,6 +1,6 @@
 """Real model shapes with random weights, for synthetic-acceptance runs of the decoder.
 
-:func:`random_model` builds the reference model from a catalog :class:`~sdsl.core.architecture.ModelSpec`
+:func:`random_model` builds the reference model from a catalog :class:`~sdsl.catalog.models.ModelSpec`
 (any Llama-style entry; weights N(0, 0.02), seeded). :func:`synthetic_proposer` builds a proposer of a
 given kind for a target: a separate draft model (its vocabulary set to the target's: a draft shares the
 target's tokenizer), or an EAGLE-shaped head at the target's width. With ``acceptance=`` the decoder

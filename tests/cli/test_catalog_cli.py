@@ -51,7 +51,7 @@ def test_acceptance_for_overrides_one_proposer_only():
     over = _optimize("--proposer", "eagle3", "--proposer", "ngram", "--acceptance-for", "eagle3=2.0@4")
     assert over["acceptance_by_proposer"]["eagle3"]["source"] == "given:eagle3"
     assert over["acceptance_by_proposer"]["ngram"] == base["acceptance_by_proposer"]["ngram"]
-    from sdsl.core.acceptance import Acceptance
+    from sdsl.acceptance import Acceptance
 
     got = Acceptance.from_dict(over["acceptance_by_proposer"]["eagle3"])
     assert float(got.tau(4)) == pytest.approx(2.0, rel=1e-9)
@@ -105,7 +105,7 @@ def test_acceptance_shows_a_proposers_default():
     ev = out["evidence"]
     assert ev["tier"] == "same-target" and ev["sources"] == ["sgl-project/SpecForge", "vllm-project/vllm#26191"]
     assert ev["spread"]["k"] == 4 and ev["spread"]["min"] <= out["tau"] <= ev["spread"]["max"]
-    from sdsl.core.acceptance_catalog import catalog_rows
+    from sdsl.acceptance.catalog import catalog_rows
 
     ids = {x.row_id for x in catalog_rows()}
     assert set(ev["rows"]) <= ids

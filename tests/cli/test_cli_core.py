@@ -35,7 +35,7 @@ def test_optimize_csv_has_every_configuration():
     assert r.exit_code == 0
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 + 2 * 5
-    from sdsl.core.config_table import ROW_KEYS
+    from sdsl.plan.config_table import ROW_KEYS
 
     assert lines[0] == ",".join(ROW_KEYS)  # the same columns as the JSON table (docs/json.md)
     assert {line.split(",")[1] for line in lines[1:]} == {"llama-68m", "llama-160m"}

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 import sdsl
 from sdsl.cli import cli
-from sdsl.core.engine import resolve_engine
-from sdsl.core.latency import padded_step_time, step_time
+from sdsl.engine.profiles import resolve_engine
+from sdsl.roofline.latency import padded_step_time, step_time
 
 PREDICT = ["predict", "--target", "llama-3.1-8b", "--proposer", "eagle", "--gamma", "4", "--accepted-length", "2.4",
            "--hardware", "h100-sxm", "--engine", "vllm:2025-07", "--json"]
@@ -102,8 +102,8 @@ def test_the_engine_moves_the_best_k(target, proposer, engine, want):
 def test_the_batch_to_k_table_and_padding():
     """VALIDATION.md: vllm:2025-07's batch -> k table at alpha 0.7 is not monotone, and removing the captured sizes
     leaves it as it is (the steps come from the latency form's row tiles)."""
-    from sdsl.core.acceptance import Acceptance
-    from sdsl.core.plan import plan_speculation
+    from sdsl.acceptance import Acceptance
+    from sdsl.plan.plan import plan_speculation
 
     out = json.loads(CliRunner().invoke(cli, ["optimize", "--target", "llama-3.1-8b", "--proposer", "eagle", "--alpha",
                                               "0.7", "--max-batch", "64", "--gamma-max", "8", "--engine", "vllm:2025-07",

@@ -68,8 +68,8 @@ def test_validate_published_json():
 
 
 def test_tree_from_a_chain_measurement_uses_the_tree_model():
-    from sdsl.core.acceptance import Acceptance, group_decay
-    from sdsl.core.trees import TokenTree, tree_matrices
+    from sdsl.acceptance import Acceptance, group_decay
+    from sdsl.acceptance.trees import TokenTree, tree_matrices
 
     out = json.loads(run(["predict", "--target", "llama-3.1-8b", "--proposer", "eagle3", "--gamma", "4", "--tree",
                           "8,8,64", "--accepted-length", "3.1", "--json"]).output)
@@ -93,8 +93,8 @@ def test_optimize_trees_and_sglang_tree_export():
 
 
 def test_predict_draft_json_keeps_its_keys_and_numbers():
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.throughput import predict
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.speculation.throughput import predict
 
     out = json.loads(run(["predict", "--target", "llama-3.1-70b", "--draft", "llama-3.2-1b", "--gamma", "4", "--tp", "4",
                           "--alpha", "0.6", "--json"]).output)
@@ -116,7 +116,7 @@ def test_validate_published_figure(tmp_path):
 
 def test_predict_with_the_rows_engine_is_the_validation_code_path():
     """The SGLang EAGLE-3 row (PR #4247) priced by `predict --engine sglang:2025-03` equals its shipped row."""
-    from sdsl.experiments.published_validation import validate_published
+    from sdsl.validation.published_validation import validate_published
 
     row = next(r for r in validate_published()["rows"] if r["file"] == "speculative" and r["row"] == 26)
     assert row["profile"] == "sglang-2025-01"

@@ -98,7 +98,7 @@ def test_torchrun_two_gloo_ranks_profile_and_calibrate(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     ops = pd.read_csv(f"{out}.csv")
     assert set(ops["tp"]) == {2} and len(ops) == 4 * 4  # four GEMMs x the quick grid's four num_tokens
-    from sdsl.core.architecture import get_model
+    from sdsl.catalog.models import get_model
 
     shards = get_model("llama-68m").linear_layers(2)  # each rank's half of every weight
     for op, g in ops.groupby("op"):

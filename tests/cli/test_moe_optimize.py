@@ -10,14 +10,14 @@ import pytest
 from click.testing import CliRunner
 
 from sdsl.cli import cli as main
-from sdsl.core.acceptance import Acceptance
-from sdsl.core.config_table import ROW_KEYS
-from sdsl.core.cost_drivers import PARTS, cost_driver, step_parts
-from sdsl.core.deployment import Deployment
-from sdsl.core.engine import IDEAL
-from sdsl.core.moe import expected_distinct_experts
-from sdsl.core.plan import plan_speculation
-from sdsl.core.speculation import price_step
+from sdsl.acceptance import Acceptance
+from sdsl.plan.config_table import ROW_KEYS
+from sdsl.plan.cost_drivers import PARTS, cost_driver, step_parts
+from sdsl.roofline.deployment import Deployment
+from sdsl.engine.profiles import IDEAL
+from sdsl.catalog.moe import expected_distinct_experts
+from sdsl.plan.plan import plan_speculation
+from sdsl.speculation.step import price_step
 
 H100 = Deployment("h100-sxm", context=1024, engine="ideal")  # the roofline alone
 #: the roofline plus 4 ms of host time per speculative step (an engine profile's S; plain steps uncharged)

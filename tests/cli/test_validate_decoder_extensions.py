@@ -11,8 +11,8 @@ pytest.importorskip("torch")
 
 @pytest.fixture()
 def fake_runs(monkeypatch):
-    import sdsl.experiments.decoder_heads as heads
-    import sdsl.experiments.decoder_synthetic as synthetic
+    import sdsl.validation.decoder.heads as heads
+    import sdsl.validation.decoder.synthetic as synthetic
 
     best = {"proposer": "head", "tree": "3x1x1", "speedup": 2.0, "tau": 3.1, "per_position": [0.8, 0.6]}
     monkeypatch.setattr(heads, "head_tree_validation", lambda **kw: {

@@ -32,7 +32,7 @@ def _script(repo_root):
 
 
 def _spec():
-    from sdsl.experiments.decoder_validation import model_spec
+    from sdsl.validation.decoder.validation import model_spec
     from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
 
     if not list_checkpoints(CHECKPOINT_DIR):
@@ -74,9 +74,9 @@ def test_residency_curves_from_the_two_benchmarks(repo_root):
 
 
 def test_forward_extra_terms_arithmetic():
-    from sdsl.core.architecture import ModelSpec
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.latency import LatencyParams
+    from sdsl.catalog.models import ModelSpec
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.roofline.latency import LatencyParams
     from research.forward_forms import FormParams, form_extra_s, gemm_weight_bytes, residency_miss
 
     spec = ModelSpec(name="t", family="test", n_layer=3, d_model=128, n_head=4, n_kv_head=2, d_ff=320, vocab_size=256, tied_embeddings=True)
@@ -111,7 +111,7 @@ def test_committed_forward_repricing_recomputes(repo_root):
 
 def test_one_heldout_forward_fit_refits(repo_root):
     """The stored fit of (byte-d288, byte-d64) is what a refit without their rows gives."""
-    from sdsl.experiments.decoder_pricing import heldout_inputs, measured_dram_ratio
+    from sdsl.validation.decoder.pricing import heldout_inputs, measured_dram_ratio
     from research.forward_forms import heldout_form
 
     res, spec = _load(repo_root, RESULT), _spec()
@@ -164,8 +164,8 @@ def test_forward_terms_evidence_numbers(repo_root):
     byte-d288's batch-8 ratio, and the loaded/idle forward comparison."""
     import pandas as pd
 
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.latency import step_time_s
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.roofline.latency import step_time_s
     from research.forward_forms import FormParams, form_extra_s
 
     rows = {(r["model"], r["batch"], r["q"]): r for r in _load(repo_root, "benchmarks/results/forward_split.json")["rows"]}
@@ -309,7 +309,7 @@ def test_idle_residency_repricing_pinned_and_not_adopted(repo_root):
     VALIDATION.md "Idle residency": the forward variant with the idle curve meets both goals on the 72 rows
     (8.3% / +1.7%; per pass 8.1% / +1.3% and 7.6% / +1.7%), but byte-d192 at batch 1 gets worse than `switch`
     (+18.3% vs +12.7%) and batch 1's median signed error is +4.5%: reported, the default stays `switch`."""
-    from sdsl.experiments.decoder_pricing import DEFAULT_MODEL
+    from sdsl.validation.decoder.pricing import DEFAULT_MODEL
 
     v = _load(repo_root, IDLE)["variants"]
     expected = {"forward": (0.0828, 0.0167, 0.0613, 0.0446, 0.0891, -0.0122, 0.1831, 0.1831, 0.0442, -0.0309, 0.0917, -0.0891, 0.0809, 0.0809),

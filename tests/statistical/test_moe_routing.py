@@ -10,7 +10,7 @@ wherever a token's k picks collide often enough: k = 8, or 8 experts).
 import numpy as np
 import pytest
 
-from sdsl.core.moe import expected_distinct_experts
+from sdsl.catalog.moe import expected_distinct_experts
 
 N_MAX = 4096
 TRIALS = {8: 20_000, 64: 4_000, 128: 2_000, 256: 1_000}

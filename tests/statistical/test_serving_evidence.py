@@ -3,7 +3,7 @@
 Deterministic runs that take seconds (analytic speedups, the linear fits, the closed-loop table,
 the headline trace at QPS 1) are recomputed in full and pinned at 1e-3 relative; the long trace
 sweeps are recomputed as reduced seeded runs that check the stated claims at tolerances a wrong
-controller would fail. The full tables: ``python -m sdsl.experiments.serving_evidence``.
+controller would fail. The full tables: ``python -m sdsl.validation.serving_evidence``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from sdsl.experiments import serving_evidence as ev
+from sdsl.validation import serving_evidence as ev
 
 FIXED = ["k=1", "k=3", "k=5", "k=7"]
 

@@ -64,7 +64,7 @@ def test_requests_stop_on_time_within_the_memory_budget(policy):
 def test_tokens_per_step_match_tau(alpha, k):
     """Tokens per decode step, counted before the output-length cut, average τ(α, k) = (1 − α^{k+1})/(1 − α)
     (Leviathan et al. Eq. 1) within 4 standard errors, and vary between requests as independent steps do."""
-    from sdsl.core.acceptance import tau
+    from sdsl.acceptance import tau
 
     n = 200
     w = Workload(np.linspace(0.0, 20.0, n), np.full(n, 64), np.full(n, 600), np.full(n, alpha))
@@ -222,7 +222,7 @@ def test_conv_trace_replay():
 
 
 def test_serving_k_table_covers_batches():
-    pytest.importorskip("sdsl.core.latency")
+    pytest.importorskip("sdsl.roofline.latency")
     table = serving_k_table("llama-2-7b", "llama-160m", "h100-sxm", alpha=0.7, max_batch=64)
     assert table[0]["batch_min"] == 1 and table[-1]["batch_max"] == 64
     for a, b in zip(table, table[1:]):

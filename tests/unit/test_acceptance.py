@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sdsl.core.acceptance import (
+from sdsl.acceptance import (
     alpha_from_accept_histogram, alpha_from_mean_accepted, alpha_from_spec_bench, alpha_from_tau, alpha_from_vllm,
     positional_acceptance, tau, tau_from_conditional,
 )

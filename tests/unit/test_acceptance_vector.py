@@ -3,9 +3,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sdsl.core.acceptance import tau
-from sdsl.core.acceptance import decay_tau, solve_decay
-from sdsl.core.acceptance import (Acceptance, accepted_length_with_bonus, conditional_from_marginal,
+from sdsl.acceptance import tau
+from sdsl.acceptance import decay_tau, solve_decay
+from sdsl.acceptance import (Acceptance, accepted_length_with_bonus, conditional_from_marginal,
                                          marginal_from_conditional)
 from sdsl.errors import InvalidInputError
 
@@ -130,7 +130,7 @@ def test_conditional_from_marginal_zero_tail():
 
 
 def test_grid_prices_a_vector_with_its_own_tau_at_every_gamma():
-    from sdsl.core.search import evaluate_grid
+    from sdsl.plan.search import evaluate_grid
 
     acc = Acceptance.from_accepted_length(3.1, 4)
     grid = evaluate_grid("llama-3.1-8b", "h100-sxm", drafts=["llama-3.2-1b"], gammas=range(0, 9), batch=[1, 8],

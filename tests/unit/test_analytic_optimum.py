@@ -5,9 +5,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sdsl.errors import InvalidInputError
-from sdsl.core.analytic_optimum import (best_integer_gamma, best_speedup, fit_draft_law, gamma_star, lambert_w_minus1,
+from sdsl.speculation.optimum import (best_integer_gamma, best_speedup, fit_draft_law, gamma_star, lambert_w_minus1,
                            lambert_w_minus1_from_log, optimal_draft_size)
-from sdsl.core.throughput import speedup
+from sdsl.speculation.throughput import speedup
 
 
 def test_lambert_w_against_mpmath():
@@ -143,7 +143,7 @@ def test_draft_size_grows_with_target_and_is_interior():
     np.testing.assert_allclose(s, [2.569941, 2.817146], rtol=1e-3)
     np.testing.assert_allclose(g, gamma_star(a, n / np.array([1e10, 1e11])), rtol=1e-12)
     # a maximum: S* at N* beats S* at N* × 1.05 and N* / 1.05 (same α source, the plane)
-    from sdsl.core.scaling import acceptance_from_sizes
+    from sdsl.acceptance.plane import acceptance_from_sizes
 
     for f in (1.05, 1 / 1.05):
         nn = n * f

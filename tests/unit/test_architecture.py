@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sdsl.core.architecture import ModelSpec, dtype_bytes, get_model, list_models
+from sdsl.catalog.models import ModelSpec, dtype_bytes, get_model, list_models
 from sdsl.errors import ConfigError, InvalidInputError, SDSLError, UnknownNameError
 
 MODELS = list_models()

@@ -14,8 +14,8 @@ import pytest
 
 from sdsl.fit.calibration import CalibrationResult, calibrate_profiles, fit_latency, load_latency_params
 from sdsl.errors import ConfigError, ProfileError
-from sdsl.core.hardware import get_hardware
-from sdsl.core.latency import LatencyParams, gemm_flops_bytes, op_time
+from sdsl.catalog.hardware import get_hardware
+from sdsl.roofline.latency import LatencyParams, gemm_flops_bytes, op_time
 
 VIDUR = data_path("vidur")
 
@@ -124,10 +124,10 @@ def test_layer_rows_predicted_and_fitted(tmp_path):
     """Decoder-layer steps are priced with step_time's own formula; fit_layers fits them too."""
     from dataclasses import replace as dc_replace
 
-    from sdsl.core.architecture import get_model
-    from sdsl.core.deployment import Deployment
+    from sdsl.catalog.models import get_model
+    from sdsl.roofline.deployment import Deployment
     from sdsl.fit.calibration import predict_layer_times
-    from sdsl.core.latency import step_time
+    from sdsl.roofline.latency import step_time
 
     hw = get_hardware("h100-sxm")
     spec = get_model("llama-3.1-8b")
@@ -146,8 +146,8 @@ def test_layer_rows_predicted_and_fitted(tmp_path):
 
 def test_layer_rows_fit_t_layer_within_1pct():
     """With decoder-layer rows the fixed per-layer cost t_layer is fitted (only layer rows see it)."""
-    from sdsl.core.architecture import get_model
-    from sdsl.core.deployment import Deployment
+    from sdsl.catalog.models import get_model
+    from sdsl.roofline.deployment import Deployment
     from sdsl.fit.calibration import predict_layer_times
 
     hw = get_hardware("cpu")

@@ -1,4 +1,4 @@
-"""Default acceptance from the published catalog (sdsl.core.acceptance.catalog_rules), the decay ratio per proposer
+"""Default acceptance from the published catalog (sdsl.acceptance.rules), the decay ratio per proposer
 group and the draft-score tree model: the shipped constants are recomputed from the catalog, and the rules are
 checked on cases a wrong rule fails."""
 
@@ -8,12 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sdsl
-from sdsl.core.acceptance import GROUP_DECAY, Acceptance, decay_group, resolve_acceptance, sdsl_plane_rule
-from sdsl.core.acceptance.catalog_rules import (KIND_METHODS, TIERS, USER_WORKLOADS, estimate, estimate_for_proposer,
+from sdsl.acceptance import GROUP_DECAY, Acceptance, decay_group
+from sdsl.speculation.resolve import resolve_acceptance, sdsl_plane_rule
+from sdsl.acceptance.rules import (KIND_METHODS, TIERS, USER_WORKLOADS, estimate, estimate_for_proposer,
                                                 predict_row, row_fit, row_is_evidence, row_tau, target_family,
                                                 target_key)
-from sdsl.core.acceptance_catalog import catalog_rows, chain_tree_pairs
-from sdsl.core.trees import (DEFAULT_DRAFT_TEMPERATURE, TokenTree, draft_scores, sglang_tree_tau, sglang_tree_tau_stack,
+from sdsl.acceptance.catalog import catalog_rows, chain_tree_pairs
+from sdsl.acceptance.trees import (DEFAULT_DRAFT_TEMPERATURE, TokenTree, draft_scores, sglang_tree_tau, sglang_tree_tau_stack,
                              tree_matrices)
 from sdsl.errors import UnknownNameError
 

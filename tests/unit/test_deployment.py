@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import sdsl
-from sdsl.core.deployment import Deployment
-from sdsl.core.latency import DEFAULT_PARAMS, default_params, memory_per_gpu, step_time, step_time_s
+from sdsl.roofline.deployment import Deployment
+from sdsl.roofline.latency import DEFAULT_PARAMS, default_params, memory_per_gpu, step_time, step_time_s
 from sdsl.errors import ConfigError, InvalidInputError, UnknownNameError
 
 
@@ -86,7 +86,7 @@ def test_everything_after_models_and_deployment_is_keyword_only():
 
 
 def test_serving_builders_are_keyword_only():
-    from sdsl.core.families import draft_size_sweep
+    from sdsl.plan.families import draft_size_sweep
     from sdsl.serving import BatchStepModel, ServingSystem, memory_budget, roofline_step_fn, serving_k_table
 
     with pytest.raises(TypeError):

@@ -1,4 +1,4 @@
-"""The engine execution model (sdsl.core.engine, docs/model.md §3.9): each term's form, checked against hand
+"""The engine execution model (sdsl.engine.profiles, docs/model.md §3.9): each term's form, checked against hand
 arithmetic on price_step's own GPU parts (relative checks: nothing here depends on the shipped latency values), the
 profile selection, the catalog's provenance, and that every output names its profile."""
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import sdsl
-from sdsl.core.deployment import Deployment
-from sdsl.core.engine import (IDEAL, EngineProfile, forward_kernels, engine_profiles, padded_batch, resolve_engine)
-from sdsl.core.latency import padded_step_time, step_time
+from sdsl.roofline.deployment import Deployment
+from sdsl.engine.profiles import (IDEAL, EngineProfile, forward_kernels, engine_profiles, padded_batch, resolve_engine)
+from sdsl.roofline.latency import padded_step_time, step_time
 from sdsl.errors import ConfigError, InvalidInputError, UnknownNameError
 
 TARGET = "llama-3.1-8b"
@@ -192,8 +192,8 @@ def test_the_counts_the_documents_quote():
     assert forward_kernels("hf", 40) == 1709  # the EAGLE repository's Llama-2-13B baseline
     assert forward_kernels("gpt-fast", 32) == 1559  # the blog's eager Llama-2-7B: 1559 x 5 us = 7.8 ms
     assert (1 / 25.5 - 0.009816) / 1559 == pytest.approx(18.9e-6, abs=0.05e-6)  # what would fit that row
-    from sdsl.core.engine import proposer_kernels
-    from sdsl.core.proposers import make_proposer
+    from sdsl.engine.profiles import proposer_kernels
+    from sdsl.speculation.proposers import make_proposer
 
     target = sdsl.get_model("llama-3.1-8b")
     draft, extend = proposer_kernels(make_proposer("eagle3"), target, "fused")
@@ -207,7 +207,7 @@ def test_the_counts_the_documents_quote():
 def test_custom_allreduce_one_shot_two_shot_and_nccl_above_the_kernel_size():
     """One-shot a + (t-1)M/(eta B) below the one-shot limit, two-shot 2a + 2(t-1)/t M/(eta B) above it, NCCL from the
     kernel's largest size (vLLM's rule: one-stage below 512 KiB at tp <= 4, 256 KiB at tp <= 8; 8 MiB to NCCL)."""
-    from sdsl.core.engine import allreduce_latencies, custom_allreduce_time
+    from sdsl.engine.profiles import allreduce_latencies, custom_allreduce_time
 
     vllm = resolve_engine("vllm-2025-07")
     a, bw, eta = vllm.allreduce_latency_s, 450e9, 0.75
@@ -225,7 +225,7 @@ def test_custom_allreduce_one_shot_two_shot_and_nccl_above_the_kernel_size():
 
 
 def test_the_engine_all_reduce_prices_tp_steps_and_leaves_tp1_alone():
-    from sdsl.core.latency import step_time
+    from sdsl.roofline.latency import step_time
 
     ideal = Deployment("a100-80gb", tp=8, engine="ideal")
     fast = ideal.replace(engine="gpt-fast")
@@ -245,8 +245,8 @@ def test_the_engine_all_reduce_prices_tp_steps_and_leaves_tp1_alone():
                                           (None, {"gamma": 0})])
 def test_a_changed_all_reduce_latency_is_the_repriced_step(proposer, kw):
     """The fits move a through the step's counted latencies (StepPieces.allreduce_step): exact against repricing."""
-    from sdsl.core.engine import host_seconds
-    from sdsl.core.speculation import price_step
+    from sdsl.engine.profiles import host_seconds
+    from sdsl.speculation.step import price_step
 
     trt = resolve_engine("trtllm-2025-06")
     dep = Deployment("h200", tp=8, engine=trt)

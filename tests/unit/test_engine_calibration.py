@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import sdsl
 from sdsl.cli import cli
-from sdsl.core.engine import resolve_engine
+from sdsl.engine.profiles import resolve_engine
 from sdsl.errors import ConfigError, InvalidInputError
 from sdsl.fit.engine_calibration import calibrate_engine, read_runs
 

@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from sdsl.core.export import export_config
+from sdsl.plan.export import export_config
 from sdsl.errors import InvalidInputError, UnknownNameError
 
 TABLE = [{"batch_min": 1, "batch_max": 4, "k": 4}, {"batch_min": 5, "batch_max": 8, "k": 2},

@@ -1,4 +1,4 @@
-"""Continuous draft family and the hardware-aware optimal draft size (sdsl.core.families)."""
+"""Continuous draft family and the hardware-aware optimal draft size (sdsl.plan.families)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from sdsl.errors import InvalidInputError
-from sdsl.core.families import best_drafts, draft_size_sweep, llama_family
+from sdsl.plan.families import best_drafts, draft_size_sweep, llama_family
 
 
 def test_family_sizes_increase_and_shapes_are_llama_like():

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from sdsl.cli import cli
 from sdsl.errors import InvalidInputError
-from sdsl.experiments.figures import FIGURES, get_figure, make_figures
+from sdsl.validation.figures import FIGURES, get_figure, make_figures
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -30,7 +30,7 @@ def test_registry_entries_are_well_formed():
 
 
 def test_import_does_not_pull_matplotlib():
-    code = "import sdsl.experiments.figures, sys; print('matplotlib' in sys.modules)"
+    code = "import sdsl.validation.figures, sys; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -1,4 +1,4 @@
-"""sdsl.core.finish: steps to emit n tokens per sequence (overshoot and the batch tail)."""
+"""sdsl.speculation.finish: steps to emit n tokens per sequence (overshoot and the batch tail)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sdsl.core.acceptance import tau
-from sdsl.core.finish import effective_tau, steps_to_finish
+from sdsl.acceptance import tau
+from sdsl.speculation.finish import effective_tau, steps_to_finish
 from sdsl.errors import InvalidInputError
 
 

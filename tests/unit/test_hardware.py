@@ -5,7 +5,7 @@ import json
 import pytest
 
 from sdsl.errors import ConfigError, InvalidInputError, SDSLError, UnknownNameError
-from sdsl.core.hardware import Hardware, get_hardware, list_hardware, load_hardware_file
+from sdsl.catalog.hardware import Hardware, get_hardware, list_hardware, load_hardware_file
 
 REQUIRED = ["h100-sxm", "h100-pcie", "h200", "a100-40gb", "a100-80gb", "l40s", "a10g", "rtx-4090", "mi300x", "cpu"]
 

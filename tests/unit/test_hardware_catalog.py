@@ -2,7 +2,7 @@
 
 import pytest
 
-from sdsl.core.hardware import ARCHITECTURES, get_hardware, list_hardware, load_hardware_file
+from sdsl.catalog.hardware import ARCHITECTURES, get_hardware, list_hardware, load_hardware_file
 from sdsl.errors import ConfigError
 
 ISSUE_13 = ["a40", "l4", "l40s", "a10", "rtx-3090", "rtx-4090", "rtx-6000-ada", "h100-nvl", "h100-pcie",

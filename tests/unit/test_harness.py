@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 torch = pytest.importorskip("torch")
 
-from sdsl.core.architecture import ModelSpec  # noqa: E402
+from sdsl.catalog.models import ModelSpec  # noqa: E402
 from sdsl.cli import cli  # noqa: E402
 from sdsl.torch.harness import quick_grid, run_profile  # noqa: E402
 from sdsl.fit.profiles import GEMM_OPS, KEY_COLUMNS, read_profile  # noqa: E402

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from sdsl.core.architecture import get_model
-from sdsl.core.deployment import Deployment
-from sdsl.core.hardware import get_hardware
-from sdsl.core.latency import kv_cache_bytes_per_gpu, memory_per_gpu, step_time
+from sdsl.catalog.models import get_model
+from sdsl.roofline.deployment import Deployment
+from sdsl.catalog.hardware import get_hardware
+from sdsl.roofline.latency import kv_cache_bytes_per_gpu, memory_per_gpu, step_time
 
 H100 = get_hardware("h100-sxm")
 
@@ -55,7 +55,7 @@ def test_serving_kv_budget_is_per_gpu():
     """The serving simulator's KV budget (memory_budget) uses the per-GPU KV the step time reads: equal to the old
     all-GPU count where KV heads divide TP and there is no draft; MLA's latent and too few KV heads stay whole on
     every GPU; local-attention layers hold only their window; a TP-1 draft binds the GPU it lives on."""
-    from sdsl.core.latency import weight_bytes_per_gpu
+    from sdsl.roofline.latency import weight_bytes_per_gpu
     from sdsl.serving.step_model import memory_budget
 
     dep = Deployment(H100, tp=4, context=1024)

@@ -5,11 +5,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sdsl.core.architecture import get_model
-from sdsl.core.deployment import Deployment
+from sdsl.catalog.models import get_model
+from sdsl.roofline.deployment import Deployment
 from sdsl.errors import ConfigError, InvalidInputError
-from sdsl.core.hardware import get_hardware
-from sdsl.core.latency import (DEFAULT_PARAMS, LatencyParams, ModelShapes, default_params, memory_per_gpu, op_time,
+from sdsl.catalog.hardware import get_hardware
+from sdsl.roofline.latency import (DEFAULT_PARAMS, LatencyParams, ModelShapes, default_params, memory_per_gpu, op_time,
                           smooth_max, step_time, step_time_s)
 
 H100 = get_hardware("h100-sxm")

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sdsl.core.architecture import get_model
-from sdsl.core.deployment import Deployment
-from sdsl.core.hardware import get_hardware
-from sdsl.core.latency import (DEFAULT_PARAMS, LatencyParams, allreduce_time, compute_peak, default_params, elementwise_time,
+from sdsl.catalog.models import get_model
+from sdsl.roofline.deployment import Deployment
+from sdsl.catalog.hardware import get_hardware
+from sdsl.roofline.latency import (DEFAULT_PARAMS, LatencyParams, allreduce_time, compute_peak, default_params, elementwise_time,
                                gemm_flops_bytes, memory_per_gpu, memory_with_draft_per_gpu, padded_tokens,
                                prefill_time_s, smooth_max, step_time)
 
@@ -94,7 +94,7 @@ def test_non_gated_activation_priced_as_a_native_kernel():
     """A gated activation is the fused one-block-per-token kind ``act``; GELU (phi-2, OPT, Pythia) a flat
     native kernel priced with the ``add`` kind's terms (VALIDATION.md): changing eta_act moves only the
     gated model, changing eta_add moves both."""
-    from sdsl.core.latency import ModelShapes, layer_elementwise_time
+    from sdsl.roofline.latency import ModelShapes, layer_elementwise_time
 
     p = default_params("h100-sxm")
     shapes = ModelShapes.of([get_model("phi-2"), get_model("llama-2-7b")])

@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from sdsl.core.architecture import ModelSpec, get_model
+from sdsl.catalog.models import ModelSpec, get_model
 from sdsl.fit.calibration import CalibrationResult, fit_latency, load_latency_params, predict_step_times
 from sdsl.errors import ProfileError
-from sdsl.core.hardware import get_hardware
-from sdsl.core.deployment import Deployment
-from sdsl.core.latency import LatencyParams, gemm_flops_bytes, op_time, step_time
-from sdsl.experiments.forward_holdout import forwards_leave_one_model_out as leave_one_model_out
+from sdsl.catalog.hardware import get_hardware
+from sdsl.roofline.deployment import Deployment
+from sdsl.roofline.latency import LatencyParams, gemm_flops_bytes, op_time, step_time
+from sdsl.validation.forward_holdout import forwards_leave_one_model_out as leave_one_model_out
 from sdsl.fit.model_steps import read_model_steps
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""sdsl.core.model_switch: the draft's re-read after the target, its ratio from the committed bandwidth sweep,
+"""sdsl.roofline.model_switch: the draft's re-read after the target, its ratio from the committed bandwidth sweep,
 and the term held against the committed switch-cost benchmark (benchmarks/results/model_switch.json)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from sdsl.core.architecture import get_model
-from sdsl.core.deployment import Deployment
-from sdsl.core.model_switch import dram_ratio, switch_time_s
+from sdsl.catalog.models import get_model
+from sdsl.roofline.deployment import Deployment
+from sdsl.roofline.model_switch import dram_ratio, switch_time_s
 from sdsl.errors import InvalidInputError
 
 MIB = 2**20
@@ -44,7 +44,7 @@ def test_switch_time_is_the_draft_bytes_reread_at_dram_rate():
 
 
 def test_committed_bandwidth_sweep_ratio(repo_root):
-    from sdsl.experiments.decoder_pricing import measured_dram_ratio
+    from sdsl.validation.decoder.pricing import measured_dram_ratio
 
     import pandas as pd
 
@@ -63,8 +63,8 @@ def test_switch_term_against_the_measured_switch_cost(repo_root):
     (the term misses a fixed part, visible for the 0.4 MB byte-d64); without the term the error is −100%;
     the target after the draft costs what it costs back to back (median +0.08 ms)."""
     pytest.importorskip("torch")
-    from sdsl.experiments.decoder_pricing import measured_dram_ratio
-    from sdsl.experiments.decoder_validation import calibrated_params, model_spec
+    from sdsl.validation.decoder.pricing import measured_dram_ratio
+    from sdsl.validation.decoder.validation import calibrated_params, model_spec
     from sdsl.torch.checkpoint import CHECKPOINT_DIR, list_checkpoints, load_checkpoint
 
     bench = json.loads((repo_root / "benchmarks" / "results" / "model_switch.json").read_text())

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from sdsl.core.architecture import ModelSpec, get_model, list_models
-from sdsl.core.hf_config import SUPPORTED_MODEL_TYPES
+from sdsl.catalog.models import ModelSpec, get_model, list_models
+from sdsl.catalog.hf_config import SUPPORTED_MODEL_TYPES
 from sdsl.errors import ConfigError, InvalidInputError
 
 NEW = ("qwen3-0.6b qwen3-1.7b qwen3-4b qwen3-8b qwen3-14b qwen3-32b qwen3-30b-a3b qwen3-235b-a22b deepseek-v3 "
@@ -209,7 +209,7 @@ def test_gemma3_text_config():
     text = {"model_type": "gemma3_text", "hidden_size": 2560, "num_hidden_layers": 34, "num_attention_heads": 8,
             "num_key_value_heads": 4, "head_dim": 256, "intermediate_size": 10240, "vocab_size": 262208,
             "max_position_embeddings": 131072, "sliding_window": 1024, "sliding_window_pattern": 6}
-    from sdsl.core.hf_config import spec_fields_from_hf
+    from sdsl.catalog.hf_config import spec_fields_from_hf
 
     for cfg in (text, {"model_type": "gemma3", "text_config": text, "vision_config": {}}):
         s = ModelSpec(**spec_fields_from_hf(cfg, "gemma-3-4b/config.json", "gemma-3-4b"))
@@ -218,7 +218,7 @@ def test_gemma3_text_config():
 
 
 def test_every_listed_model_type_has_a_reader():
-    from sdsl.core.hf_config import _FAMILY_FIELDS
+    from sdsl.catalog.hf_config import _FAMILY_FIELDS
 
     assert set(SUPPORTED_MODEL_TYPES) == set(_FAMILY_FIELDS)
     for mt in ("qwen3", "qwen3_moe", "deepseek_v3", "gpt_oss", "llama4", "mixtral", "glm4_moe", "gemma3"):

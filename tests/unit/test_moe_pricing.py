@@ -8,14 +8,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from sdsl.core.architecture import get_model
-from sdsl.core.deployment import Deployment
-from sdsl.core.hardware import get_hardware, list_hardware
-from sdsl.core.kernels import allreduce_time_with
-from sdsl.core.latency import (DEFAULT_PARAMS, LatencyParams, ModelShapes, all_to_all_time, expert_reads,
+from sdsl.catalog.models import get_model
+from sdsl.roofline.deployment import Deployment
+from sdsl.catalog.hardware import get_hardware, list_hardware
+from sdsl.roofline.kernels import allreduce_time_with
+from sdsl.roofline.latency import (DEFAULT_PARAMS, LatencyParams, ModelShapes, all_to_all_time, expert_reads,
                                kv_cache_bytes_per_gpu, memory_per_gpu, step_time, weight_bytes_per_gpu)
-from sdsl.core.moe import expected_distinct_experts, selection_probabilities
-from sdsl.core.weight_formats import WEIGHT_FORMATS, gemm_peak, get_weight_format
+from sdsl.catalog.moe import expected_distinct_experts, selection_probabilities
+from sdsl.roofline.weight_formats import WEIGHT_FORMATS, gemm_peak, get_weight_format
 from sdsl.errors import InvalidInputError
 
 H100, H200, B200 = (get_hardware(n) for n in ("h100-sxm", "h200", "b200"))
@@ -43,7 +43,7 @@ def test_step_time_reports_the_distinct_experts_it_priced():
 
 @pytest.mark.parametrize("params", [DEFAULT_PARAMS, TILED])
 def test_expert_weight_bytes_are_distinct_experts_times_expert_bytes(params):
-    from sdsl.core.step_ops import layer_ops as _layer_ops, precision_of as _precision
+    from sdsl.roofline.step_ops import layer_ops as _layer_ops, precision_of as _precision
 
     m = get_model("qwen3-30b-a3b")
     d = dep(tp=2, params=params)
@@ -222,7 +222,7 @@ def test_mismatched_expert_parallel_shapes_are_refused():
 def test_mtp_on_deepseek_v3_is_its_own_moe_mla_layer():
     # DeepSeek-V3 §2.2: one MTP module = M_k (2d -> d) + one Transformer block, embedding and head shared;
     # the checkpoint's MTP block is an MoE layer with MLA attention
-    from sdsl.core.proposers import EagleHead, MTPLayers
+    from sdsl.speculation.proposers import EagleHead, MTPLayers
 
     target = get_model("deepseek-v3")
     head = MTPLayers().head_spec(target)
@@ -236,7 +236,7 @@ def test_mtp_on_deepseek_v3_is_its_own_moe_mla_layer():
     assert np.all(mtp > dense_stand_in)  # a dense stand-in misses the expert reads and MLA's extra GEMMs
     st = step_time(MTPLayers().shapes(target, 8), d, batch=b, q=1, context=2048)
     np.testing.assert_allclose(st.distinct_experts, expected_distinct_experts(256, 8, b), rtol=1e-12)
-    from sdsl.core.head_catalog import dense_head_spec
+    from sdsl.catalog.heads import dense_head_spec
 
     dense = get_model("llama-3.1-8b")  # on a dense target the MTP block keeps EAGLE-1's shape
     assert MTPLayers().head_spec(dense) == dense_head_spec(dense, 1, dense.vocab_size, "mtp")

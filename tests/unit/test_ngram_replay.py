@@ -1,4 +1,4 @@
-"""Prompt-lookup replay (sdsl.core.ngram_replay): vLLM's matching rule, a hand-computed replay, and the
+"""Prompt-lookup replay (sdsl.acceptance.ngram): vLLM's matching rule, a hand-computed replay, and the
 `sdsl acceptance --ngram` command on the JSONL shipped with sdsl."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from sdsl._paths import data_path
-from sdsl.core.acceptance import Acceptance
-from sdsl.core.ngram_replay import (accepted_runs, draft_starts, prompt_lookup_acceptance, read_pairs,
+from sdsl.acceptance import Acceptance
+from sdsl.acceptance.ngram import (accepted_runs, draft_starts, prompt_lookup_acceptance, read_pairs,
                                     replay_sequence)
 from sdsl.errors import ConfigError, InvalidInputError
 

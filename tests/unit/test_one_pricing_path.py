@@ -62,7 +62,7 @@ def test_one_batch_to_k_table_for_the_export_the_simulator_and_the_cli():
     assert serving_k_table(TARGET, DRAFT, DEP, alpha=ALPHA, max_batch=64, max_k=7) == table
     sm = BatchStepModel.from_catalog(TARGET, DRAFT, DEP, max_batch=64, max_k=7, max_context=1024)
     ks = best_k_by_batch(sm, ALPHA, context=float(DEP.context))[0]
-    assert sdsl.core.ranking.k_ranges(ks, np.arange(1, 65)) == table  # the simulator's own table, same choice
+    assert sdsl.plan.ranking.k_ranges(ks, np.arange(1, 65)) == table  # the simulator's own table, same choice
     out = json.loads(CliRunner().invoke(cli, ["optimize", "--target", TARGET, "--drafts", DRAFT, "--alpha", str(ALPHA),
                                               "--context", "512", "--gamma-max", "7", "--max-batch", "64", "--serving",
                                               "--export", "vllm", "--json"]).output)
@@ -87,9 +87,9 @@ def test_cli_predict_and_optimize_rows_are_the_step():
 
 def test_decoder_validation_headline_is_the_shared_step():
     """``pred_speedup`` of a decoder row is price_step's speedup (the same numbers `sdsl predict` would give)."""
-    from sdsl.core.hardware import get_hardware
-    from sdsl.core.latency import default_params
-    from sdsl.experiments.decoder_pricing import MODELS, priced_speedup, shared_step
+    from sdsl.catalog.hardware import get_hardware
+    from sdsl.roofline.latency import default_params
+    from sdsl.validation.decoder.pricing import MODELS, priced_speedup, shared_step
 
     target, draft, hw = sdsl.get_model("llama-160m"), sdsl.get_model("llama-68m"), get_hardware("cpu")
     args = dict(overhead=4e-4, overhead_plain=2e-4, max_new=64, dram_ratio=3.2)
@@ -113,18 +113,22 @@ def _frames_in(frame, package: str) -> bool:
     return False
 
 
-def test_optimize_trace_stays_in_the_core_once_it_leaves_the_cli():
+MODEL_ROOMS = ("catalog", "engine", "roofline", "acceptance", "speculation", "plan")
+
+
+def test_optimize_trace_stays_in_the_model_once_it_leaves_the_cli():
     """Record every Python call while `sdsl optimize --proposer ... --trees --export` runs: no function of sdsl/cli
-    is ever called from inside sdsl/core (the ranking, the acceptance and the tree τ are the core's)."""
+    is ever called from inside the numpy model (the ranking, the acceptance and the tree τ are the model's)."""
     climbs, core_entries = [], set()
 
     def profile(frame, event, arg):
         if event != "call":
             return
         name = frame.f_code.co_filename.replace("\\", "/")
-        if "/sdsl/cli/" in name and _frames_in(frame.f_back, "/core/"):
+        if "/sdsl/cli/" in name and any(_frames_in(frame.f_back, f"/{room}/") for room in MODEL_ROOMS):
             climbs.append(f"{frame.f_code.co_name} ({name})")
-        elif "/sdsl/core/" in name and frame.f_back is not None and "/sdsl/cli/" in frame.f_back.f_code.co_filename:
+        elif any(f"/sdsl/{room}/" in name for room in MODEL_ROOMS) and frame.f_back is not None \
+                and "/sdsl/cli/" in frame.f_back.f_code.co_filename:
             core_entries.add(f"{name.split('/sdsl/')[1]}:{frame.f_code.co_name}")
 
     args = ["optimize", "--target", "llama-3.1-8b", "--proposer", "eagle3", "--drafts", "llama-3.2-1b", "--alpha", "0.7",
@@ -136,5 +140,5 @@ def test_optimize_trace_stays_in_the_core_once_it_leaves_the_cli():
         sys.setprofile(None)
     assert res.exit_code == 0, res.output
     assert climbs == []
-    assert "core/plan.py:plan_speculation" in core_entries
+    assert "plan/plan.py:plan_speculation" in core_entries
     assert not any("ranking.py" in e or "resolve.py" in e or "trees.py" in e for e in core_entries)  # via the plan only

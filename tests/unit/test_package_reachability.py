@@ -1,9 +1,9 @@
 """The package holds what users call: every module under sdsl/ is reached from a command (``sdsl.cli``), a figure
-(``sdsl.experiments.figures``) or a public name (``sdsl`` and its lazy exports); research variants live in
+(``sdsl.validation.figures``) or a public name (``sdsl`` and its lazy exports); research variants live in
 research/, which sdsl never imports.
 
 The walk follows every import in a file (top level and inside functions) and every string constant that names
-an sdsl module ("sdsl.cli.optimize" in ``COMMANDS``, "sdsl.experiments.figures.scaling:fig_..." in ``FIGURES``,
+an sdsl module ("sdsl.cli.optimize" in ``COMMANDS``, "sdsl.validation.figures.scaling:fig_..." in ``FIGURES``,
 the ``_LAZY`` map of ``sdsl/__init__.py``), since those are imported by name on first use."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "sdsl"
-ENTRY_POINTS = ("sdsl", "sdsl.__main__", "sdsl.cli", "sdsl.experiments.figures")
+ENTRY_POINTS = ("sdsl", "sdsl.__main__", "sdsl.cli", "sdsl.validation.figures")
 
 
 def _modules() -> dict[str, Path]:
@@ -42,7 +42,7 @@ def _named(module: str, path: Path) -> set[str]:
 
 
 def _resolve(name: str, modules) -> str | None:
-    """The longest module prefix of a dotted name (``sdsl.core.latency.step_time`` -> ``sdsl.core.latency``)."""
+    """The longest module prefix of a dotted name (``sdsl.roofline.latency.step_time`` -> ``sdsl.roofline.latency``)."""
     while name:
         if name in modules:
             return name
@@ -73,7 +73,7 @@ def test_every_sdsl_module_is_reached_from_a_command_a_figure_or_a_public_name()
 def test_the_walk_sees_lazy_imports():
     """The walk is not vacuous: lazily imported subcommands, figure recipes and lazy exports are found."""
     seen = reachable(_modules())
-    assert {"sdsl.cli.optimize", "sdsl.experiments.figures.serving", "sdsl.serving", "sdsl.fit.calibration"} <= seen
+    assert {"sdsl.cli.optimize", "sdsl.validation.figures.serving", "sdsl.serving", "sdsl.fit.calibration"} <= seen
 
 
 def test_sdsl_never_imports_research():

@@ -8,8 +8,8 @@ import json
 import pytest
 
 import sdsl
-from sdsl.core.acceptance import Acceptance
-from sdsl.core.export import export_config
+from sdsl.acceptance import Acceptance
+from sdsl.plan.export import export_config
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +141,7 @@ def test_exports_say_what_the_engine_still_needs():
 
 
 def test_a_tree_under_a_chains_only_engine_is_refused():
-    from sdsl.core.engine import resolve_engine
+    from sdsl.engine.profiles import resolve_engine
     from sdsl.errors import InvalidInputError
 
     v2 = resolve_engine("sglang-spec-v2")
@@ -181,7 +181,7 @@ def test_second_qa_pass_fixes():
 
 
 def test_a_tree_with_an_infinite_entry_is_one_typed_error():
-    from sdsl.core.speculation import parse_tree
+    from sdsl.speculation.step import parse_tree
 
     with pytest.raises(sdsl.SDSLError, match="three whole numbers"):
         parse_tree("inf,1,2")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import sdsl
-from sdsl.core.acceptance import sdsl_plane_rule
+from sdsl.speculation.resolve import sdsl_plane_rule
 from sdsl.errors import InvalidInputError, UnknownNameError
 
 TARGET = sdsl.get_model("llama-3.1-8b")
@@ -84,7 +84,7 @@ def test_stacked_drafts_price_like_each_draft_alone():
     drafts = [sdsl.get_model(n) for n in ("llama-3.2-1b", "llama-3.2-3b")]
     g, b = np.arange(0, 6), np.array([1.0, 16.0])
     taus = np.stack([sdsl.tau(a, g) for a in (0.6, 0.7)])[:, :, None, None]
-    stack = sdsl.core.search.price_draft_stack(TARGET, drafts, DEP, tau=taus, gamma=g[None, :, None, None],
+    stack = sdsl.plan.search.price_draft_stack(TARGET, drafts, DEP, tau=taus, gamma=g[None, :, None, None],
                                                batch=b[None, None, :, None])
     for i, (d, a) in enumerate(zip(drafts, (0.6, 0.7))):
         alone = sdsl.price_step(TARGET, sdsl.DraftModel(d), DEP, acceptance=a, gamma=g[:, None], batch=b[None, :])
@@ -102,7 +102,7 @@ def test_draft_model_decoder_terms():
     extra = sdsl.step_time_s(draft, DEP, batch=4, q=2) - sdsl.step_time_s(draft, DEP, batch=4, q=1)
     np.testing.assert_allclose(resync.t_propose_s - base.t_propose_s, [0.0, extra, extra, extra], rtol=1e-9, atol=1e-15)
     cold = sdsl.price_step(TARGET, sdsl.DraftModel(draft, switch_ratio=3.0), DEP, acceptance=0.7, gamma=2, batch=4)
-    from sdsl.core.model_switch import switch_time_s
+    from sdsl.roofline.model_switch import switch_time_s
 
     warm = sdsl.price_step(TARGET, sdsl.DraftModel(draft), DEP, acceptance=0.7, gamma=2, batch=4)
     assert float(cold.t_step_s - warm.t_step_s) == pytest.approx(float(switch_time_s(draft, DEP, batch=4, ratio=3.0)))

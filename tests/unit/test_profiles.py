@@ -109,7 +109,7 @@ def test_vidur_reader_real_files():
 
 
 def test_vidur_shapes_match_modelspec():
-    from sdsl.core.architecture import get_model
+    from sdsl.catalog.models import get_model
 
     df = read_vidur_file(VIDUR / "h100" / "meta-llama" / "Llama-2-70b-hf" / "mlp.csv")
     spec = get_model("llama-2-70b")

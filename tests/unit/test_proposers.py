@@ -7,15 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sdsl.core.acceptance import tau
-from sdsl.core.acceptance import Acceptance
-from sdsl.core.architecture import get_model
-from sdsl.core.deployment import Deployment
-from sdsl.core.latency import step_time
-from sdsl.core.proposers import DraftModel, Eagle3Head, EagleHead, MedusaHeads, NGramLookup, make_proposer
-from sdsl.core.ranking import k_table, rank_proposers
-from sdsl.core.speculation import TreeShape, parse_tree, price_speculation
-from sdsl.core.throughput import predict
+from sdsl.acceptance import tau
+from sdsl.acceptance import Acceptance
+from sdsl.catalog.models import get_model
+from sdsl.roofline.deployment import Deployment
+from sdsl.roofline.latency import step_time
+from sdsl.speculation.proposers import DraftModel, Eagle3Head, EagleHead, MedusaHeads, NGramLookup, make_proposer
+from sdsl.plan.ranking import k_table, rank_proposers
+from sdsl.speculation.step import TreeShape, parse_tree, price_speculation
+from sdsl.speculation.throughput import predict
 from sdsl.errors import InvalidInputError, UnknownNameError
 
 TARGET = get_model("llama-3.1-8b")
@@ -103,7 +103,7 @@ def test_ranking_vectorised_and_break_even():
 
 
 def test_ranking_takes_acceptance_vectors():
-    from sdsl.core.acceptance import Acceptance
+    from sdsl.acceptance import Acceptance
 
     acc = Acceptance.from_accepted_length(3.1, 4)
     r = rank_proposers(TARGET, ["eagle3"], DEP, acceptance=[acc], gammas=range(0, 7), batches=[1])
@@ -113,9 +113,9 @@ def test_ranking_takes_acceptance_vectors():
 
 
 def test_rank_trees_matches_pointwise_pricing():
-    from sdsl.core.acceptance import Acceptance
-    from sdsl.core.ranking import rank_trees
-    from sdsl.core.trees import TokenTree, tree_matrices
+    from sdsl.acceptance import Acceptance
+    from sdsl.plan.ranking import rank_trees
+    from sdsl.acceptance.trees import TokenTree, tree_matrices
 
     acc = Acceptance.from_accepted_length(3.1, 4)
     r = rank_trees(TARGET, ["eagle3", "medusa"], DEP, acceptance=acc, batches=[1, 32], steps=range(1, 7))
@@ -135,8 +135,8 @@ def test_engine_host_per_speculative_step_reaches_the_rankings():
     every speculative step, and never to k = 0, which the ranking prices as plain decoding whatever the proposer (an
     EAGLE head's step at k = 0 would still run its draft extend: the drafter tax of a speculative worker with
     nothing drafted, which a user who turns speculation off does not pay)."""
-    from sdsl.core.engine import IDEAL
-    from sdsl.core.ranking import rank_trees
+    from sdsl.engine.profiles import IDEAL
+    from sdsl.plan.ranking import rank_trees
 
     host = 1.1e-3
     slow_dep = DEP.replace(engine=IDEAL.replace(name="host", spec_step_s=host))
@@ -175,8 +175,8 @@ def test_tree_mask_and_overhead_only_slow_a_step(tokens, steps, overhead, batch)
 def test_rankings_follow_the_result_protocol(tmp_path):
     import json
 
-    from sdsl.core.acceptance import Acceptance
-    from sdsl.core.ranking import rank_trees
+    from sdsl.acceptance import Acceptance
+    from sdsl.plan.ranking import rank_trees
 
     r = rank_proposers(TARGET, ["eagle", "ngram"], DEP, acceptance=np.array([0.6]), gammas=range(0, 5), batches=[1, 64])
     d = json.loads(r.to_json(tmp_path / "r.json"))
@@ -194,7 +194,7 @@ def test_rankings_follow_the_result_protocol(tmp_path):
 def test_eagle_worker_is_draft_extend_plus_selection_plus_verify_bookkeeping():
     """EAGLE's per-step engine work: one head pass over the τ accepted tokens, softmax + top-k per depth over the
     draft vocabulary, and the tree build/verify kernels over the n − 1 extra logit rows (docs/model.md §3.5)."""
-    from sdsl.core.proposers import SELECT_KERNELS, VERIFY_KERNELS, _read_time
+    from sdsl.speculation.proposers import SELECT_KERNELS, VERIFY_KERNELS, _read_time
 
     head = Eagle3Head()
     out = price_speculation(TARGET, head, DEP, tau_value=5.39, tree="8,8,64", batch=1)

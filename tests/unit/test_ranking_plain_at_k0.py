@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from sdsl import Deployment
-from sdsl.core.ranking import rank_proposers
+from sdsl.plan.ranking import rank_proposers
 
 
 @pytest.fixture(scope="module")

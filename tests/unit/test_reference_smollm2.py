@@ -25,7 +25,7 @@ def smol():
 
 
 def test_smollm2_shape_matches_catalog(smol):
-    from sdsl.core.architecture import get_model
+    from sdsl.catalog.models import get_model
 
     model, info = smol
     spec = get_model("smollm2-135m")

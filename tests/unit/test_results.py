@@ -47,8 +47,8 @@ def _linear_fit():
 def _calibration():
     import pandas as pd
 
-    from sdsl.core.hardware import get_hardware
-    from sdsl.core.latency import LatencyParams, gemm_flops_bytes, op_time
+    from sdsl.catalog.hardware import get_hardware
+    from sdsl.roofline.latency import LatencyParams, gemm_flops_bytes, op_time
     from sdsl.fit.calibration import fit_latency
 
     hw = get_hardware("h100-sxm")
@@ -64,14 +64,14 @@ def _calibration():
 
 
 def _acceptance():
-    from sdsl.core.acceptance import Acceptance
+    from sdsl.acceptance import Acceptance
 
     return Acceptance.from_conditional([0.9, 0.8, 0.7])
 
 
 def _best_tree():
-    from sdsl.core.tree_search import best_tree
-    from sdsl.core.trees import rank_acceptance
+    from sdsl.plan.tree_search import best_tree
+    from sdsl.acceptance.trees import rank_acceptance
 
     return best_tree(rank_acceptance([0.8, 0.7, 0.6], width=3), max_nodes=12, max_depth=3)
 

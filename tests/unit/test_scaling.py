@@ -1,4 +1,4 @@
-"""Chinchilla loss law, perplexity and SDSL's acceptance plane (sdsl.core.scaling)."""
+"""Chinchilla loss law, perplexity and SDSL's acceptance plane (sdsl.acceptance.plane)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sdsl.core.scaling import (CHINCHILLA, SDSL_PLANE, AcceptancePlane, AlphaClippedWarning, LossLaw,
+from sdsl.acceptance.plane import (CHINCHILLA, SDSL_PLANE, AcceptancePlane, AlphaClippedWarning, LossLaw,
                                acceptance_from_sizes, perplexity)
 from sdsl.errors import InvalidInputError
 

@@ -1,4 +1,4 @@
-"""The vectorised search (sdsl.core.search): the grid prices each configuration exactly as a
+"""The vectorised search (sdsl.plan.search): the grid prices each configuration exactly as a
 one-configuration prediction would, and its best-γ pick is the argmax."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sdsl.core.architecture import get_model
-from sdsl.core.deployment import Deployment
-from sdsl.core.search import SearchGrid, candidate_drafts, evaluate_grid, search
-from sdsl.core.throughput import predict
+from sdsl.catalog.models import get_model
+from sdsl.roofline.deployment import Deployment
+from sdsl.plan.search import SearchGrid, candidate_drafts, evaluate_grid, search
+from sdsl.speculation.throughput import predict
 from sdsl.errors import InvalidInputError
 
 TARGET = "llama-2-7b"

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sdsl.core.acceptance import tau
+from sdsl.acceptance import tau
 from sdsl.errors import InvalidInputError
 from sdsl.serving import (BatchStepModel, EMAEstimator, GoodputController, WindowEstimator, allocate_per_request,
                           choose_k, goodput, mixed_batch_time, trials_from_accepts)
-from sdsl.core.acceptance import tau_unchecked
+from sdsl.acceptance import tau_unchecked
 from sdsl.serving.k_table import best_k_by_batch, speedup_vs_batch
 from sdsl.serving.linear_model import TURBOSPEC_PUBLISHED, LinearStepModel, fit_linear_step_model
 

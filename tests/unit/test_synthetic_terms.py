@@ -1,4 +1,4 @@
-"""The synthetic sweep's extra terms (sdsl.experiments.synthetic_terms) and EAGLE's last-token extend logits."""
+"""The synthetic sweep's extra terms (sdsl.validation.decoder.synthetic_terms) and EAGLE's last-token extend logits."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sdsl.core.architecture import get_model
-from sdsl.core.deployment import Deployment
-from sdsl.core.latency import ModelShapes, prefill_time_s
-from sdsl.core.proposers import EagleHead, _gemm_time, make_proposer
+from sdsl.catalog.models import get_model
+from sdsl.roofline.deployment import Deployment
+from sdsl.roofline.latency import ModelShapes, prefill_time_s
+from sdsl.speculation.proposers import EagleHead, _gemm_time, make_proposer
 from sdsl.errors import InvalidInputError
-from sdsl.experiments.synthetic_terms import forward_extra_s, gemm_row_table, reread_probability, row_factor
+from sdsl.validation.decoder.synthetic_terms import forward_extra_s, gemm_row_table, reread_probability, row_factor
 
 
 @pytest.mark.integrity('profiles/cpu-gemm-rows.json')

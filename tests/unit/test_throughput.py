@@ -3,11 +3,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sdsl.core.architecture import get_model
-from sdsl.core.deployment import Deployment
+from sdsl.catalog.models import get_model
+from sdsl.roofline.deployment import Deployment
 from sdsl.errors import InvalidInputError
-from sdsl.core.hardware import get_hardware
-from sdsl.core.throughput import predict, speedup, tokens_per_flop, work_factor
+from sdsl.catalog.hardware import get_hardware
+from sdsl.speculation.throughput import predict, speedup, tokens_per_flop, work_factor
 
 # Leviathan et al. (2023) Table 1, c = ĉ = 0: (alpha, gamma, speed, ops)
 LEVIATHAN_TABLE1 = [(0.6, 2, 1.96, 1.53), (0.7, 3, 2.53, 1.58), (0.8, 2, 2.44, 1.23),
@@ -47,10 +47,10 @@ def test_hardware_prediction_consistency():
 
 
 def test_prediction_composes_step_times_by_hand():
-    # docs/model.md §3.3 (module docstring of sdsl.core.throughput): tokens/s = b·τ(α, γ) / (γ·T_draft(b, 1) +
+    # docs/model.md §3.3 (module docstring of sdsl.speculation.throughput): tokens/s = b·τ(α, γ) / (γ·T_draft(b, 1) +
     # T_target(b, γ + 1) + overhead), speedup = that over b / T_target(b, 1); recomputed from step_time_s and
     # Leviathan's τ written out, so a wrong composition (q, bonus token, draft count) fails here
-    from sdsl.core.latency import step_time_s
+    from sdsl.roofline.latency import step_time_s
 
     t, d, hw = get_model("llama-3.1-8b"), get_model("llama-3.2-1b"), get_hardware("a100-80gb")
     gamma, alpha, batch, over = np.array([1, 3, 6]), 0.75, 16, 2e-4

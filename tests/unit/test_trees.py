@@ -3,10 +3,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sdsl.core.acceptance import tau
-from sdsl.core.acceptance import Acceptance
-from sdsl.core.tree_search import best_tree, sglang_grid
-from sdsl.core.trees import TokenTree, check_rank_acceptance, rank_acceptance, sglang_pool, tree_matrices
+from sdsl.acceptance import tau
+from sdsl.acceptance import Acceptance
+from sdsl.plan.tree_search import best_tree, sglang_grid
+from sdsl.acceptance.trees import TokenTree, check_rank_acceptance, rank_acceptance, sglang_pool, tree_matrices
 from sdsl.errors import InvalidInputError
 
 probs = st.floats(0.0, 1.0)

@@ -97,7 +97,7 @@ def _guess_hardware(device: torch.device) -> str:
 
 def device_metadata(device: torch.device, dtype: str, hardware: str | None = None) -> dict:
     """Device block of the sidecar: name, catalog entry and its datasheet peaks, threads/capability."""
-    from sdsl.core.hardware import get_hardware
+    from sdsl.catalog.hardware import get_hardware
 
     info: dict = {"type": device.type}
     if device.type == "cuda":

@@ -1,0 +1,1 @@
+"""``sdsl train-family`` and ``sdsl train-head``: train the reference models (torch)."""

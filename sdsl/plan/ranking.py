@@ -1,0 +1,322 @@
+"""Rank proposers × speculation length k over batch sizes and acceptance levels: draft models, heads and lookup
+in one ranking, one table. Summary of docs/model.md §3.4–§3.5.
+
+Each proposer is priced by :func:`sdsl.speculation.step.price_step` on a (k, batch, acceptance) grid; the
+separate draft models are stacked as one :class:`~sdsl.roofline.latency.ModelShapes` and priced in one call
+(:func:`sdsl.plan.search.price_draft_stack`, the draft grid's pricing), every other proposer in one call each.
+Acceptance per proposer is the one given or :func:`sdsl.speculation.resolve.resolve_acceptance`'s (the published
+catalog's for heads and lookup, SDSL's plane for a draft model). τ(k) per level is Leviathan et al. 2023
+Eq. 1 for an i.i.d. α or the acceptance's per-position sum. The pick per (batch, acceptance) is the (proposer, k) with the most tokens/s; k = 0 is
+plain decoding, so speculation "stops paying" at the first batch whose pick is k = 0 after one that speculates. One batch → k table
+(:meth:`ProposerRanking.k_table`) serves the engine export and the serving simulator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sdsl._result import Result
+from sdsl.acceptance import tau
+from sdsl.speculation.resolve import acceptance_levels, given_acceptance
+from sdsl.roofline.deployment import Deployment
+from sdsl._checks import index, numbers_1d, one_or_many
+from sdsl.speculation.proposers import Proposer, make_proposer
+from sdsl.plan.config_table import config_row, frame_columns, report_rows
+from sdsl.speculation.step import price_step
+from sdsl.errors import InvalidInputError
+
+__all__ = ["ProposerRanking", "rank_proposers", "k_table", "k_ranges", "TreeRanking", "rank_trees"]
+
+
+def k_ranges(ks, batches) -> list[dict]:
+    """Best k per batch (``ks[i]`` at ``batches[i]``, ascending) merged into ranges {batch_min, batch_max, k}."""
+    rows = []
+    for b, k in zip(np.asarray(batches).astype(int), np.asarray(ks).astype(int)):
+        if rows and rows[-1]["k"] == k:
+            rows[-1]["batch_max"] = int(b)
+        else:
+            rows.append({"batch_min": int(b), "batch_max": int(b), "k": int(k)})
+    return rows
+
+
+@dataclass(frozen=True)
+class ProposerRanking(Result):
+    """tokens/s on (proposer, k, batch, acceptance); ``priced[p]`` is proposer p's :class:`PricedStep` on
+    (k, batch, acceptance) and ``acceptance[p]`` its levels. Result protocol: ``report()`` (the best 3 per
+    batch), ``to_dict()``, ``to_json()``, ``plot()``; ``to_frame()`` has every configuration."""
+
+    proposers: tuple
+    gammas: np.ndarray
+    batches: np.ndarray
+    acceptance: tuple  # per proposer: its Acceptance levels
+    priced: tuple  # per proposer: PricedStep on (k, batch, acceptance)
+    tokens_per_s: np.ndarray  # (proposer, k, batch, acceptance); -inf where a proposer cannot draft k
+    plain_tokens_per_s: np.ndarray  # (batch,)
+
+    @property
+    def n_acceptance(self) -> int:
+        return self.tokens_per_s.shape[-1]
+
+    @property
+    def taus(self) -> tuple:
+        """Per proposer: τ on (k, 1, acceptance)."""
+        shape = self.tokens_per_s.shape[1:]
+        return tuple(np.broadcast_to(s.tau, shape)[:, :1, :] for s in self.priced)
+
+    @property
+    def tpot_s(self) -> np.ndarray:
+        """Time per output token of one sequence, b / tokens/s (= step time / τ)."""
+        with np.errstate(divide="ignore"):
+            return self.batches[None, None, :, None] / self.tokens_per_s
+
+    def best(self) -> dict:
+        """Arrays over (batch, acceptance): proposer index, k, tokens/s, speedup of the pick."""
+        n_p, n_k = self.tokens_per_s.shape[:2]
+        flat = self.tokens_per_s.reshape(n_p * n_k, *self.tokens_per_s.shape[2:])
+        i = np.argmax(flat, axis=0)
+        tps = np.take_along_axis(flat, i[None], axis=0)[0]
+        return {"proposer": i // n_k, "gamma": self.gammas[i % n_k].astype(int), "tokens_per_s": tps,
+                "speedup": tps / self.plain_tokens_per_s[:, None]}
+
+    def best_k_index(self) -> np.ndarray:
+        """(proposer, batch, acceptance): index into ``gammas`` of each proposer's best k."""
+        return np.argmax(self.tokens_per_s, axis=1)
+
+    def pick(self, batch, acceptance_index: int = 0) -> tuple[int, int]:
+        """(proposer index, k) of the best speculating configuration (k ≥ 1 when any is searched) at ``batch``."""
+        b = int(np.flatnonzero(self.batches == batch)[0]) if np.any(self.batches == batch) else None
+        if b is None:
+            raise InvalidInputError(f"Batch {batch} was not ranked.")
+        spec = self.gammas > 0 if np.any(self.gammas > 0) else np.ones(self.gammas.size, bool)
+        sub = np.where(spec[None, :], self.tokens_per_s[:, :, b, acceptance_index], -np.inf)
+        i, g = np.unravel_index(np.argmax(sub), sub.shape)
+        return int(i), int(self.gammas[g])
+
+    def k_table(self, proposer_index: int, acceptance_index: int = 0) -> list[dict]:
+        """The best k of one proposer per ranked batch, as ranges {batch_min, batch_max, k} (k = 0: do not
+        speculate): the table the engine export and the serving simulator use."""
+        p = index(proposer_index, "proposer_index", len(self.proposers), "proposers ranked")
+        a = index(acceptance_index, "acceptance_index", self.n_acceptance, "acceptance levels")
+        tps = self.tokens_per_s[p, :, :, a]
+        return k_ranges(self.gammas[np.argmax(tps, axis=0)], self.batches)
+
+    def break_even_batch(self) -> np.ndarray:
+        """Per acceptance level: the first batch at which speculation stops paying — no (proposer, k ≥ 1) beats
+        plain decoding there, though one did at a smaller batch; the first batch searched when speculation pays at
+        none; NaN when it pays at every batch from the first at which it pays (on a mixture-of-experts target that
+        need not be batch 1: :meth:`sdsl.plan.plan.SpeculationPlan.speculation_pays` gives the ranges)."""
+        pays = self.best()["gamma"] > 0
+        stops = ~pays & (np.cumsum(pays, axis=0) > 0)
+        first = np.argmax(stops, axis=0)
+        return np.where(stops.any(axis=0), self.batches[first],
+                        np.where(pays.any(axis=0), np.nan, self.batches[0]))
+
+    def row(self, p: int, g: int, b: int, a: int) -> dict:
+        """The configuration (proposer p, k index g, batch index b, acceptance a) as one table row."""
+        return config_row(self.proposers[p], self.priced[p], (g, b, a), self.acceptance[p][a],
+                          gamma=int(self.gammas[g]), batch=int(self.batches[b]), acceptance_index=a)
+
+    def records(self, top: int | None = None, batches=None) -> list[dict]:
+        """The table: each proposer at its best k, per (batch, acceptance), best first (ties keep the proposers'
+        order); only ``batches`` when given, and only the ``top`` best of each (batch, acceptance) when given."""
+        keep = np.ones(self.batches.size, bool) if batches is None else np.isin(self.batches, list(batches))
+        best_k = self.best_k_index()
+        rows = []
+        for b in np.flatnonzero(keep):
+            for a in range(self.n_acceptance):
+                tps = self.tokens_per_s[np.arange(len(self.proposers)), best_k[:, b, a], b, a]
+                for p in np.argsort(-tps, kind="stable")[: top or len(self.proposers)]:
+                    if np.isfinite(tps[p]):
+                        rows.append(self.row(int(p), int(best_k[p, b, a]), int(b), a))
+        return rows
+
+    def to_frame(self, batches=None):
+        """Every (proposer, k, batch, acceptance) ranked (only ``batches`` when given) as a pandas DataFrame with
+        the table's columns (:data:`sdsl.plan.config_table.ROW_KEYS`), in (proposer, k, batch, acceptance) order."""
+        import pandas as pd
+
+        keep = np.ones(self.batches.size, bool) if batches is None else np.isin(self.batches, list(batches))
+        parts = [frame_columns(prop, step, self.acceptance[p], self.gammas, self.batches, keep,
+                               np.isfinite(self.tokens_per_s[p])) for p, (prop, step) in
+                 enumerate(zip(self.proposers, self.priced))]
+        return pd.concat([pd.DataFrame(x) for x in parts], ignore_index=True)
+
+    def report(self, top: int = 3) -> str:
+        return report_rows(self.records(top=top))
+
+    def to_dict(self, top: int | None = 3) -> dict:
+        stop = self.break_even_batch()
+        return {"proposers": [p.name for p in self.proposers], "gammas": self.gammas.tolist(),
+                "batches": self.batches.tolist(), "configs": self.records(top=top),
+                "break_even_batch": [None if np.isnan(x) else int(x) for x in stop]}
+
+    def plot(self, ax=None):
+        """Best speedup over plain decoding per batch size (:func:`sdsl.plots.results.plot_speedup_by_batch`)."""
+        from sdsl.plots.results import plot_speedup_by_batch
+
+        return plot_speedup_by_batch(self.batches[:, None], self.best()["speedup"], ax=ax)
+
+
+def _level_taus(levels, ks: np.ndarray) -> np.ndarray:
+    """τ on (k, acceptance level) from a proposer's Acceptance levels (i.i.d. levels in one call of Eq. 1)."""
+    if all(a.is_iid for a in levels):
+        return tau(np.array([a.positions[0] for a in levels])[None, :], ks[:, None])
+    return np.stack([np.asarray(a.tau(ks), dtype=float) for a in levels], axis=-1)
+
+
+def _levels(props, target, acceptance, options) -> tuple:
+    """Each proposer's acceptance levels; a spec shared by several proposers is turned into levels once."""
+    shared: dict = {}
+    out = []
+    for p in props:
+        spec = given_acceptance(p, acceptance)
+        if spec is None:
+            out.append(acceptance_levels(p, target, None, **options))
+        else:
+            if id(spec) not in shared:
+                shared[id(spec)] = acceptance_levels(p, target, spec, **options)
+            out.append(shared[id(spec)])
+    return tuple(out)
+
+
+def _draft_groups(props) -> dict:
+    """Indices of the separate draft models with catalog shapes, grouped by their latency params (each group is
+    priced as one stack)."""
+    from sdsl.catalog.models import ModelSpec
+
+    groups: dict = {}
+    for i, p in enumerate(props):
+        if p.kind == "draft" and isinstance(getattr(p, "model", None), ModelSpec):
+            groups.setdefault(id(p.params), []).append(i)
+    return groups
+
+
+def rank_proposers(target, proposers, deployment, *, acceptance=None, gammas=range(0, 9), batches=(1,),
+                   acceptance_options: dict | None = None) -> ProposerRanking:
+    """Price every proposer × k × batch × acceptance. ``acceptance``: None (each proposer's own,
+    :func:`sdsl.speculation.resolve.resolve_acceptance`: the published catalog, SDSL's plane for draft models), one
+    spec for all proposers, or a mapping {proposer name or kind: spec}; a spec is an Acceptance, i.i.d. α level(s), or a list of
+    Acceptance levels (every proposer needs the same number). The deployment's engine profile prices the engine's
+    host time (:mod:`sdsl.engine.profiles`); ``acceptance_options`` go to the acceptance rules (e.g. ``draft_tokens``)."""
+    from sdsl.catalog.models import get_model
+    from sdsl.plan.search import price_draft_stack
+
+    target, dep = get_model(target), Deployment.of(deployment)
+    props = tuple(make_proposer(p) for p in one_or_many(proposers, (str, Proposer)))
+    if not props:
+        raise InvalidInputError("Need at least one proposer to rank.")
+    g = numbers_1d(gammas, "gammas", allow_empty=True)
+    b = numbers_1d(batches, "batches", allow_empty=True)
+    if g.size == 0 or b.size == 0 or np.any(g < 0):
+        raise InvalidInputError("Need at least one k >= 0 and one batch size.")
+    levels = _levels(props, target, acceptance, acceptance_options or {})
+    if len({len(x) for x in levels}) > 1:
+        raise InvalidInputError("Every proposer ranked needs the same number of acceptance levels.")
+    steps = [None] * len(props)
+    for group in _draft_groups(props).values():
+        taus = np.stack([_level_taus(levels[i], g) for i in group])[:, :, None, :]  # (draft, k, 1, acceptance)
+        stack = price_draft_stack(target, [props[i].model for i in group], dep, tau=taus, gamma=g[None, :, None, None],
+                                  batch=b[None, None, :, None], draft_params=props[group[0]].params)
+        for j, i in enumerate(group):
+            steps[i] = stack.take(j, proposer=props[i].name, acceptance_source=levels[i][0].source)
+    for i, p in enumerate(props):
+        if steps[i] is None:
+            usable = g if p.max_depth is None else np.minimum(g, p.max_depth)
+            steps[i] = price_step(target, p, dep, tau=_level_taus(levels[i], usable)[:, None, :],
+                                  gamma=usable[:, None, None], batch=b[None, :, None], tau_source=levels[i][0].source)
+    shape = (g.size, b.size, len(levels[0]))
+    plain = np.broadcast_to(steps[0].plain_tokens_per_s, shape)[0, :, 0]
+    # k = 0 is plain decoding whatever the proposer: an EAGLE-style head priced at γ = 0 would still charge its
+    # worker's draft-extend pass, which a k = 0 step (no speculation) does not run
+    tps = np.stack([np.where((g > (p.max_depth if p.max_depth is not None else np.inf))[:, None, None], -np.inf,
+                             np.where((g == 0)[:, None, None], plain[None, :, None], np.broadcast_to(s.tokens_per_s, shape)))
+                    for p, s in zip(props, steps)])
+    return ProposerRanking(props, g, b, levels, tuple(steps), tps, np.array(plain))
+
+
+def k_table(ranking: ProposerRanking, proposer_index: int, acceptance_index: int = 0) -> list[dict]:
+    """:meth:`ProposerRanking.k_table` as a function."""
+    return ranking.k_table(proposer_index, acceptance_index)
+
+
+@dataclass(frozen=True)
+class TreeRanking(Result):
+    """tokens/s of SGLang trees on (proposer, triple, batch); τ per triple from the tree model; ``priced[p]`` is
+    proposer p's :class:`PricedStep` on (triple, batch). Result protocol: ``report()``, ``to_dict()``,
+    ``to_json()``, ``plot()``."""
+
+    proposers: tuple
+    steps: np.ndarray  # SGLang --speculative-num-steps of each triple
+    topk: np.ndarray
+    tokens: np.ndarray
+    tau: np.ndarray  # (proposer, triple)
+    batches: np.ndarray
+    tokens_per_s: np.ndarray  # (proposer, triple, batch); -inf where a proposer cannot draft that deep
+    plain_tokens_per_s: np.ndarray
+    acceptance: tuple = ()  # per proposer: the Acceptance its trees were built from
+    priced: tuple = ()  # per proposer: PricedStep on (triple, batch)
+
+    def report(self, top: int = 3) -> str:
+        return report_rows(self.records(top=top))
+
+    def to_dict(self, top: int = 5) -> dict:
+        return {"proposers": [p.name for p in self.proposers], "batches": self.batches.tolist(),
+                "configs": self.records(top=top)}
+
+    def plot(self, ax=None):
+        """Best speedup per batch size over every (proposer, tree) (:func:`sdsl.plots.results.plot_speedup_by_batch`)."""
+        from sdsl.plots.results import plot_speedup_by_batch
+
+        best = self.tokens_per_s.reshape(-1, self.batches.size).max(axis=0) / self.plain_tokens_per_s
+        return plot_speedup_by_batch(self.batches, best, ax=ax)
+
+    def records(self, top: int = 5, batches=None) -> list[dict]:
+        """The ``top`` best (proposer, tree) per batch, best first, as table rows."""
+        keep = np.ones(self.batches.size, bool) if batches is None else np.isin(self.batches, list(batches))
+        flat = self.tokens_per_s.reshape(-1, self.batches.size)
+        rows = []
+        for b in np.flatnonzero(keep):
+            for i in np.argsort(-flat[:, b], kind="stable")[:top]:
+                p, j = divmod(int(i), self.steps.size)
+                tree = [int(self.steps[j]), int(self.topk[j]), int(self.tokens[j])]
+                rows.append(config_row(self.proposers[p], self.priced[p], (j, int(b)), self.acceptance[p], gamma=None,
+                                       tree=tree, batch=int(self.batches[b]), acceptance_index=0))
+        return rows
+
+
+def rank_trees(target, proposers, deployment, *, acceptance=None, batches=(1,), steps=range(1, 9), topks=(1, 2, 4, 8),
+               max_tokens: int = 64, rank_ratio: float | None = None, draft_temperature: float | None = None,
+               acceptance_options: dict | None = None) -> TreeRanking:
+    """Price every SGLang (steps, topk, num_draft_tokens) triple for each proposer and batch: τ from the
+    SpecInfer/Sequoia tree model (:func:`sdsl.plan.tree_search.sglang_grid`) over per-rank acceptance built from
+    the proposer's acceptance (its first level; resolved as in :func:`rank_proposers`) by
+    :func:`sdsl.acceptance.trees.rank_acceptance`, the nodes chosen by the draft's scores as SGLang does
+    (:func:`sdsl.acceptance.trees.draft_scores`); cost from :func:`price_step`; every tree step is speculative."""
+    from sdsl.catalog.models import get_model
+    from sdsl.plan.tree_search import sglang_grid
+    from sdsl.acceptance.trees import tree_matrices
+
+    target, dep = get_model(target), Deployment.of(deployment)
+    props = tuple(make_proposer(p) for p in one_or_many(proposers, (str, Proposer)))
+    b = np.asarray(list(np.atleast_1d(batches)), dtype=float)
+    accs = tuple(acceptance_levels(p, target, acceptance, **(acceptance_options or {}))[0] for p in props)
+    grids, priced, tps = {}, [], []
+    for p, acc in zip(props, accs):
+        if acc not in grids:
+            P, S = tree_matrices(acc.conditional_at(max(steps)), max(topks), rank_ratio, "draft", draft_temperature)
+            grids[acc] = sglang_grid(P, steps, topks, max_tokens, scores=S)
+        grid = grids[acc]
+        usable = grid.steps <= (p.max_depth or np.inf)
+        trees = {"steps": grid.steps[:, None], "topk": grid.topk[:, None], "tokens": grid.num_draft_tokens[:, None]}
+        sub = {k: np.where(usable[:, None], v, 1 + (k == "tokens")) for k, v in trees.items()}
+        step = price_step(target, p, dep, tau=np.where(usable, grid.tau, 1.0)[:, None], tree=sub, batch=b[None, :],
+                          tau_source=f"{acc.source} (tree model)")
+        priced.append(step)
+        tps.append(np.where(usable[:, None], step.tokens_per_s, -np.inf))
+    grid = grids[accs[0]]
+    plain = np.broadcast_to(priced[0].plain_tokens_per_s, (1, b.size))[0]
+    taus = np.stack([grids[a].tau for a in accs])
+    return TreeRanking(props, grid.steps, grid.topk, grid.num_draft_tokens, taus, b, np.stack(tps), plain, accs,
+                       tuple(priced))

@@ -1,0 +1,138 @@
+"""The result of pricing one speculative step: :class:`PricedStep`, what every sdsl caller reads.
+Summary of docs/model.md §3.3 and §3.5; produced only by :func:`sdsl.speculation.step.price_step`.
+
+It holds the step's parts in seconds (drafting, verification, the speculative worker's own GPU work, host
+time), τ, tokens/s, plain decoding's tokens/s, speedup, TPOT, the cost ratio c, what bounds the verify
+forward, the verified tokens, the target's verify and plain :class:`~sdsl.roofline.latency.StepTime` (so any
+field a step time gains surfaces here), and the inputs that priced it. Every array broadcasts over the
+inputs it depends on (batch, γ or trees, τ, drafts stacked on a leading axis).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+
+import numpy as np
+
+from sdsl._result import Result
+
+__all__ = ["PricedStep", "ARRAY_FIELDS"]
+
+#: The per-configuration arrays of a :class:`PricedStep`, in ``to_dict`` order.
+ARRAY_FIELDS = ("tau", "t_draft_s", "t_propose_s", "t_verify_s", "t_worker_s", "t_host_s", "t_step_s",
+                "t_plain_s", "tokens_per_s", "plain_tokens_per_s", "speedup", "tpot_s", "cost_ratio", "bound",
+                "verify_tokens")
+
+
+@dataclass(frozen=True)
+class PricedStep(Result):
+    """One speculative step priced on the roofline (times in seconds; arrays broadcast over the inputs).
+
+    Result protocol: ``report()`` (one line per configuration), ``to_dict()``, ``to_json(path=None)``,
+    ``plot(ax=None)`` (best speedup per batch size). ``step["tokens_per_s"]`` reads a field by name (and
+    ``"t_overhead_s"``, the earlier name of ``t_host_s``), as the dict the step function used to return.
+    """
+
+    tau: np.ndarray  # expected tokens emitted per step, bonus included
+    t_draft_s: np.ndarray  # one drafting pass at q = 1
+    t_propose_s: np.ndarray  # all drafting of one step
+    t_verify_s: np.ndarray  # the target's forward over the verified tokens
+    t_worker_s: np.ndarray  # the speculative worker's GPU work besides drafting and verifying
+    t_host_s: np.ndarray  # exposed host time of one speculative step
+    t_step_s: np.ndarray  # t_propose + t_verify + t_worker + t_host
+    t_plain_s: np.ndarray  # one plain decoding step (q = 1), host time included
+    tokens_per_s: np.ndarray  # b·τ / t_step
+    plain_tokens_per_s: np.ndarray  # b / t_plain
+    speedup: np.ndarray
+    tpot_s: np.ndarray  # time per output token of one sequence: t_step / τ
+    cost_ratio: np.ndarray  # c = t_draft / t_plain
+    bound: np.ndarray  # what dominates the verify forward: memory, compute, overhead or communication
+    verify_tokens: np.ndarray  # tokens per sequence the target verifies (γ + 1 for a chain)
+    verify_time: object = None  # StepTime of the verify forward
+    plain_time: object = None  # StepTime of the plain step's forward
+    target: str = ""
+    proposer: str = ""
+    gamma: object = None  # chain lengths as given (None for trees)
+    tree: object = None  # [steps, topk, tokens] or a dict of arrays (None for chains)
+    batch: np.ndarray = 1  # the batch sizes priced, as given
+    deployment: object = None  # the Deployment that priced it
+    acceptance: object = None  # the Acceptance τ came from (None when τ was given)
+    acceptance_source: str = "given"
+    pieces: object = field(default=None, compare=False, repr=False)  # engine StepPieces (calibration)
+
+    @property
+    def engine(self):
+        """The :class:`~sdsl.engine.profiles.EngineProfile` that priced the step (the deployment's)."""
+        return None if self.deployment is None else self.deployment.engine
+
+    @property
+    def t_overhead_s(self) -> np.ndarray:
+        """The earlier name of :attr:`t_host_s`."""
+        return self.t_host_s
+
+    def __getitem__(self, key: str):
+        return getattr(self, "t_host_s" if key == "t_overhead_s" else key)
+
+    def inputs(self) -> dict:
+        """What priced the step: target, proposer, γ or tree, batch, the deployment's summary, acceptance."""
+        dep = self.deployment
+        summary = None if dep is None else {"hardware": dep.hardware.name, "tp": dep.tp, "draft_tp": dep.draft_tp,
+                                            "dtype": dep.dtype, "context": dep.context,
+                                            "latency_params": dep.params.source, "engine": dep.engine.name}
+        tree = self.tree if not isinstance(self.tree, dict) else {k: np.asarray(v).tolist() for k, v in self.tree.items()}
+        return {"target": self.target, "proposer": self.proposer,
+                "gamma": None if self.gamma is None else np.asarray(self.gamma).tolist(), "tree": tree,
+                "batch": np.asarray(self.batch).tolist(), "deployment": summary,
+                "acceptance_source": self.acceptance_source,
+                "engine": None if dep is None else dep.engine.summary(),
+                "acceptance": None if self.acceptance is None else self.acceptance.to_dict()}
+
+    def to_dict(self) -> dict:
+        """Plain Python values: every array field (lists), ``t_overhead_s`` (= ``t_host_s``), ``verify_step`` (the
+        verify forward's :class:`~sdsl.roofline.latency.StepTime` parts), ``distinct_experts`` and
+        ``plain_distinct_experts`` (routed experts one MoE layer reads in the verify and the plain forward; 0 for a
+        dense target), the inputs."""
+        out = {}
+        for name in ARRAY_FIELDS:
+            v = np.asarray(getattr(self, name))
+            out[name] = v.item() if v.ndim == 0 else v.tolist()
+        out["t_overhead_s"] = out["t_host_s"]
+        if self.verify_time is not None:  # the verify forward's parts (every field its StepTime carries)
+            out["verify_step"] = self.verify_time.to_dict()
+            out["distinct_experts"] = out["verify_step"]["distinct_experts"]  # per MoE layer (0: a dense target)
+        if self.plain_time is not None:
+            out["plain_distinct_experts"] = np.asarray(self.plain_time.distinct_experts).tolist()
+        return {**out, **self.inputs()}
+
+    def take(self, index: int, **changes) -> "PricedStep":
+        """The configurations at ``index`` of the leading axis (e.g. one draft of a stacked grid), as views."""
+        shape = np.broadcast_shapes(*(np.shape(getattr(self, k)) for k in ARRAY_FIELDS))
+        arrays = {k: np.broadcast_to(np.asarray(getattr(self, k)), shape)[index] for k in ARRAY_FIELDS}
+        times = {k: _take_time(getattr(self, k), shape, index) for k in ("verify_time", "plain_time")}
+        return replace(self, **arrays, **times, pieces=None, **changes)
+
+    def report(self) -> str:
+        """One line per configuration: τ, step times (ms), tokens/s, speedup and the bound."""
+        keys = ("tau", "t_draft_s", "t_verify_s", "t_step_s", "tokens_per_s", "speedup", "bound")
+        cols = {k: np.ravel(np.broadcast_to(np.asarray(getattr(self, k)), np.shape(self.tokens_per_s))) for k in keys}
+        lines = [f"{'tau':>6} {'draft ms':>9} {'verify ms':>10} {'step ms':>9} {'tokens/s':>10} {'speedup':>8}  bound"]
+        for i in range(cols["tau"].size):
+            lines.append(f"{cols['tau'][i]:6.3f} {1e3 * cols['t_draft_s'][i]:9.3f} {1e3 * cols['t_verify_s'][i]:10.3f} "
+                         f"{1e3 * cols['t_step_s'][i]:9.3f} {cols['tokens_per_s'][i]:10.1f} {cols['speedup'][i]:8.3f}  "
+                         f"{cols['bound'][i]}")
+        return "\n".join(lines)
+
+    def plot(self, ax=None):
+        """Bars of the best speedup over plain decoding per batch size (:mod:`sdsl.plots.results`)."""
+        from sdsl.plots.results import plot_speedup_by_batch
+
+        return plot_speedup_by_batch(self.batch, self.speedup, ax=ax)
+
+
+def _take_time(step_time, shape, index):
+    """``step_time`` (a StepTime or None) with every field broadcast to ``shape`` and indexed on axis 0."""
+    if step_time is None:
+        return None
+    return replace(step_time, **{f.name: np.broadcast_to(np.asarray(getattr(step_time, f.name)),
+                                                         np.broadcast_shapes(shape, np.shape(getattr(step_time, f.name))))[index]
+                                 for f in fields(step_time)})
