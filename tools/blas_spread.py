@@ -51,7 +51,7 @@ def worker() -> dict:
 
     from sdsl._paths import data_path
     from sdsl.cli import cli
-    from sdsl.core.hardware import get_hardware
+    from sdsl.catalog.hardware import get_hardware
     from sdsl.fit.allreduce import fit_allreduce, nvlink_rows, read_allreduce
 
     vidur, out = data_path("vidur"), {}

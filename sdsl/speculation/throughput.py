@@ -106,11 +106,11 @@ def predict(target, draft, deployment, *, gamma, alpha, batch=1, draft_params: L
 
 def _check_fits(target, proposer, deployment, batch) -> None:
     """Refuse a prediction of which no configuration fits the deployment's memory (weights and KV cache per GPU,
-    :func:`~sdsl.core.latency.memory_with_draft_per_gpu`, as ``sdsl predict`` reports DOES NOT FIT): a speed of a
+    :func:`~sdsl.roofline.latency.memory_with_draft_per_gpu`, as ``sdsl predict`` reports DOES NOT FIT): a speed of a
     deployment that cannot run is not an answer."""
-    from sdsl.core.architecture import get_model
-    from sdsl.core.deployment import Deployment
-    from sdsl.core.latency import memory_with_draft_per_gpu
+    from sdsl.catalog.models import get_model
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.roofline.latency import memory_with_draft_per_gpu
 
     dep = Deployment.of(deployment)
     spec = target if hasattr(target, "d_model") else get_model(target)

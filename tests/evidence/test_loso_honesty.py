@@ -16,7 +16,7 @@ SCALE = 2.7  # far outside any noise: a leak of the held-out rows or of the ship
 
 @pytest.fixture(scope="module")
 def published():
-    from sdsl.experiments.engine_fit import published_points
+    from sdsl.validation.engine_fit import published_points
 
     points, _ = published_points()
     source = Counter(p.source for p in points).most_common(1)[0][0]
@@ -24,7 +24,7 @@ def published():
 
 
 def _held_out_predictions(points, source):
-    from sdsl.experiments.engine_fit import fit_profiles, predict_point
+    from sdsl.validation.engine_fit import fit_profiles, predict_point
 
     values = fit_profiles(points, held_out=source)
     return np.array([predict_point(p, values[p.base]) for p in points if p.source == source])
@@ -42,9 +42,9 @@ def test_published_fold_ignores_the_held_out_measurements(published):
 def test_published_fold_ignores_the_shipped_terms(published, monkeypatch):
     """The catalog's shipped free terms (fitted on every source) are wrong by 2.7x: the fold refits them without the
     held-out source, so its predictions do not move (fallbacks come from the fold's own fits)."""
-    import sdsl.experiments.engine_fit as engine_fit
-    from sdsl.core.engine import engine_profiles
-    from sdsl.experiments.engine_fit import free_terms
+    import sdsl.validation.engine_fit as engine_fit
+    from sdsl.engine.profiles import engine_profiles
+    from sdsl.validation.engine_fit import free_terms
 
     points, source = published
     base = _held_out_predictions(points, source)
@@ -56,7 +56,7 @@ def test_published_fold_ignores_the_shipped_terms(published, monkeypatch):
 
 @pytest.fixture(scope="module")
 def acceptance_source():
-    from sdsl.core.acceptance_catalog import catalog_rows
+    from sdsl.acceptance.catalog import catalog_rows
 
     rows = [r for r in catalog_rows() if r.accepted_length is not None]
     return Counter(r.source_id for r in rows).most_common(1)[0][0]
@@ -64,8 +64,8 @@ def acceptance_source():
 
 def _acceptance_fold(source):
     """Predictions of ``source``'s rows from the models fitted without it (sdsl validate acceptance, part 1)."""
-    from sdsl.core.acceptance.catalog_rules import TreeModel, predict_row
-    from sdsl.core.acceptance_catalog import catalog_rows
+    from sdsl.acceptance.rules import TreeModel, predict_row
+    from sdsl.acceptance.catalog import catalog_rows
     from sdsl.fit.acceptance_fit import fit_decay_groups, fit_draft_temperature
 
     rows = catalog_rows()
@@ -77,8 +77,8 @@ def _acceptance_fold(source):
 
 
 def _clear_caches():
-    import sdsl.core.acceptance.catalog_rules as rules
-    import sdsl.experiments.acceptance_validation as av
+    import sdsl.acceptance.rules as rules
+    import sdsl.validation.acceptance_validation as av
     import sdsl.fit.acceptance_fit as af
 
     for mod in (rules, av, af):
@@ -88,7 +88,7 @@ def _clear_caches():
 
 
 def test_acceptance_fold_ignores_the_held_out_measurements(acceptance_source, monkeypatch):
-    import sdsl.core.acceptance_catalog as cat
+    import sdsl.acceptance.catalog as cat
 
     _clear_caches()
     base = _acceptance_fold(acceptance_source)
@@ -111,7 +111,7 @@ def test_acceptance_fold_ignores_the_held_out_measurements(acceptance_source, mo
 
 
 def test_acceptance_fold_ignores_the_shipped_decay_ratios(acceptance_source, monkeypatch):
-    from sdsl.core.acceptance import decay
+    from sdsl.acceptance import decay
 
     _clear_caches()
     base = _acceptance_fold(acceptance_source)
@@ -128,8 +128,8 @@ def test_acceptance_fold_ignores_the_shipped_decay_ratios(acceptance_source, mon
 def test_moe_rows_are_priced_without_their_measurements():
     """Nothing is fitted to the MoE rows: scaling what a row measured leaves its price unchanged, and no MoE row is
     among the published rows the engine terms are fitted to."""
-    from sdsl.experiments.engine_fit import published_points
-    from sdsl.experiments.moe_validation import moe_rows, price_moe_row, row_deployment
+    from sdsl.validation.engine_fit import published_points
+    from sdsl.validation.moe_validation import moe_rows, price_moe_row, row_deployment
 
     specs, _ = moe_rows()
     picked = [s for s in specs if s.proposer is not None][:3] + [s for s in specs if s.proposer is None][:2]
