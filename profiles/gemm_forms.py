@@ -3,12 +3,13 @@
     .venv/bin/python profiles/gemm_forms.py                 # every form below (about two minutes)
     .venv/bin/python profiles/gemm_forms.py tiles wave_hard  # some of them
     .venv/bin/python profiles/gemm_forms.py --robust kernel_terms  # fitted to the relative error, soft-L1
+    .venv/bin/python profiles/gemm_forms.py --json profiles/gemm_forms.json  # every number VALIDATION.md quotes
 
 Each form is fitted on log-time with scipy's least_squares on all models of a GPU but one and scored on
 the held-out one, exactly as ``sdsl validate latency`` does; printed per GPU: pooled MAPE over every
 held-out row, pooled decode MAPE (num_tokens <= 64), the worst held-out model's decode MAPE and the median
-signed error at 64 < num_tokens <= 256. VALIDATION.md ("GEMM forms tried") quotes these numbers and
-tests/evidence/test_gemm_forms.py recomputes them. ``tiles`` is the previous form (row tiles of 128);
+signed error at 64 < num_tokens <= 256. VALIDATION.md ("GEMM forms tried") quotes these numbers from the
+committed ``profiles/gemm_forms.json`` (``--json``), which tests/integrity/test_gemm_forms.py checks the document against. ``tiles`` is the previous form (row tiles of 128);
 ``min_tile``, ``size``, ``tail`` add one term each; ``kernel_terms`` all three with ``t_kernel`` free;
 sdsl ships that form with ``t_kernel`` fixed to the elementwise kernels' launch cost
 (sdsl.roofline.latency.op_time; its held-out numbers come from ``sdsl validate latency``). The others
@@ -283,11 +284,24 @@ def _fit(name, g, hw, robust=False):
     f, x0, lo, hi = FORMS[name]
     a, y = _shapes(g), g["time_s"].to_numpy()
     ly = np.log(y)
-    x = least_squares(lambda x: np.log(f(x, a, hw)) - ly, x0, bounds=(lo, hi), x_scale="jac", max_nfev=4000).x
+    scale = _scale(x0, lo, hi)
+    x = least_squares(lambda x: np.log(f(x, a, hw)) - ly, x0, bounds=(lo, hi), x_scale=scale, jac="3-point",
+                      max_nfev=4000, **TOL).x
     if robust:
-        x = least_squares(lambda x: f(x, a, hw) / y - 1.0, x, bounds=(lo, hi), x_scale="jac", loss="soft_l1",
-                          f_scale=0.01, max_nfev=4000).x
+        x = least_squares(lambda x: f(x, a, hw) / y - 1.0, x, bounds=(lo, hi), x_scale=scale, jac="3-point",
+                          loss="soft_l1", f_scale=0.01, max_nfev=4000, **TOL).x
     return x
+
+
+#: Tolerances of every form's fit; with the fixed scales of :func:`_scale` (not ``x_scale="jac"``, which rescales
+#: by the Jacobian at each step and so follows the rounding of each BLAS) the fits stop at the same point under
+#: every OpenBLAS kernel (tools/blas_spread.py --research).
+TOL = {"xtol": 1e-10, "ftol": 1e-10, "gtol": 1e-10}
+
+
+def _scale(x0, lo, hi):
+    """Each parameter's fixed scale: its start value, or a thousandth of its range where it starts at 0."""
+    return np.where(x0 != 0, np.abs(x0), 1e-3 * np.where(np.isfinite(hi - lo), hi - lo, 1.0))
 
 
 def _hw(gpu):
@@ -334,7 +348,24 @@ def interaction_floor(data: pd.DataFrame | None = None, gpu: str = "h100") -> tu
                  for r in (lr, by_t, lr - lr.groupby(shape).transform("median"), both))
 
 
+def results(data: pd.DataFrame | None = None) -> dict:
+    """Every form's held-out numbers, the robust fit's and the H100 interaction floor (what ``--json`` writes)."""
+    from sdsl.fit.profiles import read_vidur
+
+    data = read_vidur(data_path("vidur")) if data is None else data
+    return {"forms": {name: leave_one_model_out(name, data) for name in FORMS},
+            "robust_kernel_terms": leave_one_model_out("kernel_terms", data, robust=True),
+            "h100_interaction_floor": list(interaction_floor(data))}
+
+
 if __name__ == "__main__":
+    if "--json" in sys.argv:  # python profiles/gemm_forms.py --json profiles/gemm_forms.json
+        import json
+
+        from sdsl._io import atomic_write_text
+
+        atomic_write_text(sys.argv[sys.argv.index("--json") + 1], json.dumps(results(), indent=1) + "\n")
+        sys.exit(0)
     robust = "--robust" in sys.argv
     for name in [n for n in sys.argv[1:] if n != "--robust"] or list(FORMS):
         r = leave_one_model_out(name, robust=robust)

@@ -137,7 +137,7 @@ class Acceptance(Result):
         return self.marginal_at(self.k)
 
     def _check_k(self, k) -> int:
-        if int(k) != k or k < 0:
+        if not np.isfinite(k) or int(k) != k or k < 0:
             raise InvalidInputError(f"k (draft tokens per step) must be a non-negative integer; got {k}.")
         if k > self.max_k:
             raise InvalidInputError(f"This acceptance vector covers {self.k} draft positions; k = {int(k)} is beyond it.")
@@ -147,9 +147,13 @@ class Acceptance(Result):
         """Expected tokens per target pass, bonus included: 1 + Σ_{i≤k} m_i (Leviathan et al. 2023
         Eq. (1) generalised; the i.i.d. case uses the closed form exactly). Broadcasts over integer k."""
         k_arr = np.asarray(self.k if k is None else k)
+        flat = np.atleast_1d(k_arr).ravel()
+        kf = flat.astype(float)
+        bad = flat[~np.isfinite(kf) | (kf < 0) | ((kf != np.round(kf)) & (not self.is_iid))]  # i.i.d.: closed form in k
+        if bad.size:
+            raise InvalidInputError(f"k (draft tokens per step) must be a non-negative integer; got {bad[0]}.")
         if self.is_iid:
             return tau_iid(self.positions[0], k_arr)
-        flat = np.atleast_1d(k_arr).ravel()
         kmax = self._check_k(int(flat.max())) if flat.size else 0
         for v in np.unique(flat):
             self._check_k(v)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,8 +158,30 @@ def fit_engine(points: list, terms: tuple = DEFAULT_TERMS) -> dict:
     order = [p for s in stacks for p in s.points]
     res = dict(zip(map(id, order), fit.fun))
     residuals = np.array([res[id(p)] for p in points])
+    at_bounds = {t: ("0" if v <= _AT_BOUND * b else f"its upper bound {1e3 * b:g} ms")
+                 for t, v, b in zip(terms, fit.x, hi) if v <= _AT_BOUND * b or v >= (1 - _AT_BOUND) * b}
     return {"values": dict(zip(terms, (float(v) for v in fit.x))), "residuals": residuals,
-            "rms_log": float(np.sqrt(np.mean(residuals ** 2)))}
+            "rms_log": float(np.sqrt(np.mean(residuals ** 2))), "at_bounds": at_bounds}
+
+
+#: A term within this fraction of its bound's range sits on the bound (the runs push it past where it may go).
+_AT_BOUND = 1e-6
+#: The largest rms log residual a fit may keep: beyond it (a factor 2 on a typical run) the base profile's
+#: structure cannot price the runs at all (wrong units, hardware or target), and no term values are written.
+MAX_RMS_LOG = float(np.log(2.0))
+
+
+def _check_fit(fit: dict, points: list, base: str) -> None:
+    """Refuse a fit that cannot price the runs (``MAX_RMS_LOG``): one sentence naming the worst run."""
+    if fit["rms_log"] <= MAX_RMS_LOG:
+        return
+    worst = int(np.argmax(np.abs(fit["residuals"])))
+    p, r = points[worst], float(fit["residuals"][worst])
+    pinned = f"; {', '.join(f'{t} at {b}' for t, b in fit['at_bounds'].items())}" if fit["at_bounds"] else ""
+    raise InvalidInputError(
+        f"The runs cannot be priced with {base}'s structure: the best fit misses them by a factor "
+        f"{float(np.exp(fit['rms_log'])):.3g} (rms), worst {p.label} ({p.metric} {p.measured:g}, missed by a factor "
+        f"{float(np.exp(abs(r))):.3g}){pinned}; check the runs' units, hardware and target.")
 
 
 # -- reading runs ------------------------------------------------------------------------------------------------
@@ -168,12 +191,15 @@ _BENCH_ONE = re.compile(r"Decode\.\s+median latency:\s*([0-9.eE+-]+)\s*s", re.I)
 
 
 def _rows_from_csv(path: Path) -> list[dict]:
-    with path.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        unknown = set(reader.fieldnames or ()) - set(RUN_FIELDS)
-        if unknown:
-            raise ConfigError(f"{path}: unknown run column(s) {', '.join(sorted(unknown))}; known: {', '.join(RUN_FIELDS)}.")
-        return [{k: v for k, v in r.items() if v not in (None, "")} for r in reader]
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a UTF-8 text file (a runs CSV is text: a header of run columns, then rows).") from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    unknown = set(reader.fieldnames or ()) - set(RUN_FIELDS)
+    if unknown:
+        raise ConfigError(f"{path}: unknown run column(s) {', '.join(sorted(unknown))}; known: {', '.join(RUN_FIELDS)}.")
+    return [{k: v for k, v in r.items() if v not in (None, "")} for r in reader]
 
 
 def _rows_from_json(path: Path, data) -> list[dict]:
@@ -316,6 +342,7 @@ class EngineCalibration(Result):
     lopo: list = field(repr=False)  # per run: leave-one-point-out error of its speed (1/TPOT), or None
     rms_log: float = 0.0
     kept: tuple = ()  # default terms no run depends on (the base profile's structure hides them): left at its values
+    at_bounds: dict = field(default_factory=dict)  # fitted terms pinned at a bound: {term: "0" or "its upper bound …"}
 
     def summary(self) -> dict:
         errs = np.array([e for e in self.lopo if e is not None], dtype=float)
@@ -332,7 +359,13 @@ class EngineCalibration(Result):
                 for r, res, lo in zip(self.runs, self.residuals, self.lopo)]
         return {"format": "sdsl-engine-profile", "format_version": 1, "profile": self.profile.to_dict(),
                 "fit": {"base": self.base, "terms": list(self.terms), "kept": list(self.kept),
-                        "values": {t: getattr(self.profile, t) for t in self.terms}, **self.summary(), "runs": rows}}
+                        "values": {t: getattr(self.profile, t) for t in self.terms}, "at_bounds": dict(self.at_bounds),
+                "warnings": self.warnings(), **self.summary(), "runs": rows}}
+
+    def warnings(self) -> list[str]:
+        """One sentence per fitted term the runs pinned at a bound: its value is the bound, not a measurement."""
+        return [f"{t} is pinned at {b}: the runs push it past its bound (an outlier run, or a term the structure "
+                "prices wrongly); look at the residuals, drop the outlier or fit fewer terms." for t, b in self.at_bounds.items()]
 
     def report(self) -> str:
         s = self.summary()
@@ -344,6 +377,7 @@ class EngineCalibration(Result):
                                                                    f"worst {100 * s['worst_lopo_error']:+.1f}%")
         lines.append(f"  rms log residual {s['rms_log_residual']:.4f}; leave-one-point-out error {lopo} "
                      f"({s['lopo_points']} of {s['points']} runs identifiable without themselves)")
+        lines += [f"  warning: {w}" for w in self.warnings()]
         for row in self.to_dict()["fit"]["runs"]:
             lo = "   n/a" if row["lopo_error"] is None else f"{100 * row['lopo_error']:+6.1f}%"
             shape = "plain" if row["proposer"] is None else f"{row['proposer']} k={row['k'] or row['tree']}"
@@ -379,6 +413,7 @@ def calibrate_engine(paths, *, base="vllm", terms=None, defaults: dict | None = 
     if problem:
         raise InvalidInputError(problem)
     fit = fit_engine(points, terms)
+    _check_fit(fit, points, base_profile.name)
     errors = []
     for i, p in enumerate(points if lopo else ()):
         rest = points[:i] + points[i + 1:]
@@ -395,4 +430,5 @@ def calibrate_engine(paths, *, base="vllm", terms=None, defaults: dict | None = 
     profile = base_profile.replace(name=name or f"calibrated-{base_profile.name}", date=today,
                                    build=f"{base_profile.build} — terms fitted to {len(points)} measured runs",
                                    sources=sources, **fit["values"])
-    return EngineCalibration(profile, base_profile.name, terms, runs, fit["residuals"], errors, fit["rms_log"], kept)
+    return EngineCalibration(profile, base_profile.name, terms, runs, fit["residuals"], errors, fit["rms_log"], kept,
+                             fit["at_bounds"])

@@ -69,7 +69,12 @@ def _floats(text: str) -> list[float]:
 
 
 def _vllm_convention(mean: float, marginal: list[float], where: str) -> str:
-    """'bonus-included' (1 + Σ m, vLLM ≥ PR #17908) or 'bonus-excluded' (Σ m, earlier v1 releases)."""
+    """'bonus-included' (1 + Σ m, vLLM ≥ PR #17908) or 'bonus-excluded' (Σ m, earlier v1 releases). A rate
+    outside [0, 1] is no acceptance rate: refused here, before any pooling could clip it."""
+    bad = [r for r in marginal if not (0.0 <= r <= 1.0)]
+    if bad:
+        raise ConfigError(f"{where}: per-position acceptance rate {bad[0]:g} is outside [0, 1]; the line is not an "
+                          "engine's acceptance metrics.")
     tol = 0.006 + 0.0005 * len(marginal)  # mean printed to 2 decimals, rates to 3
     total = sum(marginal)
     if abs(mean - (1.0 + total)) <= tol:
@@ -102,7 +107,7 @@ def _pool_vllm(lines: list[str], where: str) -> LogAcceptance:
     if w.sum() <= 0:
         raise ConfigError(f"{where}: every vLLM metrics interval drafted 0 tokens; there is no acceptance to read.")
     marginal = (np.asarray(rates) * w[:, None]).sum(axis=0) / w.sum()
-    marginal = np.minimum.accumulate(np.clip(marginal, 0.0, 1.0))  # pooled rates stay non-increasing
+    marginal = np.minimum.accumulate(marginal)  # pooled rates (each in [0, 1]) stay non-increasing
     acc = Acceptance.from_marginal(marginal, source="vllm-log")
     return LogAcceptance("vllm", conventions.pop(), len(rates), len(marginal), float(acc.tau()), acc)
 

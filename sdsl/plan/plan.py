@@ -333,8 +333,11 @@ def _proposers(target, proposers, any_tokenizer) -> list:
     from sdsl._checks import one_or_many
     from sdsl.speculation.proposers import Proposer, make_proposer
 
-    props = ([make_proposer(p) for p in one_or_many(proposers, (str, Proposer))] if proposers
-             else default_proposers(target, any_tokenizer=any_tokenizer))
+    given = None if proposers is None else one_or_many(proposers, (str, Proposer))
+    if given is not None and not given:
+        raise InvalidInputError("proposers is empty; give at least one proposer, or None for the catalog's default "
+                                "candidates.")
+    props = [make_proposer(p) for p in given] if given is not None else default_proposers(target, any_tokenizer=any_tokenizer)
     return list({p.name: p for p in props}.values())
 
 

@@ -214,6 +214,9 @@ def price_step(target, proposer, deployment, *, tau=None, acceptance=None, gamma
     b = count(batch)
     ctx = non_negative(dep.context if context is None else context, "context", "a non-negative number of tokens")
     steps, topk, n_verify, mask_extra = _chain(gamma, proposer) if tree is None else _trees(tree, proposer)
+    if np.any(np.asarray(n_verify, dtype=float) > target.max_context):
+        raise InvalidInputError(f"A step verifying {float(np.max(n_verify)):g} tokens does not fit {target.name}'s "
+                                f"{target.max_context}-token context; draft fewer tokens per step.")
     if dep.engine.chains_only and np.any(np.asarray(topk) > 1):
         raise InvalidInputError(f"Engine profile {dep.engine.name} verifies chains only (top-1 drafts): price a chain, "
                                 "or a tree under an engine that runs trees (sglang).")

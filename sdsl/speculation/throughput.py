@@ -99,5 +99,25 @@ def predict(target, draft, deployment, *, gamma, alpha, batch=1, draft_params: L
         proposer = draft
     else:
         proposer = DraftModel(draft, params=draft_params)
+    _check_fits(target, proposer, deployment, batch)
     return price_step(target, proposer, deployment, acceptance=a, gamma=g, batch=batch,
                       overhead_s=overhead_s)
+
+
+def _check_fits(target, proposer, deployment, batch) -> None:
+    """Refuse a prediction of which no configuration fits the deployment's memory (weights and KV cache per GPU,
+    :func:`~sdsl.roofline.latency.memory_with_draft_per_gpu`, as ``sdsl predict`` reports DOES NOT FIT): a speed of a
+    deployment that cannot run is not an answer."""
+    from sdsl.catalog.models import get_model
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.roofline.latency import memory_with_draft_per_gpu
+
+    dep = Deployment.of(deployment)
+    spec = target if hasattr(target, "d_model") else get_model(target)
+    need = np.asarray(memory_with_draft_per_gpu(spec, getattr(proposer, "model", None), dep, batch=batch), dtype=float)
+    cap = float(dep.hardware.mem_capacity)
+    if np.all(need > cap):
+        raise InvalidInputError(f"{spec.name} does not fit: {float(np.min(need)) / 2**30:.4g} GiB per GPU (weights and "
+                                f"KV cache at batch {float(np.min(np.asarray(batch, dtype=float))):g}, context "
+                                f"{dep.context:g}) of {cap / 2**30:.4g} GiB on {dep.hardware.name}; raise tp, lower the "
+                                "batch or context, or use a larger GPU.")

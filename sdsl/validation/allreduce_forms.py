@@ -50,9 +50,9 @@ def size_noise_ape(rows: "pd.DataFrame", k: int = 5) -> np.ndarray:
 
 #: Fitted fields: the production form's seven (sdsl.fit.allreduce) and NVLS's latency and efficiency.
 #: Efficiencies in (0, 1] of the per-direction link (NVLS sends and receives each byte once).
-_X0 = ([3e-5, 4.0, 1e-5, 0.25, 3e-5, 0.5, 1e-6, 2e-5, 0.5], [3e-5, 8.0, 1e-6, 0.5, 5e-5, 0.4, 1e-6, 5e-5, 0.45],
-       [2e-5, 4.0, 5e-6, 0.15, 1e-5, 0.6, 3e-7, 3e-5, 0.6])
-_LO = [0.0, 1.0, 0.0, 5e-4, 0.0, 5e-4, 0.0, 0.0, 5e-4]
+_X0 = ([3e-5, 4.0, 1e-5, 0.3, 3e-5, 0.5, 1e-6, 2e-5, 0.5], [3e-5, 8.0, 1e-6, 0.5, 5e-5, 0.4, 1e-6, 5e-5, 0.45],
+       [2e-5, 4.0, 5e-6, 0.8, 1e-5, 0.6, 3e-7, 3e-5, 0.6])
+_LO = [1e-6, 1.0, 1e-6, 0.25, 1e-6, 5e-4, 0.0, 1e-6, 5e-4]  # the production fit's bounds (sdsl.fit.allreduce)
 _HI = [1e-3, 50.0, 1e-3, 1.0, 1e-3, 1.0, 1e-4, 1e-3, 1.0]
 
 
@@ -67,13 +67,38 @@ def nvls_time(message_bytes, n_gpu, bandwidth: float, x) -> np.ndarray:
     return smooth_max(floor, np.where(n > 2, np.minimum(ring, nvls), ring), p)
 
 
+def _nvls_blended(b, n, bandwidth, x):
+    """log of :func:`nvls_time` with its minima blended over :data:`sdsl.fit.allreduce.PROTOCOL_BLEND` (the fit's
+    smooth cost, as :func:`sdsl.fit.allreduce.fit_allreduce`)."""
+    from sdsl.fit.allreduce import PROTOCOL_BLEND, smooth_min_log
+
+    floor, p, ll_lat, ll_eta, lat, eta, step, nv_lat, nv_eta = map(float, x)
+    simple = allreduce_time(b, n, bandwidth, lat, eta, step)
+    ll = allreduce_time(b, n, bandwidth, ll_lat, ll_eta)
+    ring, _ = smooth_min_log(np.log(simple), np.log(ll), PROTOCOL_BLEND)
+    nvls, _ = smooth_min_log(ring, np.log(nv_lat + b / (nv_eta * bandwidth)), PROTOCOL_BLEND)
+    return np.log(smooth_max(floor, np.exp(np.where(n > 2, nvls, ring)), p))
+
+
+#: Fitted as logarithms (all but the step latency, in µs), as :func:`sdsl.fit.allreduce.fit_allreduce`.
+_LOG = np.array([True, True, True, True, True, True, False, True, True])
+
+
 def fit_nvls(rows: "pd.DataFrame", bandwidth: float) -> np.ndarray:
-    """Least squares on log-time, best of three starts (as :func:`sdsl.fit.allreduce.fit_allreduce`)."""
-    from sdsl.fit.allreduce import best_least_squares
+    """Least squares on log-time, best of three starts, the minima blended as :func:`sdsl.fit.allreduce.fit_allreduce`
+    blends its protocols (3-point Jacobian, tolerances of that fit)."""
+    from scipy.optimize import least_squares
+
+    from sdsl.fit.allreduce import _TOL
 
     b, n, logt = (rows[c].to_numpy(float) for c in ("bytes", "n_gpu", "time_s"))
     logt = np.log(logt)
-    return best_least_squares(lambda x: np.log(nvls_time(b, n, bandwidth, x)) - logt, _X0, _LO, _HI)
+    enc = lambda v: np.where(_LOG, np.log(np.maximum(v, 1e-300)), np.asarray(v, float) * 1e6)  # noqa: E731
+    dec = lambda z: np.where(_LOG, np.exp(z), z * 1e-6)  # noqa: E731
+    lo, hi = enc(np.array(_LO, float)), enc(np.array(_HI, float))
+    sols = [least_squares(lambda z: _nvls_blended(b, n, bandwidth, dec(z)) - logt, np.clip(enc(np.array(x0, float)), lo, hi),
+                          bounds=(lo, hi), jac="3-point", x_scale=1.0, max_nfev=5000, **_TOL) for x0 in _X0]
+    return dec(min(sols, key=lambda s: s.cost).x)
 
 
 def nvls_heldout(rows: "pd.DataFrame", hardware) -> dict:

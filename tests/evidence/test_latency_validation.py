@@ -1,5 +1,8 @@
 """Recompute every latency number README.md and VALIDATION.md state (Vidur H100/A100, leave-one-model-out),
-pinned at 1e-3 relative: the full `sdsl validate latency --json` run once per module (about a minute)."""
+held at 1e-3 relative: the full `sdsl validate latency --json` run once per module (about a minute). These are errors
+of fits, not fitted parameters: under the default, Prescott, Haswell, Zen and SkylakeX OpenBLAS kernels each of them
+spreads by at most a few 1e-6 relative (tools/blas_spread.py; BENCHMARKS.md, "Fits under every BLAS kernel"), so 1e-3
+leaves a margin of 100x for other machines and still fails a changed form or data set, which move them by percent."""
 
 from __future__ import annotations
 
@@ -60,12 +63,20 @@ def _ew_tuple(r):
 # all-reduce (DGX rows): in-sample MAPE at TP 2/4/8; held-out-TP MAPE at 2/4/8; held-out median signed error;
 # (pooled held-out MAPE, its median signed error, worst TP); pairwise node predicted (MAPE, median signed error);
 # the previous form (ring only) held out on the same rows; the previous protocol (pairwise rows pooled in)
-ALLREDUCE = {"h100": ((0.14935, 0.07056, 0.05879), (0.18265, 0.09571, 0.08244), (-0.12176, 0.05413, -0.02648),
-                      (0.12027, -0.01999, 0.18265), (0.32810, -0.24501), (0.17808, 0.09717, 0.09649),
-                      (0.28944, 0.18841, 0.10204)),
-             "a100": ((0.07809, 0.10128, 0.07025), (0.10062, 0.11944, 0.07687), (-0.06936, 0.03482, -0.00814),
-                      (0.09898, -0.01033, 0.11944), (0.12719, 0.06693), (0.09589, 0.14380, 0.13605),
-                      (0.08856, 0.11422, 0.07121))}
+ALLREDUCE = {"h100": ((0.14984, 0.070318, 0.059827),
+                      (0.18432, 0.093738, 0.084403),
+                      (-0.12432, 0.050387, -0.036943),
+                      (0.12082, -0.026257, 0.18432),
+                      (0.32956, -0.24792),
+                      (0.17808, 0.097173, 0.09654),
+                      (0.29097, 0.1894, 0.0917)),
+             "a100": ((0.078726, 0.10133, 0.069872),
+                      (0.098891, 0.11766, 0.076014),
+                      (-0.063623, 0.032849, -0.0074967),
+                      (0.097521, -0.0074135, 0.11766),
+                      (0.126, 0.064567),
+                      (0.095844, 0.1438, 0.13605),
+                      (0.090601, 0.11364, 0.075044))}
 
 
 @pytest.mark.parametrize("gpu", ["h100", "a100"])
@@ -96,10 +107,10 @@ def test_elementwise_and_allreduce(report, gpu):
 
 def test_turbospec_comparison(report):
     ts = report["turbospec"]
-    assert ts["llama-3.1-70b"]["mean_abs_rel_diff"] == pytest.approx(0.03836, rel=REL)
-    assert ts["llama-3.1-8b"]["mean_abs_rel_diff"] == pytest.approx(0.03843, rel=REL)
-    assert ts["llama-3.1-70b"]["batch1"]["predicted_ms"] == pytest.approx(19.981, rel=REL)
-    assert ts["llama-3.1-70b"]["batch64"]["predicted_ms"] == pytest.approx(22.336, rel=REL)
+    assert ts["llama-3.1-70b"]["mean_abs_rel_diff"] == pytest.approx(0.038017, rel=REL)
+    assert ts["llama-3.1-8b"]["mean_abs_rel_diff"] == pytest.approx(0.038430, rel=REL)
+    assert ts["llama-3.1-70b"]["batch1"]["predicted_ms"] == pytest.approx(19.982, rel=REL)
+    assert ts["llama-3.1-70b"]["batch64"]["predicted_ms"] == pytest.approx(22.359, rel=REL)
     assert ts["llama-3.1-8b"]["batch64"]["predicted_ms"] == pytest.approx(8.940, rel=REL)
 
 
@@ -240,7 +251,7 @@ def test_what_is_left_of_the_h100_tp2_allreduce_error():
     small, big = tp2["bytes"] <= 2e6, tp2["bytes"] >= 32e6
     got = (small.mean(), tp2["rel"][small].abs().mean(), tp2["rel"][small].abs().sum() / tp2["rel"].abs().sum(),
            tp2["rel"][big].median())
-    assert got == pytest.approx((0.15895, 0.56572, 0.49232, -0.15835), rel=REL, abs=2e-5)
+    assert got == pytest.approx((0.15895, 0.56568, 0.48784, -0.15992), rel=REL, abs=2e-5)
 
 
 def test_nvlink_rows_keep_single_node_nvlink_only():
@@ -294,13 +305,13 @@ def test_sawtooth_every_128_tokens_on_h100():
 # held out and in sample.
 LIMITS = {"h100": {"noise_floor_tp_mape": (0.084452, 0.017332, 0.019854),
                    "noise_floor_small_tp_mape": (0.406663, 0.081927, 0.098124),
-                   "own_tp_fit_mape": (0.129611, 0.041088, 0.036892),
-                   "nvls_heldout_tp_mape": (0.184383, 0.125672, 0.164593),
-                   "nvls_heldout_tp_bias": (-0.115307, 0.109269, -0.147314),
-                   "nvls_in_sample_tp_mape": (0.140987, 0.074223, 0.046854)},
+                   "own_tp_fit_mape": (0.128848, 0.041099, 0.037264),
+                   "nvls_heldout_tp_mape": (0.185814, 0.125572, 0.164723),
+                   "nvls_heldout_tp_bias": (-0.118664, 0.107278, -0.147342),
+                   "nvls_in_sample_tp_mape": (0.142499, 0.082282, 0.043325)},
           "a100": {"noise_floor_tp_mape": (0.048812, 0.032064, 0.029244),
                    "noise_floor_small_tp_mape": (0.215674, 0.121147, 0.142309),
-                   "own_tp_fit_mape": (0.059419, 0.086653, 0.058167)}}
+                   "own_tp_fit_mape": (0.060905, 0.086704, 0.058222)}}
 
 
 @pytest.mark.parametrize("gpu", ["h100", "a100"])
@@ -354,13 +365,13 @@ def test_h100_tp2_form_on_its_own_rows():
     params, stats = fit_allreduce(tp2, hw)
     ape = np.abs(predict_allreduce(tp2, hw.interconnect_bandwidth, params) / tp2["time_s"].to_numpy() - 1.0)
     small = tp2["bytes"].to_numpy() <= 2e6
-    assert (stats["mape"], ape[small].mean(), ape[~small].mean()) == pytest.approx((0.129611, 0.489452, 0.061603), rel=REL)
+    assert (stats["mape"], ape[small].mean(), ape[~small].mean()) == pytest.approx((0.128848, 0.489173, 0.060748), rel=REL)
 
 
 # the shipped defaults' own error on every row (key `shipped`): pooled all / decode / worst model decode, elementwise
 # per kernel / per layer sum, all-reduce TP 2/4/8 and pooled (DGX rows; None on the A40: no Vidur all-reduce)
-SHIPPED = {"h100": ((0.082041, 0.069101, 0.090514), (0.122871, 0.068100), (0.149354, 0.070561, 0.058786, 0.092900)),
-           "a100": ((0.058710, 0.042387, 0.058632), (0.108575, 0.077620), (0.078091, 0.101280, 0.070245, 0.083205)),
+SHIPPED = {"h100": ((0.082041, 0.069101, 0.090514), (0.122871, 0.068106), (0.149838, 0.070318, 0.059827, 0.093328)),
+           "a100": ((0.058710, 0.042387, 0.058632), (0.108575, 0.077574), (0.078726, 0.101333, 0.069872, 0.083310)),
            "a40": ((0.074804, 0.066570, 0.073714), (0.101475, 0.059884), None)}
 
 
@@ -372,9 +383,9 @@ def test_shipped_defaults_measured_on_every_row(report, gpu):
     from sdsl.validation.latency_validation import VIDUR_HARDWARE
 
     s = report[gpu]["shipped"]
-    # 1e-6: the least-squares refit reproduces the shipped parameters to ~3e-7 when BLAS sums in another order
-    # (one thread instead of two); a different form or data set moves them by percent.
-    assert s["max_rel_diff_to_fit"] < 1e-6 and s["source"] == default_params(VIDUR_HARDWARE[gpu]).source
+    # 1e-5: the refit reproduces the shipped parameters to 8e-7 on another machine and to 1e-6 under every OpenBLAS
+    # kernel type (tools/blas_spread.py); a different form or data set moves them by percent.
+    assert s["max_rel_diff_to_fit"] < 1e-5 and s["source"] == default_params(VIDUR_HARDWARE[gpu]).source
     gemm, ew, ar = SHIPPED[gpu]
     assert (s["pooled_overall_mape"], s["pooled_decode_mape"], s["worst_model_decode_mape"]) == pytest.approx(gemm, rel=REL)
     assert (s["elementwise_mape"], s["elementwise_layer_mape"]) == pytest.approx(ew, rel=REL)

@@ -189,3 +189,31 @@ def test_a_bad_run_value_names_the_file_row_and_column(tmp_path, column, value, 
         read_runs([path])
     r = CliRunner().invoke(cli, ["calibrate", "engine", str(path)])
     assert r.exit_code == 2 and r.output.count("\n") == 1 and f"row 2: {what}" in r.output, r.output
+
+
+def test_runs_no_profile_can_price_are_refused(tmp_path):
+    """TPOTs of 1e-9 ms (wrong units): every term would sit at 0 with -100% residuals; the fit is refused."""
+    rows = [dict(r, tpot_ms=1e-9) for r in _runs(noise=0.0, batches=(1, 4), ks=(0, 2, 4, 6))]
+    with pytest.raises(InvalidInputError, match="cannot be priced with vllm-2025-07's structure"):
+        calibrate_engine([_write(tmp_path, rows)], base="vllm-2025-07", lopo=False)
+    res = CliRunner().invoke(cli, ["calibrate", "engine", str(_write(tmp_path, rows)), "--engine", "vllm-2025-07"])
+    assert res.exit_code == 2 and "check the runs' units" in res.output and len(res.output.strip().splitlines()) == 1
+
+
+def test_an_outlier_that_pins_terms_at_their_bounds_is_flagged(tmp_path):
+    rows = _runs(noise=0.0, batches=(1, 4), ks=(0, 2, 4, 6))
+    clean = calibrate_engine([_write(tmp_path, rows)], base="vllm-2025-07", lopo=False)
+    assert clean.at_bounds == {} and clean.to_dict()["fit"]["warnings"] == []
+    rows[0] = dict(rows[0], tpot_ms=rows[0]["tpot_ms"] / 4)  # one plain run four times too fast
+    bad = calibrate_engine([_write(tmp_path, rows)], base="vllm-2025-07", lopo=False)
+    assert bad.at_bounds and set(bad.at_bounds) <= set(TERMS)
+    out = bad.to_dict()["fit"]
+    assert out["at_bounds"] == bad.at_bounds and len(out["warnings"]) == len(bad.at_bounds)
+    assert all(f"warning: {t} is pinned at" in bad.report() for t in bad.at_bounds)
+
+
+def test_a_binary_runs_csv_is_one_line_and_exit_2(tmp_path):
+    path = tmp_path / "runs.csv"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe\x00binary")
+    res = CliRunner().invoke(cli, ["calibrate", "engine", str(path)])
+    assert res.exit_code == 2 and "not a UTF-8 text file" in res.output and len(res.output.strip().splitlines()) == 1
