@@ -176,12 +176,20 @@ def predict(target, proposer="eagle3", hardware="h100-sxm", *, gamma=None, tree=
 
 def _memory(step, proposer, target) -> dict:
     """Bytes the most loaded GPU holds at the largest batch (the target's weights and KV cache, a draft model's beside
-    them; a head's own weights are not counted) and whether they fit in the GPU's memory."""
+    them; a head's own weights are not counted) and whether they fit in the GPU's memory. A configuration of which
+    not even the smallest batch fits is refused (one sentence), never priced."""
+    from sdsl.errors import InvalidInputError
     from sdsl.roofline.latency import memory_with_draft_per_gpu
 
     dep = step.deployment
-    need = float(memory_with_draft_per_gpu(target, getattr(proposer, "model", None), dep,
-                                           batch=int(np.max(step.batch))))
+    draft = getattr(proposer, "model", None)
+    least = float(memory_with_draft_per_gpu(target, draft, dep, batch=int(np.min(step.batch))))
+    if least > dep.hardware.mem_capacity:
+        raise InvalidInputError(f"{target.name} does not fit: {least / 2**30:.4g} GiB per GPU (weights and KV cache at "
+                                f"batch {int(np.min(step.batch))}, context {dep.context}) against "
+                                f"{dep.hardware.mem_capacity / 2**30:.0f} GiB on {dep.hardware.name}; raise the tensor "
+                                "parallelism, lower the batch or the context, or use fp8 weights.")
+    need = float(memory_with_draft_per_gpu(target, draft, dep, batch=int(np.max(step.batch))))
     return {"memory_per_gpu_bytes": need, "memory_capacity_bytes": float(dep.hardware.mem_capacity),
             "fits_in_memory": need <= dep.hardware.mem_capacity}
 

@@ -284,7 +284,7 @@ def test_turbospec_linear_fit_numbers():
     b = np.unique(np.round(np.logspace(0, 8, 33, base=2)))
     bb, cc = (g.ravel() for g in np.meshgrid(b, np.array([256.0, 1024.0, 4096.0])))
     fit = fit_linear_step_model(bb, np.ones_like(bb), cc, step(bb, np.ones_like(bb), cc), test_fraction=0.25, seed=0)
-    assert fit.r2_test == pytest.approx(0.981146, abs=2e-4)
+    assert fit.r2_test == pytest.approx(0.981435, abs=2e-4)
     pub = TURBOSPEC_PUBLISHED["llama-3.1-70b-tp4-h100"]
     n, one, ctx = np.array([1.0, 256.0]), np.ones(2), np.array([1024.0, 4096.0])
     assert step(n, one, ctx) * 1e3 == pytest.approx([19.980802, 55.423883], rel=REL)
