@@ -176,19 +176,11 @@ def predict(target, proposer="eagle3", hardware="h100-sxm", *, gamma=None, tree=
 
 def _memory(step, proposer, target) -> dict:
     """Bytes the most loaded GPU holds at the largest batch (the target's weights and KV cache, a draft model's beside
-    them; a head's own weights are not counted) and whether they fit in the GPU's memory. A configuration of which
-    not even the smallest batch fits is refused (one sentence), never priced."""
-    from sdsl.errors import InvalidInputError
+    them; a head's own weights are not counted) and whether they fit in the GPU's memory."""
     from sdsl.roofline.latency import memory_with_draft_per_gpu
 
     dep = step.deployment
     draft = getattr(proposer, "model", None)
-    least = float(memory_with_draft_per_gpu(target, draft, dep, batch=int(np.min(step.batch))))
-    if least > dep.hardware.mem_capacity:
-        raise InvalidInputError(f"{target.name} does not fit: {least / 2**30:.4g} GiB per GPU (weights and KV cache at "
-                                f"batch {int(np.min(step.batch))}, context {dep.context}) against "
-                                f"{dep.hardware.mem_capacity / 2**30:.0f} GiB on {dep.hardware.name}; raise the tensor "
-                                "parallelism, lower the batch or the context, or use fp8 weights.")
     need = float(memory_with_draft_per_gpu(target, draft, dep, batch=int(np.max(step.batch))))
     return {"memory_per_gpu_bytes": need, "memory_capacity_bytes": float(dep.hardware.mem_capacity),
             "fits_in_memory": need <= dep.hardware.mem_capacity}
@@ -199,8 +191,15 @@ def _prediction_warnings(target, step, proposer, gamma) -> list[str]:
     drafter."""
     from sdsl.plan.report import proposer_warnings
     from sdsl.plan.robust import beyond_measured
+    from sdsl.roofline.latency import memory_with_draft_per_gpu
 
     out = proposer_warnings(target, step.deployment, [proposer])
+    dep = step.deployment
+    need = float(memory_with_draft_per_gpu(target, getattr(proposer, "model", None), dep, batch=int(np.min(step.batch))))
+    if need > dep.hardware.mem_capacity:  # priced, but never silently: no batch asked for fits
+        out.append(f"{target.name} does not fit: {need / 2**30:.4g} GiB per GPU (weights and KV cache at batch "
+                   f"{int(np.min(step.batch))}, context {dep.context}) against {dep.hardware.mem_capacity / 2**30:.0f} GiB "
+                   f"on {dep.hardware.name}; raise the tensor parallelism, lower the batch or the context, or use fp8 weights")
     if gamma is not None and np.size(gamma):
         beyond = beyond_measured(proposer.name, step.acceptance, int(np.max(gamma)))
         if beyond:

@@ -87,6 +87,16 @@ def _clear_caches():
                 obj.cache_clear()
 
 
+
+def _assert_fold_unchanged(source, base, monkeypatch):
+    """The source's held-out fold, recomputed under the patches in force, equals ``base``; the patches are undone."""
+    _clear_caches()
+    try:
+        np.testing.assert_allclose(_acceptance_fold(source), base, rtol=1e-9)
+    finally:
+        monkeypatch.undo()
+        _clear_caches()
+
 def test_acceptance_fold_ignores_the_held_out_measurements(acceptance_source, monkeypatch):
     import sdsl.acceptance.catalog as cat
 
@@ -102,12 +112,7 @@ def test_acceptance_fold_ignores_the_held_out_measurements(acceptance_source, mo
     assert [r.accepted_length for r in scaled if r.source_id == acceptance_source] != [
         r.accepted_length for r in rows if r.source_id == acceptance_source]
     monkeypatch.setattr(cat, "catalog_rows", lambda: scaled)
-    _clear_caches()
-    try:
-        np.testing.assert_allclose(_acceptance_fold(acceptance_source), base, rtol=1e-9)
-    finally:
-        monkeypatch.undo()
-        _clear_caches()
+    _assert_fold_unchanged(acceptance_source, base, monkeypatch)
 
 
 def test_acceptance_fold_ignores_the_shipped_decay_ratios(acceptance_source, monkeypatch):
@@ -117,12 +122,7 @@ def test_acceptance_fold_ignores_the_shipped_decay_ratios(acceptance_source, mon
     base = _acceptance_fold(acceptance_source)
     for group in list(decay.GROUP_DECAY):
         monkeypatch.setitem(decay.GROUP_DECAY, group, decay.GROUP_DECAY[group] / SCALE)
-    _clear_caches()
-    try:
-        np.testing.assert_allclose(_acceptance_fold(acceptance_source), base, rtol=1e-9)
-    finally:
-        monkeypatch.undo()
-        _clear_caches()
+    _assert_fold_unchanged(acceptance_source, base, monkeypatch)
 
 
 def test_moe_rows_are_priced_without_their_measurements():

@@ -95,7 +95,7 @@ def test_mtp_on_a_target_without_mtp_modules_is_flagged_and_not_exported():
                                               "--alpha", "0.7", "--json"]).output)
     assert any("ships no MTP module" in w for w in out["warnings"])
     ok = json.loads(CliRunner().invoke(cli, ["predict", "--target", "deepseek-v3", "--tp", "8", "--proposer", "mtp",
-                                             "--gamma", "1", "--alpha", "0.7", "--hardware", "h200", "--json"]).output)
+                                             "--gamma", "1", "--alpha", "0.7", "--hardware", "h200", "--dtype", "fp8", "--json"]).output)
     assert ok["warnings"] == []
     with pytest.raises(InvalidInputError, match="ships no MTP module"):
         sdsl.plan_speculation("llama-3.1-8b", "h100-sxm", proposers=["mtp"], acceptance=Acceptance.from_iid(0.8),

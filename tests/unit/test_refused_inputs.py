@@ -45,17 +45,27 @@ def test_tau_of_a_bad_k_is_a_typed_error(k):
         acc.tau(k)
 
 
-@pytest.mark.parametrize("kwargs, context, word", [({"batch": 10 ** 12}, 1024, "does not fit"),
-                                                   ({}, 10 ** 12, "does not fit"),
-                                                   ({"gamma": 10 ** 9}, 1024, "context")])
-def test_predict_refuses_what_no_deployment_runs(kwargs, context, word):
+@pytest.mark.parametrize("kwargs, context", [({"batch": 10 ** 12}, 1024), ({}, 10 ** 12)])
+def test_predict_never_prices_what_does_not_fit_silently(kwargs, context):
+    """The low-level chain price refuses in one line; sdsl.predict (the CLI's twin, which prints DOES NOT FIT) says so
+    in its warnings and memory check."""
+    from sdsl.speculation.throughput import predict as chain_predict
+
     dep = sdsl.Deployment("h100-sxm", context=context)
     args = {"gamma": 3, "alpha": 0.7, **kwargs}
-    with pytest.raises(InvalidInputError, match=word) as err:
-        sdsl.predict("llama-3.1-8b", "llama-3.2-1b", dep, **args)
+    with pytest.raises(InvalidInputError, match="does not fit") as err:
+        chain_predict("llama-3.1-8b", "llama-3.2-1b", dep, **args)
+    _one_line(str(err.value))
+    res = sdsl.predict("llama-3.1-8b", "llama-3.2-1b", dep, **args)
+    assert not res.memory["fits_in_memory"] and any("does not fit" in w for w in res.warnings)
+
+
+def test_predict_refuses_a_chain_longer_than_the_context():
+    with pytest.raises(InvalidInputError, match="context") as err:
+        sdsl.predict("llama-3.1-8b", "llama-3.2-1b", sdsl.Deployment("h100-sxm", context=1024), gamma=10 ** 9, alpha=0.7)
     _one_line(str(err.value))
     # a batch sweep of which some batches fit is priced (the CLI and plan report which fit)
-    assert sdsl.predict("llama-3.1-8b", "llama-3.2-1b", dep if context == 1024 else sdsl.Deployment("h100-sxm"),
+    assert sdsl.predict("llama-3.1-8b", "llama-3.2-1b", sdsl.Deployment("h100-sxm"),
                         gamma=3, alpha=0.7, batch=[1, 10 ** 12]).speedup.shape == (2,)
 
 
