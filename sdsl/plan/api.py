@@ -167,37 +167,39 @@ def predict(target, proposer="eagle3", hardware="h100-sxm", *, gamma=None, tree=
     spread_k = int(np.max(g)) if g is not None and np.size(g) and np.max(g) > 0 else (shape.steps if shape else None)
     step = price_step(spec, prop, dep, gamma=None if shape else g, tree=shape, batch=batch, overhead_s=overhead_s,
                       acceptance_options={"workload": workload, "spread_k": spread_k}, **taus)
+    memory, least = _memory(step, prop, spec)
     return Prediction(**{f.name: getattr(step, f.name) for f in fields(PricedStep)},
-                      warnings=tuple(_prediction_warnings(spec, step, prop, g)),
-                      notes=tuple(_workload_note(step, prop, taus, workload)), memory=_memory(step, prop, spec),
+                      warnings=tuple(_prediction_warnings(spec, step, prop, g, least)),
+                      notes=tuple(_workload_note(step, prop, taus, workload)), memory=memory,
                       proposer_source=prop.source, draft=getattr(getattr(prop, "model", None), "name", None),
                       target_origin=target_origin(spec))
 
 
-def _memory(step, proposer, target) -> dict:
+def _memory(step, proposer, target) -> tuple[dict, float]:
     """Bytes the most loaded GPU holds at the largest batch (the target's weights and KV cache, a draft model's beside
-    them; a head's own weights are not counted) and whether they fit in the GPU's memory."""
+    them; a head's own weights are not counted) and whether they fit in the GPU's memory; beside it the bytes at the
+    smallest batch (what the warning that nothing fits reads)."""
     from sdsl.roofline.latency import memory_with_draft_per_gpu
 
     dep = step.deployment
     draft = getattr(proposer, "model", None)
     need = float(memory_with_draft_per_gpu(target, draft, dep, batch=int(np.max(step.batch))))
+    least = need if np.size(step.batch) == 1 else \
+        float(memory_with_draft_per_gpu(target, draft, dep, batch=int(np.min(step.batch))))
     return {"memory_per_gpu_bytes": need, "memory_capacity_bytes": float(dep.hardware.mem_capacity),
-            "fits_in_memory": need <= dep.hardware.mem_capacity}
+            "fits_in_memory": need <= dep.hardware.mem_capacity}, least
 
 
-def _prediction_warnings(target, step, proposer, gamma) -> list[str]:
+def _prediction_warnings(target, step, proposer, gamma, least_bytes: float) -> list[str]:
     """The plan's warnings for one proposer, a k beyond the measured k, and a k = 0 step that still pays for the
     drafter."""
     from sdsl.plan.report import proposer_warnings
     from sdsl.plan.robust import beyond_measured
-    from sdsl.roofline.latency import memory_with_draft_per_gpu
 
     out = proposer_warnings(target, step.deployment, [proposer])
     dep = step.deployment
-    need = float(memory_with_draft_per_gpu(target, getattr(proposer, "model", None), dep, batch=int(np.min(step.batch))))
-    if need > dep.hardware.mem_capacity:  # priced, but never silently: no batch asked for fits
-        out.append(f"{target.name} does not fit: {need / 2**30:.4g} GiB per GPU (weights and KV cache at batch "
+    if least_bytes > dep.hardware.mem_capacity:  # priced, but never silently: no batch asked for fits
+        out.append(f"{target.name} does not fit: {least_bytes / 2**30:.4g} GiB per GPU (weights and KV cache at batch "
                    f"{int(np.min(step.batch))}, context {dep.context}) against {dep.hardware.mem_capacity / 2**30:.0f} GiB "
                    f"on {dep.hardware.name}; raise the tensor parallelism, lower the batch or the context, or use fp8 weights")
     if gamma is not None and np.size(gamma):

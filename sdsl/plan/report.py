@@ -72,11 +72,10 @@ def _config_tables(out: dict, plan) -> list[str]:
                      proposer=r["proposer"] + (" (not runnable)" if r["proposer"] in out["not_runnable"] else ""))
                 for r in out["configs"] if r["batch"] == b]
         lines.append(f"batch {b}: plain decoding {rows[0]['plain_tokens_per_s']:.1f} tokens/s")
-        banded = "tokens_per_s_low" in rows[0]  # the rows carry 80% bands (sdsl.speculation.bands)
-        for r in rows if banded else ():
+        for r in rows:  # every row carries its 80% bands (config_table.ROW_KEYS, sdsl.speculation.bands)
             r.update(tps_band=f"{r['tokens_per_s_low']:.0f}-{r['tokens_per_s_high']:.0f}",
                      speedup_band=f"{r['speedup_low']:.2f}-{r['speedup_high']:.2f}")
-        band = lambda key: [(key, "80% band", "")] if banded else []  # noqa: E731
+        band = lambda key: [(key, "80% band", "")]  # noqa: E731
         lines.append(format_table(rows, [("proposer", "proposer", ""), ("params", "params", ""), ("gamma", "k", "d"),
                                          ("alpha", "alpha", ".3f"), ("tau", "tau", ".2f"),
                                          ("tokens_per_s", "tokens/s", ".1f"), *band("tps_band"),
