@@ -2,8 +2,8 @@
 
 Per family, the keys and defaults below are those of the ``transformers`` configuration classes
 (LlamaConfig, MistralConfig, Qwen2Config, OPTConfig, GPTNeoXConfig, PhiConfig, SeedOssConfig, Qwen3Config,
-Qwen3MoeConfig, MixtralConfig, DeepseekV3Config, GptOssConfig, Llama4TextConfig, Glm4MoeConfig,
-Gemma3TextConfig) and the modules their models build (which linear layers carry biases, how many norms a
+Qwen3MoeConfig, MixtralConfig, DeepseekV3Config (also Kimi-K2's kimi_k2), GptOssConfig, Llama4TextConfig,
+Glm4MoeConfig, Gemma3TextConfig) and the modules their models build (which linear layers carry biases, how many norms a
 block has, which layers are MoE or local-attention layers).
 """
 
@@ -17,8 +17,8 @@ from sdsl.errors import ConfigError
 __all__ = ["spec_fields_from_hf", "SUPPORTED_MODEL_TYPES"]
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "opt", "gpt_neox", "phi", "seed_oss", "qwen3", "qwen3_moe",
-                         "mixtral", "deepseek_v2", "deepseek_v3", "gpt_oss", "llama4", "llama4_text", "glm4_moe",
-                         "gemma3", "gemma3_text")
+                         "mixtral", "deepseek_v2", "deepseek_v3", "kimi_k2", "gpt_oss", "llama4", "llama4_text",
+                         "glm4_moe", "gemma3", "gemma3_text")
 
 
 def _get(cfg: dict[str, Any], key: str, origin: str, default: Any = ...) -> Any:
@@ -152,7 +152,8 @@ def _mixtral(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
 def _deepseek(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
     """DeepSeek-V2/V3: multi-head latent attention; the first first_k_dense_replace layers dense
     (intermediate_size), the rest MoE with n_shared_experts shared experts of moe_intermediate_size; V3's
-    router keeps an e_score_correction_bias (topk_method noaux_tc); num_nextn_predict_layers MTP modules."""
+    router keeps an e_score_correction_bias (topk_method noaux_tc); num_nextn_predict_layers MTP modules.
+    kimi_k2 (Kimi-K2) ships DeepseekV3ForCausalLM with DeepseekV3Config's keys, so it reads alike."""
     if _int(cfg, "moe_layer_freq", origin, 1) != 1:
         raise ConfigError(f"{origin}: moe_layer_freq != 1 is not modelled.")
     n_head = _int(cfg, "num_attention_heads", origin)
@@ -232,7 +233,8 @@ def _gemma3(cfg: dict[str, Any], origin: str) -> dict[str, Any]:
 
 _FAMILY_FIELDS = {"llama": _llama_like, "mistral": _llama_like, "qwen2": _llama_like, "seed_oss": _llama_like,
                   "opt": _opt, "phi": _phi, "gpt_neox": _gpt_neox, "qwen3": _qwen3, "qwen3_moe": _qwen3_moe,
-                  "mixtral": _mixtral, "deepseek_v2": _deepseek, "deepseek_v3": _deepseek, "gpt_oss": _gpt_oss,
+                  "mixtral": _mixtral, "deepseek_v2": _deepseek, "deepseek_v3": _deepseek, "kimi_k2": _deepseek,
+                  "gpt_oss": _gpt_oss,
                   "llama4": _llama4, "llama4_text": _llama4, "glm4_moe": _glm4_moe, "gemma3": _gemma3,
                   "gemma3_text": _gemma3}
 #: multimodal wrappers whose language model sits under ``text_config``

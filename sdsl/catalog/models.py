@@ -289,7 +289,7 @@ class ModelSpec(VariantCounts):
         """Read a Hugging Face ``config.json`` (or a directory holding one).
 
         Supported ``model_type``: llama, mistral, qwen2 (Qwen1.5 and Qwen2.5), opt, gpt_neox (Pythia),
-        phi, seed_oss, qwen3, qwen3_moe, mixtral, deepseek_v2, deepseek_v3, gpt_oss, llama4 (its
+        phi, seed_oss, qwen3, qwen3_moe, mixtral, deepseek_v2, deepseek_v3, kimi_k2, gpt_oss, llama4 (its
         ``text_config``), glm4_moe, gemma3 (its ``text_config``). A missing or malformed file or another model
         type raises :class:`~sdsl.errors.ConfigError`.
         """

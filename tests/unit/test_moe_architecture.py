@@ -13,7 +13,8 @@ from sdsl.catalog.hf_config import SUPPORTED_MODEL_TYPES
 from sdsl.errors import ConfigError, InvalidInputError
 
 NEW = ("qwen3-0.6b qwen3-1.7b qwen3-4b qwen3-8b qwen3-14b qwen3-32b qwen3-30b-a3b qwen3-235b-a22b deepseek-v3 "
-       "deepseek-r1 gpt-oss-20b gpt-oss-120b llama-3.3-70b llama-4-scout llama-4-maverick mixtral-8x7b glm-4.5-air").split()
+       "deepseek-r1 gpt-oss-20b gpt-oss-120b llama-3.3-70b llama-4-scout llama-4-maverick mixtral-8x7b glm-4.5-air "
+       "qwen3-coder-480b-a35b kimi-k2 mixtral-8x22b").split()
 MOE = [m for m in list_models() if m.is_moe]
 
 #: Published figures printed to fewer digits than 1% resolves (or counting more than the text model). Each is
@@ -28,6 +29,8 @@ COARSE = {
     ("llama-4-scout", "active"): (+0.0102, 1e9, "card prints '17B'"),
     ("llama-4-maverick", "active"): (+0.0109, 1e9, "card prints '17B'"),
     ("llama-4-scout", "total"): (-0.0113, 2e9, "card's 109B includes the vision encoder this text-only entry omits"),
+    ("qwen3-coder-480b-a35b", "active"): (+0.0136, 1e9, "card prints '35B' for 35.5B (two significant figures)"),
+    ("kimi-k2", "total"): (+0.0264, 1e12, "card prints '1 trillion' for 1026.4B (no MTP module is shipped)"),
 }
 
 
@@ -162,9 +165,9 @@ def _hf(s: ModelSpec) -> dict:
     elif s.family == "mixtral":
         cfg.update(model_type="mixtral", intermediate_size=s.expert_d_ff, num_local_experts=s.n_experts,
                    num_experts_per_tok=s.experts_per_token, sliding_window=None)
-    elif s.family == "deepseek_v3":
+    elif s.family in ("deepseek_v3", "kimi_k2"):
         cfg.pop("head_dim")
-        cfg.update(model_type="deepseek_v3", intermediate_size=s.d_ff, kv_lora_rank=s.kv_lora_rank,
+        cfg.update(model_type=s.family, intermediate_size=s.d_ff, kv_lora_rank=s.kv_lora_rank,
                    q_lora_rank=s.q_lora_rank, qk_rope_head_dim=s.qk_rope_head_dim, qk_nope_head_dim=s.qk_nope_head_dim,
                    v_head_dim=s.v_head_dim, n_routed_experts=s.n_experts, num_experts_per_tok=s.experts_per_token,
                    moe_intermediate_size=s.expert_d_ff, n_shared_experts=s.n_shared_experts,
@@ -202,6 +205,30 @@ def test_new_configs_load_to_the_catalog_entry(tmp_path, name):
     assert got.kv_bytes_per_token() == spec.kv_bytes_per_token()
     assert (got.n_moe_layers, got.local_layers, got.sliding_window) == (spec.n_moe_layers, spec.local_layers,
                                                                         spec.sliding_window)
+
+
+def test_kimi_k2_config_reads_as_deepseek_v3(tmp_path):
+    # moonshotai/Kimi-K2-Instruct config.json (its architecture keys): model_type kimi_k2, DeepseekV3ForCausalLM
+    cfg = {"model_type": "kimi_k2", "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168,
+           "num_hidden_layers": 61, "num_attention_heads": 64, "num_key_value_heads": 64, "intermediate_size": 18432,
+           "vocab_size": 163840, "max_position_embeddings": 131072, "tie_word_embeddings": False,
+           "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+           "v_head_dim": 128, "n_routed_experts": 384, "num_experts_per_tok": 8, "moe_intermediate_size": 2048,
+           "n_shared_experts": 1, "first_k_dense_replace": 1, "moe_layer_freq": 1, "topk_method": "noaux_tc",
+           "num_nextn_predict_layers": 0,
+           "quantization_config": {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                                   "weight_block_size": [128, 128]}}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    got = ModelSpec.from_hf_config(tmp_path / "config.json")
+    from sdsl.catalog.hf_config import spec_fields_from_hf
+    from sdsl.catalog.models import catalog_match
+
+    v3 = ModelSpec(**spec_fields_from_hf(dict(cfg, model_type="deepseek_v3"), "v3.json", got.name))
+    assert replace(v3, family="kimi_k2", source=got.source, hf_id=got.hf_id) == got  # DeepSeek-V3's reader
+    assert (got.weight_format, got.n_dense_layers, got.n_moe_layers, got.n_experts) == ("fp8", 1, 60, 384)
+    m = catalog_match(got)
+    assert m.name == "kimi-k2" and m.weight_format == "fp8" and m.total_params == get_model("kimi-k2").total_params
+    assert get_model("kimi-k2").weight_format == "fp8" and get_model("deepseek-v3").weight_format is None
 
 
 def test_gemma3_text_config():
