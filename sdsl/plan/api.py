@@ -48,6 +48,7 @@ class Prediction(PricedStep):
                 "proposer": self.proposer, "proposer_source": self.proposer_source, "hardware": dep.hardware.name,
                 "gamma": None if k is None else k.tolist(), "tree": self._tree_list(), "batch": step["batch"],
                 "context": dep.context, "tp": dep.tp, "ep": dep.ep, "dtype": dep.dtype, "weight_dtype": dep.weight_dtype,
+                "expert_dtype": dep.expert_dtype,
                 **values, "engine": dep.engine.name, "engine_profile": dep.engine.summary(),
                 "latency_params": dep.params.to_dict(), **(self.memory or {}),
                 "acceptance": None if acc is None else acc.to_dict(int(k) if k is not None and k.ndim == 0

@@ -51,7 +51,8 @@ def _header(out: dict, plan) -> list[str]:
     source = out["alpha_source"]
     if source == "sdsl-plane":
         source = "SDSL plane (D = %.3g tokens)" % out["sdsl"]["pretrain_tokens"]
-    weights = f", {dep.weight_dtype} weights" if dep.weight_dtype else ""
+    weights = (f", {dep.weight_dtype} weights" if dep.weight_dtype else "") + \
+        (f", {dep.expert_dtype} experts" if dep.expert_dtype and dep.expert_dtype != dep.weight_dtype else "")
     ep = f", ep {dep.ep}" if dep.ep > 1 else ""
     lines = [f"target {t.name} ({t.total_params / 1e9:.2f}B) on {dep.hardware.name}, context {dep.context}, "
              f"tp {dep.tp}{ep}, {dep.dtype}{weights}; acceptance: {source}"]
@@ -148,7 +149,8 @@ def prediction_text(out: dict) -> str:
     ms = lambda s: f"{1e3 * s:8.3f} ms"  # noqa: E731
     shape = f"gamma {out['gamma']}" if out["tree"] is None else "tree " + ",".join(map(str, out["tree"]))
     ep = f", ep {out['ep']}" if out.get("ep", 1) > 1 else ""
-    weights = f", {out['weight_dtype']} weights" if out.get("weight_dtype") else ""
+    weights = (f", {out['weight_dtype']} weights" if out.get("weight_dtype") else "") + \
+        (f", {out['expert_dtype']} experts" if out.get("expert_dtype") not in (None, out.get("weight_dtype")) else "")
     lines = [f"{out['target']} + {out['proposer']}, {shape}, tau {out['tau']:.3f} ({out['acceptance_source']}), "
              f"batch {out['batch']}, context {out['context']}, tp {out['tp']}{ep}, {out['dtype']}{weights} on "
              f"{out['hardware']}"]

@@ -122,9 +122,11 @@ def _fits_tp(model, hardware: str) -> int:
     from sdsl.catalog.hardware import get_hardware
     from sdsl.roofline.latency import weight_bytes_per_gpu
 
+    from sdsl.plan.plan import deployment_for
+
     capacity = get_hardware(hardware).mem_capacity
     for tp in (1, 2, 4, 8):
-        if weight_bytes_per_gpu(model, Deployment(hardware, tp=tp)) <= (1.0 - KV_HEADROOM) * capacity:
+        if weight_bytes_per_gpu(model, deployment_for(model, Deployment(hardware, tp=tp))) <= (1.0 - KV_HEADROOM) * capacity:
             return tp
     raise Unpriceable(f"{model.name} does not fit on 8 {hardware} GPUs")
 
@@ -232,10 +234,14 @@ def row_engine(spec: MoERow, engine=None):
 
 
 def row_deployment(spec: MoERow, engine=None, **deployment_options) -> Deployment:
-    """The deployment a row runs on: its GPU, TP and EP, bf16, the row's context, the engine profile of
+    """The deployment a row runs on: its GPU, TP and EP, bf16 compute with the checkpoint's own weight format (as
+    ``sdsl predict`` prices it, :func:`sdsl.plan.plan.deployment_for`), the row's context, the engine profile of
     :func:`row_engine` (default: the roofline alone); ``deployment_options`` passed to :class:`Deployment`."""
-    return Deployment(spec.hardware, tp=spec.tp, ep=spec.ep, dtype="bf16", context=spec.context,
-                      engine=row_engine(spec, engine), **deployment_options)
+    from sdsl.plan.plan import deployment_for
+
+    return deployment_for(spec.target, Deployment(spec.hardware, tp=spec.tp, ep=spec.ep, dtype="bf16",
+                                                  context=spec.context, engine=row_engine(spec, engine),
+                                                  **deployment_options))
 
 
 def price_moe_row(spec: MoERow, deployment: Deployment, **price_options):
