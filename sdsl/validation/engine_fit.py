@@ -92,7 +92,8 @@ def published_points(row_sets=ENGINE_SETS) -> tuple[list[Point], list[dict]]:
                 unpriced.append({"file": name, "row": i, "source": row["source"], "row_set": row.get("row_set", ""),
                                  "reason": str(exc)})
                 continue
-            dep = Deployment(spec.hardware, tp=spec.tp, dtype="bf16", context=spec.context, engine=profile)
+            dep = Deployment(spec.hardware, tp=spec.tp, dtype="bf16", weight_dtype=spec.weight_dtype,
+                             context=spec.context, engine=profile)
             step = price_step(spec.target, spec.proposer or "ngram", dep,
                               tau=spec.accepted_length if spec.proposer else 1.0,
                               gamma=None if spec.tree else (spec.gamma if spec.proposer else 0), tree=spec.tree,

@@ -15,6 +15,11 @@ Assumptions (the same for every row they touch):
   profile's graphs switched off (the one difference their ``engine_version`` states).
 - tokens/s "incl. prefill" is compared with decode tokens/s (prefill of a short prompt is ~1% of a
   few hundred decode steps).
+- rows whose context is stated as ``ISL n, OSL m`` (input and output tokens per request) run at the mean KV context
+  n + m/2 of their decode steps.
+- weights: a row whose ``dtype`` starts with "fp8" (the ``fp8`` set: W8A8 dense checkpoints) is priced with fp8 linear
+  layers (``Deployment.weight_dtype`` "fp8": fp8 bytes at the fp8 tensor-core peak with the GEMM format terms measured
+  on NVIDIA's operator tables), its activations, KV cache and LM head in bf16; every other row in bf16.
 - trees whose top-k / size is not stated use SGLang's recipe quoted in the same set (top-k 8, 64 tokens);
   Spec-Bench's "method default" trees are the methods' shipped ones (see ``_DEFAULT_TREES``).
 """
@@ -28,7 +33,7 @@ from sdsl.catalog.models import ModelSpec, get_model
 from sdsl.speculation.step import TreeShape
 
 __all__ = ["Unpriceable", "RowSpec", "load_rows", "interpret_decode", "interpret_speculative", "row_engine", "source_key",
-           "VICUNA_33B"]
+           "VICUNA_33B", "FP8_SET", "ISL_OSL"]
 
 # LLaMA-1 33B shapes (Touvron et al. 2023, Table 2: 6656 wide, 52 heads, 60 layers); d_ff and vocab from
 # lmsys/vicuna-33b-v1.3 config.json. Not a catalog model: used only to price Spec-Bench's Vicuna-33B rows.
@@ -43,6 +48,7 @@ MODELS = {
     "llama-3.1-8b": "llama-3.1-8b", "llama-3.1-8b-instruct": "llama-3.1-8b", "llama-3.1-70b": "llama-3.1-70b",
     "llama-3-8b-instruct": "llama-3-8b", "vicuna-7b-v1.3": "llama-2-7b", "vicuna-13b-v1.3": "llama-2-13b",
     "llama-2-13b-chat": "llama-2-13b", "llama-3.3-70b-instruct": "llama-3.1-70b",  # 3.3-70B: 3.1-70B's config shapes
+    "mistral-7b": "mistral-7b",
 }
 GPT_FAST_CONTEXT = 105
 CHAT_CONTEXT = 512
@@ -77,10 +83,13 @@ class RowSpec:
     date: str = ""
     concurrency: int = 1
     row_set: str = "dev"
+    weight_dtype: str | None = None  # the linear layers' weight format (Deployment.weight_dtype); None: bf16
 
 
 DEV_SET = ("dev",)
 ENGINE_SETS = ("dev", "engine")  # what `sdsl validate published` prices and the engine fits read (not `moe`)
+FP8_SET = ("fp8",)  # dense FP8 plain decode and its bf16 pairs: priced apart, read by no fit (fp8_decode)
+ISL_OSL = re.compile(r"^ISL ([\d,]+), OSL ([\d,]+)")
 
 
 def load_rows(name: str, row_sets: tuple | None = DEV_SET) -> list[dict]:
@@ -131,12 +140,17 @@ def _common(row: dict, file: str, index: int, model_key: str) -> RowSpec:
     if not row["tp"].isdigit():
         raise Unpriceable(f"tp {row['tp']!r} is not tensor parallelism")
     context = GPT_FAST_CONTEXT if row.get("context_tokens", "").startswith("5 prompt") else CHAT_CONTEXT
+    if m := ISL_OSL.match(row.get("context_tokens", "")):
+        isl, osl = (int(v.replace(",", "")) for v in m.groups())
+        context = isl + osl // 2
+    weights = "fp8" if row.get("dtype", "").strip().lower().startswith("fp8") else None
     return RowSpec(file=file, index=index, source=row["source"], engine=_engine(row["source"]),
                    target=_target(row[model_key]), hardware=_hardware(row["gpu"], assumptions), tp=int(row["tp"]),
                    batch=int(row["batch"]), context=context, metric=row["metric"], measured=float(row["value"]),
                    assumptions=assumptions, engine_column=(row.get("engine") or "").strip(),
                    engine_version=row.get("engine_version") or "", date=(row.get("date") or "").strip(),
-                   concurrency=int(row.get("concurrency") or row["batch"] or 1), row_set=row.get("row_set") or "dev")
+                   concurrency=int(row.get("concurrency") or row["batch"] or 1), row_set=row.get("row_set") or "dev",
+                   weight_dtype=weights)
 
 
 def source_key(source: str) -> str:

@@ -224,7 +224,8 @@ def _goal_status(summary: dict, rows: list[dict]) -> dict:
 def validate_published() -> dict:
     """Every priceable row (development and engine rows) with its leave-one-source-out, shipped and roofline-only
     errors, the rows sdsl cannot price and why, per-class summaries, the k-sweeps, the fitted terms with their
-    leave-one-source-out values, and the goals' status."""
+    leave-one-source-out values, and the goals' status; under ``fp8``, the dense FP8 plain-decode rows and their bf16
+    pairs (:func:`sdsl.validation.fp8_decode.validate_fp8_decode`), which no fit reads."""
     from sdsl.engine.profiles import engine_profiles
     from sdsl.validation.engine_fit import loso, published_points
 
@@ -247,7 +248,9 @@ def validate_published() -> dict:
                     if not name.startswith("_")} for src, fold in folds.items()}
     sweep_terms = folds.get(SWEEP_SOURCE, {}).get("values", {}).get("vllm-2025-04")
     sweeps = k_sweeps(rows)
-    return {"rows": rows, "unpriced": unpriced, "summary": summary, "k_sweeps": sweeps,
+    from sdsl.validation.fp8_decode import validate_fp8_decode
+
+    return {"rows": rows, "unpriced": unpriced, "summary": summary, "k_sweeps": sweeps, "fp8": validate_fp8_decode(),
             "k_sweep": k_sweep(sweep_terms), "profiles": {n: p.summary() for n, p in catalog.items()},
             "loso_terms": fitted, "goals": _goal_status(summary, rows),
             "k_sweep_goals": {"same_order": [s["loso"]["same_order"] for s in sweeps],

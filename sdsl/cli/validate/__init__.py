@@ -126,7 +126,8 @@ def published(figure, as_json):
     execution profile of its engine and date and the measured accepted length; per-row errors with the profile
     terms fitted without the row's source (the headline), with the shipped terms and on the roofline alone; the
     rows it cannot price and why; per-class median, worst and signed error; every k-sweep's order and best k; the
-    goals.
+    goals. Apart from them (no fit reads these rows, key ``fp8``): the dense FP8 plain-decode rows priced with fp8
+    linear layers, their fp8/bf16 step ratios and the FP8 goal.
 
     Examples:
 

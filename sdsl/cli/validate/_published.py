@@ -46,3 +46,32 @@ def echo_published(out: dict) -> None:
         if isinstance(g, dict):
             click.echo(f"goal {name}: {'met' if g['met'] else 'MISSED'} ({_pct(g['value']).strip()} against "
                        f"{100 * g['limit']:.0f}%)")
+    _echo_fp8(out.get("fp8"))
+
+
+def _echo_fp8(f) -> None:
+    """The dense FP8 plain-decode rows, their fp8/bf16 step ratios and the FP8 goal."""
+    if not f:
+        return
+    click.echo("FP8 plain decode of dense targets (row_set fp8; no fitted term reads these rows): error of speed, "
+               "as above; cli = priced as `--dtype fp8`")
+    for r in f["rows"]:
+        click.echo(f"fp8 decode#{r['row']:<3} {r['profile'][:16]:<16} {r['target']:<14} {r['hardware']:<9} tp{r['tp']} "
+                   f"b{r['batch']:<2} {(r['weight_dtype'] or 'bf16'):<5} {r['metric'][:10]:<10} {r['measured']:8.4g}  "
+                   f"predicted {r['predicted']:8.4g}  {_pct(r['error'])}  cli {_pct(r['error_cli_dtype'])}  "
+                   f"ideal {_pct(r['error_ideal'])}")
+    for p in f["pairs"]:
+        click.echo(f"fp8/bf16 step ratio decode#{p['fp8_row']} ({p['target']}, {p['hardware']}, tp{p['tp']}, "
+                   f"b{p['batch']}): measured {p['measured_step_ratio']:.3f}, sdsl {p['predicted_step_ratio']:.3f} "
+                   f"({_pct(p['error']).strip()})")
+    for u in f["unpriced"]:
+        click.echo(f"not priced: decode#{u['row']} (fp8): {u['reason']}")
+    for name, label in (("fp8_rows", "fp8 rows"), ("ratios", "fp8/bf16 ratios")):
+        s = f["summary"][name]
+        if s["n"]:
+            click.echo(f"{label} (n={s['n']}): median |e| {100 * s['median_abs_error']:.1f}% worst "
+                       f"{_pct(s['worst_error']).strip()} signed {_pct(s['median_signed_error']).strip()}")
+    g = f["goal"]
+    click.echo(f"goal fp8_within_{100 * g['limit']:.0f}pct: rows {'met' if g['rows_met'] else 'MISSED'} (worst "
+               f"{100 * g['worst_row_abs']:.1f}%), ratios {'met' if g['ratios_met'] else 'MISSED'} (worst "
+               f"{100 * g['worst_ratio_abs']:.1f}%)")
