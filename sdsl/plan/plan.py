@@ -195,7 +195,7 @@ class SpeculationPlan(Result):
                 "k_table": self.k_table, "speculation_pays": self.speculation_pays, "k_reasons": self.k_reasons(),
                 "serving": self.serving(), "trees": trees, "tree_pick": self.tree_pick, "export": self.export,
                 "sdsl": self.flop_optimum, "notes": list(self.notes), "warnings": self.warnings,
-                "bands": self.ranking.bands()}
+                "bands": self.ranking.bands(), "tree_bands": None if self.trees is None else self.trees.bands()}
 
     def report(self) -> str:
         """What ``sdsl optimize`` prints (:func:`sdsl.plan.report.plan_text`)."""

@@ -299,12 +299,19 @@ class TreeRanking(Result):
     priced: tuple = ()  # per proposer: PricedStep on (triple, batch)
 
     def report(self, top: int = 3) -> str:
-        return report_rows(self.records(top=top)) + "\n" + band_lines(self.proposers, self.priced)
+        return report_rows(self.records(top=top)) + "\n" + self.band_line()
+
+    def bands(self) -> dict:
+        """Where each proposer's tree bands come from (as :meth:`ProposerRanking.bands`)."""
+        return {p.name: s.band for p, s in zip(self.proposers, self.priced)}
+
+    def band_line(self) -> str:
+        """One line on the bands of the tree table (:func:`band_lines`)."""
+        return band_lines(self.proposers, self.priced)
 
     def to_dict(self, top: int = 5) -> dict:
         return {"proposers": [p.name for p in self.proposers], "batches": self.batches.tolist(),
-                "configs": self.records(top=top),
-                "bands": {p.name: s.band for p, s in zip(self.proposers, self.priced)}}
+                "configs": self.records(top=top), "bands": self.bands()}
 
     def plot(self, ax=None):
         """Best speedup per batch size over every (proposer, tree) (:func:`sdsl.plots.results.plot_speedup_by_batch`)."""

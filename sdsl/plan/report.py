@@ -3,6 +3,8 @@ carry: everything here reads a result's own ``to_dict()``, so the text and the J
 
 from __future__ import annotations
 
+from sdsl.plan.config_table import speedup_band, tokens_band
+
 __all__ = ["format_table", "describe_acceptance", "proposer_warnings", "plan_text", "prediction_text"]
 
 
@@ -73,8 +75,7 @@ def _config_tables(out: dict, plan) -> list[str]:
                 for r in out["configs"] if r["batch"] == b]
         lines.append(f"batch {b}: plain decoding {rows[0]['plain_tokens_per_s']:.1f} tokens/s")
         for r in rows:  # every row carries its 80% bands (config_table.ROW_KEYS, sdsl.speculation.bands)
-            r.update(tps_band=f"{r['tokens_per_s_low']:.0f}-{r['tokens_per_s_high']:.0f}",
-                     speedup_band=f"{r['speedup_low']:.2f}-{r['speedup_high']:.2f}")
+            r.update(tps_band=tokens_band(r), speedup_band=speedup_band(r))
         band = lambda key: [(key, "80% band", "")]  # noqa: E731
         lines.append(format_table(rows, [("proposer", "proposer", ""), ("params", "params", ""), ("gamma", "k", "d"),
                                          ("alpha", "alpha", ".3f"), ("tau", "tau", ".2f"),
@@ -85,11 +86,14 @@ def _config_tables(out: dict, plan) -> list[str]:
     lines += [plan.ranking.band_line(), ""]  # where the bands come from, once under the tables
     if out["trees"] is not None:
         lines.append("best SGLang trees (steps, topk, num_draft_tokens):")
-        rows = [dict(r, shape=",".join(map(str, r["tree"]))) for r in out["trees"]]
+        rows = [dict(r, shape=",".join(map(str, r["tree"])), tpot_ms=1e3 * r["tpot_s"], tps_band=tokens_band(r),
+                     speedup_band=speedup_band(r)) for r in out["trees"]]
         lines.append(format_table(rows, [("batch", "batch", "d"), ("proposer", "proposer", ""), ("shape", "tree", ""),
                                          ("tau", "tau", ".2f"), ("tokens_per_s", "tokens/s", ".1f"),
-                                         ("speedup", "speedup", ".2f")]))
-        lines.append("")
+                                         ("tps_band", "80% band", ""), ("tpot_ms", "TPOT ms", ".2f"),
+                                         ("speedup", "speedup", ".2f"), ("speedup_band", "80% band", ""),
+                                         ("bound", "bound", "")]))
+        lines += [plan.trees.band_line(), ""]
     return lines
 
 
