@@ -37,3 +37,23 @@ def test_every_class_of_the_shipped_bands_names_where_its_band_came_from():
             assert e["own"] == (e["from_class"] == name), name
             assert e["pool_n"] >= e["n"] and e["pool_sources"] >= e["n_sources"], name
             assert set(bands["coverage_by_form"]) == {"rows", "sources", "sources, weighted"}
+
+
+def test_validation_md_states_the_widest_band_a_profile_without_rows_gets():
+    """The speculative band of a profile without rows, alone and with the same-target and transferred acceptance
+    bands, as VALIDATION.md states them, from the shipped file (:mod:`sdsl.speculation.bands`)."""
+    import math
+
+    from sdsl._paths import REPO_ROOT
+    from sdsl.speculation.bands import combine
+
+    text = " ".join((REPO_ROOT / "VALIDATION.md").read_text().split())
+    pct = lambda x: f"{100 * (math.exp(x) - 1):+.1f}%".replace("-", "−")  # noqa: E731
+    lat, acc = load_bands()["latency"], load_bands()["acceptance"]
+    group = [e for n, e in lat.items() if n == "speculative" or n.startswith("speculative:")]
+    wide = (min(e["low"] for e in group), max(e["high"] for e in group))
+    same = combine(wide, (acc["same-target"]["low"], acc["same-target"]["high"]))
+    moved = combine(wide, (acc["transferred"]["low"], acc["transferred"]["high"]))
+    assert (f"speculative step time {pct(wide[0])} … {pct(wide[1])}, which with a same-target catalog acceptance "
+            f"gives {pct(same[0])} … {pct(same[1])} on tokens/s and with a transferred one {pct(moved[0])} … "
+            f"{pct(moved[1])}") in text
