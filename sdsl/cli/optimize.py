@@ -67,8 +67,10 @@ def optimize(target, deployment, batch, acceptance, acceptance_for, workload, ga
     rule) and SDSL's acceptance plane for draft models. --accepted-length, --acceptance and --acceptance-file
     are one proposer's measurement (several proposers: --acceptance-for); --alpha is a what-if level for
     every proposer without --acceptance-for. Prints each
-    proposer at its best k per batch, the batch at which speculation stops paying, the best k by batch for
-    the pick, the engine's configuration with --export, and SDSL's continuous FLOP-optimal draft size N*.
+    proposer per batch at the k its batch -> k table deploys (k within 5% of the best are one choice; the
+    batch's own best k beside it where it differs), the batch at which speculation stops paying, the best k
+    by batch for the pick, the engine's configuration with --export, and SDSL's continuous FLOP-optimal draft
+    size N*.
 
     Examples:
 

@@ -17,7 +17,7 @@ from sdsl.speculation.priced_step import ARRAY_FIELDS
 __all__ = ["ROW_KEYS", "config_row", "frame_columns", "report_rows", "tokens_band", "tpot_band", "speedup_band"]
 
 #: Every row's keys, in order (docs/json.md).
-ROW_KEYS = ("proposer", "draft", "draft_params", "gamma", "tree", "batch", "acceptance_index", "alpha",
+ROW_KEYS = ("proposer", "draft", "draft_params", "gamma", "best_gamma", "best_gamma_gain", "tree", "batch", "acceptance_index", "alpha",
             "acceptance_source", "tau", "tokens_per_s", "plain_tokens_per_s", "speedup", "tpot_s", "tokens_per_s_low",
             "tokens_per_s_high", "plain_tokens_per_s_low", "plain_tokens_per_s_high", "speedup_low", "speedup_high",
             "tpot_s_low", "tpot_s_high", "bound", "t_draft_s", "t_propose_s", "t_verify_s", "t_worker_s", "t_host_s", "t_step_s", "cost_ratio",
@@ -67,23 +67,26 @@ def _column(step, name: str, shape, gammas_on_shape):
 
 
 def config_row(proposer, step, index: tuple, acceptance, *, gamma, batch: int, acceptance_index: int,
-               tree=None) -> dict:
+               tree=None, best_gamma=None, best_gamma_gain=None) -> dict:
     """One row (:data:`ROW_KEYS`) of ``step`` at ``index``. ``alpha`` is the i.i.d. α with the same τ at that k
-    (Leviathan Eq. (1) inverted; the α itself for an i.i.d. acceptance), None for a tree."""
+    (Leviathan Eq. (1) inverted; the α itself for an i.i.d. acceptance), None for a tree; ``best_gamma`` the
+    proposer's best k at this batch and ``best_gamma_gain`` its tokens/s over this row's − 1 (None for a tree)."""
     shape = np.broadcast_shapes(*(np.shape(getattr(step, k)) for k in ARRAY_FIELDS))
     full = _plain_full if tree is None and int(gamma) == 0 else _full
     values = {k: full(step, k, shape)[index].item() for k in _PRICED}
     draft, params = _draft(proposer)
     alpha = None if tree is not None else float(acceptance.iid_alpha(int(gamma)))
-    row = {"proposer": proposer.name, "draft": draft, "draft_params": params, "gamma": gamma, "tree": tree,
+    row = {"proposer": proposer.name, "draft": draft, "draft_params": params, "gamma": gamma,
+           "best_gamma": best_gamma, "best_gamma_gain": best_gamma_gain, "tree": tree,
            "batch": batch, "acceptance_index": acceptance_index, "alpha": alpha,
            "acceptance_source": step.acceptance_source, **values, "engine": _engine(step)}
     return {k: row[k] for k in ROW_KEYS}
 
 
-def frame_columns(proposer, step, levels, gammas, batches, keep, finite) -> dict:
+def frame_columns(proposer, step, levels, gammas, batches, keep, finite, best=None) -> dict:
     """Columns (:data:`ROW_KEYS`) of every (k, batch in ``keep``, acceptance level) of one proposer's ``step``
-    where ``finite`` (k, batch, acceptance) holds, in C order."""
+    where ``finite`` (k, batch, acceptance) holds, in C order; ``best`` = (best k, its tokens/s) on (batch,
+    acceptance) sets ``best_gamma`` and ``best_gamma_gain``."""
     shape = (gammas.size, batches.size, len(levels))
     mask = np.broadcast_to(np.asarray(finite), shape) & keep[None, :, None]
     k_idx, b_idx, a_idx = np.nonzero(mask)
@@ -95,6 +98,11 @@ def frame_columns(proposer, step, levels, gammas, batches, keep, finite) -> dict
             "acceptance_index": a_idx, "alpha": alpha[k_idx, a_idx], "acceptance_source": [step.acceptance_source] * n}
     k_on_shape = np.broadcast_to(gammas.reshape(-1, 1, 1), shape)
     cols.update({k: _column(step, k, shape, k_on_shape)[mask] for k in _PRICED})
+    if best is None:
+        cols["best_gamma"] = cols["best_gamma_gain"] = [None] * n
+    else:
+        cols["best_gamma"] = np.asarray(best[0]).astype(int)[b_idx, a_idx]
+        cols["best_gamma_gain"] = np.asarray(best[1])[b_idx, a_idx] / cols["tokens_per_s"] - 1.0
     cols["engine"] = [_engine(step)] * n
     return {k: cols[k] for k in ROW_KEYS}
 

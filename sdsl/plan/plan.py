@@ -68,8 +68,9 @@ class SpeculationPlan(Result):
 
     @property
     def configs(self) -> list[dict]:
-        """The table rows (docs/json.md) at the batches asked for, each proposer at its best k, best first."""
-        return self.ranking.records(top=self.top, batches=self.batches)
+        """The table rows (docs/json.md) at the batches asked for, each proposer at the k its batch → k table deploys
+        there (the pick's is :attr:`k_table`), with the per-batch best k beside it, best first."""
+        return self.ranking.records(top=self.top, batches=self.batches, tolerance=self.tolerance)
 
     @property
     def break_even_batch(self) -> int | None:
@@ -195,7 +196,7 @@ class SpeculationPlan(Result):
                 "k_table": self.k_table, "speculation_pays": self.speculation_pays, "k_reasons": self.k_reasons(),
                 "serving": self.serving(), "trees": trees, "tree_pick": self.tree_pick, "export": self.export,
                 "sdsl": self.flop_optimum, "notes": list(self.notes), "warnings": self.warnings,
-                "bands": self.ranking.bands()}
+                "bands": self.ranking.bands(), "tree_bands": None if self.trees is None else self.trees.bands()}
 
     def report(self) -> str:
         """What ``sdsl optimize`` prints (:func:`sdsl.plan.report.plan_text`)."""
@@ -252,10 +253,10 @@ def target_origin(spec) -> str | None:
     return source if source.startswith("Hugging Face config") else None
 
 
-def _tree_pick(trees: TreeRanking, ranking: ProposerRanking, batches) -> dict | None:
-    """The best tree at the first batch when it is a real tree (topk > 1) that beats the best chain."""
+def _tree_pick(trees: TreeRanking, ranking: ProposerRanking, batches, tolerance: float) -> dict | None:
+    """The best tree at the first batch when it is a real tree (topk > 1) that beats the chain the table deploys."""
     best_tree = trees.records(1, batches[:1])[0]
-    chain_best = ranking.records(top=1, batches=batches[:1])[0]
+    chain_best = ranking.records(top=1, batches=batches[:1], tolerance=tolerance)[0]
     if best_tree["tokens_per_s"] > chain_best["tokens_per_s"] and best_tree["tree"][1] > 1:
         return {"proposer": best_tree["proposer"], "gamma": None, "tree": best_tree["tree"]}
     return None
@@ -293,7 +294,7 @@ def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gam
     options = {"draft_tokens": pretrain_tokens, "target_tokens": pretrain_tokens, "workload": workload}
     ranking = rank_proposers(target, props, dep, acceptance=acceptance, gammas=range(0, gamma_max + 1),
                              batches=dense, acceptance_options=options)
-    pick_i, _ = ranking.pick(batches[0])
+    pick_i, _ = ranking.pick(batches[0], tolerance=tolerance)  # the table's first runnable row
     table = ranking.k_table(pick_i, tolerance=tolerance)
     # the best runnable proposer, at its table's k at the first batch asked for: 0 where plain decoding is faster
     pick_k = next(r["k"] for r in table if r["batch_min"] <= batches[0] <= r["batch_max"])
@@ -305,7 +306,7 @@ def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gam
         depth = range(1, max(1, min(8, gamma_max)) + 1)
         tree_ranking = rank_trees(target, props, dep, acceptance=acceptance, batches=batches, steps=depth,
                                   acceptance_options=options)
-        tree_pick = _tree_pick(tree_ranking, ranking, batches)
+        tree_pick = _tree_pick(tree_ranking, ranking, batches, tolerance)
     engine = _export(export, target, dep, ranking, pick_i, tree_pick or pick if str(export).lower() == "sglang" else pick,
                      table, holds)
     given = acceptance if isinstance(acceptance, Acceptance) else None

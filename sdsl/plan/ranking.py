@@ -6,9 +6,11 @@ separate draft models are stacked as one :class:`~sdsl.roofline.latency.ModelSha
 (:func:`sdsl.plan.search.price_draft_stack`, the draft grid's pricing), every other proposer in one call each.
 Acceptance per proposer is the one given or :func:`sdsl.speculation.resolve.resolve_acceptance`'s (the published
 catalog's for heads and lookup, SDSL's plane for a draft model). τ(k) per level is Leviathan et al. 2023
-Eq. 1 for an i.i.d. α or the acceptance's per-position sum. The pick per (batch, acceptance) is the (proposer, k) with the most tokens/s; k = 0 is
-plain decoding, so speculation "stops paying" at the first batch whose pick is k = 0 after one that speculates. One batch → k table
-(:meth:`ProposerRanking.k_table`) serves the engine export and the serving simulator.
+Eq. 1 for an i.i.d. α or the acceptance's per-position sum. The best (proposer, k) per (batch, acceptance) has the
+most tokens/s; k = 0 is plain decoding, so speculation "stops paying" at the first batch whose best is k = 0 after
+one that speculates. Each proposer's batch → k table (:meth:`ProposerRanking.k_table`, k within the tolerance of the
+best are one choice) gives the k it is deployed at: the table's rows (:meth:`ProposerRanking.records`) and the pick
+use it, with the per-batch best k beside it; the pick's table serves the engine export and the serving simulator.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from sdsl.roofline.deployment import Deployment
 from sdsl._checks import index, numbers_1d, one_or_many
 from sdsl.speculation.proposers import Proposer, make_proposer
 from sdsl.plan.config_table import config_row, frame_columns, report_rows
-from sdsl.plan.robust import K_TOLERANCE, deploy_blocker, robust_k_ranges
+from sdsl.plan.robust import K_TOLERANCE, deploy_blocker, robust_k_ranges, table_k_index
 from sdsl.speculation.step import price_step
 from sdsl.errors import InvalidInputError
 
@@ -86,6 +88,23 @@ class ProposerRanking(Result):
         """(proposer, batch, acceptance): index into ``gammas`` of each proposer's best k."""
         return np.argmax(self.tokens_per_s, axis=1)
 
+    def table_k_index(self, tolerance: float = K_TOLERANCE) -> np.ndarray:
+        """(proposer, batch, acceptance): index into ``gammas`` of each proposer's k in its own batch → k table
+        (:meth:`k_table`), the k to deploy; :meth:`best_k_index` where ``tolerance`` is 0."""
+        if tolerance == 0:
+            return self.best_k_index()
+        n_p, _, n_b, n_a = self.tokens_per_s.shape
+        return np.stack([np.stack([table_k_index(self.tokens_per_s[p, :, :, a], self.gammas, self.batches, tolerance)
+                                   for a in range(n_a)], axis=-1) for p in range(n_p)]).reshape(n_p, n_b, n_a)
+
+    def _order(self, chosen: np.ndarray, b: int, a: int) -> np.ndarray:
+        """Proposer order at (batch b, acceptance a): runnable first, then tokens/s at the ``chosen`` k, then the best
+        speculating tokens/s (which decides between proposers that all decode plainly there), then names' order."""
+        props = np.arange(len(self.proposers))
+        tps = self.tokens_per_s[props, chosen[:, b, a], b, a]
+        spec = np.where((self.gammas > 0)[None, :], self.tokens_per_s[:, :, b, a], -np.inf).max(axis=1)
+        return np.lexsort((props, -spec, -tps, ~self.runnable))
+
     def blocker(self, p: int) -> str | None:
         """Why the target cannot run proposer ``p`` (None: it can)."""
         return self.blocked[p] if self.blocked else None
@@ -95,17 +114,16 @@ class ProposerRanking(Result):
         """(proposer,) mask: the target can run it (a blocked proposer is shown but never the pick)."""
         return np.array([self.blocker(p) is None for p in range(len(self.proposers))])
 
-    def pick(self, batch, acceptance_index: int = 0) -> tuple[int, int]:
-        """(proposer index, k) of the best speculating configuration (k ≥ 1 when any is searched) at ``batch``,
-        among the proposers the target can run (all of them when it can run none)."""
-        b = int(np.flatnonzero(self.batches == batch)[0]) if np.any(self.batches == batch) else None
-        if b is None:
+    def pick(self, batch, acceptance_index: int = 0, tolerance: float = K_TOLERANCE) -> tuple[int, int]:
+        """(proposer index, k): the proposer the table (:meth:`records`) lists first at ``batch`` among those the
+        target can run (all of them when it can run none), at its own table's k there (0: plain decoding is faster)."""
+        b = np.flatnonzero(self.batches == batch)
+        if b.size == 0:
             raise InvalidInputError(f"Batch {batch} was not ranked.")
-        spec = self.gammas > 0 if np.any(self.gammas > 0) else np.ones(self.gammas.size, bool)
+        chosen = self.table_k_index(tolerance)
         runs = self.runnable if self.runnable.any() else np.ones(len(self.proposers), bool)
-        sub = np.where(spec[None, :] & runs[:, None], self.tokens_per_s[:, :, b, acceptance_index], -np.inf)
-        i, g = np.unravel_index(np.argmax(sub), sub.shape)
-        return int(i), int(self.gammas[g])
+        p = int(next(p for p in self._order(chosen, int(b[0]), acceptance_index) if runs[p]))
+        return p, int(self.gammas[chosen[p, int(b[0]), acceptance_index]])
 
     def k_table(self, proposer_index: int, acceptance_index: int = 0, tolerance: float = K_TOLERANCE) -> list[dict]:
         """One proposer's batch → k table as ranges {batch_min, batch_max, k} (k = 0: do not speculate): the fewest
@@ -131,23 +149,27 @@ class ProposerRanking(Result):
                         np.where(pays.any(axis=0), np.nan, self.batches[0]))
 
     def row(self, p: int, g: int, b: int, a: int) -> dict:
-        """The configuration (proposer p, k index g, batch index b, acceptance a) as one table row."""
+        """The configuration (proposer p, k index g, batch index b, acceptance a) as one table row, with the
+        proposer's best k at that batch and its gain over k."""
+        best = int(self.best_k_index()[p, b, a])
+        gain = float(self.tokens_per_s[p, best, b, a] / self.tokens_per_s[p, g, b, a] - 1.0)
         return config_row(self.proposers[p], self.priced[p], (g, b, a), self.acceptance[p][a],
-                          gamma=int(self.gammas[g]), batch=int(self.batches[b]), acceptance_index=a)
+                          gamma=int(self.gammas[g]), batch=int(self.batches[b]), acceptance_index=a,
+                          best_gamma=int(self.gammas[best]), best_gamma_gain=gain)
 
-    def records(self, top: int | None = None, batches=None) -> list[dict]:
-        """The table: each proposer at its best k, per (batch, acceptance), best first (ties keep the proposers'
-        order); only ``batches`` when given, and only the ``top`` best of each (batch, acceptance) when given."""
+    def records(self, top: int | None = None, batches=None, tolerance: float = K_TOLERANCE) -> list[dict]:
+        """The table: each proposer at the k its own batch → k table deploys at that batch (:meth:`table_k_index`;
+        ``tolerance=0``: its per-batch best), per (batch, acceptance), best first (:meth:`_order`; what the target
+        cannot run last); each row names the per-batch best k (``best_gamma``) and its gain (``best_gamma_gain``).
+        Only ``batches`` when given, and only the ``top`` best of each (batch, acceptance) when given."""
         keep = np.ones(self.batches.size, bool) if batches is None else np.isin(self.batches, list(batches))
-        best_k = self.best_k_index()
+        chosen = self.table_k_index(tolerance)
         rows = []
         for b in np.flatnonzero(keep):
             for a in range(self.n_acceptance):
-                tps = self.tokens_per_s[np.arange(len(self.proposers)), best_k[:, b, a], b, a]
-                order = np.lexsort((-tps, ~self.runnable))  # what the target cannot run goes last
-                for p in order[: top or len(self.proposers)]:
-                    if np.isfinite(tps[p]):
-                        rows.append(self.row(int(p), int(best_k[p, b, a]), int(b), a))
+                for p in self._order(chosen, b, a)[: top or len(self.proposers)]:
+                    if np.isfinite(self.tokens_per_s[p, chosen[p, b, a], b, a]):
+                        rows.append(self.row(int(p), int(chosen[p, b, a]), int(b), a))
         return rows
 
     def to_frame(self, batches=None):
@@ -156,9 +178,11 @@ class ProposerRanking(Result):
         import pandas as pd
 
         keep = np.ones(self.batches.size, bool) if batches is None else np.isin(self.batches, list(batches))
+        best = self.best_k_index()
         parts = [frame_columns(prop, step, self.acceptance[p], self.gammas, self.batches, keep,
-                               np.isfinite(self.tokens_per_s[p])) for p, (prop, step) in
-                 enumerate(zip(self.proposers, self.priced))]
+                               np.isfinite(self.tokens_per_s[p]),
+                               (self.gammas[best[p]], np.take_along_axis(self.tokens_per_s[p], best[p][None], 0)[0]))
+                 for p, (prop, step) in enumerate(zip(self.proposers, self.priced))]
         return pd.concat([pd.DataFrame(x) for x in parts], ignore_index=True)
 
     def bands(self) -> dict:
@@ -299,12 +323,19 @@ class TreeRanking(Result):
     priced: tuple = ()  # per proposer: PricedStep on (triple, batch)
 
     def report(self, top: int = 3) -> str:
-        return report_rows(self.records(top=top)) + "\n" + band_lines(self.proposers, self.priced)
+        return report_rows(self.records(top=top)) + "\n" + self.band_line()
+
+    def bands(self) -> dict:
+        """Where each proposer's tree bands come from (as :meth:`ProposerRanking.bands`)."""
+        return {p.name: s.band for p, s in zip(self.proposers, self.priced)}
+
+    def band_line(self) -> str:
+        """One line on the bands of the tree table (:func:`band_lines`)."""
+        return band_lines(self.proposers, self.priced)
 
     def to_dict(self, top: int = 5) -> dict:
         return {"proposers": [p.name for p in self.proposers], "batches": self.batches.tolist(),
-                "configs": self.records(top=top),
-                "bands": {p.name: s.band for p, s in zip(self.proposers, self.priced)}}
+                "configs": self.records(top=top), "bands": self.bands()}
 
     def plot(self, ax=None):
         """Best speedup per batch size over every (proposer, tree) (:func:`sdsl.plots.results.plot_speedup_by_batch`)."""

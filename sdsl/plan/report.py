@@ -3,6 +3,8 @@ carry: everything here reads a result's own ``to_dict()``, so the text and the J
 
 from __future__ import annotations
 
+from sdsl.plan.config_table import speedup_band, tokens_band
+
 __all__ = ["format_table", "describe_acceptance", "proposer_warnings", "plan_text", "prediction_text"]
 
 
@@ -66,6 +68,13 @@ def _header(out: dict, plan) -> list[str]:
     return lines + [""]
 
 
+def _best_here(row: dict) -> str:
+    """The per-batch best k and its tokens/s gain over the row's (deployed) k, "-" where they are the same k."""
+    if row["best_gamma"] is None or row["best_gamma"] == row["gamma"]:
+        return "-"
+    return f"{row['best_gamma']} (+{100 * row['best_gamma_gain']:.1f}%)"
+
+
 def _config_tables(out: dict, plan) -> list[str]:
     lines = []
     for b in plan.batches:
@@ -74,23 +83,28 @@ def _config_tables(out: dict, plan) -> list[str]:
                 for r in out["configs"] if r["batch"] == b]
         lines.append(f"batch {b}: plain decoding {rows[0]['plain_tokens_per_s']:.1f} tokens/s")
         for r in rows:  # every row carries its 80% bands (config_table.ROW_KEYS, sdsl.speculation.bands)
-            r.update(tps_band=f"{r['tokens_per_s_low']:.0f}-{r['tokens_per_s_high']:.0f}",
-                     speedup_band=f"{r['speedup_low']:.2f}-{r['speedup_high']:.2f}")
+            r.update(tps_band=tokens_band(r), speedup_band=speedup_band(r), best_here=_best_here(r))
         band = lambda key: [(key, "80% band", "")]  # noqa: E731
         lines.append(format_table(rows, [("proposer", "proposer", ""), ("params", "params", ""), ("gamma", "k", "d"),
+                                         ("best_here", "best k here", ""),
                                          ("alpha", "alpha", ".3f"), ("tau", "tau", ".2f"),
                                          ("tokens_per_s", "tokens/s", ".1f"), *band("tps_band"),
                                          ("tpot_ms", "TPOT ms", ".2f"), ("speedup", "speedup", ".2f"),
                                          *band("speedup_band"), ("bound", "bound", "")]))
         lines.append("")
-    lines += [plan.ranking.band_line(), ""]  # where the bands come from, once under the tables
+    lines += [f"k: each proposer's k from its batch -> k table (k within {100 * out['tolerance']:.0f}% of the best are "
+              "one choice, the smaller kept); best k here: the best k at that batch where it differs, with its tokens/s "
+              "gain", plan.ranking.band_line(), ""]  # what k is, and where the bands come from, once under the tables
     if out["trees"] is not None:
         lines.append("best SGLang trees (steps, topk, num_draft_tokens):")
-        rows = [dict(r, shape=",".join(map(str, r["tree"]))) for r in out["trees"]]
+        rows = [dict(r, shape=",".join(map(str, r["tree"])), tpot_ms=1e3 * r["tpot_s"], tps_band=tokens_band(r),
+                     speedup_band=speedup_band(r)) for r in out["trees"]]
         lines.append(format_table(rows, [("batch", "batch", "d"), ("proposer", "proposer", ""), ("shape", "tree", ""),
                                          ("tau", "tau", ".2f"), ("tokens_per_s", "tokens/s", ".1f"),
-                                         ("speedup", "speedup", ".2f")]))
-        lines.append("")
+                                         ("tps_band", "80% band", ""), ("tpot_ms", "TPOT ms", ".2f"),
+                                         ("speedup", "speedup", ".2f"), ("speedup_band", "80% band", ""),
+                                         ("bound", "bound", "")]))
+        lines += [plan.trees.band_line(), ""]
     return lines
 
 

@@ -32,8 +32,8 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["K_TOLERANCE", "acceptable_k", "robust_k_ranges", "holding_range", "deploy_blocker", "measured_k",
-           "beyond_measured"]
+__all__ = ["K_TOLERANCE", "acceptable_k", "robust_k_ranges", "table_k_index", "holding_range", "deploy_blocker",
+           "measured_k", "beyond_measured"]
 
 #: Relative tokens/s within which two speculation lengths are one choice (module docstring).
 K_TOLERANCE = 0.05
@@ -80,6 +80,16 @@ def robust_k_ranges(tokens_per_s: np.ndarray, gammas, batches, tolerance: float 
         rows.append({"batch_min": int(b[i]), "batch_max": int(b[end - 1]), "k": int(g[order][j])})
         i = end
     return rows
+
+
+def table_k_index(tokens_per_s: np.ndarray, gammas, batches, tolerance: float = K_TOLERANCE) -> np.ndarray:
+    """(batch,) index into ``gammas`` of the k that :func:`robust_k_ranges`' table gives each batch: the k to deploy
+    there, within ``tolerance`` of the per-batch best."""
+    g = np.asarray(gammas).astype(int)
+    rows = robust_k_ranges(tokens_per_s, g, batches, tolerance)
+    where = {int(k): i for i, k in enumerate(g)}
+    lengths = np.searchsorted(np.asarray(batches), [r["batch_max"] for r in rows], side="right")
+    return np.repeat([where[r["k"]] for r in rows], np.diff(np.concatenate([[0], lengths])))
 
 
 def holding_range(tokens_per_s: np.ndarray, gammas, batches, k: int, batch: int,

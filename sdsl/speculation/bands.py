@@ -4,9 +4,10 @@ The bands are sdsl's own held-out residuals per class (how they are computed, an
 rows: :mod:`sdsl.validation.bands`, ``sdsl validate bands``; VALIDATION.md "Uncertainty bands"). A step gets:
 
 - a **step-time band** by class: plain decode and speculative decoding of a dense target by engine family
-  (``decode:<engine>``, ``speculative:<engine>``; the pooled class where a family has too few rows), and the
-  mixture-of-experts classes for a target with routed experts (``moe_decode``, ``moe_speculative``, and
-  ``moe_speedup`` for its speed-up). A dense target's speed-up takes its speculative tokens/s band: most published
+  (``decode:<engine>``, ``speculative:<engine>``), and the mixture-of-experts classes for a target with routed
+  experts (``moe_decode``, ``moe_speculative``, and ``moe_speedup`` for its speed-up). A class whose rows span too
+  few sources has its rows joined by its parent's (``speculative:vllm`` by ``speculative``'s, then by every
+  step-time row's) and its name says so (``class -> parent``). A dense target's speed-up takes its speculative tokens/s band: most published
   speculative rows state no plain baseline of their own, so the plain step's error is not netted out. An engine
   profile that priced no validation row (a newer build, a user's calibrated file, the roofline alone) gets the
   widest band of its class (the envelope of the class's bands) and ``profile_has_rows`` False says so.
@@ -73,13 +74,12 @@ def _latency(table: dict, kind: str, family: str, moe: bool, has_rows: bool) -> 
     """((low, high), class) of the step-time band for ``kind`` (decode, speculative, speedup)."""
     if moe:
         name = {"decode": "moe_decode", "speculative": "moe_speculative", "speedup": "moe_speedup"}[kind]
-        entry = table[name]
-        return (entry["low"], entry["high"]), name
-    kind = "speculative" if kind == "speedup" else kind
-    if not has_rows:
-        group = [n for n, e in table.items() if (n == kind or n.startswith(kind + ":")) and e["own"]]
-        return _widest(table, group), f"{kind}, widest"
-    name = f"{kind}:{family}" if f"{kind}:{family}" in table else kind
+    else:
+        kind = "speculative" if kind == "speedup" else kind
+        if not has_rows:
+            group = [n for n in table if n == kind or n.startswith(kind + ":")]
+            return _widest(table, group), f"{kind}, widest"
+        name = f"{kind}:{family}" if f"{kind}:{family}" in table else kind
     entry = table[name]
     used = name if entry["own"] else f"{name} -> {entry['from_class']}"
     return (entry["low"], entry["high"]), used
@@ -110,7 +110,7 @@ def step_band(step) -> dict:
     if a_cls is None:
         a_band = (0.0, 0.0)
     elif a_cls == "widest":
-        a_band, a_cls = _widest(acc, [n for n, e in acc.items() if e["own"]]), "widest (SDSL's plane has no held-out rows)"
+        a_band, a_cls = _widest(acc, list(acc)), "widest (SDSL's plane has no held-out rows)"
     else:
         a_band = (acc[a_cls]["low"], acc[a_cls]["high"])
     drafted = np.asarray(step.tau, dtype=float) > 1.0

@@ -15,26 +15,31 @@ means sdsl predicted slower than measured. Each comes from a validation that alr
   (:func:`~sdsl.validation.acceptance_validation.k_sweep_check`, ``leave_one_source_out``: a user's measurement
   carried to another k).
 
-**Classes** (:data:`LATENCY_CLASSES`, :data:`ACCEPTANCE_CLASSES`): plain decode (dense) and speculative (dense)
-pooled and by engine family, the MoE plain, speculative and speed-up rows, and acceptance measured by the user,
-from the same target's catalog rows, or transferred. A class with fewer than :data:`MIN_ROWS` rows has no band of
-its own and uses its parent's.
+**Classes** (:data:`LATENCY_CLASSES`, :data:`ACCEPTANCE_CLASSES`): every step-time tokens/s (``all``), plain decode
+(dense) and speculative (dense) pooled and by engine family, the MoE plain, speculative and speed-up rows, and
+acceptance measured by the user, from the same target's catalog rows, or transferred. A class's own band needs
+rows from :data:`MIN_SOURCES` sources: rows of one source share a bias (one engine build, one harness), so the unit
+that is exchangeable with a new deployment is the source, and 9 units is the fewest whose 0.8 band below is finite
+on both sides. A class with fewer sources (or under :data:`MIN_ROWS` rows) keeps its rows and adds its parent's,
+then the grandparent's, up to the root (``moe_speculative`` → ``speculative`` → ``all``; ``speculative:vllm`` →
+``speculative`` → ``all``; ``same-target`` → ``catalog``), and says so (``own`` False, ``from_class``).
 
-**Band.** Split-conformal (Vovk et al. 2005; Lei et al. 2018, JASA 113:1094, §2.2) on the class's residuals,
-two-sided at level 0.8: with the n residuals sorted, low = r_(⌊0.1·(n+1)⌋) and high = r_(⌈0.9·(n+1)⌉) (so an
-exchangeable new residual falls inside with probability ≥ 0.8; n ≥ 9 is needed), then widened to hold 0 so the
-point estimate is always inside. The band of a prediction is predicted·exp([low, high]) (a TPOT's is
-TPOT·exp([−high, −low])).
+**Band.** Split-conformal (Vovk et al. 2005; Lei et al. 2018, JASA 113:1094, §2.2) on the residuals of the class
+(or of its pool), two-sided at level 0.8: with the n residuals sorted, low = r_(⌊0.1·(n+1)⌋) and high =
+r_(⌈0.9·(n+1)⌉) (so an exchangeable new residual falls inside with probability ≥ 0.8; n ≥ 9 is needed), then widened
+to hold 0 so the point estimate is always inside. The band is relative: r is a log ratio, and a prediction's band is
+predicted·exp([low, high]) (a TPOT's is TPOT·exp([−high, −low])). The forms compared before this one was chosen
+(a row count instead of a source count; each source weighted equally): :mod:`sdsl.validation.band_checks`.
 
 **Coverage** (:func:`coverage`): cross-fitted by source — each source's rows of a class are checked against the
-band built (with the same parent fall-back) from the other sources' rows only, so a row's own residual, or its
-source's, never sets its band. Goal: between 0.70 and 0.90 per class for the 0.80 band. Two more checks: the
-rule for an engine profile without rows (:func:`profile_check`: each profile's rows against the widest band built
-as if it had none), and the combination of step-time and acceptance bands on rows where both are predicted
-(:func:`combined_check`).
+band built (with the same borrowing, counted on the remaining sources) from the other sources' rows only, so a
+row's own residual, or its source's, never sets its band. Goal: between 0.70 and 0.90 per class for the 0.80 band.
+More checks (:mod:`sdsl.validation.band_checks`): the rule for an engine profile without rows (each profile's rows
+against the widest band built as if it had none), the combination of step-time and acceptance bands on rows where
+both are predicted, and the coverage of each band form considered.
 
-The shipped bands (``sdsl/data/bands.json``, read by :mod:`sdsl.speculation.bands`) are :func:`compute_bands`
-written by ``sdsl validate bands --write``.
+The shipped bands (``sdsl/data/bands.json``, read by :mod:`sdsl.speculation.bands`) are
+:func:`sdsl.validation.band_checks.compute_bands`, written by ``sdsl validate bands --write``.
 """
 
 from __future__ import annotations
@@ -44,20 +49,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Residual", "LATENCY_CLASSES", "ACCEPTANCE_CLASSES", "LEVEL", "MIN_ROWS", "COVERAGE_GOAL",
-           "conformal_band", "class_bands", "coverage", "combined_check", "profile_check", "widest", "residuals", "compute_bands", "validate_bands", "BANDS_FILE"]
+__all__ = ["Residual", "LATENCY_CLASSES", "ACCEPTANCE_CLASSES", "LEVEL", "MIN_ROWS", "MIN_SOURCES", "COVERAGE_GOAL",
+           "conformal_band", "pooled_band", "class_bands", "coverage", "widest", "residuals", "BANDS_FILE"]
 
 LEVEL = 0.8
 MIN_ROWS = 9  # the fewest residuals whose split-conformal 0.8 band is finite on both sides
+MIN_SOURCES = 9  # the fewest sources (the exchangeable units) a class's own band needs: the same rank arithmetic
 COVERAGE_GOAL = (0.70, 0.90)
 BANDS_FILE = "bands.json"
 
-#: class -> (parent used when the class has fewer than MIN_ROWS rows, what it holds). ``decode:<engine>`` and
-#: ``speculative:<engine>`` are made for every engine family with rows.
+#: class -> (parent whose rows it borrows when it has fewer than MIN_SOURCES sources, what it holds).
+#: ``decode:<engine>`` and ``speculative:<engine>`` are made for every engine family with rows.
 LATENCY_CLASSES = {
-    "decode": (None, "plain decoding of a dense target, every engine (published rows and the MoE set's dense "
-                     "comparisons)"),
-    "speculative": (None, "speculative decoding of a dense target with the measured accepted length, every engine"),
+    "all": (None, "every step-time residual of a tokens/s: plain and speculative, dense and mixture-of-experts, "
+                  "every engine"),
+    "decode": ("all", "plain decoding of a dense target, every engine (published rows and the MoE set's dense "
+                      "comparisons)"),
+    "speculative": ("all", "speculative decoding of a dense target with the measured accepted length, every engine"),
     "moe_decode": ("decode", "plain decoding of a mixture-of-experts target"),
     "moe_speculative": ("speculative", "speculative tokens/s of a mixture-of-experts target, measured accepted length"),
     "moe_speedup": ("speculative", "speculative/plain ratio of a mixture-of-experts target, same source both sides"),
@@ -95,6 +103,26 @@ def conformal_band(r, level: float = LEVEL) -> tuple[float, float] | None:
     return min(float(s[lo_i - 1]), 0.0), max(float(s[hi_i - 1]), 0.0)
 
 
+def pooled_band(rows, level: float = LEVEL) -> tuple[float, float] | None:
+    """(low, high) of residual rows (:class:`Residual`) with each source weighted equally (module docstring, "Band"):
+    high is the smallest r whose pooled weight at or below it reaches the level's upper tail, low the mirror, both
+    widened to hold 0; None without rows."""
+    if not rows:
+        return None
+    r = np.array([x.r for x in rows], dtype=float)
+    src = [x.source for x in rows]
+    counts = {s: src.count(s) for s in set(src)}
+    w = np.array([1.0 / (len(counts) * counts[s]) for s in src])
+    p = 1.0 - (1.0 - level) / 2.0
+
+    def upper(values):
+        order = np.argsort(values, kind="stable")
+        cum = np.cumsum(w[order])
+        return float(values[order][min(int(np.searchsorted(cum, p - 1e-12)), values.size - 1)])
+
+    return min(-upper(-r), 0.0), max(upper(r), 0.0)
+
+
 def _all_classes(rows, kind: str) -> dict:
     base = LATENCY_CLASSES if kind == "latency" else ACCEPTANCE_CLASSES
     out = dict(base)
@@ -106,29 +134,40 @@ def _all_classes(rows, kind: str) -> dict:
     return out
 
 
-def class_bands(rows, kind: str, level: float = LEVEL, exclude_source=None) -> dict:
+def _pool(c: str, classes: dict, members: dict, min_sources: int) -> tuple[list, str]:
+    """The rows behind class ``c``'s band and the last class they were borrowed from: its own rows, joined by its
+    parent's, grandparent's, ... until they hold ``min_sources`` sources and :data:`MIN_ROWS` rows, or the root."""
+    pool, used = list(members[c]), c
+    while ((len({r.source for r in pool}) < min_sources or len(pool) < MIN_ROWS)
+           and classes[used][0] is not None):
+        used = classes[used][0]
+        ids = {id(r) for r in pool}
+        pool += [r for r in members[used] if id(r) not in ids]
+    return pool, used
+
+
+def class_bands(rows, kind: str, level: float = LEVEL, exclude_source=None, *, min_sources: int = MIN_SOURCES,
+                weighted: bool = False) -> dict:
     """{class: band} for ``kind`` ("latency" or "acceptance") from ``rows`` (less those of ``exclude_source``, a
-    source or a predicate on a Residual): each class's own split-conformal band, or its parent's when it has too few
-    rows (``own`` False), or None."""
+    source or a predicate on a Residual): each class's split-conformal band on its own rows where they span
+    ``min_sources`` sources (``own``), else on its rows joined by its ancestors' (``from_class``: the last ancestor
+    borrowed; ``pool_n``, ``pool_sources``: what the band was built on). ``min_sources=0`` is the rule that borrows
+    only under :data:`MIN_ROWS` rows; ``weighted`` weights each source equally (:func:`pooled_band`); both are the
+    forms compared in :func:`sdsl.validation.band_checks.form_comparison`."""
     classes = _all_classes(rows, kind)
     drop = exclude_source if callable(exclude_source) else (lambda r: r.source == exclude_source)
     sel = [r for r in rows if r.kind == kind and not drop(r)]
-    own = {}
-    for c in classes:
-        mine = [r for r in sel if c in r.classes]
-        own[c] = (conformal_band([r.r for r in mine], level), mine)
+    members = {c: [r for r in sel if c in r.classes] for c in classes}
     out = {}
     for c, (parent, what) in classes.items():
-        band, mine = own[c]
-        used, own_band = c, band is not None
-        while band is None and classes[used][0] is not None:
-            used = classes[used][0]
-            band = own[used][0]
+        pool, used = _pool(c, classes, members, min_sources)
+        band = pooled_band(pool, level) if weighted else conformal_band([r.r for r in pool], level)
         counts: dict = {}
-        for r in mine:
+        for r in members[c]:
             counts[r.source] = counts.get(r.source, 0) + 1
         out[c] = {"low": None if band is None else band[0], "high": None if band is None else band[1],
-                  "own": own_band, "from_class": used, "n": len(mine), "n_sources": len(counts),
+                  "own": used == c and band is not None, "from_class": used, "n": len(members[c]),
+                  "n_sources": len(counts), "pool_n": len(pool), "pool_sources": len({r.source for r in pool}),
                   "sources": dict(sorted(counts.items())), "holds": what}
     return out
 
@@ -151,7 +190,7 @@ def _row_held_out(sel, kind, level, classes) -> dict:
     return {c: float(np.mean(h)) if h else None for c, h in hits.items()}
 
 
-def coverage(rows, kind: str, level: float = LEVEL) -> dict:
+def coverage(rows, kind: str, level: float = LEVEL, **form) -> dict:
     """Per class: the share of its rows inside the band built without their own source, the same parent fall-back
     included (module docstring; the goal is judged where at least :data:`MIN_ROWS` rows are checked), and beside it
     the share with only the row itself held out (``row_held_out``: what exchangeable rows would give)."""
@@ -159,7 +198,7 @@ def coverage(rows, kind: str, level: float = LEVEL) -> dict:
     sel = [r for r in rows if r.kind == kind]
     hits = {c: [] for c in classes}
     for src in sorted({r.source for r in sel}):
-        bands = class_bands(sel, kind, level, exclude_source=src)
+        bands = class_bands(sel, kind, level, exclude_source=src, **form)
         for r in sel:
             if r.source == src:
                 for c in r.classes:
@@ -177,68 +216,11 @@ def coverage(rows, kind: str, level: float = LEVEL) -> dict:
 
 
 def widest(bands: dict, kind: str) -> tuple | None:
-    """The envelope (lowest low, highest high) of the own bands of ``kind`` (``decode``, ``speculative``: the pooled
-    class and every engine family's) in ``bands`` (:func:`class_bands`): what a profile without rows gets."""
-    own = [b for name, b in bands.items() if (name == kind or name.startswith(kind + ":")) and b["own"]]
+    """The envelope (lowest low, highest high) of the bands of ``kind`` (``decode``, ``speculative``: the pooled
+    class and every engine family's, own or borrowed) in ``bands`` (:func:`class_bands`): what a profile without rows
+    gets."""
+    own = [b for name, b in bands.items() if (name == kind or name.startswith(kind + ":")) and b["low"] is not None]
     return (min(b["low"] for b in own), max(b["high"] for b in own)) if own else None
-
-
-def profile_check(rows, level: float = LEVEL) -> dict:
-    """The rule for an engine profile without validation rows, checked: each profile's dense rows against the widest
-    band of their class built without any row of that profile or of its rows' sources (as if the profile had none),
-    per class (``decode``, ``speculative``)."""
-    out = {}
-    for kind in ("decode", "speculative"):
-        mine = [r for r in rows if r.kind == "latency" and kind in r.classes and r.profile]
-        hits, by_profile = [], {}
-        for prof in sorted({r.profile for r in mine}):
-            held = [r for r in mine if r.profile == prof]
-            sources = {r.source for r in held}
-            bands = class_bands(rows, "latency", level,
-                                exclude_source=lambda r, p=prof, s=sources: r.profile == p or r.source in s)
-            band = widest(bands, kind)
-            inside = [bool(band[0] <= r.r <= band[1]) for r in held] if band else []
-            hits += inside
-            by_profile[prof] = {"n": len(held), "inside": int(sum(inside)), "low": band and band[0],
-                                "high": band and band[1]}
-        share = float(np.mean(hits)) if hits else None
-        out[kind] = {"n": len(hits), "inside": int(sum(hits)), "coverage": share, "by_profile": by_profile,
-                     "goal": list(COVERAGE_GOAL),
-                     "met": share is not None and len(hits) >= MIN_ROWS and COVERAGE_GOAL[0] <= share <= COVERAGE_GOAL[1]}
-    return out
-
-
-def combined_check(level: float = LEVEL, rows=None) -> dict:
-    """The bands combined as a prediction combines them, on rows where both acceptance and step time are predicted:
-    Spec-Bench's speedups priced with the Hugging Face eager profile and the accepted length predicted from the other
-    sources (:func:`sdsl.validation.acceptance_validation.specbench_ranking`). Each row's band is the speculative
-    step-time band of ``hf-eager`` combined (root-sum-square per side) with the acceptance band of its rule tier,
-    both built without any Spec-Bench row."""
-    from sdsl.speculation.bands import combine
-    from sdsl.validation.acceptance_validation import loso_predictions, specbench_ranking
-
-    rows = residuals() if rows is None else rows
-    done, _ = loso_predictions()
-    ranking = specbench_ranking({p["row_id"]: p for p in done}, engine="hf-eager")
-    spec_bench = lambda r: "spec-bench" in r.source.lower()  # noqa: E731  (both labels of the one source)
-    lat = class_bands(rows, "latency", level, exclude_source=spec_bench)["speculative:hf-eager"]
-    acc = class_bands(rows, "acceptance", level, exclude_source=spec_bench)
-    tiers = {p["row_id"]: p["tier"] for p in done}
-    out = []
-    for g in ranking["groups"]:
-        for m in g["methods"]:
-            if m["speedup_with_predicted_tau"] is None:
-                continue
-            a_cls = "same-target" if tiers[m["row_id"]] == "same-target" else "transferred"
-            low, high = combine((lat["low"], lat["high"]), (acc[a_cls]["low"], acc[a_cls]["high"]))
-            r = math.log(m["measured_speedup"] / m["speedup_with_predicted_tau"])
-            out.append({"row_id": m["row_id"], "target": g["target"], "hardware": g["hardware"], "method": m["method"],
-                        "measured": m["measured_speedup"], "predicted": m["speedup_with_predicted_tau"], "r": r,
-                        "acceptance_class": a_cls, "low": low, "high": high, "inside": bool(low <= r <= high)})
-    share = float(np.mean([x["inside"] for x in out])) if out else None
-    return {"rows": out, "n": len(out), "coverage": share, "goal": list(COVERAGE_GOAL),
-            "latency_band_from": lat["from_class"],
-            "met": share is not None and len(out) >= MIN_ROWS and COVERAGE_GOAL[0] <= share <= COVERAGE_GOAL[1]}
 
 
 # --- the residuals -------------------------------------------------------------------------------------------
@@ -261,7 +243,7 @@ def _published(out: dict) -> list:
     for r in out["rows"]:
         fam = _family(r["profile"])
         kind = "speculative" if r["proposer"] else "decode"
-        rows.append(Residual("latency", (kind, f"{kind}:{fam}"), _log_ratio(r["error"]), r["source_key"],
+        rows.append(Residual("latency", ("all", kind, f"{kind}:{fam}"), _log_ratio(r["error"]), r["source_key"],
                              f"published:{r['file']}#{r['row']}", r["profile"].split("+")[0]))
     return rows
 
@@ -275,14 +257,15 @@ def _moe(out: dict, specs) -> list:
         fam, rid = _family(prof), f"moe:{r['file']}#{r['row']}"
         spec_row = r["proposer"] is not None
         if r["class"] == "moe":
-            rows.append(Residual("latency", ("moe_speculative" if spec_row else "moe_decode",),
+            rows.append(Residual("latency", ("all", "moe_speculative" if spec_row else "moe_decode"),
                                  _log_ratio(r["error"]), r["source"], rid, prof))
             if spec_row:
                 rows.append(Residual("latency", ("moe_speedup",), _log_ratio(r["ratio_error"]), r["source"],
                                      rid + ":ratio", prof))
         else:  # a dense comparison: a dense row like the published ones
             kind = "speculative" if spec_row else "decode"
-            rows.append(Residual("latency", (kind, f"{kind}:{fam}"), _log_ratio(r["error"]), r["source"], rid, prof))
+            rows.append(Residual("latency", ("all", kind, f"{kind}:{fam}"), _log_ratio(r["error"]), r["source"], rid,
+                                 prof))
     return rows
 
 
@@ -308,57 +291,3 @@ def residuals() -> list:
     done, _ = loso_predictions()
     return (_published(validate_published()) + _moe(validate_moe(engine="row"), specs)
             + _acceptance(done, k_sweep_check()))
-
-
-def compute_bands(rows=None, level: float = LEVEL) -> dict:
-    """What ``sdsl/data/bands.json`` holds: the bands per class with their provenance, the engine profiles that
-    priced validation rows (a profile without any gets its class's widest band), and the coverage check."""
-    rows = residuals() if rows is None else rows
-    profiles: dict = {}
-    for r in rows:
-        if r.profile:
-            profiles[r.profile] = profiles.get(r.profile, 0) + 1
-    return {"format": "sdsl-bands", "format_version": 1, "level": level,
-            "residual": "r = log(measured / predicted) of a speed (tokens/s, speed-up, 1/TPOT); r > 0: sdsl predicted "
-                        "slower than measured",
-            "method": f"split-conformal two-sided band at level {level}: sorted residuals r_(floor(0.1(n+1))) and "
-                      f"r_(ceil(0.9(n+1))), widened to hold 0; a class under {MIN_ROWS} rows uses its parent's",
-            "held_out": "step-time residuals: engine-profile terms fitted without the row's source (sdsl validate "
-                        "published) or nothing fitted on the rows (sdsl validate moe), the measured accepted length as "
-                        "tau; acceptance residuals: each row predicted from the other sources' rows, decay ratios and "
-                        "tree model refitted without its source (sdsl validate acceptance)",
-            "combine": "speculative figures: the latency band and the acceptance band added in log space, root-sum-"
-                       "square per side (independent errors): low = -sqrt(low_l^2 + low_a^2), high = sqrt(high_l^2 + "
-                       "high_a^2)",
-            "command": "sdsl validate bands --write",
-            "latency": class_bands(rows, "latency", level), "acceptance": class_bands(rows, "acceptance", level),
-            "profiles_with_rows": dict(sorted(profiles.items())),
-            "coverage": {"latency": coverage(rows, "latency", level), "acceptance": coverage(rows, "acceptance", level),
-                         "combined": combined_check(level, rows), "profile_without_rows": profile_check(rows, level)}}
-
-
-def _rounded(value):
-    if isinstance(value, float):
-        return round(value, 6)
-    if isinstance(value, dict):
-        return {k: _rounded(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_rounded(v) for v in value]
-    return value
-
-
-def validate_bands(*, write: bool = False) -> dict:
-    """:func:`compute_bands`, and whether the shipped ``sdsl/data/bands.json`` is what it gives (``up_to_date``);
-    ``write`` replaces the shipped file (atomically) with it."""
-    import json
-
-    from sdsl._io import atomic_write_text
-    from sdsl._paths import data_path
-
-    out = _rounded(compute_bands())
-    path = data_path(BANDS_FILE)
-    text = json.dumps(out, indent=1, sort_keys=False) + "\n"
-    if write:
-        atomic_write_text(path, text)
-    shipped = json.loads(path.read_text()) if path.exists() else None
-    return {**out, "up_to_date": shipped == json.loads(text), "path": str(path)}

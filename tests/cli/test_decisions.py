@@ -66,6 +66,42 @@ def test_robust_table_prefers_the_smaller_k_and_the_fewest_ranges():
     assert not ok[0].any() and ok[1].all()
 
 
+def test_configs_deploy_the_k_table_k_and_name_the_per_batch_best_beside_it():
+    """The per-batch rows show the k each proposer's own batch -> k table deploys (the pick's is the printed k table),
+    and where that batch's best k differs, the best k and its gain (at most the tolerance), in the Python API, the
+    JSON and the text alike; the pick is the first runnable row."""
+    plan = sdsl.optimize("llama-3.1-8b", "h100-sxm", proposers=["eagle3", "ngram"], batch=[1, 16, 64], engine="vllm")
+    out = plan.to_dict()
+    r = plan.ranking
+    differs = 0
+    for row in out["configs"]:
+        p = [q.name for q in r.proposers].index(row["proposer"])
+        table = r.k_table(p, tolerance=out["tolerance"])
+        assert row["gamma"] == next(t["k"] for t in table if t["batch_min"] <= row["batch"] <= t["batch_max"])
+        b = int(np.flatnonzero(r.batches == row["batch"])[0])
+        tps = r.tokens_per_s[p, :, b, 0]
+        assert row["best_gamma"] == int(r.gammas[np.argmax(tps)])
+        assert row["best_gamma_gain"] == pytest.approx(tps.max() / tps[list(r.gammas).index(row["gamma"])] - 1)
+        assert 0 <= row["best_gamma_gain"] <= K_TOLERANCE / (1 - K_TOLERANCE)
+        differs += row["best_gamma"] != row["gamma"]
+    assert differs  # eagle3 at batch 1: the table's k = 4 beside the best k = 5
+    for b in (1, 16, 64):
+        first = next(row for row in out["configs"] if row["batch"] == b)
+        k = next(t["k"] for t in out["k_table"] if t["batch_min"] <= b <= t["batch_max"])
+        if b == 1:
+            assert out["pick"] == {"proposer": first["proposer"], "gamma": first["gamma"], "tree": None}
+        if first["proposer"] == out["pick"]["proposer"]:
+            assert first["gamma"] == k
+    text = plan.report()
+    assert "best k here" in text and "best k here: the best k at that batch where it differs" in text
+    row = next(x for x in out["configs"] if x["best_gamma"] != x["gamma"])
+    line = next(ln for ln in text.splitlines() if f"{row['best_gamma']} (+{100 * row['best_gamma_gain']:.1f}%)" in ln)
+    assert line.split()[:2] == [row["proposer"], str(row["gamma"])]
+    assert json.loads(plan.to_json())["configs"] == run_json("optimize", "--target", "llama-3.1-8b", "--proposer",
+                                                            "eagle3", "--proposer", "ngram", "--batch", "1,16,64",
+                                                            "--engine", "vllm")["configs"]
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_robust_table_is_a_fewest_ranges_cover_within_the_tolerance(seed):
     """Property: the table covers every batch once, each range's k is acceptable at each of its batches, and no cover

@@ -84,7 +84,12 @@ def test_cli_predict_and_optimize_rows_are_the_step():
     row = opt["configs"][0]
     k = row["gamma"]
     assert row["tokens_per_s"] == pytest.approx(float(direct.tokens_per_s[k, 1]), rel=1e-14)
-    assert k == int(np.argmax(direct.tokens_per_s[:, 1]))
+    # the row deploys the k table's k; the per-batch best k stands beside it with its gain
+    assert k == next(r["k"] for r in opt["k_table"] if r["batch_min"] <= 4 <= r["batch_max"])
+    assert row["best_gamma"] == int(np.argmax(direct.tokens_per_s[:, 1]))
+    assert 1 + row["best_gamma_gain"] == pytest.approx(float(direct.tokens_per_s[row["best_gamma"], 1] /
+                                                             direct.tokens_per_s[k, 1]), rel=1e-12)
+    assert 0 <= row["best_gamma_gain"] <= opt["tolerance"] / (1 - opt["tolerance"])
 
 
 def test_decoder_validation_headline_is_the_shared_step():

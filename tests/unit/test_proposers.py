@@ -181,7 +181,7 @@ def test_rankings_follow_the_result_protocol(tmp_path):
     r = rank_proposers(TARGET, ["eagle", "ngram"], DEP, acceptance=np.array([0.6]), gammas=range(0, 5), batches=[1, 64])
     d = json.loads(r.to_json(tmp_path / "r.json"))
     assert d == json.loads((tmp_path / "r.json").read_text()) and d["configs"][0]["batch"] == 1
-    assert "tokens/s" in r.report() and len(r.report().splitlines()) == 1 + 2 * 2 + 1  # each proposer at its best k; bands
+    assert "tokens/s" in r.report() and len(r.report().splitlines()) == 1 + 2 * 2 + 1  # each proposer at its table k; bands
     t = rank_trees(TARGET, ["eagle3"], DEP, acceptance=Acceptance.from_iid(0.7), batches=[1, 8], steps=range(1, 4))
     assert json.loads(t.to_json())["configs"][0]["tree"] and "tokens/s" in t.report()
     pytest.importorskip("matplotlib")

@@ -87,8 +87,9 @@ def bands(write, as_json):
     """The 80% bands on predicted tokens/s, TPOT and speedup, from sdsl's own held-out residuals (the rows of
     `validate published`, `validate moe` and `validate acceptance`): per class (plain decode and speculative by
     engine, mixture-of-experts, acceptance measured / same-target / transferred) the split-conformal band, the
-    rows and sources behind it, and its coverage with each source's rows checked against the band built from the
-    other sources only (goal 70-90%). Says whether the shipped sdsl/data/bands.json is up to date.
+    rows and sources behind it (a class with rows from fewer than 9 sources adds its parent class's rows: "band
+    from"), and its coverage with each source's rows checked against the band built from the other sources only
+    (goal 70-90%). Says whether the shipped sdsl/data/bands.json is up to date.
 
     Examples:
 
@@ -99,7 +100,7 @@ def bands(write, as_json):
     import math
 
     from sdsl.cli._common import echo_json
-    from sdsl.validation.bands import validate_bands
+    from sdsl.validation.band_checks import validate_bands
 
     out = validate_bands(write=write)
     if as_json:
