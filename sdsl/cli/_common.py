@@ -54,7 +54,9 @@ def deployment_options(*, context: bool = True, tp_help: str = "Tensor-parallel 
         click.option("--ep", default=1, show_default=True, type=int,
                      help="Expert-parallel degree of an MoE target (divides --tp; e.g. --tp 8 --ep 8)."),
         click.option("--draft-tp", default=1, show_default=True, type=int, help="Tensor-parallel degree of a draft model."),
-        click.option("--dtype", default="bf16", show_default=True, type=click.Choice(DTYPES)),
+        click.option("--dtype", default="bf16", show_default=True, type=click.Choice(DTYPES),
+                     help="Compute dtype; fp8: the linear layers in fp8 as the engines' fp8 quantization runs them "
+                          "(KV cache, attention and LM head in bf16)."),
         calibration_option,
         engine_option,
     ]
@@ -62,13 +64,14 @@ def deployment_options(*, context: bool = True, tp_help: str = "Tensor-parallel 
     def decorate(command):
         @functools.wraps(command)
         def wrapper(*args, hardware, tp, ep, draft_tp, dtype, calibration, engine, **kwargs):
-            from sdsl.roofline.deployment import Deployment
             from sdsl.catalog.hardware import get_hardware
+            from sdsl.plan.api import precision_options
+            from sdsl.roofline.deployment import Deployment
 
             extra = {"context": kwargs.pop("context")} if context else {}
             hw = get_hardware(hardware)
-            deployment = Deployment(hw, tp=tp, ep=ep, draft_tp=draft_tp, dtype=dtype,
-                                    params=resolve_latency_params(calibration, hw), engine=engine, **extra)
+            deployment = Deployment(hw, tp=tp, ep=ep, draft_tp=draft_tp, params=resolve_latency_params(calibration, hw),
+                                    engine=engine, **precision_options(dtype), **extra)
             return command(*args, deployment=deployment, **kwargs)
 
         for option in reversed(options):

@@ -71,18 +71,32 @@ class Prediction(PricedStep):
         return prediction_text(self.to_dict())
 
 
+def precision_options(dtype: str) -> dict:
+    """Deployment keywords of the CLI's ``--dtype``: ``fp8`` is what the engines' fp8 quantization runs (vLLM, SGLang
+    and TensorRT-LLM ``--quantization fp8``: the linear layers' weights in fp8, their GEMMs on the fp8 tensor cores
+    with the measured format terms; activations between kernels, the KV cache, attention and the LM head in bf16),
+    the form validated against the published FP8 engine rows (VALIDATION.md, "FP8 plain decode of dense targets");
+    any other dtype is the compute dtype of every tensor. ``Deployment(dtype="fp8")`` itself prices every tensor in
+    fp8."""
+    if str(dtype).lower() == "fp8":
+        return {"dtype": "bf16", "weight_dtype": "fp8"}
+    return {"dtype": dtype}
+
+
 def deployment_of(hardware="h100-sxm", *, tp=1, ep=1, draft_tp=1, dtype="bf16", context=1024, params=None,
                   engine=None) -> Deployment:
     """A :class:`~sdsl.roofline.deployment.Deployment` from the CLI's deployment options; a Deployment passed as
     ``hardware`` gets the options that differ from their defaults; ``params``: LatencyParams (a calibration,
     ``sdsl.load_latency_params``), default the hardware's."""
     if isinstance(hardware, Deployment):
-        changed = {k: v for k, v, d in (("tp", tp, 1), ("ep", ep, 1), ("draft_tp", draft_tp, 1), ("dtype", dtype, "bf16"),
+        changed = {k: v for k, v, d in (("tp", tp, 1), ("ep", ep, 1), ("draft_tp", draft_tp, 1),
                                         ("context", context, 1024), ("engine", engine, None), ("params", params, None))
                    if v is not d and v != d}
+        if dtype != "bf16":
+            changed.update(precision_options(dtype))
         return hardware.replace(**changed) if changed else hardware
-    return Deployment(hardware, tp=tp, ep=ep, draft_tp=draft_tp, dtype=dtype, context=context, params=params,
-                      engine=engine)
+    return Deployment(hardware, tp=tp, ep=ep, draft_tp=draft_tp, context=context, params=params, engine=engine,
+                      **precision_options(dtype))
 
 
 def _proposer(proposer, draft_params=None):

@@ -364,11 +364,11 @@ def deployment_for(target, dep: Deployment) -> Deployment:
     """``dep`` with the target's own weight format (a config.json's ``quantization_config``) where the deployment
     names none."""
     fmt = getattr(target, "weight_format", None)
-    if fmt is None or dep.weight_dtype is not None or dep.expert_dtype is not None:
+    if fmt is None or dep.expert_dtype is not None:
         return dep
-    if fmt == "mxfp4":  # gpt-oss: the routed experts in MXFP4, attention and the rest in the compute dtype
+    if fmt == "mxfp4":  # gpt-oss: the routed experts in MXFP4, attention and the rest as the deployment says
         return dep.replace(expert_dtype=fmt)
-    return dep.replace(weight_dtype=fmt)
+    return dep if dep.weight_dtype is not None else dep.replace(weight_dtype=fmt)
 
 
 def workload_notes(ranking, acceptance, workload: str) -> list[str]:

@@ -16,8 +16,10 @@ prefill (one forward of ``batch`` × ISL tokens) plus OSL decode steps at the me
 beside it. Pairs — an fp8 TPOT row and the bf16 TPOT row of the same source, model, GPU, TP, batch and context, or a
 speedup row — give the fp8/bf16 step-time ratio, measured and priced; its error is that of the speedup.
 
-Beside the headline, each row is also priced as ``sdsl predict --dtype fp8`` prices it (``Deployment.dtype`` "fp8":
-every tensor in fp8 bytes at the fp8 peak, without the measured format terms) and on the roofline alone (``ideal``).
+The headline is what ``sdsl predict --dtype fp8`` prices (:func:`sdsl.plan.api.precision_options`). Beside it, each
+row is also priced with every tensor in fp8 (``Deployment(dtype="fp8")``: fp8 bytes at the fp8 peak, without the
+measured format terms; the CLI's ``--dtype fp8`` before it took the weight-format path) and on the roofline alone
+(``ideal``).
 """
 
 from __future__ import annotations
@@ -78,12 +80,12 @@ def _isl_osl(row: dict) -> tuple[int, int]:
 
 
 def _priced(spec, row, profile) -> dict:
-    """The row's metric priced: headline (fp8 format terms), decode-only, as ``--dtype fp8`` prices it, ideal."""
+    """The row's metric priced: headline (fp8 format terms), decode-only, every tensor in fp8, ideal."""
     fp8 = spec.weight_dtype
     if spec.metric == "TPOT":
         ms = lambda dep: 1e3 * _decode_s(spec, dep)  # noqa: E731
         return {"predicted": ms(_deployment(spec, profile, fp8)), "predicted_decode_only": None,
-                "predicted_cli_dtype": ms(_deployment(spec, profile, None, dtype="fp8" if fp8 else "bf16")),
+                "predicted_all_fp8": ms(_deployment(spec, profile, None, dtype="fp8" if fp8 else "bf16")),
                 "predicted_ideal": ms(_deployment(spec, profile, fp8, engine="ideal"))}
     isl, osl = _isl_osl(row)
     ratio = lambda f, **kw: f(_deployment(spec, profile, None, **kw)) / f(  # noqa: E731
@@ -92,7 +94,7 @@ def _priced(spec, row, profile) -> dict:
     decode = lambda dep: _decode_s(spec, dep)  # noqa: E731
     cli = _request_s(spec, _deployment(spec, profile, None), isl, osl) / _request_s(
         spec, _deployment(spec, profile, None, dtype="fp8"), isl, osl)
-    return {"predicted": ratio(request), "predicted_decode_only": ratio(decode), "predicted_cli_dtype": cli,
+    return {"predicted": ratio(request), "predicted_decode_only": ratio(decode), "predicted_all_fp8": cli,
             "predicted_ideal": ratio(request, engine="ideal")}
 
 
@@ -118,7 +120,7 @@ def _record(spec, row, profile) -> dict:
            "batch": spec.batch, "context": spec.context, "dtype": row["dtype"], "weight_dtype": spec.weight_dtype,
            "metric": spec.metric, "measured": spec.measured, "assumptions": list(spec.assumptions)}
     out.update(_priced(spec, row, profile))
-    for key in ("", "_decode_only", "_cli_dtype", "_ideal"):
+    for key in ("", "_decode_only", "_all_fp8", "_ideal"):
         value = out[f"predicted{key}"]
         out[f"error{key}"] = None if value is None else _error(value, spec.measured, spec.metric)
     return out
@@ -162,7 +164,7 @@ def validate_fp8_decode() -> dict:
     fp8 = [r for r in rows if r["weight_dtype"]]
     summary = {"fp8_rows": _summarize(r["error"] for r in fp8),
                "fp8_tpot_rows": _summarize(r["error"] for r in fp8 if r["metric"] == "TPOT"),
-               "fp8_rows_cli_dtype": _summarize(r["error_cli_dtype"] for r in fp8),
+               "fp8_rows_all_fp8": _summarize(r["error_all_fp8"] for r in fp8),
                "fp8_rows_ideal": _summarize(r["error_ideal"] for r in fp8),
                "bf16_rows": _summarize(r["error"] for r in rows if not r["weight_dtype"]),
                "ratios": _summarize(p["error"] for p in pairs)}

@@ -54,11 +54,11 @@ def _echo_fp8(f) -> None:
     if not f:
         return
     click.echo("FP8 plain decode of dense targets (row_set fp8; no fitted term reads these rows): error of speed, "
-               "as above; cli = priced as `--dtype fp8`")
+               "as above (what `--dtype fp8` prices); all-fp8 = every tensor in fp8")
     for r in f["rows"]:
         click.echo(f"fp8 decode#{r['row']:<3} {r['profile'][:16]:<16} {r['target']:<14} {r['hardware']:<9} tp{r['tp']} "
                    f"b{r['batch']:<2} {(r['weight_dtype'] or 'bf16'):<5} {r['metric'][:10]:<10} {r['measured']:8.4g}  "
-                   f"predicted {r['predicted']:8.4g}  {_pct(r['error'])}  cli {_pct(r['error_cli_dtype'])}  "
+                   f"predicted {r['predicted']:8.4g}  {_pct(r['error'])}  all-fp8 {_pct(r['error_all_fp8'])}  "
                    f"ideal {_pct(r['error_ideal'])}")
     for p in f["pairs"]:
         click.echo(f"fp8/bf16 step ratio decode#{p['fp8_row']} ({p['target']}, {p['hardware']}, tp{p['tp']}, "
