@@ -15,6 +15,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from sdsl._evidence import leave_one_group_out
 from sdsl._paths import data_path
 from sdsl.acceptance import decay_conditional, decay_tau, fit_decay_ratio, solve_decay
 
@@ -74,12 +75,13 @@ def decay_fit_report(path=None, spec_path=None) -> dict:
     model = [r for r in rows if r["family"] == "model"]
     sources = sorted({r["source"] for r in model})
     r_all = fit_decay_ratio([r["marginal"] for r in model])
-    loso = []
-    for s in sources:
+
+    def held_out(s):  # r fitted on the other sources' vectors, scored on this source's
         train = [r["marginal"] for r in model if r["source"] != s]
         r_fit = fit_decay_ratio(train) if train else 1.0
-        for row in (x for x in model if x["source"] == s):
-            loso.append({"held_out": s, "decay": _score(row, r_fit), "iid": _score(row, 1.0)})
+        return [{"held_out": s, "decay": _score(row, r_fit), "iid": _score(row, 1.0)} for row in model if row["source"] == s]
+
+    loso = [x for rows_s in leave_one_group_out(sources, held_out).values() for x in rows_s]
     ngram = [{"decay": _score(row, r_all), "iid": _score(row, 1.0)} for row in rows if row["family"] == "ngram"]
     pairs = []
     for p in published_k_pairs(spec_path):

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from sdsl.fit.opdb.defaults import ENGINE
-from sdsl._evidence import summarize_errors
+from sdsl._evidence import leave_one_group_out, summarize_errors
 
 __all__ = ["validate_kernels", "GOAL_MEDIAN", "GOAL_WORST", "DEFAULT_GPUS", "OPS"]
 
@@ -46,6 +46,17 @@ def _summary(errors) -> dict:
         out["p95_abs"] = float(np.quantile(np.abs(e), 0.95))
         out["meets_goal"] = bool(out["median_abs"] <= GOAL_MEDIAN and out["worst_abs"] <= GOAL_WORST)
     return out
+
+
+def _held_out(rows, column: str, score, groups=None) -> list:
+    """``score(value, train, test)`` with each value of ``column`` (``groups``; default its sorted values) held out
+    in turn; folds without test rows, or that ``score`` returns None for, are left out."""
+    def fold(v):
+        test = rows[rows[column] == v]
+        return None if test.empty else score(v, rows[rows[column] != v], test)
+
+    groups = sorted(set(rows[column])) if groups is None else groups
+    return [f for f in leave_one_group_out(groups, fold).values() if f is not None]
 
 
 def _provenance(rows) -> dict:
@@ -70,16 +81,13 @@ def _gemm(gpu: str, engine: str) -> dict:
         if fmt is None:
             continue
         r = rows[rows["dtype"] == dtype]
-        errs, small = [], []
-        for k in widths:
-            train, test = r[r["k"] != k], r[r["k"] == k]
-            if test.empty:
-                continue
+
+        def score(k, train, test, dtype=dtype, fmt=fmt):
             p = base[k] if dtype == "bfloat16" else fit_gemm(train, hw, fmt, base=base[k])
-            e = predict_gemm(test, hw, fmt, p) / test["time_s"].to_numpy() - 1.0
-            errs.append(e)
-            small.append(test["m"].to_numpy() <= SMALL_M)
-        e, s = np.concatenate(errs), np.concatenate(small)
+            return predict_gemm(test, hw, fmt, p) / test["time_s"].to_numpy() - 1.0, test["m"].to_numpy() <= SMALL_M
+
+        folds = _held_out(r, "k", score, widths)
+        e, s = np.concatenate([f[0] for f in folds]), np.concatenate([f[1] for f in folds])
         fitted = full if dtype == "bfloat16" else fit_gemm(r, hw, fmt, base=full)
         native = "fp4" if fmt == "nvfp4" else "fp8"
         terms = ({k: getattr(fitted, k) for k in ("eta_compute", "eta_memory", "t_kernel", "smoothness", "t_kernel_size",
@@ -109,12 +117,8 @@ def _attention(gpu: str, engine: str, mla: bool) -> dict:
     out = {}
     for kv in sorted(set(rows["kv_cache_dtype"])):
         r = rows[rows["kv_cache_dtype"] == kv]
-        errs = []
-        for shape in sorted(set(r["shape"])):
-            train, test = r[r["shape"] != shape], r[r["shape"] == shape]
-            if train.empty:
-                continue
-            errs.append(predict_attention(test, hw, fit_attention(train, hw, eta_c)) / test["time_s"].to_numpy() - 1.0)
+        errs = _held_out(r, "shape", lambda _, train, test: None if train.empty else
+                         predict_attention(test, hw, fit_attention(train, hw, eta_c)) / test["time_s"].to_numpy() - 1.0)
         if not errs:
             continue
         fit = fit_attention(r, hw, eta_c)
@@ -136,14 +140,15 @@ def _allreduce(gpu: str) -> dict:
         for mode in sorted(set(rows["mode"])):
             r = rows[rows["mode"] == mode]
             nccl = mode == "nccl"
-            errs = []
-            for t in sorted(set(r["num_gpus"])):
-                train, test = r[r["num_gpus"] != t], r[r["num_gpus"] == t]
+
+            def score(_, train, test, nccl=nccl):
                 if train.empty:
-                    continue
+                    return None
                 pred = (predict_nccl(test, hw, fit_nccl(train, hw)) if nccl else
                         predict_allreduce(test, hw, fit_allreduce(train, hw, "custom")))
-                errs.append(pred / test["time_s"].to_numpy() - 1.0)
+                return pred / test["time_s"].to_numpy() - 1.0
+
+            errs = _held_out(r, "num_gpus", score)
             if not errs:
                 continue
             if nccl:
