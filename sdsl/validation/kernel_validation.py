@@ -25,12 +25,15 @@ percentile; ``meets_goal`` marks median <= 10% and worst <= 25%.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from sdsl.fit.opdb.defaults import ENGINE
 from sdsl._evidence import leave_one_group_out, summarize_errors
+from sdsl._result import Result
 
-__all__ = ["validate_kernels", "GOAL_MEDIAN", "GOAL_WORST", "DEFAULT_GPUS", "OPS"]
+__all__ = ["validate_kernels", "KernelValidation", "GOAL_MEDIAN", "GOAL_WORST", "DEFAULT_GPUS", "OPS"]
 
 GOAL_MEDIAN = 0.10
 GOAL_WORST = 0.25
@@ -253,7 +256,7 @@ def _fp8_layer(gpu: str, engine: str) -> list[dict]:
     return out
 
 
-def validate_kernels(gpus=None, ops=OPS, engine: str = ENGINE) -> dict:
+def validate_kernels(gpus=None, ops=OPS, engine: str = ENGINE) -> "KernelValidation":
     """Leave-one-shape-out errors of every fitted kernel term per GPU and op (module docstring). ``gpus``:
     database names (default :data:`DEFAULT_GPUS`); ``ops``: a subset of :data:`OPS`; ``engine``: whose GEMM and
     attention tables are fitted (MLA: SGLang's, the engine whose decode MLA kernel the tables time)."""
@@ -285,4 +288,81 @@ def validate_kernels(gpus=None, ops=OPS, engine: str = ENGINE) -> dict:
         from sdsl.fit.opdb.engines import PROFILE_ENGINES, measured_custom_allreduce
 
         out["engine_allreduce"] = {e: measured_custom_allreduce(e) for e in sorted(set(PROFILE_ENGINES.values()))}
-    return out
+    return KernelValidation(out)
+
+
+@dataclass(frozen=True)
+class KernelValidation(Result):
+    """:func:`validate_kernels`' result: ``data`` the plain summary (``to_dict``), one report line per fitted
+    term and fold kind, then the shipped defaults, FP8 decode, the profiles' all-reduce and the H100 sources."""
+
+    data: dict
+
+    def to_dict(self) -> dict:
+        return self.data
+
+    def report(self) -> str:
+        d = self.data
+        lines = [f"Measured kernels: {d['source']}; held-out errors (goal: median <= "
+                 f"{100 * d['goal']['median_abs']:.0f}%, worst <= {100 * d['goal']['worst_abs']:.0f}%)"]
+        for gpu, res in d["gpus"].items():
+            lines.append(f"{gpu}:")
+            lines += [_entry_line(op, key, r) for op, entries in res.items() for key, r in entries.items()]
+        return "\n".join(lines + _extra_lines(d))
+
+    def plot(self, ax=None):
+        """Median and worst held-out error per GPU, op and fit (:func:`sdsl.plots.results.plot_heldout_errors`)."""
+        from sdsl.plots.results import plot_heldout_errors
+
+        rows = [(f"{gpu} {op} {key}", r["heldout"]) for gpu, res in self.data["gpus"].items()
+                for op, entries in res.items() for key, r in entries.items()]
+        goal = self.data["goal"]
+        return plot_heldout_errors([k for k, _ in rows], [h["median_abs"] for _, h in rows],
+                                   [h["worst_abs"] for _, h in rows], (goal["median_abs"], goal["worst_abs"]), ax=ax)
+
+
+def _entry_line(op: str, key: str, r: dict) -> str:
+    """One fitted term's held-out summary, with the GEMM's small/large-m split on a second line."""
+    h = r["heldout"]
+    versions = ",".join(f"{e} {v}" for e in r["engine"] for v in r["engine_version"])
+    mark = "ok" if h.get("meets_goal") else "MISSED"
+    line = (f"  {op:<10} {key:<16} median {100 * h['median_abs']:5.1f}%  p95 {100 * h['p95_abs']:5.1f}%  "
+            f"worst {100 * h['worst_abs']:6.1f}%  bias {100 * h['median_signed']:+5.1f}%  {mark:<6} "
+            f"({r['rows']} rows, {r['folds']} {r['held_out']} folds; {versions})")
+    if "small_m" in r:
+        line += (f"\n{'':30}m <= 16: median {100 * r['small_m']['median_abs']:.1f}%, worst "
+                 f"{100 * r['small_m']['worst_abs']:.1f}%; m > 16: median {100 * r['large_m']['median_abs']:.1f}%, "
+                 f"worst {100 * r['large_m']['worst_abs']:.1f}%")
+        if r.get("measured_time_vs_bf16_at_m1"):
+            line += f"; measured time / bf16 at m = 1: {r['measured_time_vs_bf16_at_m1']:.2f}x"
+    return line
+
+
+def _extra_lines(d: dict) -> list[str]:
+    """The report's lines after the per-GPU fits: shipped defaults, FP8 decode, the profiles' all-reduce, H100."""
+    lines = []
+    for gpu, sh in d.get("shipped", {}).items():
+        cal = sh["calibration"]
+        lines.append(f"{gpu} shipped defaults ({cal['kind']}: {'; '.join(cal['sources']) or 'transferred'}) on the "
+                     "tables' GEMMs: " + ", ".join(f"{k} median {100 * v['median_abs']:.1f}% bias "
+                                                   f"{100 * v['median_signed']:+.1f}%" for k, v in sh["gemm"].items()))
+    for gpu, rows in d.get("fp8_decode", {}).items():
+        lines.append(f"{gpu} FP8 plain decode, Qwen3-8B (fp8/bf16: measured layer kernels vs sdsl's step): " + ", ".join(
+            f"b{r['batch']} {r['measured_layer_ratio']:.2f} vs {r['priced_step_ratio']:.2f} ({100 * r['error']:+.1f}%)"
+            for r in rows))
+    for engine, m in d.get("engine_allreduce", {}).items():
+        lines.append(f"engine profiles' custom all-reduce, {engine} {m['version']} ({m['kernel_source']}, H100/H200, "
+                     f"CUDA graph): a = {1e6 * m['latency_s']:.2f} us, eta = {m['eta']:.3f}; GPU count held out: median "
+                     f"{100 * m['heldout_median_abs']:.1f}%")
+    v = d.get("vidur_h100")
+    if v:
+        s = v["shipped_on_opdb"]
+        lines.append(f"H100, the two sources: shipped defaults ({v['shipped_source'][:60]}...) on the tables' bf16 GEMMs: "
+                     f"median {100 * s['median_abs']:.1f}%, worst {100 * s['worst_abs']:.1f}%, bias "
+                     f"{100 * s['median_signed']:+.1f}%")
+        if "vidur_vs_opdb" in v:
+            x = v["vidur_vs_opdb"]
+            lines.append(f"  Vidur fp16 / tables bf16 at {v['shared_points']} shared (m, n, k): median "
+                         f"{100 * x['median_signed']:+.1f}%, median |diff| {100 * x['median_abs']:.1f}%, worst "
+                         f"{100 * x['worst']:+.1f}% (shapes {', '.join(v['shared_shapes'])})")
+    return lines
