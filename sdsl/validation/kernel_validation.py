@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sdsl.fit.opdb.defaults import ENGINE
-from sdsl._evidence import leave_one_group_out, summarize_errors
+from sdsl._evidence import error_phrase, leave_one_group_out, summarize_errors
 from sdsl._result import Result
 
 __all__ = ["validate_kernels", "KernelValidation", "GOAL_MEDIAN", "GOAL_WORST", "DEFAULT_GPUS", "OPS"]
@@ -358,11 +358,10 @@ def _extra_lines(d: dict) -> list[str]:
     if v:
         s = v["shipped_on_opdb"]
         lines.append(f"H100, the two sources: shipped defaults ({v['shipped_source'][:60]}...) on the tables' bf16 GEMMs: "
-                     f"median {100 * s['median_abs']:.1f}%, worst {100 * s['worst_abs']:.1f}%, bias "
-                     f"{100 * s['median_signed']:+.1f}%")
+                     + error_phrase(s, ("median", "median_abs"), ("worst", "worst_abs"), ("bias", "median_signed", "+")))
         if "vidur_vs_opdb" in v:
             x = v["vidur_vs_opdb"]
-            lines.append(f"  Vidur fp16 / tables bf16 at {v['shared_points']} shared (m, n, k): median "
-                         f"{100 * x['median_signed']:+.1f}%, median |diff| {100 * x['median_abs']:.1f}%, worst "
-                         f"{100 * x['worst']:+.1f}% (shapes {', '.join(v['shared_shapes'])})")
+            lines.append(f"  Vidur fp16 / tables bf16 at {v['shared_points']} shared (m, n, k): "
+                         + error_phrase(x, ("median", "median_signed", "+"), ("median |diff|", "median_abs"),
+                                        ("worst", "worst", "+")) + f" (shapes {', '.join(v['shared_shapes'])})")
     return lines
