@@ -12,7 +12,7 @@ import numpy as np
 
 from sdsl._paths import data_path
 
-__all__ = ["published_rows", "leave_one_group_out", "summarize_errors"]
+__all__ = ["published_rows", "leave_one_group_out", "summarize_errors", "error_phrase"]
 
 
 def published_rows(name: str, row_sets: tuple | None = None, path=None) -> list[dict]:
@@ -39,3 +39,9 @@ def summarize_errors(errors) -> dict:
     return {"n": int(e.size), "median_abs": float(np.median(np.abs(e))), "pooled_abs": float(np.mean(np.abs(e))),
             "median_signed": float(np.median(e)), "mean_signed": float(np.mean(e)), "worst": float(worst),
             "worst_abs": float(abs(worst)), "share_over": float(np.mean(e > 0))}
+
+
+def error_phrase(summary: dict, *fields: tuple) -> str:
+    """The errors of ``summary`` as report text: "label 12.3%" for each (label, key) of ``fields``, "label +12.3%"
+    for each (label, key, "+") (a signed error), joined by ", "."""
+    return ", ".join(f"{f[0]} {100 * summary[f[1]]:{f[2] if len(f) > 2 else ''}.1f}%" for f in fields)

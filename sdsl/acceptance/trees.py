@@ -249,8 +249,14 @@ class TokenTree:
     def tau(self, P) -> np.ndarray:
         """Expected tokens per target pass, bonus included: 1 + Σ_nodes P(path accepted) (SpecInfer/Sequoia).
         Summed in node order, so a chain matches :meth:`Acceptance.tau` bit for bit."""
-        prob = self.path_probabilities(P)
-        if not self.size:
+        return self.tau_of_paths(self.path_probabilities(P))
+
+    @staticmethod
+    def tau_of_paths(prob) -> np.ndarray:
+        """1 + Σ of the path probabilities along the last axis, nodes parents-first, summed in that order: the τ
+        of :meth:`tau`, and of :func:`sglang_tree_tau_stack` from the nodes it selects."""
+        prob = np.asarray(prob, dtype=float)
+        if not prob.shape[-1]:
             return 1.0 + prob.sum(axis=-1)
         return 1.0 + np.cumsum(prob, axis=-1)[..., -1]
 
@@ -298,7 +304,8 @@ def sglang_tree_tau_stack(conditional, steps: int, topk: int, tokens: int, rank_
                           selection: str = "draft", draft_temperature: float | None = None) -> np.ndarray:
     """τ of one SGLang (steps, topk, tokens) tree for each row of a (G, ≥ steps) stack of conditional rates,
     vectorised over the stack: the pool of :func:`sglang_candidates` and the selection of
-    :meth:`TokenTree.sglang` (same ordering and ties), summed as in :meth:`TokenTree.tau`."""
+    :meth:`TokenTree.sglang` (same ordering and ties), and τ summed by :meth:`TokenTree.tau_of_paths` over the
+    selected nodes parents-first, so each row is ``TokenTree.sglang(...).tau(P)`` of its own matrices bit for bit."""
     steps, topk, n = int(steps), int(topk), int(tokens) - 1
     cond = np.asarray(check_alpha(conditional, name="conditional acceptance"), dtype=float)
     if cond.ndim != 2 or cond.shape[1] < steps or steps < 1 or topk < 1:
@@ -313,8 +320,8 @@ def sglang_tree_tau_stack(conditional, steps: int, topk: int, tokens: int, rank_
     P, S = tree_matrices(cond[:, :steps].ravel(), topk, rank_ratio, selection, temps)
     pool = _sglang_pool(P.reshape(-1, steps, topk), S.reshape(-1, steps, topk))
     prob, score = pool["prob"], pool["score"]
-    keep = np.argsort(-score, axis=1, kind="stable")[:, :n]
-    return 1.0 + np.take_along_axis(prob, keep, 1).sum(axis=1)
+    keep = np.sort(np.argsort(-score, axis=1, kind="stable")[:, :n], axis=1)  # the selected nodes, parents first
+    return TokenTree.tau_of_paths(np.take_along_axis(prob, keep, 1))
 
 
 def _top_nodes(prob: np.ndarray, n: int) -> list[int]:

@@ -10,12 +10,11 @@ baseline. Results: VALIDATION.md "Acceptance decay form" (recomputed by tests/ev
 
 from __future__ import annotations
 
-import csv
 from functools import lru_cache
 
 import numpy as np
 
-from sdsl._paths import data_path
+from sdsl._evidence import leave_one_group_out, published_rows
 from sdsl.acceptance import decay_conditional, decay_tau, fit_decay_ratio, solve_decay
 
 __all__ = ["load_per_position", "decay_fit_report", "published_k_pairs", "catalog_sweeps", "fit_group_decay",
@@ -24,26 +23,19 @@ __all__ = ["load_per_position", "decay_fit_report", "published_k_pairs", "catalo
 
 def load_per_position(path=None) -> list[dict]:
     """Rows of per_position.csv: source key, family (model | ngram), k, marginal array, mean length."""
-    path = path or data_path("published", "per_position.csv")
-    rows = []
-    with open(path, newline="", encoding="utf-8") as fh:
-        for r in csv.DictReader(fh):
-            m = np.array([float(x) for x in r["marginal"].split(";")])
-            rows.append({"source": r["source"].split(" (")[0], "family": r["family"], "proposer": r["proposer"],
-                         "k": int(r["k"]), "marginal": m, "mean_accepted_len": float(r["mean_accepted_len"])})
-    return rows
+    return [{"source": r["source"].split(" (")[0], "family": r["family"], "proposer": r["proposer"], "k": int(r["k"]),
+             "marginal": np.array([float(x) for x in r["marginal"].split(";")]),
+             "mean_accepted_len": float(r["mean_accepted_len"])} for r in published_rows("per_position", path=path)]
 
 
 def published_k_pairs(path=None) -> list[dict]:
     """Chain rows of speculative.csv with a mean accepted length at two or more integer k for one
     (source, target, draft): [{source, draft, k: [...], tau: [...]}]."""
-    path = path or data_path("published", "speculative.csv")
     groups: dict[tuple, list] = {}
-    with open(path, newline="", encoding="utf-8") as fh:
-        for r in csv.DictReader(fh):
-            if r["gamma"].isdigit() and r["mean_accepted_len"] and (r.get("row_set") or "dev") == "dev":
-                groups.setdefault((r["source"].split(" (")[0], r["target"], r["draft"]), []).append(
-                    (int(r["gamma"]), float(r["mean_accepted_len"])))
+    for r in published_rows("speculative", ("dev",), path=path):
+        if r["gamma"].isdigit() and r["mean_accepted_len"]:
+            groups.setdefault((r["source"].split(" (")[0], r["target"], r["draft"]), []).append(
+                (int(r["gamma"]), float(r["mean_accepted_len"])))
     return [{"source": s, "target": t, "draft": d, "k": [k for k, _ in sorted(v)], "tau": [x for _, x in sorted(v)]}
             for (s, t, d), v in groups.items() if len(v) >= 2]
 
@@ -74,12 +66,13 @@ def decay_fit_report(path=None, spec_path=None) -> dict:
     model = [r for r in rows if r["family"] == "model"]
     sources = sorted({r["source"] for r in model})
     r_all = fit_decay_ratio([r["marginal"] for r in model])
-    loso = []
-    for s in sources:
+
+    def held_out(s):  # r fitted on the other sources' vectors, scored on this source's
         train = [r["marginal"] for r in model if r["source"] != s]
         r_fit = fit_decay_ratio(train) if train else 1.0
-        for row in (x for x in model if x["source"] == s):
-            loso.append({"held_out": s, "decay": _score(row, r_fit), "iid": _score(row, 1.0)})
+        return [{"held_out": s, "decay": _score(row, r_fit), "iid": _score(row, 1.0)} for row in model if row["source"] == s]
+
+    loso = [x for rows_s in leave_one_group_out(sources, held_out).values() for x in rows_s]
     ngram = [{"decay": _score(row, r_all), "iid": _score(row, 1.0)} for row in rows if row["family"] == "ngram"]
     pairs = []
     for p in published_k_pairs(spec_path):

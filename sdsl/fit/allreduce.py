@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
+from sdsl._evidence import leave_one_group_out
 from sdsl.roofline.kernels import allreduce_time, allreduce_time_with, smooth_max
 from sdsl.roofline.latency import LatencyParams
 from sdsl.errors import ProfileError
@@ -94,12 +95,12 @@ def leave_one_tp_out(rows: "pd.DataFrame", fit_predict) -> "pd.DataFrame":
     the test rows' predicted seconds from a fit on the train rows (column ``rel`` = pred/meas − 1)."""
     import pandas as pd
 
-    parts = []
-    for n in sorted(rows["n_gpu"].unique()):
+    def held_out(n):
         test = rows[rows["n_gpu"] == n]
         pred = np.asarray(fit_predict(rows[rows["n_gpu"] != n], test), dtype=float)
-        parts.append(test.assign(rel=pred / test["time_s"].to_numpy(float) - 1.0))
-    return pd.concat(parts, ignore_index=True)
+        return test.assign(rel=pred / test["time_s"].to_numpy(float) - 1.0)
+
+    return pd.concat(list(leave_one_group_out(sorted(rows["n_gpu"].unique()), held_out).values()), ignore_index=True)
 
 
 #: Fitted fields, their start values (three starts: the fit has two regimes and a floor) and bounds. Scale

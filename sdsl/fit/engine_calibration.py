@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sdsl._evidence import leave_one_group_out, summarize_errors
 from sdsl._result import Result
 from sdsl.engine.profiles import FREE_TERMS, EngineProfile, host_seconds, resolve_engine
 from sdsl.errors import InvalidInputError
@@ -218,11 +219,10 @@ class EngineCalibration(Result):
     at_bounds: dict = field(default_factory=dict)  # fitted terms pinned at a bound: {term: "0" or "its upper bound …"}
 
     def summary(self) -> dict:
-        errs = np.array([e for e in self.lopo if e is not None], dtype=float)
+        s = summarize_errors(e for e in self.lopo if e is not None)
         return {"points": len(self.runs), "rms_log_residual": self.rms_log,
-                "median_abs_lopo_error": float(np.median(np.abs(errs))) if errs.size else None,
-                "worst_lopo_error": float(errs[np.argmax(np.abs(errs))]) if errs.size else None,
-                "lopo_points": int(errs.size)}
+                "median_abs_lopo_error": s.get("median_abs"), "worst_lopo_error": s.get("worst"),
+                "lopo_points": s["n"]}
 
     def to_dict(self) -> dict:
         rows = [{"label": r.get("label") or r["where"], "target": r["target"], "hardware": r["hardware"],
@@ -266,6 +266,16 @@ class EngineCalibration(Result):
         return plot_predicted_vs_measured(measured, measured * np.exp(self.residuals), ax=ax)
 
 
+def _lopo_error(points: list, i: int, terms: tuple) -> float | None:
+    """Point ``i``'s speed error from a fit on the other points, None where they do not identify ``terms``."""
+    rest = points[:i] + points[i + 1:]
+    if len(rest) < len(terms) or identify(rest, terms):
+        return None
+    p = points[i]
+    pred = float(StackedPoints([p]).predict(fit_engine(rest, terms)["values"])[0])
+    return p.measured / pred - 1.0 if p.metric == "tpot_ms" else pred / p.measured - 1.0
+
+
 def calibrate_engine(paths, *, base="vllm", terms=None, defaults: dict | None = None,
                      name: str | None = None, lopo: bool = True) -> EngineCalibration:
     """Read the runs of ``paths``, price them with ``base``'s structure, check that they identify ``terms``, fit them
@@ -287,16 +297,9 @@ def calibrate_engine(paths, *, base="vllm", terms=None, defaults: dict | None = 
         raise InvalidInputError(problem)
     fit = fit_engine(points, terms)
     _check_fit(fit, points, base_profile.name)
-    errors = []
-    for i, p in enumerate(points if lopo else ()):
-        rest = points[:i] + points[i + 1:]
-        if len(rest) < len(terms) or identify(rest, terms):
-            errors.append(None)
-            continue
-        values = fit_engine(rest, terms)["values"]
-        pred = float(StackedPoints([p]).predict(values)[0])
-        errors.append(p.measured / pred - 1.0 if p.metric == "tpot_ms" else pred / p.measured - 1.0)
-    errors = errors or [None] * len(points)
+    errors = [None] * len(points)
+    if lopo:  # each point left out in turn
+        errors = list(leave_one_group_out(range(len(points)), lambda i: _lopo_error(points, i, terms)).values())
     today = datetime.date.today().isoformat()
     sources = {**base_profile.sources, **{t: {"fit": "user-runs", "files": [str(x) for x in paths],
                                               "points": len(points)} for t in terms}}

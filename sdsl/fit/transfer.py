@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
+from sdsl._evidence import leave_one_group_out
 from sdsl._result import Result
 from sdsl.errors import UnknownNameError
 from sdsl.fit.calibration import DECODE_MAX_TOKENS, predict_op_times
@@ -174,17 +175,20 @@ def leave_one_gpu_out(data: "pd.DataFrame", hardware: Mapping[str, Any] | None =
     from sdsl.roofline.gpu_transfer import transfer_params, transfer_weights
 
     hw, frames, fits = fit_each_gpu(data, hardware, smoothness, dtype, elementwise, form)
-    per_gpu, points = {}, []
-    for g in frames:
+
+    def held_out(g):  # the GPU priced from the other GPUs' fits only
         others = {o: (hw[o], fits[o].params) for o in frames if o != g}
         params = transfer_params(hw[g], others, rule)
         pred = predict_op_times(frames[g], hw[g], params, dtype=dtype)
         weights = transfer_weights(hw[g], others, rule)
-        per_gpu[g] = {"hardware": hw[g].key, "rule": rule, **transfer_metrics(frames[g], pred),
-                      **elementwise_transfer_metrics(_gpu_rows(elementwise, g), hw[g], params),
-                      "weights": {hw[o].key: float(w) for o, w in weights.items()},
-                      "params": {k: v for k, v in params.to_dict().items() if k != "source"},
-                      "own_fit_mape": fits[g].mape, "own_fit_decode_mape": fits[g].decode_mape}
-        points.append(frames[g].assign(measured_s=frames[g]["time_s"].to_numpy(), predicted_s=pred,
-                                       ape=np.abs(pred / frames[g]["time_s"].to_numpy() - 1.0)))
-    return TransferValidation(per_gpu=per_gpu, points=pd.concat(points, ignore_index=True))
+        metrics = {"hardware": hw[g].key, "rule": rule, **transfer_metrics(frames[g], pred),
+                   **elementwise_transfer_metrics(_gpu_rows(elementwise, g), hw[g], params),
+                   "weights": {hw[o].key: float(w) for o, w in weights.items()},
+                   "params": {k: v for k, v in params.to_dict().items() if k != "source"},
+                   "own_fit_mape": fits[g].mape, "own_fit_decode_mape": fits[g].decode_mape}
+        return metrics, frames[g].assign(measured_s=frames[g]["time_s"].to_numpy(), predicted_s=pred,
+                                         ape=np.abs(pred / frames[g]["time_s"].to_numpy() - 1.0))
+
+    folds = leave_one_group_out(frames, held_out)
+    return TransferValidation(per_gpu={g: m for g, (m, _) in folds.items()},
+                              points=pd.concat([p for _, p in folds.values()], ignore_index=True))

@@ -10,7 +10,8 @@ from sdsl.plots._common import _axes, _finish
 
 __all__ = ["plot_speedup_by_batch", "plot_step_breakdown", "plot_best_by_batch", "plot_draft_law",
            "plot_latency_cdf", "plot_linear_step_model", "plot_acceptance_histogram",
-           "plot_acceptance_by_position", "plot_tau_by_tree_size", "plot_predicted_vs_measured", "plot_speedup_lines"]
+           "plot_acceptance_by_position", "plot_tau_by_tree_size", "plot_predicted_vs_measured", "plot_speedup_lines",
+           "plot_heldout_errors"]
 
 
 def plot_speedup_by_batch(batch, speedup, ax=None, title: str = ""):
@@ -179,4 +180,20 @@ def plot_speedup_lines(batches, lines: dict, pick: dict | None = None, ax=None, 
                 label=f"pick: {pick['proposer']}, k {pick['k']} at batch {pick['batch']}")
     _finish(ax, "batch size", "speed-up over plain decoding (best k)", title or "speed-up by proposer",
             xscale="log", base=2)
+    return ax
+
+
+def plot_heldout_errors(labels, median_abs, worst_abs, goals=(0.10, 0.25), ax=None, title: str = ""):
+    """Horizontal bars of the median and worst held-out |error| (%) per label, with the goals dotted."""
+    import numpy as np
+
+    ax = _axes(ax, figsize=(6.0, max(3.0, 0.22 * len(labels) + 1.0)))
+    y = np.arange(len(labels))
+    ax.barh(y + 0.2, 100 * np.asarray(worst_abs, dtype=float), 0.4, color="C1", label="worst")
+    ax.barh(y - 0.2, 100 * np.asarray(median_abs, dtype=float), 0.4, color="C0", label="median")
+    for g, c in zip(goals, ("C0", "C1")):
+        ax.axvline(100 * g, color=c, lw=0.8, ls=":")
+    ax.set_yticks(y, list(labels), fontsize=6)
+    ax.invert_yaxis()
+    _finish(ax, "held-out |error| (%)", None, title or "held-out errors (goals dotted)")
     return ax

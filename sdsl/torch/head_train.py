@@ -32,24 +32,27 @@ import torch.nn.functional as F
 from sdsl._io import atomic_write_bytes
 from sdsl.torch.checkpoint import CHECKPOINT_DIR, load_checkpoint
 from sdsl.torch.head import DraftHead, save_head
-from sdsl.torch.train import load_corpus
+from sdsl.torch.train import WindowSchedule, load_corpus
 
 __all__ = ["HeadConfig", "train_head", "head_agreement"]
 
+MIN_LR_FRAC = 0.1  #: the head's learning rate decays to this fraction of its peak
+
 
 @dataclass(frozen=True)
-class HeadConfig:
+class HeadConfig(WindowSchedule):
+    """The head's run: :class:`~sdsl.torch.train.WindowSchedule` with the head's lengths, decaying to
+    ``MIN_LR_FRAC`` of the peak, and the head's loss, pool and test-time unroll."""
+
     steps: int = 1600
     batch: int = 8
     seq_len: int = 128
-    lr: float = 3e-3
-    warmup: int = 20
     weight_decay: float = 0.0
+    save_every: int = 80
+    seed: int = 4321
     class_weight: float = 0.5
     noise: float = 0.1
-    save_every: int = 80
     pool: int = 2048
-    seed: int = 4321
     unroll: int = 3  # training-time test: depths 2..unroll read the head's own predicted features
     labels: str = "target"  # classification target: "target" (EAGLE's p_{t+2}) or "tokens" (the corpus byte x_{t+2})
 
@@ -161,7 +164,7 @@ def train_head(target_name: str = "byte-d288", out_dir: str | Path = CHECKPOINT_
     head.train()
     for step in range(start, cfg.steps):
         for group in opt.param_groups:
-            group["lr"] = _lr(cfg, step)
+            group["lr"] = cfg.lr_at(step, cfg.lr, MIN_LR_FRAC)
         pick = torch.from_numpy(np.random.default_rng([cfg.seed, step]).integers(0, cfg.pool, cfg.batch))
         loss, stats = head_loss(head, target, tokens[pick], features[pick], cfg,
                                 torch.Generator().manual_seed(cfg.seed + step))
@@ -192,10 +195,3 @@ def train_head(target_name: str = "byte-d288", out_dir: str | Path = CHECKPOINT_
     save_head(head, out_dir / f"{target_name}-head.safetensors", meta)
     state_path.unlink(missing_ok=True)
     return meta
-
-
-def _lr(cfg: HeadConfig, step: int) -> float:
-    if step < cfg.warmup:
-        return cfg.lr * (step + 1) / cfg.warmup
-    frac = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))

@@ -36,7 +36,7 @@ from sdsl._io import atomic_write_bytes
 from sdsl.torch.checkpoint import CHECKPOINT_DIR, save_checkpoint
 from sdsl.torch.model import Shape, Transformer, count_params
 
-__all__ = ["encode", "decode", "corpus_files", "load_corpus", "family_shape", "family", "TrainConfig", "training_batch",
+__all__ = ["encode", "decode", "corpus_files", "load_corpus", "family_shape", "family", "TrainConfig", "WindowSchedule", "training_batch",
            "train_model", "train_family", "heldout_perplexity"]
 
 VOCAB = 256
@@ -115,17 +115,36 @@ def spec_dict(name: str, s: Shape) -> dict:
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class WindowSchedule:
+    """The training run both trainers share (the byte family here, the draft head in :mod:`sdsl.torch.head_train`):
+    ``steps`` AdamW steps on ``batch`` random windows of ``seq_len`` tokens, the learning rate rising linearly to its
+    peak over ``warmup`` steps then decaying on a cosine (:meth:`lr_at`), a resumable state every ``save_every``
+    steps, ``seed``. The defaults are the byte family's."""
+
     steps: int = 240
     batch: int = 16
     seq_len: int = 256
     lr: float = 3e-3          # at d_model=64; scaled by (64/d_model)**0.5
-    min_lr_frac: float = 0.1
     warmup: int = 20
     weight_decay: float = 0.1
-    eval_batches: int = 16
     save_every: int = 40
     seed: int = 1234
+
+    def lr_at(self, step: int, peak: float, floor: float) -> float:
+        """The learning rate of step ``step``: linear warmup to ``peak``, then a cosine decay to ``floor`` × peak."""
+        if step < self.warmup:
+            return peak * (step + 1) / self.warmup
+        frac = (step - self.warmup) / max(1, self.steps - self.warmup)
+        return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
+@dataclass(frozen=True)
+class TrainConfig(WindowSchedule):
+    """The byte family's run: :class:`WindowSchedule`, decaying to ``min_lr_frac`` of the peak, and the held-out
+    perplexity measured on ``eval_batches`` batches."""
+
+    min_lr_frac: float = 0.1
+    eval_batches: int = 16
 
 
 def training_batch(data: np.ndarray, cfg: TrainConfig, step: int, seed: int) -> torch.Tensor:
@@ -152,13 +171,6 @@ def heldout_perplexity(model: Transformer, heldout: np.ndarray, batches: int = 1
     return math.exp(total / batches)
 
 
-def _lr(cfg: TrainConfig, step: int, peak: float) -> float:
-    if step < cfg.warmup:
-        return peak * (step + 1) / cfg.warmup
-    frac = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    return peak * (cfg.min_lr_frac + (1 - cfg.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * frac)))
-
-
 def train_model(name: str, shape: Shape, corpus: dict, cfg: TrainConfig, out_dir: Path, work_dir: Path,
                 seed: int, progress=True) -> dict:
     """Train one model (resuming from ``work_dir`` if a state file exists); returns its metadata."""
@@ -183,7 +195,7 @@ def train_model(name: str, shape: Shape, corpus: dict, cfg: TrainConfig, out_dir
     model.train()
     for step in range(start, cfg.steps):
         for g in opt.param_groups:
-            g["lr"] = _lr(cfg, step, peak)
+            g["lr"] = cfg.lr_at(step, peak, cfg.min_lr_frac)
         x = training_batch(corpus["train"], cfg, step, seed)
         loss = F.cross_entropy(model(x[:, :-1]).reshape(-1, VOCAB), x[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)

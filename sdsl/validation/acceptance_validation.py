@@ -33,6 +33,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from sdsl._evidence import leave_one_group_out, summarize_errors
 from sdsl.errors import InvalidInputError
 
 __all__ = ["validate_acceptance", "loso_predictions", "k_sweep_check", "tree_pair_check", "specbench_ranking",
@@ -45,11 +46,12 @@ PREVIOUS_DECAY = 0.915  # the shared r before per-group ratios (sdsl/data/publis
 
 
 def _stats(errors) -> dict:
-    e = np.asarray(list(errors), dtype=float)
-    if e.size == 0:
-        return {"n": 0}
-    return {"n": int(e.size), "median_abs_error": float(np.median(np.abs(e))), "worst_abs_error": float(np.abs(e).max()),
-            "median_signed_error": float(np.median(e)), "mean_abs_error": float(np.abs(e).mean())}
+    """:func:`sdsl._evidence.summarize_errors` under this report's key names."""
+    s = summarize_errors(errors)
+    if s["n"] == 0:
+        return s
+    return {"n": s["n"], "median_abs_error": s["median_abs"], "worst_abs_error": s["worst_abs"],
+            "median_signed_error": s["median_signed"], "mean_abs_error": s["pooled_abs"]}
 
 
 # --- 1. accepted length, leave one source out ----------------------------------------------------------------
@@ -225,11 +227,12 @@ def tree_pair_check() -> dict:
         previous.append(tau / t.tau - 1)
     grid_err = tree_pair_errors(pairs, TEMPERATURE_GRID)
     targets = sorted({p["chain"].target for p in pairs})
-    held = []
-    for tg in targets:
+
+    def held_out(tg):  # the temperature fitted on the other targets' pairs, scored on this target's
         train = np.array([p["chain"].target != tg for p in pairs])
-        j = int(np.argmin(np.median(np.abs(grid_err[train]), axis=0)))
-        held += list(grid_err[~train, j])
+        return list(grid_err[~train, int(np.argmin(np.median(np.abs(grid_err[train]), axis=0)))])
+
+    held = [e for errs in leave_one_group_out(targets, held_out).values() for e in errs]
     profile = {}
     for s in (0.1, 0.25, 0.5, 0.55, 0.75, 1.0):
         e = tree_pair_errors(pairs, TEMPERATURE_GRID, rank_ratio=s)

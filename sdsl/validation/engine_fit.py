@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sdsl._evidence import leave_one_group_out
 from sdsl.engine.profiles import FREE_TERMS, EngineProfile, engine_profiles
 from sdsl.validation.published_rows import ENGINE_SETS
 from sdsl.fit.engine_calibration import TERM_BOUNDS as BOUNDS
@@ -267,10 +268,9 @@ def _days(date: str) -> float:
 
 def loso(points: list[Point]) -> dict:
     """{source: {"values": fitted values without it, "rows": [(index into points, predicted)]}} (module docstring)."""
-    out = {}
-    for src in dict.fromkeys(p.source for p in points):
+    def held_out(src):
         values = fit_profiles(points, held_out=src)
-        held = [(i, p) for i, p in enumerate(points) if p.source == src]
-        rows = [(i, predict_point(p, values[p.base])) for i, p in held]
-        out[src] = {"values": values, "rows": rows}
-    return out
+        return {"values": values, "rows": [(i, predict_point(p, values[p.base])) for i, p in enumerate(points)
+                                           if p.source == src]}
+
+    return leave_one_group_out((p.source for p in points), held_out)

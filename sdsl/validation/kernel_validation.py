@@ -25,12 +25,15 @@ percentile; ``meets_goal`` marks median <= 10% and worst <= 25%.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from sdsl.fit.opdb.defaults import ENGINE
-from sdsl._evidence import summarize_errors
+from sdsl._evidence import error_phrase, leave_one_group_out, summarize_errors
+from sdsl._result import Result
 
-__all__ = ["validate_kernels", "GOAL_MEDIAN", "GOAL_WORST", "DEFAULT_GPUS", "OPS"]
+__all__ = ["validate_kernels", "KernelValidation", "GOAL_MEDIAN", "GOAL_WORST", "DEFAULT_GPUS", "OPS"]
 
 GOAL_MEDIAN = 0.10
 GOAL_WORST = 0.25
@@ -46,6 +49,17 @@ def _summary(errors) -> dict:
         out["p95_abs"] = float(np.quantile(np.abs(e), 0.95))
         out["meets_goal"] = bool(out["median_abs"] <= GOAL_MEDIAN and out["worst_abs"] <= GOAL_WORST)
     return out
+
+
+def _held_out(rows, column: str, score, groups=None) -> list:
+    """``score(value, train, test)`` with each value of ``column`` (``groups``; default its sorted values) held out
+    in turn; folds without test rows, or that ``score`` returns None for, are left out."""
+    def fold(v):
+        test = rows[rows[column] == v]
+        return None if test.empty else score(v, rows[rows[column] != v], test)
+
+    groups = sorted(set(rows[column])) if groups is None else groups
+    return [f for f in leave_one_group_out(groups, fold).values() if f is not None]
 
 
 def _provenance(rows) -> dict:
@@ -70,16 +84,13 @@ def _gemm(gpu: str, engine: str) -> dict:
         if fmt is None:
             continue
         r = rows[rows["dtype"] == dtype]
-        errs, small = [], []
-        for k in widths:
-            train, test = r[r["k"] != k], r[r["k"] == k]
-            if test.empty:
-                continue
+
+        def score(k, train, test, dtype=dtype, fmt=fmt):
             p = base[k] if dtype == "bfloat16" else fit_gemm(train, hw, fmt, base=base[k])
-            e = predict_gemm(test, hw, fmt, p) / test["time_s"].to_numpy() - 1.0
-            errs.append(e)
-            small.append(test["m"].to_numpy() <= SMALL_M)
-        e, s = np.concatenate(errs), np.concatenate(small)
+            return predict_gemm(test, hw, fmt, p) / test["time_s"].to_numpy() - 1.0, test["m"].to_numpy() <= SMALL_M
+
+        folds = _held_out(r, "k", score, widths)
+        e, s = np.concatenate([f[0] for f in folds]), np.concatenate([f[1] for f in folds])
         fitted = full if dtype == "bfloat16" else fit_gemm(r, hw, fmt, base=full)
         native = "fp4" if fmt == "nvfp4" else "fp8"
         terms = ({k: getattr(fitted, k) for k in ("eta_compute", "eta_memory", "t_kernel", "smoothness", "t_kernel_size",
@@ -109,12 +120,8 @@ def _attention(gpu: str, engine: str, mla: bool) -> dict:
     out = {}
     for kv in sorted(set(rows["kv_cache_dtype"])):
         r = rows[rows["kv_cache_dtype"] == kv]
-        errs = []
-        for shape in sorted(set(r["shape"])):
-            train, test = r[r["shape"] != shape], r[r["shape"] == shape]
-            if train.empty:
-                continue
-            errs.append(predict_attention(test, hw, fit_attention(train, hw, eta_c)) / test["time_s"].to_numpy() - 1.0)
+        errs = _held_out(r, "shape", lambda _, train, test: None if train.empty else
+                         predict_attention(test, hw, fit_attention(train, hw, eta_c)) / test["time_s"].to_numpy() - 1.0)
         if not errs:
             continue
         fit = fit_attention(r, hw, eta_c)
@@ -136,14 +143,15 @@ def _allreduce(gpu: str) -> dict:
         for mode in sorted(set(rows["mode"])):
             r = rows[rows["mode"] == mode]
             nccl = mode == "nccl"
-            errs = []
-            for t in sorted(set(r["num_gpus"])):
-                train, test = r[r["num_gpus"] != t], r[r["num_gpus"] == t]
+
+            def score(_, train, test, nccl=nccl):
                 if train.empty:
-                    continue
+                    return None
                 pred = (predict_nccl(test, hw, fit_nccl(train, hw)) if nccl else
                         predict_allreduce(test, hw, fit_allreduce(train, hw, "custom")))
-                errs.append(pred / test["time_s"].to_numpy() - 1.0)
+                return pred / test["time_s"].to_numpy() - 1.0
+
+            errs = _held_out(r, "num_gpus", score)
             if not errs:
                 continue
             if nccl:
@@ -248,7 +256,7 @@ def _fp8_layer(gpu: str, engine: str) -> list[dict]:
     return out
 
 
-def validate_kernels(gpus=None, ops=OPS, engine: str = ENGINE) -> dict:
+def validate_kernels(gpus=None, ops=OPS, engine: str = ENGINE) -> "KernelValidation":
     """Leave-one-shape-out errors of every fitted kernel term per GPU and op (module docstring). ``gpus``:
     database names (default :data:`DEFAULT_GPUS`); ``ops``: a subset of :data:`OPS`; ``engine``: whose GEMM and
     attention tables are fitted (MLA: SGLang's, the engine whose decode MLA kernel the tables time)."""
@@ -280,4 +288,80 @@ def validate_kernels(gpus=None, ops=OPS, engine: str = ENGINE) -> dict:
         from sdsl.fit.opdb.engines import PROFILE_ENGINES, measured_custom_allreduce
 
         out["engine_allreduce"] = {e: measured_custom_allreduce(e) for e in sorted(set(PROFILE_ENGINES.values()))}
-    return out
+    return KernelValidation(out)
+
+
+@dataclass(frozen=True)
+class KernelValidation(Result):
+    """:func:`validate_kernels`' result: ``data`` the plain summary (``to_dict``), one report line per fitted
+    term and fold kind, then the shipped defaults, FP8 decode, the profiles' all-reduce and the H100 sources."""
+
+    data: dict
+
+    def to_dict(self) -> dict:
+        return self.data
+
+    def report(self) -> str:
+        d = self.data
+        lines = [f"Measured kernels: {d['source']}; held-out errors (goal: median <= "
+                 f"{100 * d['goal']['median_abs']:.0f}%, worst <= {100 * d['goal']['worst_abs']:.0f}%)"]
+        for gpu, res in d["gpus"].items():
+            lines.append(f"{gpu}:")
+            lines += [_entry_line(op, key, r) for op, entries in res.items() for key, r in entries.items()]
+        return "\n".join(lines + _extra_lines(d))
+
+    def plot(self, ax=None):
+        """Median and worst held-out error per GPU, op and fit (:func:`sdsl.plots.results.plot_heldout_errors`)."""
+        from sdsl.plots.results import plot_heldout_errors
+
+        rows = [(f"{gpu} {op} {key}", r["heldout"]) for gpu, res in self.data["gpus"].items()
+                for op, entries in res.items() for key, r in entries.items()]
+        goal = self.data["goal"]
+        return plot_heldout_errors([k for k, _ in rows], [h["median_abs"] for _, h in rows],
+                                   [h["worst_abs"] for _, h in rows], (goal["median_abs"], goal["worst_abs"]), ax=ax)
+
+
+def _entry_line(op: str, key: str, r: dict) -> str:
+    """One fitted term's held-out summary, with the GEMM's small/large-m split on a second line."""
+    h = r["heldout"]
+    versions = ",".join(f"{e} {v}" for e in r["engine"] for v in r["engine_version"])
+    mark = "ok" if h.get("meets_goal") else "MISSED"
+    line = (f"  {op:<10} {key:<16} median {100 * h['median_abs']:5.1f}%  p95 {100 * h['p95_abs']:5.1f}%  "
+            f"worst {100 * h['worst_abs']:6.1f}%  bias {100 * h['median_signed']:+5.1f}%  {mark:<6} "
+            f"({r['rows']} rows, {r['folds']} {r['held_out']} folds; {versions})")
+    if "small_m" in r:
+        line += (f"\n{'':30}m <= 16: median {100 * r['small_m']['median_abs']:.1f}%, worst "
+                 f"{100 * r['small_m']['worst_abs']:.1f}%; m > 16: median {100 * r['large_m']['median_abs']:.1f}%, "
+                 f"worst {100 * r['large_m']['worst_abs']:.1f}%")
+        if r.get("measured_time_vs_bf16_at_m1"):
+            line += f"; measured time / bf16 at m = 1: {r['measured_time_vs_bf16_at_m1']:.2f}x"
+    return line
+
+
+def _extra_lines(d: dict) -> list[str]:
+    """The report's lines after the per-GPU fits: shipped defaults, FP8 decode, the profiles' all-reduce, H100."""
+    lines = []
+    for gpu, sh in d.get("shipped", {}).items():
+        cal = sh["calibration"]
+        lines.append(f"{gpu} shipped defaults ({cal['kind']}: {'; '.join(cal['sources']) or 'transferred'}) on the "
+                     "tables' GEMMs: " + ", ".join(f"{k} median {100 * v['median_abs']:.1f}% bias "
+                                                   f"{100 * v['median_signed']:+.1f}%" for k, v in sh["gemm"].items()))
+    for gpu, rows in d.get("fp8_decode", {}).items():
+        lines.append(f"{gpu} FP8 plain decode, Qwen3-8B (fp8/bf16: measured layer kernels vs sdsl's step): " + ", ".join(
+            f"b{r['batch']} {r['measured_layer_ratio']:.2f} vs {r['priced_step_ratio']:.2f} ({100 * r['error']:+.1f}%)"
+            for r in rows))
+    for engine, m in d.get("engine_allreduce", {}).items():
+        lines.append(f"engine profiles' custom all-reduce, {engine} {m['version']} ({m['kernel_source']}, H100/H200, "
+                     f"CUDA graph): a = {1e6 * m['latency_s']:.2f} us, eta = {m['eta']:.3f}; GPU count held out: median "
+                     f"{100 * m['heldout_median_abs']:.1f}%")
+    v = d.get("vidur_h100")
+    if v:
+        s = v["shipped_on_opdb"]
+        lines.append(f"H100, the two sources: shipped defaults ({v['shipped_source'][:60]}...) on the tables' bf16 GEMMs: "
+                     + error_phrase(s, ("median", "median_abs"), ("worst", "worst_abs"), ("bias", "median_signed", "+")))
+        if "vidur_vs_opdb" in v:
+            x = v["vidur_vs_opdb"]
+            lines.append(f"  Vidur fp16 / tables bf16 at {v['shared_points']} shared (m, n, k): "
+                         + error_phrase(x, ("median", "median_signed", "+"), ("median |diff|", "median_abs"),
+                                        ("worst", "worst", "+")) + f" (shapes {', '.join(v['shared_shapes'])})")
+    return lines

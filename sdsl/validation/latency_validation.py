@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
+from sdsl._evidence import leave_one_group_out
 from sdsl.fit.calibration import DECODE_MAX_TOKENS, fit_latency
 from sdsl.fit.transfer import VIDUR_FOLDERS
 from sdsl.errors import ProfileError
@@ -76,13 +77,16 @@ def leave_one_model_out(data: "pd.DataFrame", hardware=None, smoothness: str | f
         models = sorted(d["model"].unique())
         if len(models) < 2:
             raise ProfileError(f"Leave-one-model-out on {hw_key} needs at least two models, found {models}.")
-        fits[hw_key] = {}
-        for held in models:
-            train, test = d[d["model"] != held], d[d["model"] == held]
+
+        def held_out(held, d=d, hw=hw, hw_key=hw_key):  # fit without the model, price its rows
             base = _launch_base(elementwise, hw_key, held, hw) if kernel_terms and m_tile else None
-            res = fit_latency(train, hw, dtype="fp16", smoothness=smoothness, keep_points=False, m_tile=m_tile,
-                              kernel_terms=kernel_terms and m_tile > 0, base=base)
-            fits[hw_key][held] = res
+            res = fit_latency(d[d["model"] != held], hw, dtype="fp16", smoothness=smoothness, keep_points=False,
+                              m_tile=m_tile, kernel_terms=kernel_terms and m_tile > 0, base=base)
+            return res, d[d["model"] == held]
+
+        folds = leave_one_group_out(models, held_out)
+        fits[hw_key] = {held: res for held, (res, _) in folds.items()}
+        for held, (res, test) in folds.items():
             from sdsl.fit.calibration import predict_op_times
 
             pred = predict_op_times(test, hw, res.params, dtype="fp16")
@@ -132,14 +136,15 @@ def elementwise_leave_one_model_out(rows: "pd.DataFrame", hardware, base: Latenc
     the MAPE of each layer's elementwise sum (two adds counted twice, as a layer runs them)."""
     from sdsl.fit.elementwise import fit_elementwise, predict_elementwise_times
 
-    parts = []
-    for held in sorted(rows["model"].unique()):
+    def held_out(held):  # fit without the model, price its rows
         params, _ = fit_elementwise(rows[rows["model"] != held], hardware, base)
         test = rows[rows["model"] == held].reset_index(drop=True)
-        parts.append(test.assign(pred=predict_elementwise_times(test, hardware, params)))
+        return test.assign(pred=predict_elementwise_times(test, hardware, params))
+
     import pandas as pd
 
-    return elementwise_scores(pd.concat(parts, ignore_index=True))
+    parts = leave_one_group_out(sorted(rows["model"].unique()), held_out).values()
+    return elementwise_scores(pd.concat(list(parts), ignore_index=True))
 
 
 def elementwise_scores(p: "pd.DataFrame") -> dict[str, Any]:

@@ -1,12 +1,12 @@
 """The helpers every fit check and validation shares (sdsl._evidence): the published-row loader, the
-leave-one-group-out loop and the error summary."""
+leave-one-group-out loop, the error summary and its report text."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from sdsl._evidence import leave_one_group_out, published_rows, summarize_errors
+from sdsl._evidence import error_phrase, leave_one_group_out, published_rows, summarize_errors
 
 
 def test_summary_keeps_the_sign_and_the_worst_case():
@@ -29,3 +29,9 @@ def test_published_rows_filter_by_row_set():
     every = published_rows("speculative")
     dev = published_rows("speculative", ("dev",))
     assert 0 < len(dev) < len(every) and all((r.get("row_set") or "dev") == "dev" for r in dev)
+
+
+def test_error_phrase_prints_percent_with_the_sign_where_asked():
+    s = summarize_errors([0.1, -0.3, 0.05, 0.2])
+    assert error_phrase(s, ("median", "median_abs"), ("worst", "worst", "+"), ("bias", "median_signed", "+")) == \
+        "median 15.0%, worst -30.0%, bias +7.5%"

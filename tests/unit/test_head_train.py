@@ -53,6 +53,25 @@ def test_target_labels_are_the_targets_distribution(tiny_transformer):
         assert loss.item() == pytest.approx(cfg.class_weight * float(expected), rel=1e-5)
 
 
+def test_both_trainers_share_one_warmup_cosine_schedule():
+    """The head and the byte family step their learning rate on one schedule: linear warmup to the peak, then a
+    cosine decay to the floor (0.1 of the peak for both), bit for bit the closed form."""
+    from sdsl.torch.head_train import MIN_LR_FRAC
+    from sdsl.torch.train import TrainConfig
+
+    def closed_form(steps, warmup, peak, floor, step):
+        if step < warmup:
+            return peak * (step + 1) / warmup
+        frac = (step - warmup) / max(1, steps - warmup)
+        return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * frac)))
+
+    for cfg, peak, floor in ((HeadConfig(), HeadConfig().lr, MIN_LR_FRAC),
+                             (TrainConfig(), 0.5 * TrainConfig().lr, TrainConfig().min_lr_frac)):
+        got = [cfg.lr_at(s, peak, floor) for s in range(cfg.steps)]
+        assert got == [closed_form(cfg.steps, cfg.warmup, peak, floor, s) for s in range(cfg.steps)]
+        assert got[cfg.warmup - 1] == pytest.approx(peak) and got[-1] == pytest.approx(floor * peak, rel=1e-3)
+
+
 def test_shipped_defaults_are_the_committed_heads():
     import json
 

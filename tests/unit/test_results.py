@@ -84,8 +84,14 @@ def _engine_log():
                             "Per-position acceptance rate: 0.700, 0.500, 0.300, Avg Draft acceptance rate: 50.0%")
 
 
+def _kernels():
+    from sdsl.validation.kernel_validation import validate_kernels
+
+    return validate_kernels(["h200_sxm"], ops=("allreduce",))
+
+
 RESULTS = [_prediction, _step_time, _grid, _draft_law, _sim_result, _linear_fit, _calibration, _acceptance,
-           _best_tree, _engine_log]
+           _best_tree, _engine_log, _kernels]
 
 
 @pytest.mark.parametrize("make", RESULTS, ids=lambda f: f.__name__.strip("_"))

@@ -6,7 +6,8 @@ from hypothesis import strategies as st
 from sdsl.acceptance import tau
 from sdsl.acceptance import Acceptance
 from sdsl.plan.tree_search import best_tree, sglang_grid
-from sdsl.acceptance.trees import TokenTree, check_rank_acceptance, rank_acceptance, sglang_pool, tree_matrices
+from sdsl.acceptance.trees import (TokenTree, check_rank_acceptance, rank_acceptance, sglang_pool, sglang_tree_tau_stack,
+                                  tree_matrices)
 from sdsl.errors import InvalidInputError
 
 probs = st.floats(0.0, 1.0)
@@ -83,6 +84,24 @@ def test_dp_small_exhaustive():
     best = best_tree([0.6, 0.3], 3, 2)
     assert best.tau == pytest.approx(1 + 0.6 + 0.3 + 0.36)
     assert sorted(best.tree.parents) == [-1, -1, 0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 4), st.data(), st.sampled_from(("draft", "acceptance")), st.floats(0.0, 1.0),
+       st.floats(0.5, 6.0))
+def test_stacked_sglang_tau_is_the_explicit_trees(steps, topk, data, selection, rank_ratio, temperature):
+    """Each row of the vectorised SGLang τ is the explicit tree's: TokenTree.sglang on that row's matrices, then
+    TokenTree.tau, bit for bit (one selection, one sum); a top-1 tree is the chain's τ exactly."""
+    pool = topk + (steps - 1) * topk * topk
+    tokens = data.draw(st.integers(1, pool + 1))
+    cond = np.array(data.draw(st.lists(st.lists(probs, min_size=steps, max_size=steps), min_size=1, max_size=4)))
+    stacked = sglang_tree_tau_stack(cond, steps, topk, tokens, rank_ratio, selection=selection,
+                                    draft_temperature=temperature)
+    for row, tau_row in zip(cond, stacked):
+        P, S = tree_matrices(row, topk, rank_ratio, selection, temperature)
+        assert tau_row == TokenTree.sglang(steps, topk, tokens, P, S).tau(P)
+        if topk == 1 and tokens == steps + 1:
+            assert tau_row == Acceptance.from_conditional(row).tau(steps)
 
 
 def test_sglang_triples():

@@ -28,56 +28,10 @@ def kernels(gpus, ops, as_json):
         sdsl validate kernels --gpu h200 --op moe
         sdsl validate kernels --json
     """
-    from sdsl.cli._common import echo_json
     from sdsl.validation.kernel_validation import OPS, validate_kernels
 
-    names = [f"{g}_sxm" for g in gpus] or None
-    out = validate_kernels(names, ops=tuple(ops) or OPS)
-    if as_json:
-        echo_json(out)
-        return
-    click.echo(f"Measured kernels: {out['source']}; held-out errors (goal: median <= "
-               f"{100 * out['goal']['median_abs']:.0f}%, worst <= {100 * out['goal']['worst_abs']:.0f}%)")
-    for gpu, res in out["gpus"].items():
-        click.echo(f"{gpu}:")
-        for op, entries in res.items():
-            for key, r in entries.items():
-                h = r["heldout"]
-                versions = ",".join(f"{e} {v}" for e in r["engine"] for v in r["engine_version"])
-                mark = "ok" if h.get("meets_goal") else "MISSED"
-                line = (f"  {op:<10} {key:<16} median {100 * h['median_abs']:5.1f}%  p95 {100 * h['p95_abs']:5.1f}%  "
-                        f"worst {100 * h['worst_abs']:6.1f}%  bias {100 * h['median_signed']:+5.1f}%  {mark:<6} "
-                        f"({r['rows']} rows, {r['folds']} {r['held_out']} folds; {versions})")
-                if "small_m" in r:
-                    line += (f"\n{'':30}m <= 16: median {100 * r['small_m']['median_abs']:.1f}%, worst "
-                             f"{100 * r['small_m']['worst_abs']:.1f}%; m > 16: median {100 * r['large_m']['median_abs']:.1f}%, "
-                             f"worst {100 * r['large_m']['worst_abs']:.1f}%")
-                    if r.get("measured_time_vs_bf16_at_m1"):
-                        line += f"; measured time / bf16 at m = 1: {r['measured_time_vs_bf16_at_m1']:.2f}x"
-                click.echo(line)
-    for gpu, sh in out.get("shipped", {}).items():
-        cal = sh["calibration"]
-        click.echo(f"{gpu} shipped defaults ({cal['kind']}: {'; '.join(cal['sources']) or 'transferred'}) on the tables' GEMMs: "
-                   + ", ".join(f"{k} median {100 * v['median_abs']:.1f}% bias {100 * v['median_signed']:+.1f}%"
-                               for k, v in sh["gemm"].items()))
-    for gpu, rows in out.get("fp8_decode", {}).items():
-        click.echo(f"{gpu} FP8 plain decode, Qwen3-8B (fp8/bf16: measured layer kernels vs sdsl's step): " + ", ".join(
-            f"b{r['batch']} {r['measured_layer_ratio']:.2f} vs {r['priced_step_ratio']:.2f} ({100 * r['error']:+.1f}%)"
-            for r in rows))
-    for engine, m in out.get("engine_allreduce", {}).items():
-        click.echo(f"engine profiles' custom all-reduce, {engine} {m['version']} ({m['kernel_source']}, H100/H200, CUDA graph): "
-                   f"a = {1e6 * m['latency_s']:.2f} us, eta = {m['eta']:.3f}; GPU count held out: median "
-                   f"{100 * m['heldout_median_abs']:.1f}%")
-    v = out.get("vidur_h100")
-    if v:
-        s = v["shipped_on_opdb"]
-        click.echo(f"H100, the two sources: shipped defaults ({v['shipped_source'][:60]}...) on the tables' bf16 GEMMs: "
-                   f"median {100 * s['median_abs']:.1f}%, worst {100 * s['worst_abs']:.1f}%, bias {100 * s['median_signed']:+.1f}%")
-        if "vidur_vs_opdb" in v:
-            d = v["vidur_vs_opdb"]
-            click.echo(f"  Vidur fp16 / tables bf16 at {v['shared_points']} shared (m, n, k): median {100 * d['median_signed']:+.1f}%, "
-                       f"median |diff| {100 * d['median_abs']:.1f}%, worst {100 * d['worst']:+.1f}% "
-                       f"(shapes {', '.join(v['shared_shapes'])})")
+    result = validate_kernels([f"{g}_sxm" for g in gpus] or None, ops=tuple(ops) or OPS)
+    click.echo(result.to_json() if as_json else result.report(), nl=not as_json)
 
 
 @click.command("bands")

@@ -43,6 +43,8 @@ def extend_report(report: dict, *, heads: bool = False, synthetic: bool = False,
 
 def extension_lines(report: dict) -> list[str]:
     """Human-readable summary lines of the added results."""
+    from sdsl._evidence import error_phrase
+
     lines = []
     if "heads" in report:
         h = report["heads"]
@@ -53,9 +55,9 @@ def extension_lines(report: dict) -> list[str]:
                      f"({h['chain_best']['proposer']} {h['chain_best']['tree']})")
     if "synthetic" in report:
         s = report["synthetic"]
-        lines.append(f"synthetic sweep ({s['settings']['target']} target, {s['n_rows']} rows): median |speedup error| "
-                     f"{100 * s['median_speedup_error']:.1f}%, median signed {100 * s['median_signed_error']:+.1f}%, "
-                     f"mean |error| {100 * s['mean_abs_error']:.1f}%, worst {100 * s['worst_error']:+.1f}%")
+        lines.append(f"synthetic sweep ({s['settings']['target']} target, {s['n_rows']} rows): " + error_phrase(
+            s, ("median |speedup error|", "median_speedup_error"), ("median signed", "median_signed_error", "+"),
+            ("mean |error|", "mean_abs_error"), ("worst", "worst_error", "+")))
     for r in report.get("smollm2", {}).get("rows", []):
         lines.append(f"SmolLM2-135M prompt lookup, gamma {r['gamma']}: alpha {r['alpha']:.3f}, measured {r['speedup']:.2f}x, "
                      f"predicted {r['pred_speedup']:.2f}x ({100 * r['speedup_error']:+.0f}%)")

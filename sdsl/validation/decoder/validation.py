@@ -344,6 +344,7 @@ def _evidence(rows: list[dict]) -> dict:
 
 def _summarise(rows: list[dict], params_path) -> dict:
     """Errors of every model variant (leak-free), the in-sample and measured-step-time references, the picks."""
+    from sdsl._evidence import summarize_errors
     from sdsl.validation.decoder.pricing import MODELS, error_stats
 
     meas = [r["speedup"] for r in rows]
@@ -353,7 +354,7 @@ def _summarise(rows: list[dict], params_path) -> dict:
     main = error_stats([r["pred_speedup"] for r in rows], meas)
     best = max(rows, key=lambda r: r["speedup"])
     pick, pick_s = _pick(rows, "pred_speedup_pooled_alpha", best), _pick(rows, "pred_speedup_steps", best)
-    steps_err = np.array([r["pred_steps"] / r["steps"] - 1 for r in rows])
+    steps_err = summarize_errors(r["pred_steps"] / r["steps"] - 1 for r in rows)
     return {
         "rows": rows,
         "median_speedup_error": main["median_abs"], "median_signed_error": main["median_signed"],
@@ -365,8 +366,7 @@ def _summarise(rows: list[dict], params_path) -> dict:
                      for b in sorted({r["batch"] for r in rows})},
         "evidence": _evidence(rows),
         "median_speedup_error_steps": stats["step_times"]["median_abs"],
-        "steps_to_finish_error": {"median_abs": float(np.median(np.abs(steps_err))),
-                                  "mean_signed": float(steps_err.mean())},
+        "steps_to_finish_error": {k: steps_err[k] for k in ("median_abs", "mean_signed")},
         "best_speedup": best["speedup"], "best_config": {k: best[k] for k in ("target", "draft", "gamma", "batch")},
         "sdsl_pick": pick, "optimizer_regret": pick["regret"],
         "sdsl_pick_steps": pick_s, "optimizer_regret_steps": pick_s["regret"],
