@@ -228,7 +228,7 @@ def test_kimi_k2_config_reads_as_deepseek_v3(tmp_path):
     assert (got.weight_format, got.n_dense_layers, got.n_moe_layers, got.n_experts) == ("fp8", 1, 60, 384)
     m = catalog_match(got)
     assert m.name == "kimi-k2" and m.weight_format == "fp8" and m.total_params == get_model("kimi-k2").total_params
-    assert get_model("kimi-k2").weight_format == "fp8" and get_model("deepseek-v3").weight_format is None
+    assert get_model("kimi-k2").weight_format == get_model("deepseek-v3").weight_format == "fp8"
 
 
 def test_gemma3_text_config():
