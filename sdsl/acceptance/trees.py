@@ -252,13 +252,20 @@ class TokenTree:
         return self.tau_of_paths(self.path_probabilities(P))
 
     @staticmethod
+    def tau_of_path_prefixes(prob) -> np.ndarray:
+        """τ of every prefix of the nodes along the last axis (parents first): 1 + Σ of the first j path
+        probabilities for j = 0 … n, summed in that order (n + 1 values; the last is :meth:`tau_of_paths`). The one
+        τ sum of a token tree: :meth:`tau`, :func:`sglang_tree_tau_stack` and the SGLang grid
+        (:func:`sdsl.plan.tree_search.sglang_grid`, whose prefixes are its num_draft_tokens) all read it."""
+        prob = np.asarray(prob, dtype=float)
+        zero = np.zeros(prob.shape[:-1] + (1,))
+        return 1.0 + np.concatenate([zero, np.cumsum(prob, axis=-1)], axis=-1)
+
+    @staticmethod
     def tau_of_paths(prob) -> np.ndarray:
         """1 + Σ of the path probabilities along the last axis, nodes parents-first, summed in that order: the τ
         of :meth:`tau`, and of :func:`sglang_tree_tau_stack` from the nodes it selects."""
-        prob = np.asarray(prob, dtype=float)
-        if not prob.shape[-1]:
-            return 1.0 + prob.sum(axis=-1)
-        return 1.0 + np.cumsum(prob, axis=-1)[..., -1]
+        return TokenTree.tau_of_path_prefixes(prob)[..., -1]
 
     def to_dict(self) -> dict:
         return {"parents": list(self.parents), "size": self.size, "depth": self.depth, "width": self.width,

@@ -149,6 +149,6 @@ def sglang_grid(P, steps=range(1, 9), topks=(1, 2, 4, 8), max_tokens: int = 64, 
             cols["steps"].append(np.full(tokens.size, s))
             cols["topk"].append(np.full(tokens.size, k))
             cols["num_draft_tokens"].append(tokens)
-            cols["tau"].append(1.0 + np.concatenate([[0.0], np.cumsum(prob)])[tokens - 1])
+            cols["tau"].append(TokenTree.tau_of_path_prefixes(prob)[tokens - 1])
             cols["draft_tokens"].append(np.full(tokens.size, 1 + (s - 1) * k))
     return SGLangGrid(**{k: np.concatenate(v) for k, v in cols.items()})
