@@ -5,16 +5,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from sdsl.errors import ConfigError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 __all__ = ["atomic_write_text", "atomic_write_bytes", "load_toml", "load_json", "load_mapping"]
 
@@ -27,6 +21,8 @@ def _umask() -> int:
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Write ``data`` to ``path`` through a temporary file and an atomic rename."""
+    import tempfile  # imported on first write: reading commands do not pay for it
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -50,6 +46,11 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 def load_toml(path: str | os.PathLike) -> dict[str, Any]:
     """Read a TOML file; a missing or malformed file raises :class:`ConfigError`."""
+    if sys.version_info >= (3, 11):  # imported on first read (its regular expressions compile at import)
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
     path = Path(path)
     try:
         with path.open("rb") as fh:
