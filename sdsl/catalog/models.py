@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from sdsl._io import load_json, load_toml
+from sdsl._io import load_json, load_shipped_toml
 from sdsl.catalog.dtypes import DTYPE_BYTES, dtype_bytes
 from sdsl.catalog.model_variants import ACTIVE_CONVENTIONS, VariantCounts, local_context  # noqa: F401
 from sdsl.errors import ConfigError, InvalidInputError, UnknownNameError
@@ -319,7 +319,7 @@ class ModelSpec(VariantCounts):
 def _catalog() -> tuple[ModelSpec, ...]:
     from sdsl._paths import data_path
 
-    data = load_toml(data_path("models.toml"))
+    data = load_shipped_toml(data_path("models.toml"))
     out = []
     for key, entry in data.items():
         entry = dict(entry)

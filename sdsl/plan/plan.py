@@ -344,10 +344,10 @@ def _proposers(target, proposers, any_tokenizer) -> list:
 def _export(export, target, dep, ranking, pick_i, engine_pick, table, holds) -> dict | None:
     """{"engine", "pick", "holds", "config"}: the pick as ONE configuration of the engine, with the batch range where
     its k holds; a pick the target cannot run is refused (one sentence)."""
-    from sdsl.plan.export import ENGINES, export_config
-
     if not export:
         return None
+    from sdsl.plan.export import ENGINES, export_config
+
     if export.lower().replace("-", "") not in ENGINES:
         raise InvalidInputError(f"Unknown engine {export!r}; expected one of {', '.join(ENGINES)}.")
     blocked = ranking.blocker(pick_i) if engine_pick["proposer"] == ranking.proposers[pick_i].name else None
