@@ -192,11 +192,13 @@ def row_fit(row, ratios: dict | None = None, tree: TreeModel = TreeModel()) -> R
     return RowFit(row, _row_a(row, r, tree), r)
 
 
-@lru_cache(maxsize=1)
-def _evidence_rows() -> tuple:
-    from sdsl.acceptance.catalog import catalog_rows
+@lru_cache(maxsize=None)
+def _evidence_rows(methods: tuple | None = None) -> tuple:
+    """The catalog rows that can price an acceptance (:func:`row_is_evidence`); only those of ``methods`` when given
+    (read without the others, :func:`sdsl.acceptance.catalog.method_rows`)."""
+    from sdsl.acceptance.catalog import catalog_rows, method_rows
 
-    return tuple(r for r in catalog_rows() if row_is_evidence(r) is None)
+    return tuple(r for r in (catalog_rows() if methods is None else method_rows(methods)) if row_is_evidence(r) is None)
 
 
 def _tier_rows(tier: str, rows, keys: set, family: str, workload: str) -> list:
@@ -302,7 +304,7 @@ def estimate(methods, target_name: str, workload: str = DEFAULT_WORKLOAD, *, tar
     ({group: r}) and ``tree`` replace the shipped decay ratios and tree model (a leave-one-source-out check
     refits them without the held-out source)."""
     methods = tuple(methods)
-    pool = [r for r in (_evidence_rows() if rows is None else rows)
+    pool = [r for r in (_evidence_rows(methods) if rows is None else rows)
             if r.method in methods and r.source_id not in exclude_sources and r.row_id not in exclude_rows]
     keys = {target_key(n) for n in (target_name, *target_aliases) if n} - {"unstated"}
     family = target_family(target_name, target_family_name)
@@ -330,7 +332,7 @@ def estimate_for_proposer(proposer, target, workload: str = DEFAULT_WORKLOAD, *,
     rows = None
     if proposer.kind == "draft":  # a draft model's pair must be catalogued: the draft named in the row
         draft = target_key(getattr(getattr(proposer, "model", None), "name", ""))
-        rows = [r for r in _evidence_rows() if r.method == "draft_model" and target_key(r.draft.split(" ")[0]) == draft]
+        rows = [r for r in _evidence_rows(("draft_model",)) if target_key(r.draft.split(" ")[0]) == draft]
         tiers = ("same-target",)
     return estimate(methods, name, workload, target_family_name=family, tiers=tiers, rows=rows,
                     target_aliases=(getattr(target, "hf_id", None) or "",), **kwargs)

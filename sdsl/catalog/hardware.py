@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from sdsl._io import load_mapping, load_toml
+from sdsl._io import load_mapping, load_shipped_toml
 from sdsl.errors import ConfigError, InvalidInputError, UnknownNameError
 
 __all__ = ["ARCHITECTURES", "Hardware", "get_hardware", "list_hardware", "load_hardware_file"]
@@ -242,7 +242,7 @@ def load_hardware_file(path: str | Path) -> list[Hardware]:
 def _catalog() -> tuple[Hardware, ...]:
     from sdsl._paths import data_path
 
-    data = load_toml(data_path("hardware.toml"))
+    data = load_shipped_toml(data_path("hardware.toml"))
     out = []
     for key, entry in data.items():
         hw = _from_entry(key, entry, "sdsl/data/hardware.toml")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from sdsl._io import load_toml
+from sdsl._io import load_shipped_toml
 from sdsl._paths import data_path
 
 __all__ = ["HeadConfig", "head_config", "head_configs", "dense_head_spec", "target_layer_spec",
@@ -49,7 +49,7 @@ class HeadConfig:
 @lru_cache(maxsize=1)
 def head_configs() -> tuple[HeadConfig, ...]:
     """Every catalogued head, in file order."""
-    data = load_toml(data_path("heads.toml"))
+    data = load_shipped_toml(data_path("heads.toml"))
     return tuple(HeadConfig(kind=kind, target=target, **fields) for kind, table in data.items()
                  for target, fields in table.items())
 

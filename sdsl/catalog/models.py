@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from sdsl._io import load_json, load_toml
+from sdsl._io import load_json, load_shipped_toml
 from sdsl.catalog.dtypes import DTYPE_BYTES, dtype_bytes
 from sdsl.catalog.model_variants import ACTIVE_CONVENTIONS, VariantCounts, local_context  # noqa: F401
 from sdsl.errors import ConfigError, InvalidInputError, UnknownNameError
@@ -276,8 +276,7 @@ class ModelSpec(VariantCounts):
         if not isinstance(data, Mapping):
             raise ConfigError("A model spec must be a mapping of field names to values.")
         names = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - names)
-        if unknown:
+        if unknown := sorted(set(data) - names):
             raise ConfigError(f"Unknown model spec key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(names))}.")
         missing = [k for k in ("name", "family", "n_layer", "d_model", "n_head", "n_kv_head", "d_ff", "vocab_size") if k not in data]
         if missing:
@@ -316,18 +315,27 @@ class ModelSpec(VariantCounts):
 
 # ---- catalog ------------------------------------------------------------------------------
 @lru_cache(maxsize=1)
-def _catalog() -> tuple[ModelSpec, ...]:
+def _entries() -> dict[str, dict]:
+    """models.toml's entries by name, each spec built on first use (:func:`_spec`)."""
     from sdsl._paths import data_path
 
-    data = load_toml(data_path("models.toml"))
-    out = []
-    for key, entry in data.items():
-        entry = dict(entry)
+    out = {}
+    for key, entry in load_shipped_toml(data_path("models.toml")).items():
+        out[key] = entry = dict(entry)
         entry.setdefault("name", key)
         if entry["name"] != key:
             raise ConfigError(f"models.toml: entry {key!r} has name {entry['name']!r}; they must match.")
-        out.append(ModelSpec.from_dict(entry))
-    return tuple(out)
+    return out
+
+
+@lru_cache(maxsize=None)
+def _spec(key: str) -> ModelSpec:
+    return ModelSpec.from_dict(_entries()[key])
+
+
+@lru_cache(maxsize=1)
+def _catalog() -> tuple[ModelSpec, ...]:
+    return tuple(_spec(key) for key in _entries())
 
 
 #: The fields that make two specs one model: the architecture and every shape the roofline prices (not the name,
@@ -361,9 +369,11 @@ def catalog_match(spec: ModelSpec) -> ModelSpec:
                    source=f"{spec.source}: matched catalog model {m.name} by architecture and shape")
 
 
-def list_models() -> list[ModelSpec]:
-    """Every catalog model, in catalog order."""
-    return list(_catalog())
+def list_models(vocab_size: int | None = None) -> list[ModelSpec]:
+    """Every catalog model, in catalog order; with ``vocab_size``, those of that vocabulary (the others unbuilt)."""
+    if vocab_size is None:
+        return list(_catalog())
+    return [_spec(key) for key, entry in _entries().items() if entry.get("vocab_size") == vocab_size]
 
 
 def get_model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
@@ -374,10 +384,9 @@ def get_model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
     if isinstance(name_or_path, ModelSpec):
         return name_or_path
     text = str(name_or_path).strip()
-    idx = {m.name: m for m in _catalog()}
     key = text.lower().replace("_", "-").replace(" ", "-")
-    if key in idx:
-        return idx[key]
+    if key in _entries():
+        return _spec(key)
     by_hf = {m.hf_id.lower(): m for m in _catalog() if m.hf_id}
     if text.lower() in by_hf and not Path(text).exists():  # "meta-llama/Llama-3.1-8B"
         return by_hf[text.lower()]
@@ -385,7 +394,7 @@ def get_model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
         return catalog_match(ModelSpec.from_hf_config(text))
     import difflib
 
-    close = difflib.get_close_matches(key, list(idx), n=3, cutoff=0.5)
+    close = difflib.get_close_matches(key, list(_entries()), n=3, cutoff=0.5)
     hint = f"closest: {', '.join(close)}" if close else "see `sdsl models`"
     raise UnknownNameError(f"Unknown model {text!r} ({hint}); pass a catalog name or a path to a config.json.")
 

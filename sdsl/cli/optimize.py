@@ -132,9 +132,11 @@ def _check_outputs(as_csv, as_json, trees, export, plot) -> None:
 def _proposer_names(target, proposers, drafts) -> list[str]:
     """The proposers named by --proposer (``all`` expanded) and --drafts, in the order given (plan_speculation
     ranks a proposer named twice once)."""
-    from sdsl.plan.api import expand_proposers
+    names = []
+    if proposers:  # (sdsl.plan.api, with predict's dataclasses, only when proposers are named)
+        from sdsl.plan.api import expand_proposers
 
-    names = expand_proposers(target, proposers)
+        names = expand_proposers(target, proposers)
     if drafts is not None:
         names += [f"draft:{d}" for d in split_entries(drafts, "--drafts", "llama-68m,llama-160m")]
     return names

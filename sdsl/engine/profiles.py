@@ -50,7 +50,6 @@ Everything broadcasts over numpy arrays.
 
 from __future__ import annotations
 
-import calendar
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
@@ -208,12 +207,18 @@ class EngineProfile:
 IDEAL = EngineProfile()
 
 
+def _month_days(y: int, m: int) -> int:
+    """Days in month ``m`` of year ``y`` (Gregorian, as ``calendar.monthrange(y, m)[1]``, without importing calendar)."""
+    leap = y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)
+    return 29 if m == 2 and leap else (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)[m - 1]
+
+
 def _valid_date(text: str) -> bool:
     parts = str(text).split("-")
     if len(parts) != 3 or not all(p.isdigit() for p in parts):
         return False
     y, m, d = (int(p) for p in parts)
-    return 1 <= m <= 12 and 1 <= d <= calendar.monthrange(y, m)[1]
+    return 1 <= m <= 12 and 1 <= d <= _month_days(y, m)
 
 
 # -- the catalog -------------------------------------------------------------------------------------------------
@@ -241,7 +246,7 @@ def _month_end(text: str) -> str:
             raise ValueError
     except ValueError:
         raise InvalidInputError(f"An engine's month is YYYY-MM (e.g. vllm:2025-04); got {text!r}.") from None
-    return f"{y:04d}-{m:02d}-{calendar.monthrange(y, m)[1]:02d}"
+    return f"{y:04d}-{m:02d}-{_month_days(y, m):02d}"
 
 
 def resolve_engine(spec=None, *, hardware=None) -> EngineProfile:

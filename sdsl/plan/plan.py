@@ -7,15 +7,19 @@ Summary of docs/model.md §3.2–§3.5; the JSON schema is docs/json.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sdsl._result import Result
 from sdsl.acceptance import Acceptance
 from sdsl.roofline.deployment import Deployment
-from sdsl.plan.ranking import ProposerRanking, TreeRanking, k_ranges, rank_proposers, rank_trees
+from sdsl.plan.ranking import ProposerRanking, k_ranges, rank_proposers
 from sdsl.plan.robust import K_TOLERANCE, beyond_measured, holding_range
 from sdsl.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from sdsl.plan.tree_ranking import TreeRanking
 
 __all__ = ["SpeculationPlan", "plan_speculation", "flop_optimum", "default_proposers", "MAX_RANKED_BATCH"]
 
@@ -303,6 +307,8 @@ def plan_speculation(target, deployment, *, proposers=None, acceptance=None, gam
                           tolerance)
     tree_ranking = tree_pick = None
     if trees:
+        from sdsl.plan.tree_ranking import rank_trees
+
         depth = range(1, max(1, min(8, gamma_max)) + 1)
         tree_ranking = rank_trees(target, props, dep, acceptance=acceptance, batches=batches, steps=depth,
                                   acceptance_options=options)
@@ -345,10 +351,10 @@ def _proposers(target, proposers, any_tokenizer) -> list:
 def _export(export, target, dep, ranking, pick_i, engine_pick, table, holds) -> dict | None:
     """{"engine", "pick", "holds", "config"}: the pick as ONE configuration of the engine, with the batch range where
     its k holds; a pick the target cannot run is refused (one sentence)."""
-    from sdsl.plan.export import ENGINES, export_config
-
     if not export:
         return None
+    from sdsl.plan.export import ENGINES, export_config
+
     if export.lower().replace("-", "") not in ENGINES:
         raise InvalidInputError(f"Unknown engine {export!r}; expected one of {', '.join(ENGINES)}.")
     blocked = ranking.blocker(pick_i) if engine_pick["proposer"] == ranking.proposers[pick_i].name else None

@@ -133,16 +133,22 @@ def measured_k(acceptance) -> int | None:
     rows = (acceptance.evidence or {}).get("rows")
     if not rows:
         return None
-    ks = [_catalog_row_k()[r] for r in rows if r in _catalog_row_k()]
+    methods = tuple((acceptance.evidence or {}).get("methods") or ())
+    row_k = _catalog_row_k(methods) if methods else {}
+    if not all(r in row_k for r in rows):  # rows of other methods: look in the whole catalog
+        row_k = _catalog_row_k(None)
+    ks = [row_k[r] for r in rows if r in row_k]
     return max(ks) if ks else None
 
 
-@lru_cache(maxsize=1)
-def _catalog_row_k() -> dict:
-    """Catalog row id → its chain k, where the row states one (:func:`sdsl.acceptance.catalog.catalog_rows`)."""
-    from sdsl.acceptance.catalog import catalog_rows
+@lru_cache(maxsize=None)
+def _catalog_row_k(methods: tuple | None) -> dict:
+    """Catalog row id → its chain k, where the row states one (:func:`sdsl.acceptance.catalog.catalog_rows`; only the
+    rows of ``methods`` when given, :func:`sdsl.acceptance.catalog.method_rows`)."""
+    from sdsl.acceptance.catalog import catalog_rows, method_rows
 
-    return {r.row_id: int(r.k) for r in catalog_rows() if r.k is not None and r.k == r.k}
+    rows = catalog_rows() if methods is None else method_rows(methods)
+    return {r.row_id: int(r.k) for r in rows if r.k is not None and r.k == r.k}
 
 
 def beyond_measured(name: str, acceptance, k: int) -> str | None:

@@ -172,3 +172,55 @@ def test_integrity_readme_counts_match_the_file():
     text = data_path("acceptance", "README.md").read_text(encoding="utf-8")
     m = re.search(r"`catalog.csv` has (\d+) rows: (\d+) carry", text)
     assert m and (int(m.group(1)), int(m.group(2))) == (len(ROWS), len(ACC))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Reading one method's rows without parsing the others (what a command pricing one kind of proposer reads)
+@pytest.mark.parametrize("methods", [(m,) for m in cat.METHODS] + [("eagle", "eagle2")])
+def test_integrity_method_rows_without_the_rest_are_the_whole_files_rows(methods):
+    """An integrity check of the committed file against the scanner: the records found by their method column are
+    exactly the rows of the whole file parsed (every column), in file order."""
+    records = cat._method_records(frozenset(methods))
+    assert records is not None
+    found = [cat.CatalogRow.from_csv(dict(zip(cat.COLUMNS, rec))) for rec in records]
+    whole = [r for r in ROWS if r.method in methods]
+    assert [r.__dict__ for r in found] == [r.__dict__ for r in whole] and whole
+
+
+def _write_catalog(tmp_path, monkeypatch, lines: list[str]) -> None:
+    folder = tmp_path / "acceptance"
+    folder.mkdir()
+    (folder / "catalog.csv").write_bytes(("\n".join([",".join(cat.COLUMNS), *lines]) + "\n").encode())
+    monkeypatch.setattr(cat, "data_path", lambda *parts: tmp_path.joinpath(*parts))
+
+
+def _line(row_id: str, method: str, quote: str = "q", notes: str = "") -> str:
+    values = {c: "" for c in cat.COLUMNS}
+    values.update(row_id=row_id, method=method, target="Llama-3.1-8B", workload="chat", structure="chain", k="4",
+                  tau="2.5", quote=quote, notes=notes)
+    return ",".join(values[c] for c in cat.COLUMNS)
+
+
+def test_method_records_skip_quoted_text_that_looks_like_a_record(tmp_path, monkeypatch):
+    """A quoted field spanning lines whose continuation reads like a draft_model record, and one holding
+    ',draft_model,' inside a line, are text: only the real draft_model records are found, whole."""
+    lines = [_line("a", "eagle3", quote='"first line\nx,draft_model,continued ""quoted"" text"'),
+             _line("b", "draft_model", quote='"the quote, with a comma\nand a second line"'),
+             _line("c", "ngram", notes='"see ,draft_model, here"'),
+             _line("d", "draft_model")]
+    _write_catalog(tmp_path, monkeypatch, lines)
+    records = cat._method_records(frozenset({"draft_model"}))
+    assert [r[0] for r in records] == ["b", "d"]
+    assert records[0][cat.COLUMNS.index("quote")] == "the quote, with a comma\nand a second line"
+    with open(tmp_path / "acceptance" / "catalog.csv", newline="", encoding="utf-8") as fh:
+        whole = [r for r in csv.reader(fh)][1:]
+    assert records == [r for r in whole if r[1] == "draft_model"]
+
+
+def test_method_records_hand_back_to_the_whole_parse_when_unsure(tmp_path, monkeypatch):
+    """A header that is not the catalog's, or a record that does not parse to every column, returns None (the
+    caller then parses the whole file)."""
+    _write_catalog(tmp_path, monkeypatch, [_line("d", "draft_model") + ",a 30th column"])
+    assert cat._method_records(frozenset({"draft_model"})) is None
+    (tmp_path / "acceptance" / "catalog.csv").write_text("row_id,method\nd,draft_model\n")
+    assert cat._method_records(frozenset({"draft_model"})) is None

@@ -114,7 +114,7 @@ def test_ranking_takes_acceptance_vectors():
 
 def test_rank_trees_matches_pointwise_pricing():
     from sdsl.acceptance import Acceptance
-    from sdsl.plan.ranking import rank_trees
+    from sdsl.plan.tree_ranking import rank_trees
     from sdsl.acceptance.trees import TokenTree, tree_matrices
 
     acc = Acceptance.from_accepted_length(3.1, 4)
@@ -136,7 +136,7 @@ def test_engine_host_per_speculative_step_reaches_the_rankings():
     EAGLE head's step at k = 0 would still run its draft extend: the drafter tax of a speculative worker with
     nothing drafted, which a user who turns speculation off does not pay)."""
     from sdsl.engine.profiles import IDEAL
-    from sdsl.plan.ranking import rank_trees
+    from sdsl.plan.tree_ranking import rank_trees
 
     host = 1.1e-3
     slow_dep = DEP.replace(engine=IDEAL.replace(name="host", spec_step_s=host))
@@ -176,7 +176,7 @@ def test_rankings_follow_the_result_protocol(tmp_path):
     import json
 
     from sdsl.acceptance import Acceptance
-    from sdsl.plan.ranking import rank_trees
+    from sdsl.plan.tree_ranking import rank_trees
 
     r = rank_proposers(TARGET, ["eagle", "ngram"], DEP, acceptance=np.array([0.6]), gammas=range(0, 5), batches=[1, 64])
     d = json.loads(r.to_json(tmp_path / "r.json"))

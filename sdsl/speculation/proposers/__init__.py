@@ -30,21 +30,44 @@ each method ships as overridable defaults:
 
 from __future__ import annotations
 
+from importlib import import_module
+
 from sdsl.catalog.models import get_model
 from sdsl.errors import InvalidInputError, UnknownNameError
 from sdsl.speculation.proposers.base import (SELECT_KERNELS, VERIFY_KERNELS, Proposer, _gemm_time,  # noqa: F401
                                              _read_time, forward_step, forward_time)
 from sdsl.speculation.proposers.draft import DraftModel
-from sdsl.speculation.proposers.heads import Eagle3Head, EagleHead, MedusaHeads, MTPLayers
-from sdsl.speculation.proposers.ngram import NGramLookup
 
 __all__ = ["Proposer", "DraftModel", "EagleHead", "Eagle3Head", "MedusaHeads", "MTPLayers", "NGramLookup",
            "PROPOSER_KINDS", "make_proposer", "forward_time", "forward_step"]
 
+# the head and lookup classes, imported on first use (ranking draft models does not build their dataclasses)
+_LAZY = {"EagleHead": "sdsl.speculation.proposers.heads", "Eagle3Head": "sdsl.speculation.proposers.heads",
+         "MedusaHeads": "sdsl.speculation.proposers.heads", "MTPLayers": "sdsl.speculation.proposers.heads",
+         "NGramLookup": "sdsl.speculation.proposers.ngram"}
+_KINDS = {"draft": "DraftModel", "eagle": "EagleHead", "eagle3": "Eagle3Head", "medusa": "MedusaHeads",
+          "mtp": "MTPLayers", "ngram": "NGramLookup"}
 
-PROPOSER_KINDS = {"draft": DraftModel, "eagle": EagleHead, "eagle3": Eagle3Head, "medusa": MedusaHeads,
-                  "mtp": MTPLayers, "ngram": NGramLookup}
-"""Proposer kind (as ``--proposer`` and :func:`make_proposer` name it) -> the class that prices it."""
+
+def __getattr__(name: str):
+    """``EagleHead`` ... ``NGramLookup`` and ``PROPOSER_KINDS``: proposer kind (as ``--proposer`` and
+    :func:`make_proposer` name it) -> the class that prices it."""
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name]), name)
+    elif name == "PROPOSER_KINDS":
+        value = {kind: _kind_class(kind) for kind in _KINDS}
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
+
+def _kind_class(kind: str) -> type:
+    return DraftModel if kind == "draft" else __getattr__(_KINDS[kind])
 
 
 def make_proposer(text, **overrides) -> Proposer:
@@ -55,9 +78,9 @@ def make_proposer(text, **overrides) -> Proposer:
         return text
     kind, _, arg = str(text).strip().partition(":")
     kind = kind.lower()
-    if kind not in PROPOSER_KINDS:
+    if kind not in _KINDS:
         raise UnknownNameError(f"Unknown proposer {text!r}; expected one of draft:<model>, "
-                               f"{', '.join(k for k in PROPOSER_KINDS if k != 'draft')}.")
+                               f"{', '.join(k for k in _KINDS if k != 'draft')}.")
     if kind == "draft":
         if not arg:
             raise InvalidInputError("A draft-model proposer needs a model: draft:<catalog name or config.json>.")
@@ -65,6 +88,6 @@ def make_proposer(text, **overrides) -> Proposer:
     if arg:
         raise InvalidInputError(f"Proposer {kind!r} takes no argument; got {text!r}.")
     try:
-        return PROPOSER_KINDS[kind](**overrides)
+        return _kind_class(kind)(**overrides)
     except TypeError:
         raise InvalidInputError(f"Proposer {kind!r} does not take {', '.join(sorted(overrides))}.") from None
