@@ -2,8 +2,8 @@
 
     python tools/make_opdb_latency.py
 
-Reads only the shipped subset (sdsl/data/opdb), so it runs on any CPU; writes sdsl/data/latency/{h200,b200}.json,
-sdsl/data/latency/opdb/h100-sxm.json (the H100-SXM's fp8 GEMM terms over its Vidur calibration) and the measured
+Reads only the shipped subset (sdsl/data/opdb), so it runs on any CPU; writes
+sdsl/data/latency/{h200,b200,l40s,b300,gb200,gb300}.json, sdsl/data/latency/opdb/h100-sxm.json (the H100-SXM's fp8 GEMM terms over its Vidur calibration) and the measured
 custom all-reduce (allreduce_latency_s, allreduce_eta) of the vLLM, SGLang and TensorRT-LLM profiles in
 sdsl/data/engines/profiles.json (sdsl.fit.opdb.engines; refit the host terms after: tools/fit_engine_profiles.py).
 """
@@ -26,7 +26,7 @@ from sdsl.fit.opdb.engines import PROFILE_ENGINES, measured_custom_allreduce  # 
 from sdsl.fit.opdb.kernels import hardware_of  # noqa: E402
 
 LATENCY = ROOT / "sdsl" / "data" / "latency"
-MEASURED = ("h200_sxm", "b200_sxm")
+MEASURED = ("h200_sxm", "b200_sxm", "l40s", "b300_sxm", "gb200", "gb300")
 OVERLAYS = ("h100_sxm",)
 
 

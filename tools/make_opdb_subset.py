@@ -7,7 +7,10 @@ Needs pyarrow (``pip install -e '.[calibrate]'``). Reproducible: the same wheel 
 (rows sorted, gzip without a timestamp). What is kept (decode-relevant rows; the full tables stay in the
 package, read with ``read_opdb(..., source="wheel")``):
 
-- GPUs :data:`GPUS`; for GEMM, attention, MLA and MoE only the newest version of each engine per GPU
+- GPUs :data:`GPUS`; of the GPUs calibrated on the tables alone (:data:`ONE_ENGINE`), only the engine each
+  fit reads: vLLM's GEMMs and decode attention, SGLang's decode MLA (every engine's MoE and communication rows);
+  MoE rows only in the weight formats sdsl prices (:data:`sdsl.fit.opdb.moe.TABLE_FORMATS`); for GEMM,
+  attention, MLA and MoE only the newest version of each engine per GPU
   and dtype (and MoE shape) among those with rows left after the filters below;
   every version of the communication tables (they are small and map to dated engine profiles);
 - GEMM: m (tokens) in :data:`GEMM_M` (<= 512), n and k in 512..32768 (the grid's values that catalog
@@ -34,8 +37,12 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from sdsl.fit.opdb import OPDB_TABLES, latest_versions, read_opdb_raw, wheel_path  # noqa: E402
+from sdsl.fit.opdb.moe import TABLE_FORMATS  # noqa: E402
 
-GPUS = ("h100_sxm", "h200_sxm", "b200_sxm", "a100_sxm")
+GPUS = ("h100_sxm", "h200_sxm", "b200_sxm", "a100_sxm", "l40s", "b300_sxm", "gb200", "gb300")
+#: GPUs whose GEMM, attention and MLA rows are kept for one engine only (the fitted one), to keep the subset small.
+ONE_ENGINE = {"gpus": ("l40s", "b300_sxm", "gb200", "gb300"),
+              "engines": {"gemm": "vllm", "generation_attention": "vllm", "generation_mla": "sglang"}}
 GEMM_M = (1, 2, 3, 4, 6, 8, 12, 16, 32, 48, 64, 96, 128, 192, 256, 512)
 TPS = (1, 2, 4, 8)
 NEWEST = {"gemm": ("dtype",), "generation_attention": ("kv_cache_dtype",), "generation_mla": ("kv_cache_dtype",),
@@ -71,6 +78,8 @@ def subset(table: str, source) -> pd.DataFrame:
     models = _catalog()
     df = read_opdb_raw(table, source, gpus=GPUS)
     df = df.drop(columns=[c for c in ("power", "power_limit") if c in df.columns])
+    if table in ONE_ENGINE["engines"]:
+        df = df[~df["gpu"].isin(ONE_ENGINE["gpus"]) | (df["engine"] == ONE_ENGINE["engines"][table])]
     if table == "gemm":
         df = df[df["m"].isin(GEMM_M) & df["n"].between(512, 32768) & df["k"].between(512, 32768)]
     elif table == "generation_attention":
@@ -83,7 +92,7 @@ def subset(table: str, source) -> pd.DataFrame:
         shapes = _moe_shapes(models)
         key = list(zip(df["hidden_size"], df["inter_size"], df["topk"], df["num_experts"]))
         df = df[(df["num_tokens"] <= 512) & (df["moe_tp_size"] * df["moe_ep_size"] <= 8)
-                & np.array([k in shapes for k in key])]
+                & np.array([k in shapes for k in key]) & df["dtype"].isin(list(TABLE_FORMATS))]
     if table in NEWEST:  # the newest version per GPU, engine and dtype that has rows left (and per MoE shape)
         keys = NEWEST[table]
         df = pd.concat([latest_versions(g) for _, g in df.groupby(list(keys), sort=True)], ignore_index=True)

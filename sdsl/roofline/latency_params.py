@@ -234,7 +234,7 @@ def calibration_provenance(hardware) -> dict:
 
 def default_params(hardware) -> LatencyParams:
     """Latency parameters shipped for ``hardware``: its own calibration when sdsl ships one
-    (sdsl/data/latency/<name>.json: H200 and B200 fitted on NVIDIA's measured operator tables by
+    (sdsl/data/latency/<name>.json: H200, B200, B300, GB200, GB300 and L40S fitted on NVIDIA's measured operator tables by
     ``tools/make_opdb_latency.py``, :mod:`sdsl.fit.opdb.defaults`, with the H100-SXM's fp8 GEMM terms laid
     over its Vidur calibration from latency/opdb/; the others written by ``sdsl calibrate`` from Vidur's
     H100-SXM, A100-80GB and A40 timings, one form on all three: elementwise kernels, GEMMs with 128-row tiles and the kernel
@@ -265,7 +265,7 @@ def default_params(hardware) -> LatencyParams:
 def _transfer_basis() -> tuple[str, ...]:
     """The calibrations the cross-GPU transfer leans on: the GPUs fitted on Vidur's profiles (with their
     overlays), the ones its leave-one-GPU-out validation covers. A GPU calibrated on the operator tables alone
-    (H200, B200) is not a basis: its elementwise terms are themselves transferred."""
+    (H200, B200, B300, GB200, GB300, L40S) is not a basis: its elementwise terms are themselves transferred."""
     from sdsl.catalog.hardware import get_hardware
 
     return tuple(k for k in _packaged_names()

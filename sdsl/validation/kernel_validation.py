@@ -1,7 +1,8 @@
 """``sdsl validate kernels``: the terms fitted on NVIDIA's measured operator tables (:mod:`sdsl.fit.opdb.kernels`),
 each scored on rows its fit never saw.
 
-Per GPU (H100-SXM, H200, B200 by default) and op, from the shipped subset of aiconfigurator-core 0.12.0:
+Per GPU (H100-SXM, H200, B200 by default; also A100, L40S, B300, GB200, GB300) and op, from the shipped subset of
+aiconfigurator-core 0.12.0:
 
 - dense GEMM per weight format (bf16, fp8, fp8_block, nvfp4 where measured), 1-512 tokens: one model width
   held out at a time (every GEMM whose input width k is that value: a hidden size and the projections that

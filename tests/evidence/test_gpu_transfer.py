@@ -59,10 +59,11 @@ def test_default_params_say_where_they_come_from():
     assert a10.eta_memory < 0.9 < default_params(H100).eta_memory
     assert a10.m_tile in (default_params(A100).m_tile, default_params("a40").m_tile)  # a count is borrowed, not averaged
     assert default_params(get_hardware("cpu")).source.startswith("uncalibrated")
-    # VALIDATION.md, "untested neighbours": an unmeasured architecture (Ada) leans on all three by distance,
-    # the GDDR6 L40S mostly on the H100 and its near-1 memory efficiency
-    l40s = default_params("l40s")
-    assert "kernel weights H100-SXM" in l40s.source and "A40" in l40s.source and l40s.eta_memory > 0.95
+    # VALIDATION.md, "untested neighbours": an architecture Vidur never measured (Ada) leans on all three by distance,
+    # the GDDR6 RTX 6000 Ada mostly on the H100 and its near-1 memory efficiency (the L40S, measured on the operator
+    # tables, reaches 0.79: VALIDATION.md, "Measured kernels")
+    ada = default_params("rtx-6000-ada")
+    assert "kernel weights H100-SXM" in ada.source and "A40" in ada.source and ada.eta_memory > 0.95
     # VALIDATION.md: the efficiencies the calibrations differ in most, and the all-reduce efficiency
     assert default_params(H100).eta_memory == pytest.approx(1.000, abs=5e-4)
     assert default_params(A100).eta_memory == pytest.approx(0.796, abs=5e-4)
@@ -72,7 +73,7 @@ def test_default_params_say_where_they_come_from():
     # average with the A40's assumed one; the smallest row tile is the card's own tensor-core instruction
     assert "all-reduce terms from A100-80GB (measured)" in a10.source
     assert a10.eta_interconnect == default_params(A100).eta_interconnect and a10.m_tile_min == 16
-    assert default_params("h200").m_tile_min == 64 and l40s.m_tile_min == 16
+    assert default_params("h200").m_tile_min == 64 and ada.m_tile_min == 16
 
 
 @pytest.mark.parametrize("rule, name, leans_on", [("architecture", "a10", {"a100", "a40"}), ("architecture", "h200", {"h100"}),
@@ -98,15 +99,16 @@ def transfer_report():
     return json.loads(r.output)
 
 
-# held-out GPU: (overall MAPE, decode MAPE, signed bias, the calibration it leans on)
+# held-out GPU: (overall MAPE, decode MAPE, signed bias, the calibration it leans on); the distances scale each feature
+# by its spread over the whole accelerator catalog, so a catalog entry moves the weights (H100: A100 0.989, A40 0.011)
 TRANSFER = {"a100": (0.07209, 0.15502, -0.01479, "a40"), "a40": (0.09176, 0.05332, 0.04655, "a100-80gb"),
-            "h100": (0.08725, 0.16378, -0.01013, "a100-80gb")}
+            "h100": (0.08725, 0.16582, -0.00946, "a100-80gb")}
 # the elementwise kernels of the held-out GPU, transferred: MAPE, decode MAPE, mean signed error
 TRANSFER_ELEMENTWISE = {"a100": (0.33521, 0.29557, -0.30942), "a40": (0.57902, 0.42678, 0.53747),
-                        "h100": (0.19562, 0.29847, 0.14404)}
+                        "h100": (0.19418, 0.29704, 0.14183)}
 # the form shipped before (GEMMs without tiles or kernel terms): overall, decode, signed bias
 TRANSFER_UNTILED = {"a100": (0.08108, 0.05509, -0.06832), "a40": (0.11201, 0.05459, 0.08524),
-                    "h100": (0.10048, 0.12574, 0.03940)}
+                    "h100": (0.10035, 0.12554, 0.03903)}
 
 
 @pytest.mark.parametrize("gpu", sorted(TRANSFER))
@@ -140,7 +142,7 @@ def test_the_form_before_transfers_better_in_decode():
 @pytest.mark.parametrize("gpu, worst, worst_mape, max_ape, own, own_decode", [
     ("a100", "meta-llama/Llama-2-7b-hf", 0.08139, 0.5624, 0.05871, 0.04239),
     ("a40", "meta-llama/Llama-2-70b-hf", 0.09582, 0.4034, 0.07480, 0.06657),
-    ("h100", "meta-llama/Llama-2-70b-hf", 0.09454, 0.6393, 0.08204, 0.06910)])
+    ("h100", "meta-llama/Llama-2-70b-hf", 0.09458, 0.6441, 0.08204, 0.06910)])
 def test_transfer_worst_cases_as_published(transfer_report, gpu, worst, worst_mape, max_ape, own, own_decode):
     r = transfer_report[gpu]
     assert r["worst_model"] == worst and r["worst_model_mape"] == pytest.approx(worst_mape, rel=1e-3)

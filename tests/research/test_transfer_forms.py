@@ -8,20 +8,22 @@ from sdsl._paths import data_path
 from research.transfer_forms import TRANSFER_FORMS, compare_transfer_forms
 from sdsl.fit.profiles import read_vidur
 
-# (form, held-out GPU): (overall MAPE, decode MAPE, signed bias, signed bias in decode, transferred eta_memory)
+# (form, held-out GPU): (overall MAPE, decode MAPE, signed bias, signed bias in decode, transferred eta_memory); the
+# kernel-distance forms scale each datasheet feature by its spread over the whole accelerator catalog, so a catalog
+# entry moves them
 FORMS = {
     ("architecture", "a100"): (0.081081, 0.055086, -0.068324, -0.028433, 0.8061),
     ("architecture", "a40"): (0.11201, 0.054593, 0.085242, -0.0028419, 0.8331),
-    ("architecture", "h100"): (0.10048, 0.12574, 0.039402, 0.12348, 0.8329),
-    ("kernel", "a100"): (0.070258, 0.11153, -0.045413, -0.0966, 0.9891),
-    ("kernel", "a40"): (0.10964, 0.056803, 0.081046, -0.016695, 0.8475),
-    ("kernel", "h100"): (0.10048, 0.12574, 0.039402, 0.12348, 0.8329),
+    ("architecture", "h100"): (0.10035, 0.12554, 0.039033, 0.12326, 0.83279),
+    ("kernel", "a100"): (0.070432, 0.11179, -0.045913, -0.09721, 0.98878),
+    ("kernel", "a40"): (0.10874, 0.058652, 0.07935, -0.022257, 0.85341),
+    ("kernel", "h100"): (0.10035, 0.12554, 0.039033, 0.12326, 0.83279),
     ("memory", "a100"): (0.067007, 0.10566, -0.033742, -0.081361, 0.9948),
-    ("memory", "a40"): (0.10964, 0.056803, 0.081046, -0.016695, 0.8475),
+    ("memory", "a40"): (0.10874, 0.058652, 0.07935, -0.022257, 0.85341),
     ("memory", "h100"): (0.10072, 0.1261, 0.040095, 0.12389, 0.8331),
-    ("bandwidth", "a100"): (0.069948, 0.10846, -0.044621, -0.092513, 0.9827),
+    ("bandwidth", "a100"): (0.070136, 0.10888, -0.045168, -0.093354, 0.98271),
     ("bandwidth", "a40"): (146.84, 382.27, 146.84, 382.27, 0.001882),
-    ("bandwidth", "h100"): (0.098971, 0.11599, 0.03578, 0.11265, 0.8445),
+    ("bandwidth", "h100"): (0.098839, 0.11572, 0.035383, 0.11234, 0.84447),
     ("borrow-h100", "a100"): (0.067007, 0.10566, -0.033742, -0.081361, 0.9948),
     ("borrow-h100", "a40"): (0.093517, 0.13218, 0.046106, -0.12012, 0.9948),
 }
@@ -128,7 +130,7 @@ def test_the_rule_was_chosen_before_the_70b_rows():
     t = compare_transfer_forms(data, forms=("architecture", "kernel"), gpu_form="untiled")
     a100 = {r["form"]: r["transfer_decode_mape"] for r in t[t["gpu"] == "a100"].to_dict("records")}
     assert a100["architecture"] == pytest.approx(0.07680, rel=1e-3)
-    assert a100["kernel"] == pytest.approx(0.11432, rel=1e-3)
+    assert a100["kernel"] == pytest.approx(0.11473, rel=1e-3)
 
 
 # the same with each GPU fitted in the shipped form (elementwise kernels, GEMM tiles and kernel terms):
@@ -136,8 +138,8 @@ def test_the_rule_was_chosen_before_the_70b_rows():
 SHIPPED_FORMS = {
     ("architecture", "a100"): (0.072086, 0.15502, 0.8591),
     ("architecture", "a40"): (0.091760, 0.053318, 0.7960),
-    ("architecture", "h100"): (0.087246, 0.16378, 0.7960),
-    ("kernel", "a100"): (0.066204, 0.087518, 1.0),
+    ("architecture", "h100"): (0.087247, 0.16582, 0.79676),
+    ("kernel", "a100"): (0.0662, 0.086957, 1.0),
     ("borrow-h100", "a100"): (0.065753, 0.058734, 1.0),
     ("borrow-h100", "a40"): (0.10772, 0.11318, 1.00000),
     ("size-as-time", "a100"): (0.074912, 0.083167, 0.8591),

@@ -21,7 +21,8 @@ def test_every_table_has_provenance_shapes_and_positive_seconds(table):
     for col in ("gpu", "engine", "engine_version", "op", "dtype"):
         assert (df[col].astype(str).str.len() > 0).all(), col
     t = df["time_s"].to_numpy()
-    assert np.isfinite(t).all() and (t > 0).all() and t.max() < 1.0  # seconds, not milliseconds
+    # seconds, not milliseconds: the slowest row is the L40S's 512 MiB all-reduce over 8 PCIe GPUs, about 1.0 s
+    assert np.isfinite(t).all() and (t > 0).all() and t.max() < 2.0
 
 
 def test_subset_keeps_decode_rows_and_the_three_gpus():

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import click
 
+#: --gpu choices -> the operator tables' GPU names.
+_GPUS = {"h100": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm", "a100": "a100_sxm", "l40s": "l40s",
+         "b300": "b300_sxm", "gb200": "gb200", "gb300": "gb300"}
+
 
 @click.command("kernels")
-@click.option("--gpu", "gpus", multiple=True, type=click.Choice(["h100", "h200", "b200", "a100"]),
+@click.option("--gpu", "gpus", multiple=True, type=click.Choice(list(_GPUS)),
               help="Only this GPU (repeatable; default H100, H200 and B200).")
 @click.option("--op", "ops", multiple=True, type=click.Choice(["gemm", "attention", "mla", "allreduce", "moe"]),
               help="Only this op (repeatable; default all).")
@@ -30,7 +34,7 @@ def kernels(gpus, ops, as_json):
     """
     from sdsl.validation.kernel_validation import OPS, validate_kernels
 
-    result = validate_kernels([f"{g}_sxm" for g in gpus] or None, ops=tuple(ops) or OPS)
+    result = validate_kernels([_GPUS[g] for g in gpus] or None, ops=tuple(ops) or OPS)
     click.echo(result.to_json() if as_json else result.report(), nl=not as_json)
 
 

@@ -42,7 +42,8 @@ __all__ = ["OPDB_GPUS", "GEMM_FORMATS", "GEMM_MIN_FEATURES", "KV_BYTES_MAX", "AL
            "AllreduceFit", "hardware_of", "fit_nccl", "predict_nccl", "NCCL_TERMS"]
 
 #: The database's GPU names -> sdsl's hardware catalog.
-OPDB_GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "a100_sxm": "a100-80gb"}
+OPDB_GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "a100_sxm": "a100-80gb", "l40s": "l40s",
+             "b300_sxm": "b300", "gb200": "gb200", "gb300": "gb300"}
 #: The tables' GEMM dtypes -> sdsl weight formats (table "fp8" is per-tensor scaled fp8, what dense FP8
 #: checkpoints run; "fp8_block" the 128x128 block-scaled DeepSeek form, fitted as its own format).
 GEMM_FORMATS = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nvfp4"}
@@ -264,7 +265,8 @@ def allreduce_rows(gpu: str | None = None, engine: str = "vllm", version: str | 
     from sdsl.fit.opdb import read_opdb
 
     if engine == "nccl":
-        df = read_opdb("nccl", gpu=gpu, version=version, latest=version is None, source=source)
+        # the NCCL collector's own rows (B300's table also holds NCCL timed inside TensorRT-LLM's image)
+        df = read_opdb("nccl", gpu=gpu, engine="nccl", version=version, latest=version is None, source=source)
         df = df[(df["op"] == "all_reduce") & (df["dtype"] == "half")]
         return df.assign(mode="nccl").reset_index(drop=True)
     df = read_opdb("custom_allreduce", gpu=gpu, engine=engine, version=version, latest=version is None, source=source)
