@@ -125,7 +125,7 @@ def test_fitted_terms_and_their_fallbacks(result):
     ms = lambda name, term: 1e3 * getattr(p[name], term)  # noqa: E731
     assert ms("sglang-2025-10", "host_step_s") == pytest.approx(1.107, abs=1e-3)  # pinned by the v1/v2 pair
     assert ms("trtllm-2025-06", "spec_step_s") == pytest.approx(2.728, abs=1e-3)
-    assert ms("hf-eager-2024-01", "spec_step_s") == pytest.approx(4.004, abs=1e-3)
+    assert ms("hf-eager-2024-01", "spec_step_s") == pytest.approx(4.002, abs=1e-3)  # its rows run on transferred GPUs
     assert ms("hf-eager-2024-01", "draft_pass_s") == pytest.approx(1.076, abs=1e-3)
     assert ms("hf-eager-2024-01", "host_step_s") == pytest.approx(0.0, abs=1e-6)
     assert ms("vllm-2026-03", "host_step_s") == pytest.approx(0.64 * ms("vllm-2025-07", "host_step_s"), abs=1e-6)
