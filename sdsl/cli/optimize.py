@@ -60,7 +60,8 @@ def optimize(target, deployment, batch, acceptance, acceptance_for, workload, ga
     Every (proposer, k, batch) is priced on the calibrated roofline of the hardware with the engine's execution
     profile (--engine; default the newest vLLM profile), so the best k and the batch at which speculation stops
     paying include the engine's host time. Without --proposer or
-    --drafts, the proposers are the catalog's draft models for the target; --proposer (repeatable; 'all' =
+    --drafts, the proposers are the catalog's draft models for the target (where none shares its vocabulary, as
+    for DeepSeek-V3 or gpt-oss, 'all'); --proposer (repeatable; 'all' =
     every head kind and n-gram lookup, MTP only for targets that ship MTP modules) and --drafts name them. Each proposer is priced with its own acceptance:
     --acceptance-for PROPOSER=TAU@K where you measured it, else the published catalog's for the target and
     --workload (the same target when catalogued, else a transfer across targets; the output names the rows or

@@ -28,13 +28,17 @@ MAX_RANKED_BATCH = 16384  # the ranking prices every batch 1..max_batch: a bound
 
 def default_proposers(target, *, any_tokenizer: bool = False) -> list:
     """A :class:`~sdsl.speculation.proposers.DraftModel` per catalog draft candidate of ``target``
-    (:func:`sdsl.plan.search.candidate_drafts`: ≤ 1/4 of its size, its vocabulary unless ``any_tokenizer``)."""
-    from sdsl.speculation.proposers import DraftModel
+    (:func:`sdsl.plan.search.candidate_drafts`: ≤ 1/4 of its size, its vocabulary unless ``any_tokenizer``); where no
+    catalog draft shares its vocabulary (DeepSeek-V3, gpt-oss, Kimi-K2 ...), the head kinds, MTP where the target
+    ships MTP modules, and n-gram lookup (``--proposer all``), which need no separate model."""
+    from sdsl.speculation.proposers import DraftModel, make_proposer
     from sdsl.plan.search import candidate_drafts
 
     drafts = candidate_drafts(target, same_tokenizer=not any_tokenizer)
     if not drafts:
-        raise InvalidInputError(f"No catalog draft shares {target.name}'s vocabulary; name the drafts to rank or allow any tokenizer.")
+        from sdsl.plan.api import expand_proposers
+
+        return [make_proposer(p) for p in expand_proposers(target, ["all"])]
     return [DraftModel(d) for d in drafts]
 
 

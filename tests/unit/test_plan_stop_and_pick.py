@@ -187,3 +187,15 @@ def test_a_tree_with_an_infinite_entry_is_one_typed_error():
 
     with pytest.raises(sdsl.SDSLError, match="three whole numbers"):
         parse_tree("inf,1,2")
+
+
+def test_a_target_no_catalog_draft_can_serve_ranks_its_heads_mtp_and_lookup():
+    """DeepSeek-V3's vocabulary is shared by no catalog draft: the default ranks the head kinds, its MTP module and
+    n-gram lookup (what needs no separate model) instead of refusing, and picks one the target can run."""
+    plan = sdsl.plan_speculation("deepseek-v3", sdsl.Deployment("h200", tp=8, weight_dtype="fp8"), batches=(1,),
+                                 max_batch=8)
+    names = [p.name for p in plan.ranking.proposers]
+    assert {"eagle", "eagle3", "mtp", "ngram"} <= set(names) and not any(n.startswith("draft:") for n in names)
+    assert plan.ranking.runnable[names.index(plan.pick["proposer"])]
+    dense = [p.name for p in sdsl.plan_speculation("llama-3.1-70b", "h100-sxm", batches=(1,), max_batch=8).ranking.proposers]
+    assert all(n.startswith("draft:") for n in dense)  # a target with catalog drafts keeps them as the default
