@@ -16,8 +16,8 @@ from sdsl.cli._speculation import proposer_option
 
 
 def all_proposers(target) -> tuple[str, ...]:
-    """What ``--proposer all`` ranks for ``target`` (:func:`sdsl.plan.api.expand_proposers`)."""
-    from sdsl.plan.api import expand_proposers
+    """What ``--proposer all`` ranks for ``target`` (:func:`sdsl.plan.search.expand_proposers`)."""
+    from sdsl.plan.search import expand_proposers
 
     return tuple(expand_proposers(target, ["all"]))
 
@@ -135,7 +135,7 @@ def _proposer_names(target, proposers, drafts) -> list[str]:
     ranks a proposer named twice once)."""
     names = []
     if proposers:  # (sdsl.plan.api, with predict's dataclasses, only when proposers are named)
-        from sdsl.plan.api import expand_proposers
+        from sdsl.plan.search import expand_proposers
 
         names = expand_proposers(target, proposers)
     if drafts is not None:

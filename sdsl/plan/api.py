@@ -254,6 +254,8 @@ def optimize(target="llama-3.1-70b", hardware="h100-sxm", *, proposers=None, bat
         from sdsl.acceptance import Acceptance
 
         acceptance = Acceptance.from_iid(float(acceptance))
+    from sdsl.plan.search import expand_proposers
+
     names = expand_proposers(target, [proposers] if isinstance(proposers, str) else proposers)
     batches = [int(b) for b in str(batch).split(",")] if isinstance(batch, str) else batch
     return plan_speculation(target, dep, proposers=names or None, acceptance=acceptance, gamma_max=gamma_max,
@@ -262,16 +264,3 @@ def optimize(target="llama-3.1-70b", hardware="h100-sxm", *, proposers=None, bat
                             tolerance=K_TOLERANCE if tolerance is None else tolerance)
 
 
-ALL_PROPOSERS = ("eagle", "eagle3", "medusa", "mtp", "ngram")  # what "all" ranks
-
-
-def expand_proposers(target, proposers) -> list:
-    """``proposers`` with ``"all"`` expanded to every head kind and n-gram lookup, MTP only where the target ships
-    multi-token-prediction modules (``ModelSpec.mtp_layers``: a dense model has none to run)."""
-    from sdsl.catalog.models import get_model
-
-    if not proposers:
-        return []
-    has_mtp = get_model(target).mtp_layers > 0
-    every = tuple(p for p in ALL_PROPOSERS if p != "mtp" or has_mtp)
-    return [n for p in proposers for n in (every if p == "all" else (p,))]

@@ -32,12 +32,10 @@ def default_proposers(target, *, any_tokenizer: bool = False) -> list:
     catalog draft shares its vocabulary (DeepSeek-V3, gpt-oss, Kimi-K2 ...), the head kinds, MTP where the target
     ships MTP modules, and n-gram lookup (``--proposer all``), which need no separate model."""
     from sdsl.speculation.proposers import DraftModel, make_proposer
-    from sdsl.plan.search import candidate_drafts
+    from sdsl.plan.search import candidate_drafts, expand_proposers
 
     drafts = candidate_drafts(target, same_tokenizer=not any_tokenizer)
     if not drafts:
-        from sdsl.plan.api import expand_proposers
-
         return [make_proposer(p) for p in expand_proposers(target, ["all"])]
     return [DraftModel(d) for d in drafts]
 

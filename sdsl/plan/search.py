@@ -24,7 +24,8 @@ from sdsl.speculation.priced_step import PricedStep
 from sdsl.acceptance.plane import CHINCHILLA, SDSL_PLANE, AcceptancePlane, LossLaw, acceptance_from_sizes
 from sdsl.errors import InvalidInputError
 
-__all__ = ["candidate_drafts", "SearchGrid", "evaluate_grid", "search", "price_draft_stack"]
+__all__ = ["candidate_drafts", "SearchGrid", "evaluate_grid", "search", "price_draft_stack", "ALL_PROPOSERS",
+           "expand_proposers"]
 
 
 def candidate_drafts(target: ModelSpec, *, max_fraction: float = 0.25, same_tokenizer: bool = True) -> list[ModelSpec]:
@@ -185,3 +186,18 @@ def search(target, deployment, **kwargs):
     t_step_s, tokens_per_s, plain_tokens_per_s, speedup, cost_ratio, bound.
     """
     return evaluate_grid(target, deployment, **kwargs).to_frame()
+
+
+ALL_PROPOSERS = ("eagle", "eagle3", "medusa", "mtp", "ngram")  # what "all" ranks
+
+
+def expand_proposers(target, proposers) -> list:
+    """``proposers`` with ``"all"`` expanded to every head kind and n-gram lookup, MTP only where the target ships
+    multi-token-prediction modules (``ModelSpec.mtp_layers``: a dense model has none to run)."""
+    from sdsl.catalog.models import get_model
+
+    if not proposers:
+        return []
+    has_mtp = get_model(target).mtp_layers > 0
+    every = tuple(p for p in ALL_PROPOSERS if p != "mtp" or has_mtp)
+    return [n for p in proposers for n in (every if p == "all" else (p,))]
