@@ -21,10 +21,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import machine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+# what a user types: the installed console script beside this interpreter (``python -m sdsl`` where there is none,
+# which adds runpy's start-up)
+_SCRIPT = Path(sys.executable).with_name("sdsl")
+_SDSL = [str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "sdsl"]
 COMMANDS = {
     "import numpy": [sys.executable, "-c", "import numpy"],
-    "sdsl optimize": [sys.executable, "-m", "sdsl", "optimize", "--target", "llama-3.1-70b", "--hardware", "h100-sxm",
-                      "--tp", "4"],
+    "sdsl optimize": [*_SDSL, "optimize", "--target", "llama-3.1-70b", "--hardware", "h100-sxm", "--tp", "4"],
     "import sdsl": [sys.executable, "-c", "import sdsl"],
 }
 
