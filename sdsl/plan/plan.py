@@ -7,6 +7,7 @@ Summary of docs/model.md §3.2–§3.5; the JSON schema is docs/json.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -72,10 +73,11 @@ class SpeculationPlan(Result):
     holds: dict | None = None  # {batch_min, batch_max}: where the pick's k stays within the tolerance of the best k
     notes: tuple = ()  # what the caller's inputs changed (a capped k range, a workload some proposers ignore, ...)
 
-    @property
+    @cached_property
     def configs(self) -> list[dict]:
         """The table rows (docs/json.md) at the batches asked for, each proposer at the k its batch → k table deploys
-        there (the pick's is :attr:`k_table`), with the per-batch best k beside it, best first."""
+        there (the pick's is :attr:`k_table`), with the per-batch best k beside it, best first (computed once: the
+        plan is immutable)."""
         return self.ranking.records(top=self.top, batches=self.batches, tolerance=self.tolerance)
 
     @property
@@ -94,6 +96,10 @@ class SpeculationPlan(Result):
     def fits_in_memory(self) -> bool:
         """Whether the target and the best first-batch configuration's draft (when it speculates) fit at the
         largest batch asked for."""
+        return self._fits_in_memory
+
+    @cached_property
+    def _fits_in_memory(self) -> bool:
         from sdsl.catalog.models import get_model
         from sdsl.roofline.latency import memory_with_draft_per_gpu
 
