@@ -51,10 +51,13 @@ def _spec(row: dict, index: int):
 
 
 def _deployment(spec, profile, weights, dtype="bf16", engine=None):
+    """The row's deployment: ``weights`` "fp8" is what ``--dtype fp8`` builds (:func:`sdsl.plan.api.precision_options`),
+    None the compute ``dtype`` for every tensor ("fp8": the all-fp8 form compared beside it)."""
+    from sdsl.plan.api import precision_options
     from sdsl.roofline.deployment import Deployment
 
-    return Deployment(spec.hardware, tp=spec.tp, dtype=dtype, weight_dtype=weights, context=spec.context,
-                      engine=engine or profile)
+    precision = precision_options(weights) if weights else {"dtype": dtype}
+    return Deployment(spec.hardware, tp=spec.tp, context=spec.context, engine=engine or profile, **precision)
 
 
 def _decode_s(spec, dep) -> float:
@@ -92,28 +95,13 @@ def _priced(spec, row, profile) -> dict:
         _deployment(spec, profile, "fp8", **kw))
     request = lambda dep: _request_s(spec, dep, isl, osl)  # noqa: E731
     decode = lambda dep: _decode_s(spec, dep)  # noqa: E731
-    cli = _request_s(spec, _deployment(spec, profile, None), isl, osl) / _request_s(
-        spec, _deployment(spec, profile, None, dtype="fp8"), isl, osl)
-    return {"predicted": ratio(request), "predicted_decode_only": ratio(decode), "predicted_all_fp8": cli,
+    all_fp8 = request(_deployment(spec, profile, None)) / request(_deployment(spec, profile, None, dtype="fp8"))
+    return {"predicted": ratio(request), "predicted_decode_only": ratio(decode), "predicted_all_fp8": all_fp8,
             "predicted_ideal": ratio(request, engine="ideal")}
 
 
-def _error(predicted: float, measured: float, metric: str) -> float:
-    """Signed error of speed (as ``sdsl.validation.published_validation.speed_error``): positive = sdsl faster."""
-    return measured / predicted - 1.0 if metric == "TPOT" else predicted / measured - 1.0
-
-
-def _summarize(errors) -> dict:
-    """n, median |error|, mean |error|, worst (signed) and signed median (``published_validation.summarize``)."""
-    from sdsl._evidence import summarize_errors
-
-    s = summarize_errors(errors)
-    return s if s["n"] == 0 else {"n": s["n"], "median_abs_error": s["median_abs"], "mean_abs_error": s["pooled_abs"],
-                                  "worst_error": s["worst"], "median_signed_error": s["median_signed"]}
-
-
 def _record(spec, row, profile) -> dict:
-    from sdsl.validation.published_rows import source_key
+    from sdsl.validation.published_rows import source_key, speed_error
 
     out = {"row": spec.index, "source": spec.source, "source_key": source_key(spec.source), "engine": row["engine"],
            "profile": profile.name, "target": spec.target.name, "hardware": spec.hardware, "tp": spec.tp,
@@ -122,7 +110,7 @@ def _record(spec, row, profile) -> dict:
     out.update(_priced(spec, row, profile))
     for key in ("", "_decode_only", "_all_fp8", "_ideal"):
         value = out[f"predicted{key}"]
-        out[f"error{key}"] = None if value is None else _error(value, spec.measured, spec.metric)
+        out[f"error{key}"] = None if value is None else speed_error(value, spec.measured, spec.metric)
     return out
 
 
@@ -150,6 +138,7 @@ def validate_fp8_decode() -> dict:
     """Every row of the fp8 set priced (module docstring), the rows sdsl cannot price and why, the fp8/bf16 pairs,
     summaries (median |error|, worst, signed median) of the fp8 rows, the bf16 rows and the ratios, and the goal."""
     from sdsl.validation.published_rows import FP8_SET, Unpriceable, load_rows, row_engine
+    from sdsl.validation.published_rows import summarize as _summarize
 
     rows, unpriced = [], []
     for i, row in enumerate(load_rows("decode", FP8_SET)):

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from sdsl.catalog.models import ModelSpec, get_model
 from sdsl.speculation.step import TreeShape
 
-__all__ = ["Unpriceable", "RowSpec", "load_rows", "interpret_decode", "interpret_speculative", "row_engine", "source_key",
+__all__ = ["summarize", "speed_error", "Unpriceable", "RowSpec", "load_rows", "interpret_decode", "interpret_speculative", "row_engine", "source_key",
            "VICUNA_33B", "FP8_SET", "ISL_OSL"]
 
 # LLaMA-1 33B shapes (Touvron et al. 2023, Table 2: 6656 wide, 52 heads, 60 layers); d_ff and vocab from
@@ -242,3 +242,19 @@ def interpret_speculative(row: dict, index: int) -> RowSpec:
     spec.accepted_length = float(row["mean_accepted_len"])
     _shape(row, spec.proposer, spec)
     return spec
+
+
+def summarize(errors) -> dict:
+    """Median |error| beside the pooled mean |error|, the worst case and the signed median bias."""
+    from sdsl._evidence import summarize_errors
+
+    s = summarize_errors(errors)
+    if s["n"] == 0:
+        return s
+    return {"n": s["n"], "median_abs_error": s["median_abs"], "mean_abs_error": s["pooled_abs"],
+            "worst_error": s["worst"], "median_signed_error": s["median_signed"]}
+
+
+def speed_error(predicted: float, measured: float, metric: str) -> float:
+    """Signed error of speed (positive: sdsl predicts faster): predicted / measured − 1, or measured / predicted − 1 of a TPOT."""
+    return measured / predicted - 1.0 if metric == "TPOT" else predicted / measured - 1.0

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sdsl.validation.published_rows import ENGINE_SETS, source_key
+from sdsl.validation.published_rows import ENGINE_SETS, source_key, speed_error, summarize  # noqa: F401
 
 __all__ = ["validate_published", "summarize", "source_key", "k_sweeps", "k_sweep", "CLASSES", "GOALS", "row_class",
            "speed_error"]
@@ -39,17 +39,6 @@ CLASSES = (("engine_speculative", "vLLM, SGLang and TensorRT-LLM speculative row
 GOALS = {"engine_speculative_median_abs": 0.10, "engine_speculative_worst_abs": 0.20,
          "engine_speculative_median_signed_abs": 0.05, "spec_bench_median_abs": 0.10, "engine_decode_median_abs": 0.03,
          "eager_abs": 0.25}
-
-
-def summarize(errors) -> dict:
-    """Median |error| beside the pooled mean |error|, the worst case and the signed median bias."""
-    from sdsl._evidence import summarize_errors
-
-    s = summarize_errors(errors)
-    if s["n"] == 0:
-        return s
-    return {"n": s["n"], "median_abs_error": s["median_abs"], "mean_abs_error": s["pooled_abs"],
-            "worst_error": s["worst"], "median_signed_error": s["median_signed"]}
 
 
 def row_class(spec) -> str:
@@ -71,11 +60,6 @@ def _ideal_value(point) -> float:
     from sdsl.validation.engine_fit import Point, predict_point
 
     return predict_point(Point(s, step.deployment.engine, "ideal", step, point.source))
-
-
-def speed_error(predicted: float, measured: float, metric: str) -> float:
-    """Signed error of speed (module docstring): predicted / measured − 1, or measured / predicted − 1 of a TPOT."""
-    return measured / predicted - 1.0 if metric == "TPOT" else predicted / measured - 1.0
 
 
 def _records(points, loso_rows, shipped):
