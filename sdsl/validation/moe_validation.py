@@ -30,7 +30,7 @@ Assumptions, the same for every row they touch (each row lists the ones it uses)
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace, field
 
 import numpy as np
 
@@ -379,8 +379,7 @@ def tp_sensitivity(engine=None, experts: str = "measured", **deployment_options)
             continue
         errs = {}
         for tp in (s.tp, 2 * s.tp):
-            dep = with_experts(lambda r: Deployment(r.hardware, tp=tp, ep=r.ep, dtype="bf16", context=r.context,
-                                                    engine=row_engine(r, engine), **deployment_options), experts)(s)
+            dep = with_experts(lambda r: row_deployment(replace(r, tp=tp), engine, **deployment_options), experts)(s)
             errs[tp] = float(price_moe_row(s, dep).speedup) / s.ratio_measured - 1.0
         out.append({"file": s.file, "row": s.index, "target": s.target.name, "ratio_error_by_tp": errs})
     return out
