@@ -5,6 +5,8 @@ alternating the two so that both see the same machine load; the CPU time (user +
 from ``os.wait4``. The goal: the median ``sdsl optimize`` costs at most 2x the median ``import numpy``.
 
     python benchmarks/bench_startup.py --repeats 15 > benchmarks/results/startup.json
+    python benchmarks/bench_startup.py --repeats 15 --against /tmp/base  # /tmp/base: `git archive REV` of an older
+                                                                         # commit, interleaved (both as python -m sdsl)
 """
 
 from __future__ import annotations
@@ -35,9 +37,10 @@ COMMANDS = {
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def cpu_seconds(argv) -> float:
-    """User + system CPU seconds of one child process (its own, from wait4)."""
-    proc = subprocess.Popen(argv, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def cpu_seconds(argv, cwd=ROOT) -> float:
+    """User + system CPU seconds of one child process (its own, from wait4), run in ``cwd`` (whose ``sdsl`` a
+    ``python -m sdsl`` imports first)."""
+    proc = subprocess.Popen(argv, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(argv)} failed")
@@ -47,13 +50,20 @@ def cpu_seconds(argv) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--against", type=Path, default=None,
+                        help="another checkout's root: its `python -m sdsl optimize` and this one's join the rotation")
     args = parser.parse_args()
-    for argv in COMMANDS.values():  # warm the bytecode caches once
-        cpu_seconds(argv)
-    times = {name: [] for name in COMMANDS}
+    runs = {name: (argv, ROOT) for name, argv in COMMANDS.items()}
+    if args.against is not None:
+        dash_m = [sys.executable, "-m", "sdsl", *COMMANDS["sdsl optimize"][len(_SDSL):]]
+        runs.update({"sdsl optimize (python -m, this checkout)": (dash_m, ROOT),
+                     "sdsl optimize (python -m, against)": (dash_m, args.against.resolve())})
+    for argv, cwd in runs.values():  # warm the bytecode caches once
+        cpu_seconds(argv, cwd)
+    times = {name: [] for name in runs}
     for _ in range(args.repeats):
-        for name, argv in COMMANDS.items():
-            times[name].append(cpu_seconds(argv))
+        for name, (argv, cwd) in runs.items():
+            times[name].append(cpu_seconds(argv, cwd))
     med = {name: statistics.median(t) for name, t in times.items()}
     out = {"machine": machine(), "repeats": args.repeats,
            "median_cpu_s": {k: round(v, 4) for k, v in med.items()},
@@ -62,6 +72,10 @@ def main() -> None:
            "ratio_import_sdsl_to_numpy": round(med["import sdsl"] / med["import numpy"], 3),
            "goal": "sdsl optimize <= 2x import numpy (median CPU time)",
            "goal_met": med["sdsl optimize"] <= 2 * med["import numpy"]}
+    if args.against is not None:
+        out["against"] = {"checkout": str(args.against), **{
+            key: round(med[f"sdsl optimize (python -m, {key})"] / med["import numpy"], 3)
+            for key in ("this checkout", "against")}}
     print(json.dumps(out, indent=2))
 
 
