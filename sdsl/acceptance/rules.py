@@ -236,7 +236,7 @@ def _evidence_groups(rows, shape):
     return [g for g in groups if g]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # a result object: equal only to itself
 class CatalogEstimate(Result):
     """A proposer's acceptance from the catalog: decay form (a, r), the tier that answered and its rows."""
 

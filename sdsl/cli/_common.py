@@ -65,7 +65,7 @@ def deployment_options(*, context: bool = True, tp_help: str = "Tensor-parallel 
         @functools.wraps(command)
         def wrapper(*args, hardware, tp, ep, draft_tp, dtype, calibration, engine, **kwargs):
             from sdsl.catalog.hardware import get_hardware
-            from sdsl.plan.api import precision_options
+            from sdsl.roofline.deployment import precision_options
             from sdsl.roofline.deployment import Deployment
 
             extra = {"context": kwargs.pop("context")} if context else {}

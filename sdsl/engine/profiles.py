@@ -326,7 +326,7 @@ def padded_batch(profile: EngineProfile, batch, tokens_per_seq):
 # -- host time of a step -------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # a result object: equal only to itself
 class StepPieces:
     """What the engine model needs of a priced step (arrays broadcast over the step's configurations): the GPU
     seconds of the speculative and the plain step, whether the step is speculative, separate drafting and worker

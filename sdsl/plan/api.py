@@ -13,14 +13,14 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from sdsl.roofline.deployment import Deployment
+from sdsl.roofline.deployment import Deployment, precision_options
 from sdsl.speculation.priced_step import PricedStep
 from sdsl.errors import InvalidInputError
 
 __all__ = ["Prediction", "predict", "optimize", "deployment_of"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # a result object: equal only to itself
 class Prediction(PricedStep):
     """A priced configuration with what ``sdsl predict`` reports beside it: the memory check, the warnings and
     notes, and where the target came from. ``report()`` is ``sdsl predict``'s text, ``to_dict()`` its JSON
@@ -69,18 +69,6 @@ class Prediction(PricedStep):
         from sdsl.plan.report import prediction_text
 
         return prediction_text(self.to_dict())
-
-
-def precision_options(dtype: str) -> dict:
-    """Deployment keywords of the CLI's ``--dtype``: ``fp8`` is what the engines' fp8 quantization runs (vLLM, SGLang
-    and TensorRT-LLM ``--quantization fp8``: the linear layers' weights in fp8, their GEMMs on the fp8 tensor cores
-    with the measured format terms; activations between kernels, the KV cache, attention and the LM head in bf16),
-    the form validated against the published FP8 engine rows (VALIDATION.md, "FP8 plain decode of dense targets");
-    any other dtype is the compute dtype of every tensor. ``Deployment(dtype="fp8")`` itself prices every tensor in
-    fp8."""
-    if str(dtype).lower() == "fp8":
-        return {"dtype": "bf16", "weight_dtype": "fp8"}
-    return {"dtype": dtype}
 
 
 def deployment_of(hardware="h100-sxm", *, tp=1, ep=1, draft_tp=1, dtype="bf16", context=1024, params=None,

@@ -50,7 +50,7 @@ def flop_optimum(target, pretrain_tokens: float = 1e12) -> dict:
             "gamma_star": float(g_star[0]), "pretrain_tokens": float(pretrain_tokens)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # a result object: equal only to itself
 class SpeculationPlan(Result):
     """The ranking over every batch 1..max_batch (and the batches asked for), the pick at the first batch asked
     for, its batch → k table, and what goes with them. Result protocol: ``report()``, ``to_dict()`` (the

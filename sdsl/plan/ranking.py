@@ -44,7 +44,7 @@ def k_ranges(ks, batches) -> list[dict]:
     return rows
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # a result object: equal only to itself
 class ProposerRanking(Result):
     """tokens/s on (proposer, k, batch, acceptance); ``priced[p]`` is proposer p's :class:`PricedStep` on
     (k, batch, acceptance) and ``acceptance[p]`` its levels. Result protocol: ``report()`` (the best 3 per

@@ -41,7 +41,7 @@ def candidate_drafts(target: ModelSpec, *, max_fraction: float = 0.25, same_toke
     return sorted(out, key=lambda m: m.total_params)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # a result object: equal only to itself
 class SearchGrid(Result):
     """Every (draft, γ, batch, α) configuration priced at once; arrays on those four axes.
 

@@ -18,7 +18,7 @@ from sdsl.catalog.hardware import Hardware, get_hardware
 from sdsl.roofline.latency_params import LatencyParams, default_params
 from sdsl.errors import InvalidInputError
 
-__all__ = ["Deployment"]
+__all__ = ["Deployment", "precision_options"]
 
 
 def _check_degree(name: str, value) -> int:
@@ -127,3 +127,15 @@ class Deployment:
         out.update({k: v for k, v in extra.items() if v != defaults[k]})  # dense defaults keep the old keys only
         out["engine"] = self.engine.summary()
         return out
+
+
+def precision_options(dtype: str) -> dict:
+    """Deployment keywords of the CLI's ``--dtype``: ``fp8`` is what the engines' fp8 quantization runs (vLLM, SGLang
+    and TensorRT-LLM ``--quantization fp8``: the linear layers' weights in fp8, their GEMMs on the fp8 tensor cores
+    with the measured format terms; activations between kernels, the KV cache, attention and the LM head in bf16),
+    the form validated against the published FP8 engine rows (VALIDATION.md, "FP8 plain decode of dense targets");
+    any other dtype is the compute dtype of every tensor. ``Deployment(dtype="fp8")`` itself prices every tensor in
+    fp8."""
+    if str(dtype).lower() == "fp8":
+        return {"dtype": "bf16", "weight_dtype": "fp8"}
+    return {"dtype": dtype}

@@ -83,7 +83,7 @@ KERNELS_PER_MODEL = 3  # embedding gather, final norm, LM head
 EXPERT_DISPATCH = ("allreduce", "all-to-all")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # a result object: equal only to itself
 class StepTime(Result):
     """Step time of one forward pass and its parts (seconds; arrays broadcast over the inputs).
 

@@ -180,7 +180,7 @@ def optimal_draft_size(target_params, draft_tokens=1e12, target_tokens=1e12, *, 
     return n_best, s_best[:, 0], a_best[:, 0], g_best
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # a result object: equal only to itself
 class DraftLaw(Result):
     """Fitted law N* = μ·M + M₀ with 95% confidence intervals, and the per-target optima.
 

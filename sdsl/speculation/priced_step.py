@@ -28,7 +28,7 @@ ARRAY_FIELDS = ("tau", "t_draft_s", "t_propose_s", "t_verify_s", "t_worker_s", "
                 "verify_tokens")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # a result object: equal only to itself
 class PricedStep(Result):
     """One speculative step priced on the roofline (times in seconds; arrays broadcast over the inputs).
 
