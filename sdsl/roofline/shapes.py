@@ -28,7 +28,7 @@ def local_context(shapes: "ModelShapes", L) -> np.ndarray:
     return np.where(w > 0, np.where(shapes.chunked > 0, np.mod(L, safe), np.minimum(L, safe)), L)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # array fields: equal only to itself
 class ModelShapes:
     """Per-worker shapes of one model, or of a stack of models as arrays (for vectorised search).
 
