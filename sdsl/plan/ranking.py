@@ -85,17 +85,25 @@ class ProposerRanking(Result):
                 "speedup": tps / self.plain_tokens_per_s[:, None]}
 
     def best_k_index(self) -> np.ndarray:
-        """(proposer, batch, acceptance): index into ``gammas`` of each proposer's best k."""
-        return np.argmax(self.tokens_per_s, axis=1)
+        """(proposer, batch, acceptance): index into ``gammas`` of each proposer's best k (read-only)."""
+        return self.table_k_index(0.0)
 
     def table_k_index(self, tolerance: float = K_TOLERANCE) -> np.ndarray:
         """(proposer, batch, acceptance): index into ``gammas`` of each proposer's k in its own batch → k table
-        (:meth:`k_table`), the k to deploy; :meth:`best_k_index` where ``tolerance`` is 0."""
-        if tolerance == 0:
-            return self.best_k_index()
-        n_p, _, n_b, n_a = self.tokens_per_s.shape
-        return np.stack([np.stack([table_k_index(self.tokens_per_s[p, :, :, a], self.gammas, self.batches, tolerance)
-                                   for a in range(n_a)], axis=-1) for p in range(n_p)]).reshape(n_p, n_b, n_a)
+        (:meth:`k_table`), the k to deploy; the per-batch best (:meth:`best_k_index`) where ``tolerance`` is 0.
+        Computed once per tolerance (the ranking is immutable; read-only arrays)."""
+        memo = self.__dict__.setdefault("_k_index", {})
+        if tolerance not in memo:
+            if tolerance == 0:
+                out = np.argmax(self.tokens_per_s, axis=1)
+            else:
+                n_p, _, n_b, n_a = self.tokens_per_s.shape
+                out = np.stack([np.stack([table_k_index(self.tokens_per_s[p, :, :, a], self.gammas, self.batches,
+                                                        tolerance) for a in range(n_a)], axis=-1)
+                                for p in range(n_p)]).reshape(n_p, n_b, n_a)
+            out.flags.writeable = False
+            memo[tolerance] = out
+        return memo[tolerance]
 
     def _order(self, chosen: np.ndarray, b: int, a: int) -> np.ndarray:
         """Proposer order at (batch b, acceptance a): runnable first, then tokens/s at the ``chosen`` k, then the best

@@ -53,8 +53,7 @@ def _header(out: dict, plan) -> list[str]:
     source = out["alpha_source"]
     if source == "sdsl-plane":
         source = "SDSL plane (D = %.3g tokens)" % out["sdsl"]["pretrain_tokens"]
-    weights = (f", {dep.weight_dtype} weights" if dep.weight_dtype else "") + \
-        (f", {dep.expert_dtype} experts" if dep.expert_dtype and dep.expert_dtype != dep.weight_dtype else "")
+    weights = _formats(dep.weight_dtype, dep.expert_dtype)
     ep = f", ep {dep.ep}" if dep.ep > 1 else ""
     lines = [f"target {t.name} ({t.total_params / 1e9:.2f}B) on {dep.hardware.name}, context {dep.context}, "
              f"tp {dep.tp}{ep}, {dep.dtype}{weights}; acceptance: {source}"]
@@ -66,6 +65,12 @@ def _header(out: dict, plan) -> list[str]:
         lines.append("acceptance by proposer:")
         lines += [f"  {name}: {describe_acceptance(acc)}" for name, acc in out["acceptance_by_proposer"].items()]
     return lines + [""]
+
+
+def _formats(weight_dtype, expert_dtype) -> str:
+    """", fp8 weights, mxfp4 experts" of a header: the weight format, and the routed experts' where it differs."""
+    weights = f", {weight_dtype} weights" if weight_dtype else ""
+    return weights + (f", {expert_dtype} experts" if expert_dtype not in (None, weight_dtype) else "")
 
 
 def _best_here(row: dict) -> str:
@@ -163,8 +168,7 @@ def prediction_text(out: dict) -> str:
     ms = lambda s: f"{1e3 * s:8.3f} ms"  # noqa: E731
     shape = f"gamma {out['gamma']}" if out["tree"] is None else "tree " + ",".join(map(str, out["tree"]))
     ep = f", ep {out['ep']}" if out.get("ep", 1) > 1 else ""
-    weights = (f", {out['weight_dtype']} weights" if out.get("weight_dtype") else "") + \
-        (f", {out['expert_dtype']} experts" if out.get("expert_dtype") not in (None, out.get("weight_dtype")) else "")
+    weights = _formats(out.get("weight_dtype"), out.get("expert_dtype"))
     lines = [f"{out['target']} + {out['proposer']}, {shape}, tau {out['tau']:.3f} ({out['acceptance_source']}), "
              f"batch {out['batch']}, context {out['context']}, tp {out['tp']}{ep}, {out['dtype']}{weights} on "
              f"{out['hardware']}"]

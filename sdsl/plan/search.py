@@ -34,9 +34,8 @@ def candidate_drafts(target: ModelSpec, *, max_fraction: float = 0.25, same_toke
     a ModelSpec, a catalog name or a config.json path."""
     target = get_model(target)
     out = [
-        m for m in list_models(target.vocab_size if same_tokenizer else None)
+        m for m in list_models(target.vocab_size if same_tokenizer else None)  # the target's vocabulary only
         if m.name != target.name and m.total_params <= max_fraction * target.total_params
-        and (not same_tokenizer or m.vocab_size == target.vocab_size)
     ]
     return sorted(out, key=lambda m: m.total_params)
 

@@ -16,10 +16,10 @@ prefill (one forward of ``batch`` × ISL tokens) plus OSL decode steps at the me
 beside it. Pairs — an fp8 TPOT row and the bf16 TPOT row of the same source, model, GPU, TP, batch and context, or a
 speedup row — give the fp8/bf16 step-time ratio, measured and priced; its error is that of the speedup.
 
-The headline is what ``sdsl predict --dtype fp8`` prices (:func:`sdsl.roofline.deployment.precision_options`). Beside it, each
-row is also priced with every tensor in fp8 (``Deployment(dtype="fp8")``: fp8 bytes at the fp8 peak, without the
-measured format terms; the CLI's ``--dtype fp8`` before it took the weight-format path) and on the roofline alone
-(``ideal``).
+The headline is what ``sdsl predict --dtype fp8`` prices (:func:`sdsl.roofline.deployment.precision_options`).
+Beside it, each row is also priced with every tensor in fp8 (``Deployment(dtype="fp8")``: fp8 bytes at the fp8 peak,
+without the measured format terms; the CLI's ``--dtype fp8`` before it took the weight-format path) and on the
+roofline alone (``ideal``).
 """
 
 from __future__ import annotations
@@ -51,10 +51,10 @@ def _spec(row: dict, index: int):
 
 
 def _deployment(spec, profile, weights, dtype="bf16", engine=None):
-    """The row's deployment: ``weights`` "fp8" is what ``--dtype fp8`` builds (:func:`sdsl.roofline.deployment.precision_options`),
-    None the compute ``dtype`` for every tensor ("fp8": the all-fp8 form compared beside it)."""
-    from sdsl.roofline.deployment import precision_options
-    from sdsl.roofline.deployment import Deployment
+    """The row's deployment: ``weights`` "fp8" is what ``--dtype fp8`` builds
+    (:func:`sdsl.roofline.deployment.precision_options`), None the compute ``dtype`` for every tensor ("fp8": the
+    all-fp8 form compared beside it)."""
+    from sdsl.roofline.deployment import Deployment, precision_options
 
     precision = precision_options(weights) if weights else {"dtype": dtype}
     return Deployment(spec.hardware, tp=spec.tp, context=spec.context, engine=engine or profile, **precision)
