@@ -29,16 +29,19 @@ def leave_one_group_out(groups: Iterable[Hashable], evaluate: Callable[[Hashable
     return {g: evaluate(g) for g in dict.fromkeys(groups)}
 
 
-def summarize_errors(errors) -> dict:
+def summarize_errors(errors, keys: dict | None = None) -> dict:
     """Signed errors e = predicted/measured − 1 → n, median |e|, pooled (mean) |e|, median and mean signed
-    e, the worst e (signed, at the largest |e|) and its size, and the share over-predicted (e > 0)."""
+    e, the worst e (signed, at the largest |e|) and its size, and the share over-predicted (e > 0).
+
+    ``keys`` ({report name: summary key}) returns ``n`` and just those figures under a report's own names."""
     e = np.asarray(list(errors), dtype=float)
     if e.size == 0:
         return {"n": 0}
     worst = e[np.argmax(np.abs(e))]
-    return {"n": int(e.size), "median_abs": float(np.median(np.abs(e))), "pooled_abs": float(np.mean(np.abs(e))),
-            "median_signed": float(np.median(e)), "mean_signed": float(np.mean(e)), "worst": float(worst),
-            "worst_abs": float(abs(worst)), "share_over": float(np.mean(e > 0))}
+    s = {"n": int(e.size), "median_abs": float(np.median(np.abs(e))), "pooled_abs": float(np.mean(np.abs(e))),
+         "median_signed": float(np.median(e)), "mean_signed": float(np.mean(e)), "worst": float(worst),
+         "worst_abs": float(abs(worst)), "share_over": float(np.mean(e > 0))}
+    return s if keys is None else {"n": s["n"], **{name: s[key] for name, key in keys.items()}}
 
 
 def error_phrase(summary: dict, *fields: tuple) -> str:

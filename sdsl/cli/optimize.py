@@ -38,9 +38,6 @@ def all_proposers(target) -> tuple[str, ...]:
 @click.option("--tokens", "pretrain_tokens", default=1e12, show_default=True, type=float,
               help="Pre-training tokens D = D' assumed by SDSL's law for draft models without a given acceptance.")
 @click.option("--top", default=10, show_default=True, type=int, help="Rows to print per batch size.")
-@click.option("--serving", is_flag=True, hidden=True,
-              help="Kept for old scripts: the JSON always carries the `serving` object (the k table with what it was "
-                   "tuned for).")
 @click.option("--max-batch", default=256, show_default=True, type=int,
               help="Largest batch size in the batch-size -> k table (raised to the largest --batch; at most 16384).")
 @proposer_option
@@ -52,7 +49,7 @@ def all_proposers(target) -> tuple[str, ...]:
 @click.option("--csv", "as_csv", is_flag=True, help="Print every evaluated chain configuration as CSV (not with --json, --trees or --export).")
 @json_option
 def optimize(target, deployment, batch, acceptance, acceptance_for, workload, gamma_max, drafts, any_tokenizer,
-             pretrain_tokens, top, serving, max_batch, proposers, trees, export, plot, as_csv, as_json):
+             pretrain_tokens, top, max_batch, proposers, trees, export, plot, as_csv, as_json):
     """Best draft models and speculation lengths for a target.
 
     Rank proposers and speculation lengths by predicted tokens/s.

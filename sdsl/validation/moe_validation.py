@@ -38,7 +38,8 @@ from sdsl.roofline.deployment import Deployment
 from sdsl.errors import InvalidInputError
 from sdsl.validation.moe_experts import (MTP_SWEEP, ROOFLINE_EXPERTS, moe_kernel_of, mtp_concurrency_sweep,  # noqa: F401
                                          roofline_experts, verify_growth, with_experts)
-from sdsl.validation.published_rows import (CHAT_CONTEXT, RowSpec, Unpriceable, _hardware, _shape, load_rows)
+from sdsl.validation.published_rows import (CHAT_CONTEXT, RowSpec, Unpriceable, _hardware, _shape, load_rows,
+                                            summarize)
 
 __all__ = ["MoERow", "notes_fields", "interpret_moe_decode", "interpret_moe_speculative", "moe_rows",
            "row_engine", "row_deployment", "price_moe_row", "source_label", "validate_moe", "verify_growth", "tp_sensitivity", "GOALS", "KV_HEADROOM",
@@ -290,13 +291,7 @@ def _record(spec: MoERow, step) -> dict:
 
 
 def _summary(errors) -> dict:
-    from sdsl._evidence import summarize_errors
-
-    s = summarize_errors(errors)
-    if s["n"] == 0:
-        return s
-    return {"n": s["n"], "median_abs_error": s["median_abs"], "mean_abs_error": s["pooled_abs"],
-            "worst_error": s["worst"], "median_signed_error": s["median_signed"], "share_over": s["share_over"]}
+    return summarize(errors, {"share_over": "share_over"})
 
 
 def _claims(rows: list[dict]) -> dict:

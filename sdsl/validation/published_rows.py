@@ -244,15 +244,16 @@ def interpret_speculative(row: dict, index: int) -> RowSpec:
     return spec
 
 
-def summarize(errors) -> dict:
-    """Median |error| beside the pooled mean |error|, the worst case and the signed median bias."""
+SUMMARY_KEYS = {"median_abs_error": "median_abs", "mean_abs_error": "pooled_abs", "worst_error": "worst",
+                "median_signed_error": "median_signed"}
+
+
+def summarize(errors, extra: dict | None = None) -> dict:
+    """Median |error| beside the pooled mean |error|, the worst case and the signed median bias (and the
+    figures of :func:`sdsl._evidence.summarize_errors` named in ``extra``)."""
     from sdsl._evidence import summarize_errors
 
-    s = summarize_errors(errors)
-    if s["n"] == 0:
-        return s
-    return {"n": s["n"], "median_abs_error": s["median_abs"], "mean_abs_error": s["pooled_abs"],
-            "worst_error": s["worst"], "median_signed_error": s["median_signed"]}
+    return summarize_errors(errors, {**SUMMARY_KEYS, **(extra or {})})
 
 
 def speed_error(predicted: float, measured: float, metric: str) -> float:

@@ -122,7 +122,7 @@ def test_python_m_sdsl():
 
 
 def test_optimize_serving_k_table():
-    r = run("optimize", "--target", "llama-2-7b", "--drafts", "llama-160m", "--alpha", "0.7", "--serving",
+    r = run("optimize", "--target", "llama-2-7b", "--drafts", "llama-160m", "--alpha", "0.7",
             "--max-batch", "64", "--json")
     assert r.exit_code == 0, r.output
     table = json.loads(r.output)["serving"]["k_table"]

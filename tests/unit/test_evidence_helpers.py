@@ -17,6 +17,12 @@ def test_summary_keeps_the_sign_and_the_worst_case():
     assert summarize_errors([]) == {"n": 0}
 
 
+def test_summary_under_a_reports_own_names():
+    s = summarize_errors([0.1, -0.3, 0.05, 0.2], {"median_abs_error": "median_abs", "worst_error": "worst"})
+    assert s == {"n": 4, "median_abs_error": pytest.approx(0.15), "worst_error": -0.3}
+    assert summarize_errors([], {"median_abs_error": "median_abs"}) == {"n": 0}
+
+
 def test_leave_one_group_out_holds_each_group_out_once():
     x = np.array([1.0, 2.0, 3.0, 10.0, 11.0])
     g = np.array(["a", "a", "a", "b", "b"])

@@ -66,7 +66,7 @@ def test_one_batch_to_k_table_for_the_export_the_simulator_and_the_cli():
     # the simulator's own per-batch best k is the ranking's with no tolerance (the table merges k within it)
     assert sdsl.plan.ranking.k_ranges(ks, np.arange(1, 65)) == rank.k_table(0, tolerance=0)
     out = json.loads(CliRunner().invoke(cli, ["optimize", "--target", TARGET, "--drafts", DRAFT, "--alpha", str(ALPHA),
-                                              "--context", "512", "--gamma-max", "7", "--max-batch", "64", "--serving",
+                                              "--context", "512", "--gamma-max", "7", "--max-batch", "64",
                                               "--export", "vllm", "--json"]).output)
     assert out["k_table"] == out["serving"]["k_table"] == table
     assert out["export"]["pick"]["proposer"] == f"draft:{DRAFT}"
