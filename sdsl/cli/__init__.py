@@ -7,6 +7,7 @@ Subcommands live in ``sdsl/cli/<name>.py`` and are imported only when invoked, s
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 
@@ -90,6 +91,10 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
+    # A command's imports create tens of thousands of long-lived objects (modules, functions, dataclasses); at the
+    # default first threshold (700) the cycle collector rescans them dozens of times during start-up. A higher one
+    # leaves cycles to be collected later (BENCHMARKS.md, "Start-up"); the library itself never touches gc.
+    gc.set_threshold(100_000, *gc.get_threshold()[1:])
     cli.main(args=argv, prog_name="sdsl")
 
 
