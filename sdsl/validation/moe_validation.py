@@ -14,8 +14,11 @@ alone; ``deployment_options`` go to :class:`~sdsl.roofline.deployment.Deployment
 
 Assumptions, the same for every row they touch (each row lists the ones it uses):
 
-- context: MT-bench and GSM8K prompts are priced at the development set's chat context (512 tokens,
-  :data:`sdsl.validation.published_rows.CHAT_CONTEXT`; not measured).
+- context: a row stating ``ISL n, OSL m`` runs at the mean KV context n + m/2; MT-bench and GSM8K prompts are
+  priced at the development set's chat context (512 tokens, :data:`sdsl.validation.published_rows.CHAT_CONTEXT`;
+  not measured).
+- a mean TPOT (ms) measured at concurrency b is compared as b · 1000 / TPOT tokens/s (``tpot_as_rate``): every
+  request in flight decodes one token per step.
 - "H100" without a form factor is the SXM part (as in the development set).
 - SpecBundle's dashboard data (SGLang on H200) states no TP: priced on the fewest GPUs, a power of two, whose
   memory holds the bf16 weights with at least :data:`KV_HEADROOM` of it left (``assumed_tp``); the sensitivity
@@ -39,7 +42,7 @@ from sdsl.errors import InvalidInputError
 from sdsl.validation.moe_experts import (MTP_SWEEP, ROOFLINE_EXPERTS, moe_kernel_of, mtp_concurrency_sweep,  # noqa: F401
                                          roofline_experts, verify_growth, with_experts)
 from sdsl.validation.published_rows import (CHAT_CONTEXT, RowSpec, Unpriceable, _hardware, _shape, load_rows,
-                                            summarize)
+                                            row_context, summarize)
 
 __all__ = ["MoERow", "notes_fields", "interpret_moe_decode", "interpret_moe_speculative", "moe_rows",
            "row_engine", "row_deployment", "price_moe_row", "source_label", "validate_moe", "verify_growth", "tp_sensitivity", "GOALS", "KV_HEADROOM",
@@ -49,7 +52,8 @@ MOE_SET = ("moe",)
 #: Published name -> catalog model (the catalog names the MoE rows already use, and the dense comparisons).
 MOE_MODELS = {"qwen3-30b-a3b": "qwen3-30b-a3b", "qwen3-235b-a22b": "qwen3-235b-a22b", "llama-4-scout": "llama-4-scout",
               "llama-3.3-70b-instruct": "llama-3.3-70b", "qwen/qwen3-8b": "qwen3-8b", "deepseek-v3": "deepseek-v3",
-              "deepseek-r1": "deepseek-r1", "gpt-oss-20b": "gpt-oss-20b", "glm-4.5-air": "glm-4.5-air"}
+              "deepseek-r1": "deepseek-r1", "deepseek-r1-0528": "deepseek-r1", "gpt-oss-20b": "gpt-oss-20b",
+              "gpt-oss-120b": "gpt-oss-120b", "glm-4.5-air": "glm-4.5-air"}
 #: Share of each GPU's memory left for the KV cache and activations when a row's TP is not stated.
 KV_HEADROOM = 0.10
 #: The goals (median |error| of plain tokens/s and of the speculative/plain ratio; share of win/loss right).
@@ -100,8 +104,9 @@ def _gpu(gpu: str, assumptions: list) -> str:
         raise Unpriceable("the GPU is not stated")
     if g.startswith("h100") and "sxm" not in g:
         assumptions.append("assumed_sxm: H100 form factor not stated, priced as H100-SXM")
-    if g.startswith("b200"):
-        return "b200"
+    for blackwell in ("b200", "b300"):
+        if g.startswith(blackwell):
+            return blackwell
     try:
         return _hardware(gpu, assumptions)
     except Unpriceable:
@@ -155,12 +160,15 @@ def _common(row: dict, file: str, index: int, model_key: str) -> MoERow:
     if cap is not None and batch > cap:
         assumptions.append(f"batch_capped: batch {batch} runs at most the {cap} prompts of {notes['dataset']}")
         batch = cap
-    metric = row["metric"]
-    if metric not in ("decode_tok_per_s", "output_tok_per_s", "output_tok_per_s_incl_prefill"):
+    metric, measured = row["metric"], float(row["value"])
+    if metric == "TPOT":  # every one of the b requests decodes a token per step of TPOT ms
+        assumptions.append("tpot_as_rate: a mean TPOT at concurrency b compared as b * 1000 / TPOT tokens/s")
+        measured = batch * 1000.0 / measured
+    elif metric not in ("decode_tok_per_s", "output_tok_per_s", "output_tok_per_s_incl_prefill"):
         raise Unpriceable(f"metric {metric!r} is not tokens/s of one deployment")
     return MoERow(file=file, index=index, source=row["source"], engine=row.get("engine", ""), target=target,
-                  hardware=hardware, tp=tp, batch=batch, context=CHAT_CONTEXT, metric=metric,
-                  measured=float(row["value"]), assumptions=assumptions, ep=ep,
+                  hardware=hardware, tp=tp, batch=batch, context=row_context(row, CHAT_CONTEXT), metric=metric,
+                  measured=measured, assumptions=assumptions, ep=ep,
                   row_class=notes.get("class", "moe"), dataset=notes.get("dataset", ""), notes=notes)
 
 
@@ -348,6 +356,11 @@ def validate_moe(deployment_for=None, *, engine="row", label: str | None = None,
         if r["class"] == "moe" and r["proposer"] is not None:
             by_source.setdefault(r["source"], []).append(r)
     claims["ratio_by_source"] = {k: _summary(r["ratio_error"] for r in v) for k, v in by_source.items()}
+    plain_by_source = {}  # each publication's plain rows apart: no source's misses hide behind another's rows
+    for r in rows:
+        if r["class"] == "moe" and r["proposer"] is None:
+            plain_by_source.setdefault(r["source"], []).append(r["error"])
+    claims["plain_by_source"] = {k: _summary(v) for k, v in plain_by_source.items()}
     stated = [r for r in rows if r["class"] == "moe" and r["proposer"] is not None
               and not any(a.startswith("assumed_tp") for a in r["assumptions"])]
     claims["ratio_tp_stated"] = _summary(r["ratio_error"] for r in stated)

@@ -33,7 +33,7 @@ from sdsl.catalog.models import ModelSpec, get_model
 from sdsl.speculation.step import TreeShape
 
 __all__ = ["summarize", "speed_error", "Unpriceable", "RowSpec", "load_rows", "interpret_decode", "interpret_speculative", "row_engine", "source_key",
-           "VICUNA_33B", "FP8_SET", "ISL_OSL"]
+           "VICUNA_33B", "FP8_SET", "ISL_OSL", "row_context"]
 
 # LLaMA-1 33B shapes (Touvron et al. 2023, Table 2: 6656 wide, 52 heads, 60 layers); d_ff and vocab from
 # lmsys/vicuna-33b-v1.3 config.json. Not a catalog model: used only to price Spec-Bench's Vicuna-33B rows.
@@ -135,14 +135,19 @@ def _hardware(gpu: str, assumptions: list) -> str:
     raise Unpriceable(f"GPU {gpu!r} is not in sdsl's hardware catalog")
 
 
+def row_context(row: dict, default: int) -> int:
+    """A row's mean KV context: ISL + OSL/2 where ``context_tokens`` states ``ISL n, OSL m``, else ``default``."""
+    if m := ISL_OSL.match(row.get("context_tokens", "")):
+        isl, osl = (int(v.replace(",", "")) for v in m.groups())
+        return isl + osl // 2
+    return default
+
+
 def _common(row: dict, file: str, index: int, model_key: str) -> RowSpec:
     assumptions: list = []
     if not row["tp"].isdigit():
         raise Unpriceable(f"tp {row['tp']!r} is not tensor parallelism")
-    context = GPT_FAST_CONTEXT if row.get("context_tokens", "").startswith("5 prompt") else CHAT_CONTEXT
-    if m := ISL_OSL.match(row.get("context_tokens", "")):
-        isl, osl = (int(v.replace(",", "")) for v in m.groups())
-        context = isl + osl // 2
+    context = row_context(row, GPT_FAST_CONTEXT if row.get("context_tokens", "").startswith("5 prompt") else CHAT_CONTEXT)
     weights = "fp8" if row.get("dtype", "").strip().lower().startswith("fp8") else None
     return RowSpec(file=file, index=index, source=row["source"], engine=_engine(row["source"]),
                    target=_target(row[model_key]), hardware=_hardware(row["gpu"], assumptions), tp=int(row["tp"]),

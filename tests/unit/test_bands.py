@@ -75,7 +75,7 @@ def test_profile_without_rows_says_so_and_gets_the_widest_band_of_its_class():
     with_rows = price_step("llama-3.1-8b", "eagle3", "h100-sxm", engine="vllm-2025-07", **tau)
     without = price_step("llama-3.1-8b", "eagle3", "h100-sxm", engine="vllm-2026-03", **tau)
     assert with_rows.band["profile_has_rows"] and not without.band["profile_has_rows"]
-    assert float(_width(without)) >= float(_width(with_rows))  # equal where the profile's own class borrowed the pool
+    assert float(_width(without)) >= float(_width(with_rows)) - 1e-12  # equal (to rounding) where the class borrowed the pool
     low, high = without.band["log_offsets"]["speculative"]
     for name, entry in bands["latency"].items():
         if name.startswith("speculative"):

@@ -281,6 +281,9 @@ def moe(engine, experts, as_json):
         click.echo(f"{key}: n={s['n']} median |error| {100 * s['median_abs_error']:.1f}% (goal <= "
                    f"{100 * goals[goal]:.0f}%: {'met' if met[key] else 'NOT met'}), worst {100 * s['worst_error']:+.1f}%, "
                    f"median signed {100 * s['median_signed_error']:+.1f}%")
+        for source, s in c[f"{key}_by_source"].items():
+            click.echo(f"  {key}, {source}: n={s['n']} median |error| {100 * s['median_abs_error']:.1f}%, worst "
+                       f"{100 * s['worst_error']:+.1f}%, median signed {100 * s['median_signed_error']:+.1f}%")
     o = c["outcome"]
     click.echo(f"wins/loses right: {o['right']} of {o['n']} ({100 * o['share_right']:.0f}%; goal >= "
                f"{100 * goals['outcome_share_right_min']:.0f}%: {'met' if met['outcome'] else 'NOT met'}); measured losses "
