@@ -28,7 +28,7 @@ from sdsl.errors import InvalidInputError
 
 __all__ = ["expected_distinct_experts", "selection_probabilities", "distinct_experts_from_probabilities",
            "expected_expert_rows", "FusedMoEFit", "TRITON_ROW_TILES", "row_tile_of", "fused_moe_layer_time", "MEASURED_MOE_GPUS",
-           "MOE_TABLE_DTYPES", "DEFAULT_MOE_ENGINES", "fused_moe_fits", "select_fused_moe_fit", "fused_moe_provenance"]
+           "MOE_TABLE_DTYPES", "DEFAULT_MOE_ENGINES", "ENGINE_MOE_KERNELS", "fused_moe_fits", "select_fused_moe_fit", "fused_moe_provenance"]
 
 
 def _check_router(n_experts, top_k):
@@ -214,9 +214,33 @@ def _engine_family(engine) -> str | None:
     return "sglang" if family.startswith("sglang") else family
 
 
+#: MoE backends an engine runs whose kernels its own tables do not measure: (engine family, table dtype) -> the GPUs,
+#: the kernel (a substring of the tables' ``kernel_source``) measured under another engine that prices it, and why.
+#: TensorRT-LLM on Blackwell: the tables time its block-fp8 MoE as DeepGEMM only, while its low-latency deployments set
+#: ``moe_config.backend: TRTLLM`` (the trtllm-gen kernels, which SGLang and vLLM run through FlashInfer).
+ENGINE_MOE_KERNELS = {
+    ("trtllm", "fp8_block"): {
+        "gpus": ("b200_sxm", "b300_sxm", "gb200", "gb300"), "kernel": "flashinfer_trtllm",
+        "backend": "TensorRT-LLM's TRTLLM MoE backend (trtllm-gen kernels)",
+        "source": "github:SemiAnalysisAI/InferenceX@0a919c5f81cec20c030d748c813de41c8c415db1:benchmarks/dsr1_fp8_b200_trt.sh",
+        "quote": 'MOE_BACKEND="TRTLLM" ... if [[ $CONC -ge 256 ]]; then ... MOE_BACKEND="DEEPGEMM"'},
+}
+
+
+def _engine_kernel(gpu: str, family: str | None, dtype: str) -> FusedMoEFit | None:
+    rule = ENGINE_MOE_KERNELS.get((family, dtype))
+    if rule is None or gpu not in rule["gpus"]:
+        return None
+    cands = [f for f in fused_moe_fits() if f.gpu == gpu and f.dtype == dtype and rule["kernel"] in f.kernel_source]
+    return max(cands, key=lambda f: (f.shapes, f.rows, f.kernel_source)) if cands else None
+
+
 @lru_cache(maxsize=256)
 def _select(gpu: str, family: str | None, fmt: str) -> FusedMoEFit | None:
     dtypes = MOE_TABLE_DTYPES.get(fmt, ())
+    for dt in dtypes:  # a backend the engine runs that its own tables do not measure (ENGINE_MOE_KERNELS)
+        if (fit := _engine_kernel(gpu, family, dt)) is not None:
+            return fit
     families = ((family,) if family in DEFAULT_MOE_ENGINES else ()) + tuple(f for f in DEFAULT_MOE_ENGINES if f != family)
     for fam in families:
         for dt in dtypes:
@@ -247,5 +271,8 @@ def fused_moe_provenance(hardware, engine, expert_format: str) -> str:
         return (f"transferred: no measured fused-MoE tables for {name} in {expert_format}; the roofline's grouped "
                 "GEMMs at the dense efficiencies")
     held = "" if fit.loso else f"; fitted on {fit.shapes} model shape{'s' * (fit.shapes != 1)}, not held out"
-    return (f"measured: {fit.kernel_source} ({fit.engine} {', '.join(fit.versions)}, {fit.dtype}) on {fit.gpu}, "
+    family = _engine_family(engine)
+    rule = ENGINE_MOE_KERNELS.get((family, fit.dtype))
+    via = f" as {rule['backend']}" if rule and fit.engine != family else ""
+    return (f"measured: {fit.kernel_source} ({fit.engine} {', '.join(fit.versions)}, {fit.dtype}) on {fit.gpu}{via}, "
             f"aiconfigurator-core 0.12.0 tables{held}")
