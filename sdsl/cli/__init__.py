@@ -90,13 +90,46 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point."""
+    """Console-script entry point (``sdsl``, ``python -m sdsl``: ``argv`` None, the process's own arguments): runs the
+    command and ends the process (:func:`_exit`). With ``argv`` (a call from Python) it runs the command and raises
+    ``SystemExit`` as click does, leaving the collector and the exit to the caller."""
+    if argv is not None:
+        cli.main(args=argv, prog_name="sdsl")
+        return
     # A command's imports create tens of thousands of long-lived objects (modules, functions, dataclasses); at the
     # default first threshold (700) the cycle collector rescans them dozens of times during start-up. A higher one
     # leaves cycles to be collected later (BENCHMARKS.md, "Start-up"); the library itself never touches gc.
     gc.set_threshold(100_000, *gc.get_threshold()[1:])
-    cli.main(args=argv, prog_name="sdsl")
+    try:
+        cli.main(prog_name="sdsl")
+    except SystemExit as exc:
+        _exit(exc.code)
+    _exit(0)
+
+
+def _exit(code) -> None:
+    """End the process as ``sys.exit(code)`` would, without the interpreter's teardown (freeing every module and
+    object and a last full collection: about 5% of a short command's instructions, BENCHMARKS.md "Start-up"): run
+    the atexit handlers, flush the standard streams, then ``os._exit``. Only while no other thread runs (the
+    interpreter would wait for it); every file sdsl writes is closed or atomically renamed before its command
+    returns."""
+    import atexit
+    import os
+    import threading
+
+    if threading.active_count() > 1:
+        sys.exit(code)
+    if code is not None and not isinstance(code, int):  # sys.exit("message"): the message on stderr, status 1
+        print(code, file=sys.stderr)
+        code = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that went away (sdsl ... | head), a closed stream
+            pass
+    os._exit(code or 0)
 
 
 if __name__ == "__main__":  # pragma: no cover
-    main(sys.argv[1:])
+    main()

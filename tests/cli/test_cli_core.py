@@ -130,3 +130,26 @@ def test_optimize_serving_k_table():
     for a, b in zip(table, table[1:]):
         assert b["batch_min"] == a["batch_max"] + 1
     assert all(0 <= row["k"] <= 7 for row in table)
+
+
+def test_console_entry_point_exits_without_teardown_but_as_sys_exit_would():
+    """``sdsl`` (``sdsl.cli.main``) ends with ``os._exit`` after the atexit handlers and a flush of the standard
+    streams: the exit status, the whole output through a pipe and every atexit handler are as a normal exit's."""
+    code = ("import atexit, sys; atexit.register(lambda: print('atexit ran')); sys.argv = ['sdsl'] + sys.argv[1:]; "
+            "from sdsl.cli import main; main()")
+    ok = subprocess.run([sys.executable, "-c", code, "models"], capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stdout.rstrip().endswith("atexit ran")
+    assert len(ok.stdout.splitlines()) > 20 and ok.stdout.splitlines()[0].startswith("name")
+    bad = subprocess.run([sys.executable, "-c", code, "optimize", "--target", "no-such-model"], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and bad.stderr.startswith("Error: ")
+    assert bad.stdout == "atexit ran\n"
+
+
+def test_console_entry_point_waits_for_other_threads():
+    """With another thread still running, the entry point leaves the exit to the interpreter, which waits for it."""
+    code = ("import sys, threading, time; "
+            "t = threading.Thread(target=lambda: (time.sleep(0.3), print('thread done', flush=True))); t.start(); "
+            "sys.argv = ['sdsl', '--version']; from sdsl.cli import main; main()")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and "thread done" in r.stdout and "version" in r.stdout
