@@ -252,7 +252,8 @@ def _select(gpu: str, family: str | None, fmt: str) -> FusedMoEFit | None:
 
 def select_fused_moe_fit(hardware, engine, expert_format: str) -> FusedMoEFit | None:
     """The measured fused-MoE fit that prices ``hardware``'s MoE layers under ``engine`` (an
-    :class:`~sdsl.engine.profiles.EngineProfile` or None) with experts in ``expert_format``: the engine's own kernel
+    :class:`~sdsl.engine.profiles.EngineProfile` or None) with experts in ``expert_format``: the kernels of a backend
+    the engine runs that its own tables do not measure (:data:`ENGINE_MOE_KERNELS`), else the engine's own kernel
     where its family (vLLM, SGLang, TensorRT-LLM) is measured on that GPU and format, else the first measured of
     :data:`DEFAULT_MOE_ENGINES`; None where the GPU or format has no measured tables (the roofline's grouped
     GEMMs price it, transferred)."""
