@@ -323,6 +323,15 @@ def _claims(rows: list[dict]) -> dict:
     return out
 
 
+def _by_source(rows: list[dict], *, speculative: bool, key: str) -> dict:
+    """{source: the error summary of its ``class=moe`` rows' ``key``}, over its speculative or its plain rows."""
+    groups: dict = {}
+    for r in rows:
+        if r["class"] == "moe" and (r["proposer"] is not None) == speculative:
+            groups.setdefault(r["source"], []).append(r[key])
+    return {source: _summary(errors) for source, errors in groups.items()}
+
+
 def _goals(claims: dict) -> dict:
     g = GOALS
     ok = lambda s, key: bool(s.get("n")) and s["median_abs_error"] <= g[key]  # noqa: E731
@@ -351,16 +360,9 @@ def validate_moe(deployment_for=None, *, engine="row", label: str | None = None,
     rows = [{**_record(s, price_moe_row(s, d, **(price_options or {}))), "moe_kernel": moe_kernel_of(d, s.target)}
             for s, d in zip(specs, deps)]
     claims = _claims(rows)
-    by_source = {}
-    for r in rows:
-        if r["class"] == "moe" and r["proposer"] is not None:
-            by_source.setdefault(r["source"], []).append(r)
-    claims["ratio_by_source"] = {k: _summary(r["ratio_error"] for r in v) for k, v in by_source.items()}
-    plain_by_source = {}  # each publication's plain rows apart: no source's misses hide behind another's rows
-    for r in rows:
-        if r["class"] == "moe" and r["proposer"] is None:
-            plain_by_source.setdefault(r["source"], []).append(r["error"])
-    claims["plain_by_source"] = {k: _summary(v) for k, v in plain_by_source.items()}
+    # each publication's rows apart: no source's misses hide behind another's rows
+    claims["ratio_by_source"] = _by_source(rows, speculative=True, key="ratio_error")
+    claims["plain_by_source"] = _by_source(rows, speculative=False, key="error")
     stated = [r for r in rows if r["class"] == "moe" and r["proposer"] is not None
               and not any(a.startswith("assumed_tp") for a in r["assumptions"])]
     claims["ratio_tp_stated"] = _summary(r["ratio_error"] for r in stated)
