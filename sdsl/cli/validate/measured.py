@@ -14,8 +14,11 @@ _GPUS = {"h100": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm", "a100": "a1
               help="Only this GPU (repeatable; default H100, H200 and B200).")
 @click.option("--op", "ops", multiple=True, type=click.Choice(["gemm", "attention", "mla", "allreduce", "moe"]),
               help="Only this op (repeatable; default all).")
+@click.option("--engine", default="vllm", show_default=True, type=click.Choice(["vllm", "sglang", "trtllm"]),
+              help="Whose GEMM and attention tables the form is fitted and held out on (the shipped defaults are "
+                   "vLLM's; MLA is always SGLang's).")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
-def kernels(gpus, ops, as_json):
+def kernels(gpus, ops, engine, as_json):
     """Leave-one-shape-out accuracy of the kernel terms fitted on NVIDIA's measured operator tables.
 
     Source: aiconfigurator-core 0.12.0 (Apache-2.0), the subset shipped in sdsl/data/opdb. Per GPU and op:
@@ -30,11 +33,12 @@ def kernels(gpus, ops, as_json):
     \b
         sdsl validate kernels
         sdsl validate kernels --gpu h200 --op moe
+        sdsl validate kernels --op gemm --engine sglang
         sdsl validate kernels --json
     """
     from sdsl.validation.kernel_validation import OPS, validate_kernels
 
-    result = validate_kernels([_GPUS[g] for g in gpus] or None, ops=tuple(ops) or OPS)
+    result = validate_kernels([_GPUS[g] for g in gpus] or None, ops=tuple(ops) or OPS, engine=engine)
     click.echo(result.to_json() if as_json else result.report(), nl=not as_json)
 
 
