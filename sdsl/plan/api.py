@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from sdsl.roofline.deployment import Deployment, precision_options
+from sdsl.roofline.step_ops import expert_provenance
 from sdsl.speculation.priced_step import PricedStep
 from sdsl.errors import InvalidInputError
 
@@ -32,6 +33,7 @@ class Prediction(PricedStep):
     proposer_source: str = ""
     draft: str | None = None  # a separate draft model's name
     target_origin: str | None = None  # a config.json target: the file and whether it matched a catalog model
+    moe_experts: str | None = None  # an MoE target: the measured fused-MoE kernel pricing its experts, or "transferred"
 
     def to_dict(self) -> dict:
         """``sdsl predict --json``: the priced step's fields and the inputs (docs/json.md)."""
@@ -50,7 +52,7 @@ class Prediction(PricedStep):
                 "context": dep.context, "tp": dep.tp, "ep": dep.ep, "dtype": dep.dtype, "weight_dtype": dep.weight_dtype,
                 "expert_dtype": dep.expert_dtype,
                 **values, "engine": dep.engine.name, "engine_profile": dep.engine.summary(),
-                "latency_params": dep.params.to_dict(), **(self.memory or {}),
+                "latency_params": dep.params.to_dict(), "moe_experts": self.moe_experts, **(self.memory or {}),
                 "acceptance": None if acc is None else acc.to_dict(int(k) if k is not None and k.ndim == 0
                                                                     and k <= acc.max_k else None),
                 "notes": list(self.notes), "warnings": list(self.warnings)}
@@ -175,7 +177,7 @@ def predict(target, proposer="eagle3", hardware="h100-sxm", *, gamma=None, tree=
                       warnings=tuple(_prediction_warnings(spec, step, prop, g, least)),
                       notes=tuple(_workload_note(step, prop, taus, workload)), memory=memory,
                       proposer_source=prop.source, draft=getattr(getattr(prop, "model", None), "name", None),
-                      target_origin=target_origin(spec))
+                      target_origin=target_origin(spec), moe_experts=expert_provenance(spec, dep))
 
 
 def _memory(step, proposer, target) -> tuple[dict, float]:

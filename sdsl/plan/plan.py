@@ -1,8 +1,7 @@
 """What ``sdsl optimize`` computes, in one core call: rank the proposers (catalog draft models by default, or
-heads, lookup and named drafts) × k over batch sizes, the batch at which speculation stops paying, the
-pick's batch → k table, SGLang trees on request, the engine configuration, and SDSL's continuous N*.
-Summary of docs/model.md §3.2–§3.5; the JSON schema is docs/json.md.
-"""
+heads, lookup and named drafts) × k over batch sizes, the batch at which speculation stops paying, the pick's
+batch → k table, SGLang trees on request, the engine configuration, and SDSL's continuous N*. Summary of
+docs/model.md §3.2–§3.5; the JSON schema is docs/json.md."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ import numpy as np
 from sdsl._result import Result
 from sdsl.acceptance import Acceptance
 from sdsl.roofline.deployment import Deployment
+from sdsl.roofline.step_ops import expert_provenance
 from sdsl.plan.ranking import ProposerRanking, k_ranges, rank_proposers
 from sdsl.plan.robust import K_TOLERANCE, beyond_measured, holding_range
 from sdsl.errors import InvalidInputError
@@ -196,8 +196,8 @@ class SpeculationPlan(Result):
         trees = None if self.trees is None else self.trees.records(self.top, self.batches)
         return {"target": self.target.name, "target_origin": target_origin(self.target), "hardware": dep.hardware.name,
                 "context": dep.context, "tp": dep.tp, "ep": dep.ep, "draft_tp": dep.draft_tp, "dtype": dep.dtype,
-                "weight_dtype": dep.weight_dtype, "alpha_source": self.alpha_source,
-                "latency_params": dep.params.to_dict(), "engine": dep.engine.summary(),
+                "weight_dtype": dep.weight_dtype, "alpha_source": self.alpha_source, "engine": dep.engine.summary(),
+                "latency_params": dep.params.to_dict(), "moe_experts": expert_provenance(self.target, dep),
                 "acceptance": None if self.given is None else self.given.to_dict(),
                 "acceptance_by_proposer": {p.name: levels[0].to_dict() for p, levels in
                                            zip(self.ranking.proposers, self.ranking.acceptance)},

@@ -59,7 +59,9 @@ def _header(out: dict, plan) -> list[str]:
              f"tp {dep.tp}{ep}, {dep.dtype}{weights}; acceptance: {source}"]
     if out["target_origin"]:
         lines.append(f"target read from {out['target_origin'][len('Hugging Face config '):]}")
-    lines += [f"latency parameters: {dep.params.source}", f"engine: {dep.engine.name} ({dep.engine.build})"]
+    lines += [f"latency parameters: {dep.params.source}"]
+    lines += [f"MoE experts: {out['moe_experts']}"] if out.get("moe_experts") else []
+    lines += [f"engine: {dep.engine.name} ({dep.engine.build})"]
     lines += [f"note: {n}." for n in out["notes"]] + [f"warning: {w}." for w in out["warnings"]]
     if source == "per-proposer" or any("evidence" in a for a in out["acceptance_by_proposer"].values()):
         lines.append("acceptance by proposer:")
@@ -176,6 +178,7 @@ def prediction_text(out: dict) -> str:
         lines.append(f"  target read from {out['target_origin'][len('Hugging Face config '):]}")
     lines += [f"  engine {out['engine']}: {out['engine_profile']['build']}",
               f"  latency parameters: {out['latency_params'].get('source', 'not stated')}"]
+    lines += [f"  MoE experts: {out['moe_experts']}"] if out.get("moe_experts") else []
     lines += [f"  note: {n}" for n in out.get("notes", [])] + [f"  warning: {w}" for w in out["warnings"]]
     if "evidence" in (out.get("acceptance") or {}):
         lines.append(f"  acceptance: {describe_acceptance(out['acceptance'])}")

@@ -15,15 +15,15 @@ from sdsl.catalog.dtypes import dtype_bytes
 from sdsl.roofline.kernels import (allreduce_time_with, elementwise_time, format_terms, gemm_flops_bytes, gemm_waves,
                                    kernel_size_overhead, padded_tokens, smooth_max)
 from sdsl.roofline.latency_params import DEFAULT_PARAMS, LatencyParams
-from sdsl.catalog.moe import (TRITON_ROW_TILES, FusedMoEFit, expected_expert_rows, fused_moe_layer_time, row_tile_of,
-                              select_fused_moe_fit)
+from sdsl.catalog.moe import (TRITON_ROW_TILES, FusedMoEFit, expected_expert_rows, fused_moe_layer_time,
+                              fused_moe_provenance, row_tile_of, select_fused_moe_fit)
 from sdsl.roofline.shapes import GEMM_OPS, MLA_OPS, ModelShapes, local_context
 from sdsl.roofline.weight_formats import gemm_peak, get_weight_format
 from sdsl.errors import InvalidInputError
 
 __all__ = ["op_time", "layer_elementwise_time", "all_to_all_time", "roofline_sums", "precision_of", "gemm_op",
            "layer_ops", "communication_time", "moe_elementwise", "cached_kv_elements", "expert_rows", "Precision",
-           "fused_moe_fit_of", "fused_moe_time", "fused_moe_parts", "format_gemms_per_layer"]
+           "fused_moe_fit_of", "fused_moe_time", "fused_moe_parts", "format_gemms_per_layer", "expert_provenance"]
 
 #: MLA's extra GEMM-like kernels per layer: q_b, and the absorbed W_UK and W_UV batched GEMMs.
 MLA_EXTRA_GEMM_KERNELS = 3
@@ -321,6 +321,15 @@ def moe_elementwise(shapes: ModelShapes, tokens, active, dt: int, bw, params: La
     t_ew = params.t_kernel if params.t_elementwise is None else params.t_elementwise
     launches = shapes.n_moe * (MOE_ELEMENTWISE_KERNELS + shapes.shared) * t_ew
     return shapes.n_moe * kernels, launches
+
+
+def expert_provenance(target, dep: Deployment) -> str | None:
+    """One line: the measured fused-MoE kernel that prices an MoE target's routed experts on ``dep`` (its GPU, its
+    engine's kernel, its expert format), or that they are transferred (the roofline's grouped GEMMs); None for a dense
+    target (:func:`sdsl.catalog.moe.fused_moe_provenance`)."""
+    if not getattr(target, "is_moe", False):
+        return None
+    return fused_moe_provenance(dep.hardware, getattr(dep, "engine", None), dep.expert_dtype or dep.weight_dtype or dep.dtype)
 
 
 def fused_moe_fit_of(shapes: ModelShapes, dep: Deployment) -> FusedMoEFit | None:

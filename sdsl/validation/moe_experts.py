@@ -22,15 +22,14 @@ ROOFLINE_EXPERTS = " (roofline experts)"
 
 def moe_kernel_of(deployment: Deployment, target) -> str:
     """What prices the target's routed experts on ``deployment``: the measured fused-MoE kernel
-    (:func:`sdsl.catalog.moe.fused_moe_provenance`) or the roofline's grouped GEMMs (transferred)."""
-    from sdsl.catalog.moe import fused_moe_provenance
+    (:func:`sdsl.roofline.step_ops.expert_provenance`) or the roofline's grouped GEMMs (transferred)."""
+    from sdsl.roofline.step_ops import expert_provenance
 
     if not getattr(target, "is_moe", False):
         return "dense"
     if deployment.hardware.name.endswith(ROOFLINE_EXPERTS):
         return "roofline: the grouped GEMMs at the dense efficiencies (measured fused-MoE tables set aside)"
-    fmt = deployment.expert_dtype or deployment.weight_dtype or deployment.dtype
-    return fused_moe_provenance(deployment.hardware, deployment.engine, fmt)
+    return expert_provenance(target, deployment)
 
 
 def roofline_experts(deployment: Deployment) -> Deployment:
