@@ -273,7 +273,7 @@ def fused_moe_provenance(hardware, engine, expert_format: str) -> str:
                 "GEMMs at the dense efficiencies")
     held = "" if fit.loso else f"; fitted on {fit.shapes} model shape{'s' * (fit.shapes != 1)}, not held out"
     family = _engine_family(engine)
-    rule = ENGINE_MOE_KERNELS.get((family, fit.dtype))
-    via = f" as {rule['backend']}" if rule and fit.engine != family else ""
+    via = (f" as {ENGINE_MOE_KERNELS[family, fit.dtype]['backend']}"
+           if _engine_kernel(fit.gpu, family, fit.dtype) is fit else "")
     return (f"measured: {fit.kernel_source} ({fit.engine} {', '.join(fit.versions)}, {fit.dtype}) on {fit.gpu}{via}, "
             f"aiconfigurator-core 0.12.0 tables{held}")

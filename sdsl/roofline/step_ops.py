@@ -323,13 +323,18 @@ def moe_elementwise(shapes: ModelShapes, tokens, active, dt: int, bw, params: La
     return shapes.n_moe * kernels, launches
 
 
+def _expert_format(dep: Deployment) -> str:
+    """The routed experts' weight format: the deployment's expert format, else its weight format, else its dtype."""
+    return dep.expert_dtype or dep.weight_dtype or dep.dtype
+
+
 def expert_provenance(target, dep: Deployment) -> str | None:
     """One line: the measured fused-MoE kernel that prices an MoE target's routed experts on ``dep`` (its GPU, its
     engine's kernel, its expert format), or that they are transferred (the roofline's grouped GEMMs); None for a dense
     target (:func:`sdsl.catalog.moe.fused_moe_provenance`)."""
     if not getattr(target, "is_moe", False):
         return None
-    return fused_moe_provenance(dep.hardware, getattr(dep, "engine", None), dep.expert_dtype or dep.weight_dtype or dep.dtype)
+    return fused_moe_provenance(dep.hardware, getattr(dep, "engine", None), _expert_format(dep))
 
 
 def fused_moe_fit_of(shapes: ModelShapes, dep: Deployment) -> FusedMoEFit | None:
@@ -337,8 +342,7 @@ def fused_moe_fit_of(shapes: ModelShapes, dep: Deployment) -> FusedMoEFit | None
     engine's kernel, its expert format), or None (a dense model, or no measured tables: the grouped GEMMs)."""
     if not shapes.has_moe:
         return None
-    fmt = dep.expert_dtype or dep.weight_dtype or dep.dtype
-    return select_fused_moe_fit(dep.hardware, getattr(dep, "engine", None), fmt)
+    return select_fused_moe_fit(dep.hardware, getattr(dep, "engine", None), _expert_format(dep))
 
 
 def fused_moe_time(shapes: ModelShapes, fit: FusedMoEFit, tokens, prec: Precision, hardware, peak) -> np.ndarray:

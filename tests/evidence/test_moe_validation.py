@@ -182,7 +182,7 @@ def test_the_sglang_profile():
     """VALIDATION.md "With the SGLang profile the rows ran": each row priced with its SGLang build by date."""
     from sdsl._paths import REPO_ROOT
 
-    out = validate_moe(experts="roofline")  # each row's own engine (all of them SGLang) by its date
+    out = validate_moe(experts="roofline")  # each row's own engine (SGLang, and TensorRT-LLM for #3317) by its date
     assert out["engine_profiles"] == ["sglang-2025-01", "sglang-2025-10", "trtllm-2025-06"]
     # every speculative row ran on SGLang: its claims are the same with each row's SGLang build
     assert validate_moe(engine="sglang", experts="roofline")["claims"]["ratio"] == out["claims"]["ratio"]
