@@ -16,8 +16,9 @@ from sdsl.cli._common import echo_json, split_entries
 @click.option("--terms", default=None,
               help="Terms to fit, comma-separated: host_step_s, spec_step_s, draft_pass_s, launch_s, "
                    "allreduce_latency_s (the custom all-reduce's latency; needs runs at tp > 1); each must be identified "
-                   "by the runs. Default: host_step_s,spec_step_s,draft_pass_s, less host_step_s where the profile "
-                   "overlaps it with longer GPU steps in every run (it keeps the profile's value; the output says so).")
+                   "by the runs. Default: host_step_s,spec_step_s,draft_pass_s, less host_step_s (and on a zero-sync "
+                   "build such as vllm's model runner V2 spec_step_s and draft_pass_s) where the profile overlaps it "
+                   "with longer GPU steps in every run (it keeps the profile's value; the output says so).")
 @click.option("--target", default=None, help="Target of runs that do not name one (catalog name or config.json).")
 @click.option("--hardware", default=None, help="Hardware of runs that do not name one.")
 @click.option("--tp", default=None, type=int, help="Tensor parallelism of runs that do not state it (default 1).")

@@ -17,6 +17,10 @@ holds one engine build's terms, each zero in :data:`IDEAL` (the roofline alone, 
   [max(0, H − GPU) with overlap, else H] + S + d·(drafting passes + worker passes).
   This is the form the published overlap on/off pairs support: overlap removed ≈1 ms per step (SGLang PR #11398
   1.107 ms, vLLM PR #25872 0.97 ms), a fraction of what a speculative step costs beyond its GPU work.
+- ``zero_sync_spec``: the build's speculative host work waits for none of the step's GPU results (vLLM's model
+  runner V2: its GPU-side input preparation consumes the rejection sampler's results), so with ``overlap_spec`` S and
+  d run ahead with H and the exposed host time is max(0, H + S + d·passes − GPU). Only for the proposers that runner
+  runs (:data:`ZERO_SYNC_KINDS`: EAGLE, EAGLE-3, MTP); the others fall back to the runner before it.
 - ``graphs_target`` / ``graphs_draft`` / ``graphs_extend``: the target's forwards, the drafting passes and a
   head's draft-extend pass replay CUDA graphs. A forward that runs eagerly launches K kernels, each costing
   ``launch_s`` of host time, added to its GPU time: GPU + K·launch_s. K is counted from the model's structure for
@@ -64,15 +68,18 @@ from sdsl.errors import ConfigError, InvalidInputError, UnknownNameError
 
 __all__ = ["EngineProfile", "IDEAL", "StepPieces", "KERNEL_STYLES", "forward_kernels", "proposer_kernels",
            "engine_profiles", "resolve_engine", "load_engine_file", "default_engine", "padded_batch",
-           "host_seconds", "FREE_TERMS", "DEFAULT_ENGINE", "ALLREDUCE_KINDS", "custom_allreduce_time",
-           "allreduce_latencies"]
+           "host_seconds", "FREE_TERMS", "DEFAULT_ENGINE", "ALLREDUCE_KINDS", "ZERO_SYNC_KINDS",
+           "custom_allreduce_time", "allreduce_latencies"]
 
 #: The terms :func:`sdsl.fit.engine_calibration.fit_engine` can fit (seconds).
 FREE_TERMS = ("host_step_s", "spec_step_s", "draft_pass_s", "launch_s", "allreduce_latency_s")
 _TIME_TERMS = FREE_TERMS
-_FLAGS = ("overlap_plain", "overlap_spec", "graphs_target", "graphs_draft", "graphs_extend", "rejection_probs",
-          "chains_only")
+_FLAGS = ("overlap_plain", "overlap_spec", "zero_sync_spec", "graphs_target", "graphs_draft", "graphs_extend",
+          "rejection_probs", "chains_only")
 DEFAULT_ENGINE = "vllm"  # what Deployment prices with when no engine is given (GPU hardware)
+#: Proposer kinds a zero-sync build runs zero-sync; vLLM's model runner V2 announcement: "Spec decoding methods other
+#: than Eagle/Eagle3/MTP" not supported (v0.18.0), so draft models and n-gram keep the V1 runner's summed S and d.
+ZERO_SYNC_KINDS = ("eagle", "eagle3", "mtp")
 ALLREDUCE_KINDS = ("nccl", "custom")
 
 
@@ -95,6 +102,7 @@ class EngineProfile:
     launch_s: float = 0.0  # s, host time per kernel launch of an eager forward
     overlap_plain: bool = False  # plain steps overlap host time with the previous GPU step
     overlap_spec: bool = False  # speculative steps overlap host time with the previous GPU step
+    zero_sync_spec: bool = False  # S and d wait for no GPU result: with overlap_spec hidden like H (ZERO_SYNC_KINDS)
     graphs_target: bool = True  # the target's forwards replay CUDA graphs
     graphs_draft: bool = True  # the drafting passes replay CUDA graphs
     graphs_extend: bool = True  # a head's draft-extend pass replays CUDA graphs
@@ -338,7 +346,7 @@ class StepPieces:
     speculative: np.ndarray
     passes: np.ndarray
     steps: np.ndarray
-    kind: str
+    kind: str  # the proposer kind (an array of kinds for stacked steps)
     eager_step: tuple
     eager_plain: tuple
     allreduce_step: np.ndarray = 0.0  # custom all-reduce latencies a in the step's GPU time (allreduce_latencies)
@@ -363,7 +371,8 @@ def _eager_extra(rows, launch_s: float):
 def host_seconds(profile: EngineProfile, pieces: StepPieces, **terms):
     """(engine seconds added to the speculative step, to the plain step): eager launches beyond the GPU time, and
     the exposed host time (module docstring): H summed with the GPU time without overlap, max(0, H − GPU) with it;
-    a speculative step's S and d per separate forward always summed. ``terms`` override the
+    a speculative step's S and d per separate forward summed, or hidden with H (max(0, H + S + d·passes − GPU)) by
+    a zero-sync build that overlaps speculative steps. ``terms`` override the
     profile's time terms (the calibration varies them); a changed ``allreduce_latency_s`` moves the GPU time by
     the custom all-reduce latencies the step pays (``pieces.allreduce_step``), and that change is returned with
     the engine seconds."""
@@ -377,7 +386,10 @@ def host_seconds(profile: EngineProfile, pieces: StepPieces, **terms):
     gpu_plain = pieces.gpu_plain_s + eager_plain
     overlap_step = np.where(spec, profile.overlap_spec, profile.overlap_plain)
     host = t["host_step_s"]
-    exposed_step = np.where(overlap_step, np.maximum(0.0, host - gpu_step), host) + critical
+    zero_sync = profile.overlap_spec and profile.zero_sync_spec
+    hidden = spec & zero_sync & np.isin(np.asarray(pieces.kind), ZERO_SYNC_KINDS)  # S and d run ahead with H
+    exposed_step = np.where(hidden, np.maximum(0.0, host + critical - gpu_step),
+                            np.where(overlap_step, np.maximum(0.0, host - gpu_step), host) + critical)
     exposed_plain = np.maximum(0.0, host - gpu_plain) if profile.overlap_plain else host + 0.0 * gpu_plain
     return eager_step + exposed_step, eager_plain + exposed_plain
 

@@ -79,7 +79,8 @@ class StackedPoints:
 
         self.pieces = StepPieces(gpu_step_s=col("gpu_step_s"), gpu_plain_s=col("gpu_plain_s"),
                                  speculative=np.array([bool(np.asarray(x.speculative)) for x in pcs]),
-                                 passes=col("passes"), steps=col("steps"), kind="", eager_step=rows("eager_step"),
+                                 passes=col("passes"), steps=col("steps"), kind=np.array([x.kind for x in pcs]),
+                                 eager_step=rows("eager_step"),
                                  eager_plain=rows("eager_plain"), allreduce_step=col("allreduce_step"),
                                  allreduce_plain=col("allreduce_plain"))
         self.batch = np.array([float(p.batch) for p in points])
@@ -280,8 +281,8 @@ def calibrate_engine(paths, *, base="vllm", terms=None, defaults: dict | None = 
                      name: str | None = None, lopo: bool = True) -> EngineCalibration:
     """Read the runs of ``paths``, price them with ``base``'s structure, check that they identify ``terms``, fit them
     and (``lopo``) leave each point out in turn (module docstring). ``terms`` None: the default terms, less the host
-    time per step where the profile overlaps it with GPU steps longer than it in every run (it keeps the base
-    profile's value: ``kept``); given terms must all be identified."""
+    time per step (and on a zero-sync build S and d) where the profile overlaps it with GPU steps longer than it in
+    every run (it keeps the base profile's value: ``kept``); given terms must all be identified."""
     base_profile = resolve_engine(base)
     auto, terms = terms is None, tuple(dict.fromkeys(DEFAULT_TERMS if terms is None else terms))  # each term once
     bad = [t for t in terms if t not in FREE_TERMS]
@@ -290,8 +291,14 @@ def calibrate_engine(paths, *, base="vllm", terms=None, defaults: dict | None = 
     runs = read_runs(paths, defaults)
     points = price_runs(runs, base_profile)
     overlaps = base_profile.overlap_plain or base_profile.overlap_spec  # host time hidden behind a longer GPU step
-    kept = ("host_step_s",) if auto and overlaps and identify(points, ("host_step_s",)) is not None else ()
+    hideable = ("host_step_s",) + (("spec_step_s", "draft_pass_s") if base_profile.overlap_spec
+                                   and base_profile.zero_sync_spec else ())  # a zero-sync build hides S and d too
+    kept = tuple(t for t in hideable if auto and overlaps and identify(points, (t,)) is not None)
     terms = tuple(t for t in terms if t not in kept)
+    if not terms:
+        raise InvalidInputError(f"{base_profile.name} hides {', '.join(kept)} behind the GPU step of every run (the "
+                                "host work is shorter), so these runs measure none of them; add runs at smaller "
+                                "steps (a smaller model or batch) or keep the profile as it is.")
     problem = identify(points, terms)
     if problem:
         raise InvalidInputError(problem)

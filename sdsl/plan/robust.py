@@ -5,10 +5,11 @@ acceptance was measured at.
 **Tolerance.** Two speculation lengths whose predicted tokens/s lie within :data:`K_TOLERANCE` (5%) of each other
 are one choice. sdsl cannot tell them apart: the speculative tokens/s it predicts are off by a median 13% held out
 (VALIDATION.md, engine speculative tokens/s) and a catalog acceptance by a median 21%; what separates neighbouring k
-at one batch is mostly the engine profile's CUDA-graph padding of batch × (k + 1), a sawtooth of 1-10% at the capture
-sizes (Llama-3.1-8B + EAGLE-3 on vLLM, H100: batch 24 prices k = 4 at 1.82x, k = 5 at 1.62x), the part of the profile
-with the least evidence. 5% is under half the median error: a table keeps a change of k only where it is worth more
-than the model can resolve. Over batch 1-256 that table has 5 ranges at 5%, 13 at 3%, 19 with no tolerance.
+at one batch is mostly where batch × (k + 1) crosses a GEMM row tile (every 128 rows, the steps measured in Vidur's
+H100 GEMMs) or a CUDA-graph capture size, a sawtooth of 1-15% (Llama-3.1-8B + EAGLE-3 on vLLM, H100: batch 24 prices
+k = 4 at 2.32x, k = 5 at 2.04x). 5% is under half the median error: a table keeps a change of k only where it is worth
+more than the model can resolve. Over batch 1-256 that table has 10 ranges at 5%, 15 at 3%, 27 with no tolerance
+(5, 13 and 19 under vLLM's V1 runner, whose exposed speculative host time flattens the sawtooth).
 
 **Table.** :func:`robust_k_ranges` covers the batches with the fewest ranges whose k is within the tolerance of the
 per-batch best at every batch of its range (greedy interval covering: from the first uncovered batch, the k that

@@ -82,7 +82,7 @@ def test_a_bad_engine_is_one_line_and_exit_2(engine, message):
 @pytest.mark.parametrize("target, proposer, engine, want", [
     ("llama-3.1-8b", "eagle", "ideal", {1: (4, 2.0488), 32: (3, 1.8390)}),
     ("llama-3.1-8b", "eagle", "vllm:2025-07", {1: (4, 1.6356), 32: (3, 1.5697)}),
-    ("llama-3.1-8b", "eagle", "vllm", {1: (3, 1.5619), 32: (3, 1.5092)}),
+    ("llama-3.1-8b", "eagle", "vllm", {1: (4, 2.0455), 32: (3, 1.8302)}),
     ("llama-3.1-8b", "eagle", "sglang", {1: (5, 1.5239), 32: (3, 1.4173)}),
     ("llama-2-7b", "draft:llama-160m", "ideal", {1: (5, 2.1432), 32: (3, 1.9553)}),
     ("llama-2-7b", "draft:llama-160m", "vllm:2025-07", {1: (4, 1.6618), 32: (3, 1.7250)}),

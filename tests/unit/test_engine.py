@@ -57,6 +57,24 @@ def test_overlap_hides_the_per_step_host_time_behind_the_gpu_and_nothing_else():
     assert float(step.t_plain_s) == pytest.approx(0.02, rel=1e-12)
 
 
+def test_a_zero_sync_build_hides_the_speculative_host_work_with_the_step_and_exposes_only_the_excess():
+    eng = IDEAL.replace(name="t", host_step_s=H, spec_step_s=S, draft_pass_s=D, overlap_plain=True, overlap_spec=True,
+                        zero_sync_spec=True)
+    step = sdsl.price_step(TARGET, "eagle", _dep(eng), tau=2.0, gamma=3, batch=1)
+    assert H + S + 3 * D < float(_gpu(step))  # all of it shorter than the GPU step: nothing exposed
+    assert float(step.t_step_s) == pytest.approx(float(_gpu(step)), rel=1e-12)
+    big = eng.replace(spec_step_s=0.02)  # longer than the GPU step: max(0, H + S + d·passes - GPU)
+    step = sdsl.price_step(TARGET, "eagle", _dep(big), tau=2.0, gamma=3, batch=1)
+    assert float(step.t_step_s) == pytest.approx(H + 0.02 + 3 * D, rel=1e-12)
+    plain = sdsl.price_step(TARGET, "eagle", _dep(eng.replace(zero_sync_spec=False)), tau=2.0, gamma=3, batch=1)
+    assert float(plain.t_plain_s) == float(step.t_plain_s)  # a plain step has no S or d to hide
+    no_overlap = eng.replace(overlap_spec=False)  # without overlap nothing runs ahead: H + S + d summed
+    step = sdsl.price_step(TARGET, "eagle", _dep(no_overlap), tau=2.0, gamma=3, batch=1)
+    assert float(step.t_step_s - _gpu(step)) == pytest.approx(H + S + 3 * D, rel=1e-12)
+    draft = sdsl.price_step(TARGET, "draft:llama-3.2-1b", _dep(eng), tau=2.0, gamma=3, batch=1)  # the V1 runner's
+    assert float(draft.t_step_s - _gpu(draft)) == pytest.approx(S + D * float(draft.pieces.passes), rel=1e-12)
+
+
 def test_k0_is_plain_for_a_draft_model_and_pays_the_drafter_tax_for_a_head():
     eng = IDEAL.replace(name="t", host_step_s=H, spec_step_s=S, draft_pass_s=D)
     draft = sdsl.price_step(TARGET, "draft:llama-3.2-1b", _dep(eng), tau=1.0, gamma=0, batch=2)

@@ -80,6 +80,11 @@ def test_refuses_runs_that_cannot_identify_a_term(tmp_path):
     assert auto.kept == ("host_step_s",) and auto.terms == ("spec_step_s", "draft_pass_s")
     assert auto.profile.host_step_s == resolve_engine("vllm-2026-01").host_step_s
     assert "kept at vllm-2026-01's value" in auto.report() and auto.to_dict()["fit"]["kept"] == ["host_step_s"]
+    # a zero-sync build (model runner V2) hides S and d behind these GPU steps too: nothing is left to fit
+    with pytest.raises(InvalidInputError, match="cannot"):
+        calibrate_engine([_write(tmp_path, hidden)], base="vllm-2026-03", terms=TERMS, lopo=False)
+    with pytest.raises(InvalidInputError, match="hides host_step_s, spec_step_s, draft_pass_s behind the GPU step"):
+        calibrate_engine([_write(tmp_path, hidden)], base="vllm-2026-03", lopo=False)
 
 
 def test_cli_writes_a_profile_that_predict_prices_with(tmp_path):
