@@ -144,7 +144,8 @@ class CatalogRow:
         if self.marginal_complete:
             return Acceptance.from_marginal(self.marginal, source=src)
         if self.tau is not None and self.k is not None and self.structure in ("chain", "block"):
-            return Acceptance.from_accepted_length(self.tau, self.k, decay=group_decay(self.method), source=src)
+            return Acceptance.from_accepted_length(self.tau, self.k, decay=group_decay(self.method, target=self.target),
+                                                  source=src)
         raise UnknownNameError(f"Catalog row {self.row_id} has no chain acceptance to price (structure "
                                f"{self.structure}, k {self.k}, {'no ' if self.tau is None else ''}accepted length).")
 

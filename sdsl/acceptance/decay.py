@@ -22,7 +22,7 @@ import numpy as np
 from sdsl.acceptance.tau import tau_from_conditional
 from sdsl.errors import InvalidInputError
 
-__all__ = ["DEFAULT_DECAY", "DECAY_GROUPS", "GROUP_DECAY", "decay_group", "group_decay", "decay_conditional",
+__all__ = ["DEFAULT_DECAY", "DECAY_GROUPS", "GROUP_DECAY", "MULTI_MODULE_MTP_TARGETS", "decay_group", "group_decay", "decay_conditional",
            "decay_tau", "solve_decay", "fit_decay_ratio"]
 
 # r fitted on the model-based proposers' vectors (draft models, EAGLE/MTP heads; n-gram lookup excluded,
@@ -30,27 +30,37 @@ __all__ = ["DEFAULT_DECAY", "DECAY_GROUPS", "GROUP_DECAY", "decay_group", "group
 # tests/evidence/test_acceptance_fit.py; reported leave-one-source-out in VALIDATION.md.
 DEFAULT_DECAY = 0.915
 
-# r per proposer group, from the acceptance catalog's 112 k-sweeps and per-position vectors (sdsl/data/acceptance;
+# r per proposer group, from the acceptance catalog's k-sweeps and per-position vectors (sdsl/data/acceptance;
 # sdsl.fit.acceptance_fit.fit_decay_groups, recomputed by tests/unit/test_catalog_acceptance.py; held out by
-# source in VALIDATION.md "Acceptance catalog: defaults, k and trees"). EAGLE-1 heads (EAGLE-2's dynamic tree
-# drafts with the same head) lose acceptance with position: three vLLM threads agree (r = 0.805-0.855, each
-# fitted with the other two). Every other proposer (EAGLE-3, MTP, block drafters, n-gram lookup) is priced by the
-# i.i.d. model, r = 1, no fitted term: fitting their r gives 1.015 and predicts held-out sweeps worse than r = 1.
-# Proposer-aware paths use these; DEFAULT_DECAY stays the fit for an accepted length of an unnamed proposer.
-DECAY_GROUPS = {"eagle1": ("eagle", "eagle2")}
-GROUP_DECAY = {"eagle1": 0.825, "other": 1.0}
+# source in VALIDATION.md "Per-position rates across k"). Drafters trained to predict one position and run chained
+# for deeper drafts lose acceptance with position: EAGLE-1 heads (EAGLE-2's dynamic tree drafts with the same head;
+# three vLLM threads agree, r = 0.805-0.855 each fitted with the other two) and, faster, a target's single MTP module
+# reused at every depth, which is what sdsl's MTP proposer prices (TensorRT-LLM's DeepSeek-R1 sweep k = 1-5 and vLLM's
+# DeepSeek-V4 per-position rates: r = 0.735 and 0.615 each fitted on the other). Every other proposer (EAGLE-3,
+# trained over several steps; block drafters; n-gram lookup; an MTP drafter with one module per position) is priced
+# by the i.i.d. model, r = 1, no fitted term: fitting their r gives 1.015 and predicts held-out sweeps worse than
+# r = 1. Proposer-aware paths use these; DEFAULT_DECAY stays the fit for an accepted length of an unnamed proposer.
+DECAY_GROUPS = {"eagle1": ("eagle", "eagle2"), "mtp_chained": ("mtp",)}
+GROUP_DECAY = {"eagle1": 0.825, "mtp_chained": 0.71, "other": 1.0}
+#: Catalog targets whose MTP drafter has one module per draft position (nothing chained): the "other" group.
+#: vLLM PR #48892: "Inkling multi-module MTP (one MTP layer per draft position)".
+MULTI_MODULE_MTP_TARGETS = ("Inkling",)
 
 _ITER = 64  # bisection halvings: below float resolution for a, r in [0, 1]
 
 
-def decay_group(method: str) -> str:
-    """The decay group of a catalog method or sdsl proposer kind: "eagle1" for EAGLE-1 heads, else "other"."""
+def decay_group(method: str, target: str | None = None) -> str:
+    """The decay group of a catalog method or sdsl proposer kind: "eagle1" for EAGLE-1 heads, "mtp_chained" for an
+    MTP module reused at every depth (not the drafter of a ``target`` in :data:`MULTI_MODULE_MTP_TARGETS`), else
+    "other"."""
+    if method == "mtp" and target in MULTI_MODULE_MTP_TARGETS:
+        return "other"
     return next((g for g, methods in DECAY_GROUPS.items() if method in methods), "other")
 
 
-def group_decay(method: str, ratios: dict | None = None) -> float:
+def group_decay(method: str, ratios: dict | None = None, target: str | None = None) -> float:
     """r of ``method``'s group (:data:`GROUP_DECAY`, or ``ratios`` fitted elsewhere, e.g. with a source held out)."""
-    return float((GROUP_DECAY if ratios is None else ratios)[decay_group(method)])
+    return float((GROUP_DECAY if ratios is None else ratios)[decay_group(method, target)])
 
 
 def decay_conditional(a, r, k: int) -> np.ndarray:

@@ -188,7 +188,7 @@ def _row_a(row, r: float, tree: TreeModel) -> float:
 
 
 def row_fit(row, ratios: dict | None = None, tree: TreeModel = TreeModel()) -> RowFit:
-    r = group_decay(row.method, ratios)
+    r = group_decay(row.method, ratios, row.target)
     return RowFit(row, _row_a(row, r, tree), r)
 
 
@@ -308,7 +308,7 @@ def estimate(methods, target_name: str, workload: str = DEFAULT_WORKLOAD, *, tar
             if r.method in methods and r.source_id not in exclude_sources and r.row_id not in exclude_rows]
     keys = {target_key(n) for n in (target_name, *target_aliases) if n} - {"unstated"}
     family = target_family(target_name, target_family_name)
-    r_used = group_decay(methods[0], ratios) if methods else 1.0
+    r_used = group_decay(methods[0], ratios, target_name) if methods else 1.0
     for group in _evidence_groups(pool, shape):
         for tier in tiers:
             chosen = _tier_rows(tier, group, keys, family, workload)

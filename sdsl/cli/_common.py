@@ -160,7 +160,7 @@ class AcceptanceChoice:
         """The Acceptance, or None when nothing was given (the caller then resolves each proposer's own). ``k``
         is the draft length --accepted-length was measured at when --accepted-at is absent (predict's --gamma);
         ``decay`` the decay ratio of the proposer it was measured on (default: the group of every proposer but
-        EAGLE-1 heads, r = 1: sdsl's one rule across k, :func:`sdsl.acceptance.group_decay`);
+        EAGLE-1 heads and a chained MTP module, r = 1: sdsl's one rule across k, :func:`sdsl.acceptance.group_decay`);
         ``bare_accepted_at``: --accepted-at may stand alone (it qualifies --acceptance-for values)."""
         from sdsl.acceptance import check_alpha
         from sdsl.acceptance import Acceptance

@@ -98,12 +98,12 @@ def catalog_sweeps(rows=None, exclude_sources=()) -> list[dict]:
     """Accepted length at several k for one proposer in one setting, from the catalog: the chain/block
     k-sweeps (:func:`sdsl.acceptance.catalog.k_sweeps`) and every per-position vector (τ(j) = 1 + Σ_{i≤j}
     m_i, plus the printed τ(k) when the vector stops short of k). Greedy or unstated temperature only; rows of
-    ``exclude_sources`` (source ids) left out. Each: {method, source, row_ids, k: [...], tau: [...]}."""
+    ``exclude_sources`` (source ids) left out. Each: {method, target, source, row_ids, k: [...], tau: [...]}."""
     from sdsl.acceptance.catalog import catalog_rows, k_sweeps
 
     rows = catalog_rows() if rows is None else rows
     keep = [r for r in rows if r.temperature in (None, 0.0) and r.source_id not in set(exclude_sources)]
-    out = [{"method": g[0].method, "source": g[0].source_id, "row_ids": [r.row_id for r in g],
+    out = [{"method": g[0].method, "target": g[0].target, "source": g[0].source_id, "row_ids": [r.row_id for r in g],
             "k": [r.k for r in g], "tau": [r.accepted_length for r in g]} for g in k_sweeps(keep)]
     for r in keep:
         if r.marginal and r.k and len(r.marginal) >= 2:
@@ -111,7 +111,8 @@ def catalog_sweeps(rows=None, exclude_sources=()) -> list[dict]:
             taus = list(1.0 + np.cumsum(r.marginal))
             if r.tau is not None and r.k > len(r.marginal):
                 ks, taus = ks + [r.k], taus + [r.tau]
-            out.append({"method": r.method, "source": r.source_id, "row_ids": [r.row_id], "k": ks, "tau": taus})
+            out.append({"method": r.method, "target": r.target, "source": r.source_id, "row_ids": [r.row_id], "k": ks,
+                        "tau": taus})
     return out
 
 
@@ -149,14 +150,18 @@ def fit_group_decay(sweeps: list[dict], grid=DECAY_GRID) -> float | None:
 
 def fit_decay_groups(exclude_sources=(), rows=None, fit_other: bool = False) -> dict:
     """{group: r} of :data:`sdsl.acceptance.decay.GROUP_DECAY` from the catalog's sweeps without
-    ``exclude_sources``: EAGLE-1's r fitted (1.0 when no EAGLE-1 sweep is left), every other proposer the i.i.d.
-    model r = 1 — or, with ``fit_other``, fitted too (the alternative VALIDATION.md reports and rejects)."""
-    from sdsl.acceptance.decay import decay_group
+    ``exclude_sources``: EAGLE-1's and the chained MTP module's r fitted (1.0 when none of a group's sweeps is left),
+    every other proposer the i.i.d. model r = 1 — or, with ``fit_other``, fitted too (the alternative VALIDATION.md
+    reports and rejects)."""
+    from sdsl.acceptance.decay import DECAY_GROUPS, decay_group
 
     sweeps = catalog_sweeps(rows, exclude_sources)
-    eagle1 = fit_group_decay([s for s in sweeps if decay_group(s["method"]) == "eagle1"])
-    other = fit_group_decay([s for s in sweeps if decay_group(s["method"]) == "other"]) if fit_other else None
-    return {"eagle1": 1.0 if eagle1 is None else eagle1, "other": 1.0 if other is None else other}
+    out = {}
+    for group in (*DECAY_GROUPS, "other"):
+        fit = (fit_group_decay([s for s in sweeps if decay_group(s["method"], s.get("target")) == group])
+               if group != "other" or fit_other else None)
+        out[group] = 1.0 if fit is None else fit
+    return out
 
 
 def _pair_chains(pairs, rows) -> list[dict]:

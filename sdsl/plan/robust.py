@@ -22,9 +22,10 @@ draft model with another vocabulary); such a proposer is ranked and shown, marke
 
 **Measured k.** :func:`measured_k` is the largest k the acceptance behind a proposer was measured at (a catalog
 row's k, an ``--accepted-at``); a pick beyond it is extrapolated by the one rule across k that every command uses
-(the proposer group's decay ratio, :func:`sdsl.acceptance.group_decay`: 0.825 for EAGLE-1 heads, 1 for the rest;
-VALIDATION.md "Per-position rates across k") and flagged: MTP measured at k = 1 and carried to k = 2-3 that way is
-18-31% above published runs at those k (DeepSeek-V3), 6-12% at k = 8 (Inkling).
+(the proposer group's decay ratio, :func:`sdsl.acceptance.group_decay`: 0.825 for EAGLE-1 heads, 0.71 for a single
+MTP module reused at every depth, 1 for the rest; VALIDATION.md "Per-position rates across k") and flagged: MTP
+measured at k = 1 and carried to k = 2-3 that way is 6-8% above LMSYS's DeepSeek-V3 runs at those k (18-31% i.i.d.),
+and an MTP drafter with one module per position carried i.i.d. to k = 8 is 6-12% above its own runs (Inkling).
 """
 
 from __future__ import annotations
@@ -158,5 +159,6 @@ def beyond_measured(name: str, acceptance, k: int) -> str | None:
     if at is None or k is None or int(k) <= at:
         return None
     return (f"{name} at k = {int(k)} is beyond the largest k its acceptance was measured at ({at}); tau there is "
-            "extrapolated across k (sdsl's one rule: the proposer group's decay ratio, i.i.d. for all but EAGLE-1 "
-            "heads), which over-predicts when acceptance falls with depth (MTP modules trained for one position)")
+            "extrapolated across k (sdsl's one rule: the proposer group's decay ratio, fitted for EAGLE-1 heads and a "
+            "chained MTP module, i.i.d. for the rest), which errs where this drafter's acceptance falls with depth "
+            "otherwise than its group's")

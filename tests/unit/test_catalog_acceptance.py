@@ -28,11 +28,19 @@ def test_group_decay_ratios_are_the_catalog_fit():
     from sdsl.fit.acceptance_fit import fit_decay_groups
 
     fit = fit_decay_groups()
-    assert fit == {"eagle1": pytest.approx(GROUP_DECAY["eagle1"], abs=1e-9), "other": 1.0}
+    assert fit == {"eagle1": pytest.approx(GROUP_DECAY["eagle1"], abs=1e-9),
+                   "mtp_chained": pytest.approx(GROUP_DECAY["mtp_chained"], abs=1e-9), "other": 1.0}
     assert GROUP_DECAY["eagle1"] == pytest.approx(0.825, abs=1e-9)
+    assert GROUP_DECAY["mtp_chained"] == pytest.approx(0.71, abs=1e-9)
     # the rejected alternative: fitting the other proposers' ratio too (it rises above 1)
     assert fit_decay_groups(fit_other=True)["other"] == pytest.approx(1.015, abs=1e-9)
     assert decay_group("eagle2") == "eagle1" and decay_group("eagle3") == "other" and decay_group("ngram") == "other"
+    # a single MTP module reused at every depth decays; a drafter with one module per position is i.i.d.
+    assert decay_group("mtp") == "mtp_chained" and decay_group("mtp", "Inkling") == "other"
+    # each of the chained module's two sources alone: its ratio stays well below 1 (0.615 and 0.735)
+    held = {src: fit_decay_groups(exclude_sources=(src,))["mtp_chained"]
+            for src in ("NVIDIA/TensorRT-LLM", "vllm-project/vllm#41044")}
+    assert held == {"NVIDIA/TensorRT-LLM": pytest.approx(0.615), "vllm-project/vllm#41044": pytest.approx(0.735)}
 
 
 def test_draft_temperature_is_the_pair_fit():
