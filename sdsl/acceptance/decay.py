@@ -22,8 +22,8 @@ import numpy as np
 from sdsl.acceptance.tau import tau_from_conditional
 from sdsl.errors import InvalidInputError
 
-__all__ = ["DEFAULT_DECAY", "DECAY_GROUPS", "GROUP_DECAY", "MULTI_MODULE_MTP_TARGETS", "decay_group", "group_decay", "decay_conditional",
-           "decay_tau", "solve_decay", "fit_decay_ratio"]
+__all__ = ["DEFAULT_DECAY", "DECAY_GROUPS", "GROUP_DECAY", "MULTI_MODULE_MTP_TARGETS", "decay_group", "group_decay",
+           "decay_conditional", "decay_tau", "solve_decay", "fit_decay_ratio"]
 
 # r fitted on the model-based proposers' vectors (draft models, EAGLE/MTP heads; n-gram lookup excluded,
 # its acceptance rises with position) of sdsl/data/published/per_position.csv; recomputed by

@@ -121,7 +121,8 @@ def engines(as_json):
     click.echo(format_table(rows, [(k, k, "") for k in rows[0]]))
     click.echo("\n* fitted on published rows (leave-one-source-out in the file); measured: in NVIDIA's operator tables "
                "(aiconfigurator-core 0.12.0; `sdsl validate kernels`); graphs: T target, D drafting passes, E draft extend; "
-               "overlap: P plain steps, S speculative steps (H), Z zero-sync (S and d too, for EAGLE, EAGLE-3 and MTP). Engines without measured kernel tables (gpt-fast, llama.cpp, "
-               "Hugging Face eager) keep terms fitted or sourced only.")
+               "overlap: P plain steps, S speculative steps (H), Z zero-sync (S and d too, for EAGLE, EAGLE-3 and MTP). "
+               "Engines without measured kernel tables (gpt-fast, llama.cpp, Hugging Face eager) keep terms fitted or "
+               "sourced only.")
     for p in profiles:
         click.echo(f"  {p.name}: {p.build}")

@@ -133,9 +133,9 @@ def k_sweep_check() -> dict:
         ks, taus = np.array(s["k"])[order], np.array(s["tau"])[order]
         ratios, _ = _held_out_models(s["source"])
         both = _both_groups_without(s["source"])
-        for name, r in (("leave_one_source_out", group_decay(s["method"], ratios, s.get("target"))),
-                        ("both_groups_fitted", group_decay(s["method"], both, s.get("target"))), ("previous_r", PREVIOUS_DECAY),
-                        ("iid", 1.0)):
+        for name, r in (("leave_one_source_out", group_decay(s["method"], ratios, s["target"])),
+                        ("both_groups_fitted", group_decay(s["method"], both, s["target"])),
+                        ("previous_r", PREVIOUS_DECAY), ("iid", 1.0)):
             a, r2 = solve_decay(taus[0], int(ks[0]), r)
             for k, t in zip(ks[1:], taus[1:]):
                 e = float(decay_tau(a, r2, int(k)) / t - 1.0)
