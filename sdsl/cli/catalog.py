@@ -117,7 +117,7 @@ def engines(as_json):
                                                                       " measured" if "allreduce_latency_s" in measured else ""),
                      "graphs": graphs,
                      "overlap": ("P" if p.overlap_plain else "-") + ("S" if p.overlap_spec else "-")
-                     + ("Z" if p.overlap_spec and p.zero_sync_spec else "")})
+                     + ("Z" if p.spec_host_runs_ahead else "")})
     click.echo(format_table(rows, [(k, k, "") for k in rows[0]]))
     click.echo("\n* fitted on published rows (leave-one-source-out in the file); measured: in NVIDIA's operator tables "
                "(aiconfigurator-core 0.12.0; `sdsl validate kernels`); graphs: T target, D drafting passes, E draft extend; "

@@ -159,6 +159,11 @@ class EngineProfile:
             raise InvalidInputError(f"Engine profile {self.name!r}: date must be YYYY-MM-DD; got {self.date!r}.")
 
     @property
+    def spec_host_runs_ahead(self) -> bool:
+        """S and d run ahead with H (``overlap_spec`` and ``zero_sync_spec``), for :data:`ZERO_SYNC_KINDS` only."""
+        return self.overlap_spec and self.zero_sync_spec
+
+    @property
     def is_ideal(self) -> bool:
         """True when every term is zero and nothing runs eagerly or padded: the roofline alone."""
         return (not any(getattr(self, t) for t in _TIME_TERMS) and self.graphs_target and self.graphs_draft
@@ -386,8 +391,7 @@ def host_seconds(profile: EngineProfile, pieces: StepPieces, **terms):
     gpu_plain = pieces.gpu_plain_s + eager_plain
     overlap_step = np.where(spec, profile.overlap_spec, profile.overlap_plain)
     host = t["host_step_s"]
-    zero_sync = profile.overlap_spec and profile.zero_sync_spec
-    hidden = spec & zero_sync & np.isin(np.asarray(pieces.kind), ZERO_SYNC_KINDS)  # S and d run ahead with H
+    hidden = spec & profile.spec_host_runs_ahead & np.isin(np.asarray(pieces.kind), ZERO_SYNC_KINDS)
     exposed_step = np.where(hidden, np.maximum(0.0, host + critical - gpu_step),
                             np.where(overlap_step, np.maximum(0.0, host - gpu_step), host) + critical)
     exposed_plain = np.maximum(0.0, host - gpu_plain) if profile.overlap_plain else host + 0.0 * gpu_plain

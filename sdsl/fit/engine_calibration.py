@@ -291,8 +291,7 @@ def calibrate_engine(paths, *, base="vllm", terms=None, defaults: dict | None = 
     runs = read_runs(paths, defaults)
     points = price_runs(runs, base_profile)
     overlaps = base_profile.overlap_plain or base_profile.overlap_spec  # host time hidden behind a longer GPU step
-    hideable = ("host_step_s",) + (("spec_step_s", "draft_pass_s") if base_profile.overlap_spec
-                                   and base_profile.zero_sync_spec else ())  # a zero-sync build hides S and d too
+    hideable = ("host_step_s",) + (("spec_step_s", "draft_pass_s") if base_profile.spec_host_runs_ahead else ())
     kept = tuple(t for t in hideable if auto and overlaps and identify(points, (t,)) is not None)
     terms = tuple(t for t in terms if t not in kept)
     if not terms:

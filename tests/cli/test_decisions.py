@@ -69,6 +69,19 @@ def test_llama_eagle3_k_table_has_the_fewest_ranges_each_within_the_tolerance(ea
         assert np.all(tps[row["k"], cols] >= (1 - K_TOLERANCE) * tps[:, cols].max(axis=0))
 
 
+@pytest.mark.parametrize("engine, counts, k4, k5", [("vllm", (10, 15, 27), 2.319, 2.037),
+                                                     ("vllm:2026-01", (5, 13, 19), 1.818, 1.615)])
+def test_the_range_counts_and_the_batch_24_sawtooth_sdsl_plan_robust_states(engine, counts, k4, k5):
+    """sdsl.plan.robust's docstring: over batch 1-256 the table has 10 / 15 / 27 ranges at 5% / 3% / no tolerance with the
+    default (S and d hidden) and 5 / 13 / 19 on the V1 runner (summed); at batch 24 k = 4 and k = 5 price 2.32x / 2.04x."""
+    plan = sdsl.plan_speculation("llama-3.1-8b", sdsl.Deployment("h100-sxm", engine=engine), proposers=["eagle3"])
+    r = plan.ranking
+    tps, plain = r.tokens_per_s[0, :, :, 0], np.asarray(r.plain_tokens_per_s).ravel()
+    assert tuple(len(robust_k_ranges(tps, r.gammas, r.batches, tol)) for tol in (0.05, 0.03, 0.0)) == counts
+    b24 = int(np.flatnonzero(np.asarray(r.batches) == 24)[0])
+    assert (tps[4, b24] / plain[b24], tps[5, b24] / plain[b24]) == (pytest.approx(k4, abs=1e-3), pytest.approx(k5, abs=1e-3))
+
+
 def test_robust_table_prefers_the_smaller_k_and_the_fewest_ranges():
     rng = np.random.default_rng(0)
     base = np.array([1.0, 1.5, 1.9, 1.92, 1.91])[:, None] * np.ones((1, 40))

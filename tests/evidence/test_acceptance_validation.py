@@ -38,6 +38,31 @@ def test_leave_one_source_out_accepted_length(out):
                                                      "sources": True}
 
 
+def test_the_mtp_rows_the_catalog_section_states(out):
+    """DeepSeek-R1's chained MTP rows from DeepSeek-V3's report at -3.6 ... -18.0%; Inkling's k = 8 rows at +35% and
+    +38%, its source median 19.3%."""
+    rows = {r["row_id"]: r["error"] for r in out["accepted_length"]["rows"]}
+    r1 = [rows[f"trtllm-blog1-deepseek-r1-mtp-k{k}"] for k in range(1, 6)]
+    assert (max(r1), min(r1)) == (A(-0.036, abs=1e-3), A(-0.180, abs=1e-3))
+    ink = sorted(rows[i] for i in rows if i.startswith("vllm-pr48892-inkling-mtp-k8"))
+    assert ink == [A(0.350, abs=1e-3), A(0.381, abs=1e-3)]
+    assert out["accepted_length"]["per_source"]["vllm-project/vllm#48892"]["median_abs_error"] == A(0.193, abs=1e-3)
+
+
+def test_the_chained_mtp_sweeps_held_out_and_iid(out):
+    """VALIDATION.md "Per-position rates across k": TensorRT-LLM's sweep -5.4 ... -11.4% held out (+7.2 ... +63.5%
+    i.i.d.), vLLM's DeepSeek-V4 rates +2.5 ... +4.5% (+9.8 ... +12.1% i.i.d.)."""
+    rows = out["k_sweeps"]["rows"]
+    want = {("leave_one_source_out", "NVIDIA/TensorRT-LLM"): (-0.054, -0.114),
+            ("iid", "NVIDIA/TensorRT-LLM"): (0.072, 0.635),
+            ("leave_one_source_out", "vllm-project/vllm#41044"): (0.025, 0.045),
+            ("iid", "vllm-project/vllm#41044"): (0.098, 0.121)}
+    for (model, source), (first, last) in want.items():
+        e = sorted((x["error"] for x in rows if x["model"] == model and x["method"] == "mtp" and x["source"] == source),
+                   key=abs)
+        assert (e[0], e[-1]) == (A(first, abs=1e-3), A(last, abs=1e-3))
+
+
 def test_held_out_means_held_out(out):
     for row in out["accepted_length"]["rows"]:
         assert row["source"] not in row["evidence_sources"]

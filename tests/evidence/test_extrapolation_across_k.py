@@ -62,3 +62,13 @@ def test_inkling_k1_carried_to_k8_over_predicts_its_own_k8_runs():
     over = [float(Acceptance.from_accepted_length(_catalog_tau(a), 1, decay=r).tau(8)) / _catalog_tau(b) - 1
             for a, b in pairs]
     assert over == pytest.approx([0.125, 0.063], abs=0.002)
+
+
+def test_what_optimize_picks_for_deepseek_v3_mtp():
+    """CHANGELOG: with the chained module's ratio `optimize` picks k 3 for DeepSeek-V3 + MTP (8x H200, batch 1, the
+    catalog's k = 1 acceptance); carried i.i.d. the same acceptance made it pick k 7."""
+    import sdsl
+
+    assert sdsl.optimize("deepseek-v3", "h200", proposers=["mtp"], tp=8).pick["gamma"] == 3
+    iid = Acceptance.from_accepted_length(_catalog_tau("deepseek-v3-report-mtp-k1"), 1, decay=1.0)
+    assert sdsl.optimize("deepseek-v3", "h200", proposers=["mtp"], tp=8, acceptance=iid).pick["gamma"] == 7
