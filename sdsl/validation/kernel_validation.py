@@ -190,8 +190,10 @@ def _vidur_h100() -> dict:
     shipped = default_params(hw)
     e_shipped = predict_gemm(table, hw, "bf16", shipped) / table["time_s"].to_numpy() - 1.0
     small = table["m"].to_numpy() <= SMALL_M
+    m = table["m"].to_numpy()
+    by_m = {int(x): float(np.median(e_shipped[m == x])) for x in np.unique(m)}  # where the sources part: m >= 96
     out = {"shipped_on_opdb": _summary(e_shipped), "shipped_on_opdb_small_m": _summary(e_shipped[small]),
-           "shipped_source": shipped.source, "shared_points": int(len(both))}
+           "shipped_on_opdb_median_signed_by_m": by_m, "shipped_source": shipped.source, "shared_points": int(len(both))}
     if len(both):
         d = both["time_s_vidur"].to_numpy() / both["time_s_opdb"].to_numpy() - 1.0
         out["vidur_vs_opdb"] = _summary(d)
@@ -360,6 +362,8 @@ def _extra_lines(d: dict) -> list[str]:
         s = v["shipped_on_opdb"]
         lines.append(f"H100, the two sources: shipped defaults ({v['shipped_source'][:60]}...) on the tables' bf16 GEMMs: "
                      + error_phrase(s, ("median", "median_abs"), ("worst", "worst_abs"), ("bias", "median_signed", "+")))
+        lines.append("  median signed by GEMM rows m: " + ", ".join(
+            f"{m} {100 * e:+.1f}%" for m, e in v["shipped_on_opdb_median_signed_by_m"].items()))
         if "vidur_vs_opdb" in v:
             x = v["vidur_vs_opdb"]
             lines.append(f"  Vidur fp16 / tables bf16 at {v['shared_points']} shared (m, n, k): "
