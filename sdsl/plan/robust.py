@@ -9,7 +9,9 @@ at one batch is mostly where batch × (k + 1) crosses a GEMM row tile (every 128
 H100 GEMMs) or a CUDA-graph capture size, a sawtooth of 1-15% (Llama-3.1-8B + EAGLE-3 on vLLM, H100: batch 24 prices
 k = 4 at 2.32x, k = 5 at 2.04x). 5% is under half the median error: a table keeps a change of k only where it is worth
 more than the model can resolve. Over batch 1-256 that table has 10 ranges at 5%, 15 at 3%, 27 with no tolerance
-(5, 13 and 19 under vLLM's V1 runner, whose exposed speculative host time flattens the sawtooth).
+(5, 13 and 19 under vLLM's V1 runner, whose exposed speculative host time flattens the sawtooth). Those H100 steps are
+priced on Vidur's 2024 GEMMs, which vLLM 0.24's measured kernels beat by 15-25% at 96-512 rows (VALIDATION.md "The
+two sources on the H100").
 
 **Table.** :func:`robust_k_ranges` covers the batches with the fewest ranges whose k is within the tolerance of the
 per-batch best at every batch of its range (greedy interval covering: from the first uncovered batch, the k that
