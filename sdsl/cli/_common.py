@@ -22,15 +22,15 @@ calibration_option = click.option(
 )
 
 
-def resolve_latency_params(calibration, hardware):
-    """LatencyParams from a calibration file, else the packaged default for the hardware."""
+def resolve_latency_params(calibration, hardware, engine=None):
+    """LatencyParams from a calibration file, else the packaged default for the hardware and engine."""
     from sdsl.roofline.latency import default_params
 
     if calibration:
         from sdsl.fit.calibration import load_latency_params
 
         return load_latency_params(calibration, hardware)
-    return default_params(hardware)
+    return default_params(hardware, engine)
 
 
 DTYPES = ["bf16", "fp16", "fp8", "fp32"]
@@ -70,7 +70,7 @@ def deployment_options(*, context: bool = True, tp_help: str = "Tensor-parallel 
 
             extra = {"context": kwargs.pop("context")} if context else {}
             hw = get_hardware(hardware)
-            deployment = Deployment(hw, tp=tp, ep=ep, draft_tp=draft_tp, params=resolve_latency_params(calibration, hw),
+            deployment = Deployment(hw, tp=tp, ep=ep, draft_tp=draft_tp, params=resolve_latency_params(calibration, hw, None) if calibration else None,
                                     engine=engine, **precision_options(dtype), **extra)
             return command(*args, deployment=deployment, **kwargs)
 

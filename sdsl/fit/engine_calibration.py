@@ -309,8 +309,9 @@ def calibrate_engine(paths, *, base="vllm", terms=None, defaults: dict | None = 
     today = datetime.date.today().isoformat()
     sources = {**base_profile.sources, **{t: {"fit": "user-runs", "files": [str(x) for x in paths],
                                               "points": len(points)} for t in terms}}
-    profile = base_profile.replace(name=name or f"calibrated-{base_profile.name}", date=today,
-                                   build=f"{base_profile.build} — terms fitted to {len(points)} measured runs",
+    # the base build's date stays: it chooses the kernels the runs were priced on (runs_table_gemms)
+    profile = base_profile.replace(name=name or f"calibrated-{base_profile.name}",
+                                   build=f"{base_profile.build} — terms fitted to {len(points)} measured runs on {today}",
                                    sources=sources, **fit["values"])
     return EngineCalibration(profile, base_profile.name, terms, runs, fit["residuals"], errors, fit["rms_log"], kept,
                              fit["at_bounds"])

@@ -5,13 +5,13 @@ acceptance was measured at.
 **Tolerance.** Two speculation lengths whose predicted tokens/s lie within :data:`K_TOLERANCE` (5%) of each other
 are one choice. sdsl cannot tell them apart: the speculative tokens/s it predicts are off by a median 13% held out
 (VALIDATION.md, engine speculative tokens/s) and a catalog acceptance by a median 21%; what separates neighbouring k
-at one batch is mostly where batch × (k + 1) crosses a GEMM row tile (every 128 rows, the steps measured in Vidur's
-H100 GEMMs) or a CUDA-graph capture size, a sawtooth of 1-15% (Llama-3.1-8B + EAGLE-3 on vLLM, H100: batch 24 prices
-k = 4 at 2.32x, k = 5 at 2.04x). 5% is under half the median error: a table keeps a change of k only where it is worth
-more than the model can resolve. Over batch 1-256 that table has 10 ranges at 5%, 15 at 3%, 27 with no tolerance
-(5, 13 and 19 under vLLM's V1 runner, whose exposed speculative host time flattens the sawtooth). Those H100 steps are
-priced on Vidur's 2024 GEMMs, which vLLM 0.24's measured kernels beat by 15-25% at 96-512 rows (VALIDATION.md "The
-two sources on the H100").
+at one batch is mostly where batch × (k + 1) crosses a GEMM row tile (every 128 rows) or a CUDA-graph capture size, a
+sawtooth of 1-15%. 5% is under half the median error: a table keeps a change of k only where it is worth more than the
+model can resolve. For Llama-3.1-8B + EAGLE-3 on the default vLLM profile (H100) the table over batch 1-256 has 4 ranges
+at 5%, 10 at 3%, 27 with no tolerance (3, 7 and 18 under vLLM's V1 runner, whose exposed speculative host time flattens
+the sawtooth); batch 24 prices k = 4 at 2.46x, k = 5 at 2.38x. Those profiles price the H100's GEMMs on vLLM 0.24's
+measured kernels; priced on Vidur's 2024 GEMMs instead (15-25% slower at 96-512 rows), the same profile's table has 10
+ranges at 5% (VALIDATION.md "The two sources on the H100").
 
 **Table.** :func:`robust_k_ranges` covers the batches with the fewest ranges whose k is within the tolerance of the
 per-batch best at every batch of its range (greedy interval covering: from the first uncovered batch, the k that

@@ -37,7 +37,7 @@ class Deployment:
     dtype: compute precision of activations, KV cache and attention, and of the weights unless
     ``weight_dtype`` says otherwise (fp32, bf16, fp16, fp8). context: tokens already in each
     sequence's KV cache (the mean, for mixed lengths). params: roofline latency parameters;
-    ``None`` uses :func:`~sdsl.roofline.latency.default_params` of the hardware.
+    ``None`` uses :func:`~sdsl.roofline.latency.default_params` of the hardware and engine.
     weight_dtype: storage format of the decoder's linear-layer weights (bf16, fp8, int4, mxfp4, nvfp4;
     :mod:`sdsl.roofline.weight_formats`), the embeddings and LM head staying in ``dtype``; ``None``: ``dtype``.
     expert_dtype: format of the routed experts' weights (gpt-oss: mxfp4 beside bf16 attention); ``None``:
@@ -88,12 +88,13 @@ class Deployment:
         set_(self, "draft_tp", _check_degree("draft_tp", draft_tp))
         set_(self, "dtype", str(dtype).lower())
         set_(self, "context", int(context) if float(context).is_integer() else float(context))
-        set_(self, "params", params if params is not None else default_params(hw))
+        profile = resolve_engine(engine, hardware=hw)
+        set_(self, "params", params if params is not None else default_params(hw, profile))
         set_(self, "weight_dtype", formats[0])
         set_(self, "expert_dtype", formats[1])
         set_(self, "ep", ep)
         set_(self, "expert_dispatch", expert_dispatch)
-        set_(self, "engine", resolve_engine(engine, hardware=hw))
+        set_(self, "engine", profile)
 
     @classmethod
     def of(cls, value) -> "Deployment":
@@ -101,14 +102,15 @@ class Deployment:
         return value if isinstance(value, Deployment) else cls(value)
 
     def replace(self, **changes) -> "Deployment":
-        """A copy with ``changes`` applied (validated like the constructor). A new ``hardware``
-        without new ``params`` gets that hardware's default parameters when these were the old
-        hardware's defaults (explicitly given parameters are kept)."""
+        """A copy with ``changes`` applied (validated like the constructor). A new ``hardware`` or ``engine``
+        without new ``params`` gets the default parameters of the new pair when these were the old pair's
+        defaults (explicitly given parameters are kept)."""
         unknown = sorted(set(changes) - {f.name for f in fields(self)})
         if unknown:
             valid = ", ".join(f.name for f in fields(self))
             raise InvalidInputError(f"Deployment has no field {unknown[0]!r}; its fields are {valid}.")
-        if "hardware" in changes and "params" not in changes and self.params == default_params(self.hardware):
+        moved = "hardware" in changes or "engine" in changes
+        if moved and "params" not in changes and self.params == default_params(self.hardware, self.engine):
             changes["params"] = None
         return replace(self, **changes)
 

@@ -11,7 +11,8 @@ from functools import lru_cache
 
 from sdsl.errors import ConfigError, InvalidInputError
 
-__all__ = ["LatencyParams", "DEFAULT_PARAMS", "default_params", "ELEMENTWISE_KINDS", "calibration_provenance"]
+__all__ = ["LatencyParams", "DEFAULT_PARAMS", "default_params", "ELEMENTWISE_KINDS", "calibration_provenance",
+           "TABLE_GEMMS_FROM", "runs_table_gemms"]
 
 
 #: Elementwise kernel kinds (Vidur: input/post_attention_layernorm, attn_rope, mlp_act, add).
@@ -194,8 +195,30 @@ def _packaged_overlay(name: str) -> dict | None:
     return load_json(path) if path.is_file() else None
 
 
+#: The engine builds whose bf16 GEMMs an overlay's ``engine_gemm`` terms measured (aiconfigurator-core's vLLM 0.24.0
+#: tables): vLLM profiles dated from 2026 on, vLLM 0.14 or later on PyTorch 2.9.1 (vLLM's 0.14.0 requirements). An
+#: earlier profile, another engine or ``ideal`` keeps the GPU's Vidur (2024) GEMMs, the kernels of its validation rows'
+#: era; VALIDATION.md ("The two sources on the H100") measures both on those rows.
+TABLE_GEMMS_FROM = {"vllm": "2026-01-01"}
+
+
+def runs_table_gemms(engine) -> bool:
+    """Whether ``engine`` (an :class:`~sdsl.engine.profiles.EngineProfile`, a spec it resolves from, or ``None``: the
+    roofline alone) is priced on the operator tables' bf16 GEMMs where a GPU's overlay has them (:data:`TABLE_GEMMS_FROM`)."""
+    if engine is None:
+        return False
+    if not hasattr(engine, "date"):
+        from sdsl.engine.profiles import resolve_engine
+
+        engine = resolve_engine(engine)
+    start = TABLE_GEMMS_FROM.get(engine.engine)
+    return bool(start and engine.date and engine.date >= start)
+
+
 @lru_cache(maxsize=None)
-def _packaged_params(name: str) -> LatencyParams | None:
+def _packaged_params(name: str, table_gemms: bool = False) -> LatencyParams | None:
+    """The shipped calibration of ``name`` with its overlay's low-precision terms, and with the overlay's measured
+    bf16 GEMM terms (``engine_gemm``) when ``table_gemms``."""
     data = _packaged_file(name)
     if data is None:
         return None
@@ -203,6 +226,9 @@ def _packaged_params(name: str) -> LatencyParams | None:
     overlay = _packaged_overlay(name)
     if overlay is not None:
         params = params.replace(**overlay["params"], source=f"{params.source}; {overlay['source']}")
+        gemm = overlay.get("engine_gemm")
+        if table_gemms and gemm:
+            params = params.replace(**gemm["params"], source=f"{params.source}; {gemm['source']}")
     return params
 
 
@@ -232,11 +258,12 @@ def calibration_provenance(hardware) -> dict:
     return {"kind": "measured", "sources": sources, "transferred": list(data.get("transferred", []))}
 
 
-def default_params(hardware) -> LatencyParams:
+def default_params(hardware, engine=None) -> LatencyParams:
     """Latency parameters shipped for ``hardware``: its own calibration when sdsl ships one
     (sdsl/data/latency/<name>.json: H200, B200, B300, GB200, GB300 and L40S fitted on NVIDIA's measured operator tables by
     ``tools/make_opdb_latency.py``, :mod:`sdsl.fit.opdb.defaults`, with the H100-SXM's fp8 GEMM terms laid
-    over its Vidur calibration from latency/opdb/; the others written by ``sdsl calibrate`` from Vidur's
+    over its Vidur calibration from latency/opdb/, and its bf16 GEMM terms too when ``engine`` runs the tables'
+    kernels (:func:`runs_table_gemms`: vLLM profiles from 2026 on); the others written by ``sdsl calibrate`` from Vidur's
     H100-SXM, A100-80GB and A40 timings, one form on all three: elementwise kernels, GEMMs with 128-row tiles and the kernel
     terms; the H100 and A100 all-reduce fitted to their DGX (NVSwitch) rows, the A40's unfitted, as Vidur
     has no A40 all-reduce; commands and held-out errors in VALIDATION.md, and ``sdsl validate latency
@@ -249,7 +276,7 @@ def default_params(hardware) -> LatencyParams:
 
     if not hasattr(hardware, "kind"):  # a catalog name, alias or file, as everywhere else
         hardware = get_hardware(hardware)
-    own = _packaged_params(hardware.name.lower())
+    own = _packaged_params(hardware.name.lower(), runs_table_gemms(engine))
     if own is not None:
         return own
     if hardware.kind == "gpu":

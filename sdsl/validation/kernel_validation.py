@@ -174,8 +174,9 @@ def _moe(gpu: str) -> dict:
 
 
 def _vidur_h100() -> dict:
-    """Vidur's H100 fp16 GEMMs against the tables' H100 bf16 GEMMs (vLLM), where both measured the same (m, n, k);
-    and the shipped H100 defaults (fitted on Vidur) priced on the tables' rows."""
+    """Vidur's H100 fp16 GEMMs against the tables' H100 bf16 GEMMs (vLLM), where both measured the same (m, n, k); the
+    H100's Vidur calibration (what profiles before 2026 and ``ideal`` price with) on the tables' rows; and the tables'
+    bf16 GEMM fit (what the newest vLLM profiles price with) on Vidur's rows of up to 512 tokens."""
     from sdsl._paths import data_path
     from sdsl.roofline.latency_params import default_params
     from sdsl.fit.opdb.kernels import gemm_rows, hardware_of, predict_gemm
@@ -192,8 +193,12 @@ def _vidur_h100() -> dict:
     small = table["m"].to_numpy() <= SMALL_M
     m = table["m"].to_numpy()
     by_m = {int(x): float(np.median(e_shipped[m == x])) for x in np.unique(m)}  # where the sources part: m >= 96
+    tables = default_params(hw, "vllm")  # the newest vLLM profile's: the tables' own bf16 GEMM fit
+    own = vidur[vidur["num_tokens"] <= 512].rename(columns={"num_tokens": "m", "in_features": "k", "out_features": "n"})
+    e_tables = predict_gemm(own, hw, "bf16", tables) / own["time_s"].to_numpy() - 1.0
     out = {"shipped_on_opdb": _summary(e_shipped), "shipped_on_opdb_small_m": _summary(e_shipped[small]),
-           "shipped_on_opdb_median_signed_by_m": by_m, "shipped_source": shipped.source, "shared_points": int(len(both))}
+           "shipped_on_opdb_median_signed_by_m": by_m, "shipped_source": shipped.source, "shared_points": int(len(both)),
+           "tables_on_vidur_to_512": _summary(e_tables)}
     if len(both):
         d = both["time_s_vidur"].to_numpy() / both["time_s_opdb"].to_numpy() - 1.0
         out["vidur_vs_opdb"] = _summary(d)
@@ -203,13 +208,13 @@ def _vidur_h100() -> dict:
 
 
 def _shipped(gpu: str, engine: str) -> dict:
-    """What a user gets, ``default_params`` of the GPU, priced on every GEMM row of the tables per format (in-sample
-    for a GPU calibrated on them, out-of-source for a Vidur-calibrated one)."""
+    """What a user of ``engine``'s newest profile gets, ``default_params`` of the GPU and engine, priced on every GEMM row
+    of the tables per format (in-sample for a GPU or GEMM terms calibrated on them)."""
     from sdsl.fit.opdb.kernels import GEMM_FORMATS, gemm_rows, hardware_of, predict_gemm
     from sdsl.roofline.latency_params import calibration_provenance, default_params
 
     hw = hardware_of(gpu)
-    params = default_params(hw)
+    params = default_params(hw, engine)  # the newest profile of the tables' engine: on the H100 its bf16 GEMMs too
     rows = gemm_rows(gpu, engine)
     out = {"calibration": calibration_provenance(hw), "source": params.source, "gemm": {}}
     for dtype in sorted(set(rows["dtype"])):
@@ -360,8 +365,11 @@ def _extra_lines(d: dict) -> list[str]:
     v = d.get("vidur_h100")
     if v:
         s = v["shipped_on_opdb"]
-        lines.append(f"H100, the two sources: shipped defaults ({v['shipped_source'][:60]}...) on the tables' bf16 GEMMs: "
+        lines.append(f"H100, the two sources: Vidur calibration ({v['shipped_source'][:60]}...) on the tables' bf16 GEMMs: "
                      + error_phrase(s, ("median", "median_abs"), ("worst", "worst_abs"), ("bias", "median_signed", "+")))
+        t = v["tables_on_vidur_to_512"]
+        lines.append("  the tables' bf16 fit (newest vLLM profiles) on Vidur's GEMMs up to 512 tokens: "
+                     + error_phrase(t, ("median", "median_abs"), ("worst", "worst_abs"), ("bias", "median_signed", "+")))
         lines.append("  median signed by GEMM rows m: " + ", ".join(
             f"{m} {100 * e:+.1f}%" for m, e in v["shipped_on_opdb_median_signed_by_m"].items()))
         if "vidur_vs_opdb" in v:

@@ -65,19 +65,19 @@ def test_the_rates_the_section_states_and_the_host_time_the_summed_form_adds():
 
 
 def test_the_v1_runner_to_model_runner_v2_tpot_cross_check():
-    """DeepSeek-V3 on 8x H100, TP 8, MTP 1, tau 1.9, batch 1: TPOT 6.38 ms on the V1 runner (S and d summed) and
-    5.68 ms on model runner V2 (-10.9%), against vLLM's published 6.3-11% for that change."""
+    """DeepSeek-V3 on 8x H100, TP 8, MTP 1, tau 1.9, batch 1: TPOT 6.29 ms on the V1 runner (S and d summed) and
+    5.60 ms on model runner V2 (-11.0%), against vLLM's published 6.3-11% for that change."""
     tpot = [1e3 * float(sdsl.predict("deepseek-v3", "mtp", "h100-sxm", gamma=1, accepted_length=1.9, batch=1, tp=8,
                                      context=512, engine=e).tpot_s) for e in ("vllm:2026-01", "vllm")]
-    assert tpot == [pytest.approx(6.38, abs=5e-3), pytest.approx(5.68, abs=5e-3)]
-    assert tpot[1] / tpot[0] - 1 == pytest.approx(-0.109, abs=1e-3)
+    assert tpot == [pytest.approx(6.29, abs=5e-3), pytest.approx(5.60, abs=5e-3)]
+    assert tpot[1] / tpot[0] - 1 == pytest.approx(-0.110, abs=1e-3)
 
 
 def test_what_the_default_picks_for_llama_eagle3_with_and_without_the_form():
-    """Llama-3.1-8B + EAGLE-3, H100, batch 1, catalog acceptance: k 5 at 2.67x with S and d hidden, k 4 at 1.90x with
+    """Llama-3.1-8B + EAGLE-3, H100, batch 1, catalog acceptance: k 5 at 2.65x with S and d hidden, k 3 at 1.84x with
     them summed (the profile before)."""
     shipped = resolve_engine("vllm")
-    for profile, k, speedup in ((shipped, 5, 2.667), (shipped.replace(zero_sync_spec=False), 4, 1.901)):
+    for profile, k, speedup in ((shipped, 5, 2.652), (shipped.replace(zero_sync_spec=False), 3, 1.836)):
         plan = sdsl.optimize("llama-3.1-8b", "h100-sxm", proposers=["eagle3"], engine=profile)
         assert plan.pick["gamma"] == k
         pred = sdsl.predict("llama-3.1-8b", "eagle3", "h100-sxm", gamma=k, engine=profile)

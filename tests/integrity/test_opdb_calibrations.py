@@ -45,3 +45,25 @@ def test_shipped_opdb_calibration_is_the_refit(gpu):
     np.testing.assert_allclose(predict_nccl(nccl, hw, a), predict_nccl(nccl, hw, b), rtol=1e-4)
     for k in ("t_elementwise", "eta_norm", "eta_rope", "eta_act", "eta_add"):  # the transferred elementwise terms
         assert getattr(a, k) == pytest.approx(getattr(b, k), rel=0.02 if stale else 1e-6), k
+
+
+def test_shipped_h100_overlay_is_the_refit():
+    """latency/opdb/h100-sxm.json (the fp8 terms over Vidur's H100, and the bf16 GEMM terms the newest vLLM builds run)
+    is what a refit on the shipped subset gives: compared by what each priced form prices on the tables' rows."""
+    from sdsl.fit.opdb.defaults import build_format_overlay
+    from sdsl.fit.opdb.kernels import gemm_rows, hardware_of, predict_gemm
+    from sdsl.roofline.latency_params import _packaged_params
+
+    hw = hardware_of("h100_sxm")
+    shipped = json.loads(data_path("latency", "opdb", "h100-sxm.json").read_text())
+    refit = build_format_overlay("h100_sxm")
+    assert {k: v for k, v in refit.items() if k != "params" and k != "engine_gemm"} == \
+        {k: v for k, v in shipped.items() if k != "params" and k != "engine_gemm"}
+    assert refit["engine_gemm"]["source"] == shipped["engine_gemm"]["source"]
+    for table_gemms in (False, True):
+        base = _packaged_params("h100-sxm", table_gemms)
+        terms = {**refit["params"], **(refit["engine_gemm"]["params"] if table_gemms else {})}
+        for dtype, fmt in (("bfloat16", "bf16"), ("fp8", "fp8")):
+            r = gemm_rows("h100_sxm", "vllm", dtype)
+            np.testing.assert_allclose(predict_gemm(r, hw, fmt, base), predict_gemm(r, hw, fmt, base.replace(**terms)),
+                                       rtol=1e-4, err_msg=dtype)

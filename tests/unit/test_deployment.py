@@ -13,13 +13,26 @@ from sdsl.errors import ConfigError, InvalidInputError, UnknownNameError
 def test_resolves_hardware_and_default_params(tmp_path):
     dep = Deployment("H100-SXM")
     assert dep.hardware is sdsl.get_hardware("h100-sxm")
-    assert dep.params == default_params(dep.hardware)
+    assert dep.params == default_params(dep.hardware, dep.engine)
     assert (dep.tp, dep.draft_tp, dep.dtype, dep.context) == (1, 1, "bf16", 1024)
     path = tmp_path / "my-gpu.toml"
     path.write_text('name = "My-GPU"\nbf16_tflops = 100\nmem_bandwidth_gbs = 1000\nmem_gb = 24\nsource = "test"\n')
     assert Deployment(path).hardware.name == "My-GPU"
     assert Deployment(str(path)).hardware.peak_flops == pytest.approx(100e12)
     assert Deployment(dep.hardware, params=DEFAULT_PARAMS).params is DEFAULT_PARAMS
+
+
+def test_the_engine_build_chooses_the_h100_gemm_source():
+    """vLLM profiles from 2026 on price the H100's bf16 GEMMs on vLLM 0.24.0's measured tables, earlier profiles and
+    the roofline alone on Vidur's 2024 ones; a new engine re-defaults the parameters, explicit ones are kept."""
+    new, old = Deployment("h100-sxm", engine="vllm"), Deployment("h100-sxm", engine="vllm:2025-07")
+    assert "vllm 0.24.0" in new.params.source.split("; ")[-1] and new.params.eta_compute != old.params.eta_compute
+    assert old.params == Deployment("h100-sxm", engine="ideal").params == default_params("h100-sxm")
+    assert new.replace(engine="vllm:2025-07").params == old.params and old.replace(engine="vllm").params == new.params
+    assert old.replace(engine="vllm", params=old.params).params == old.params
+    assert Deployment("h100-sxm", engine="vllm:2025-07", params=new.params).params == new.params
+    h200 = [Deployment("h200", engine=e).params for e in ("vllm", "vllm:2025-07")]
+    assert h200[0] == h200[1]  # one source on the H200: the tables
 
 
 def test_of_replace_and_to_dict():

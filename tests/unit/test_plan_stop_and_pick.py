@@ -39,7 +39,8 @@ def test_the_pick_is_the_best_k_at_the_first_batch_and_the_export_follows(moe_pl
 
 
 def test_a_stop_after_paying_and_a_resumption_are_both_stated():
-    plan = sdsl.plan_speculation("llama-3.1-8b", sdsl.Deployment("h100-sxm"), proposers=["ngram"], batches=[256])
+    plan = sdsl.plan_speculation("llama-3.1-8b", sdsl.Deployment("h100-sxm", engine="vllm:2025-07"), proposers=["ngram"],
+                                 batches=[256])  # on the 2024 GEMMs n-gram stops paying at 193 and pays again from 214
     pays, stop = plan.speculation_pays, plan.break_even_batch
     assert pays[0]["batch_min"] == 1 and stop == pays[0]["batch_max"] + 1
     assert all(_k_at(plan, b) == 0 for b in range(stop, pays[1]["batch_min"])) if len(pays) > 1 else True

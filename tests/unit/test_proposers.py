@@ -32,8 +32,8 @@ def test_draft_model_chain_is_predict():
 
 def test_eagle_head_is_one_layer_plus_fc_and_lm_head():
     head = EagleHead()
-    one_layer = step_time(head.shapes(TARGET, 1), DEP.hardware, batch=1, q=1, context=1024).total_s
-    full = step_time(TARGET, DEP.hardware, batch=1, q=1, context=1024).total_s
+    one_layer = step_time(head.shapes(TARGET, 1), DEP, batch=1, q=1, context=1024).total_s
+    full = step_time(TARGET, DEP, batch=1, q=1, context=1024).total_s
     t = head.step_time(TARGET, DEP, batch=1, context=1024)
     assert one_layer < t < 0.15 * full  # one of 32 layers + LM head + the 2d->d FC
     assert head.shapes(TARGET, 1).lm_out == TARGET.vocab_size
@@ -62,7 +62,7 @@ def test_tree_verify_prices_the_mask_and_chain_tree_equals_chain():
     as_tree = price_speculation(TARGET, "eagle", DEP, tau_value=3.0, tree=TreeShape(4, 1, 5))
     np.testing.assert_allclose(chain["t_step_s"], as_tree["t_step_s"], rtol=1e-12)
     tree = price_speculation(TARGET, "eagle", DEP, tau_value=3.0, tree="8,8,64")
-    causal = step_time(TARGET, DEP.hardware, batch=1, q=64, context=1024).total_s
+    causal = step_time(TARGET, DEP, batch=1, q=64, context=1024).total_s
     assert tree["t_verify_s"] > causal and tree["verify_tokens"] == 64
 
 
@@ -165,7 +165,7 @@ def test_tree_mask_and_overhead_only_slow_a_step(tokens, steps, overhead, batch)
     tokens = min(tokens, 1 + topk + (steps - 1) * topk * topk)
     tree = price_speculation(TARGET, "eagle", DEP, tau_value=1.0, tree=TreeShape(steps, topk, tokens), batch=batch,
                              overhead_s=overhead)
-    causal = step_time(TARGET, DEP.hardware, batch=batch, q=tokens, context=1024).total_s
+    causal = step_time(TARGET, DEP, batch=batch, q=tokens, context=1024).total_s
     assert float(tree["t_verify_s"]) >= float(causal)  # the mask's full block costs at least the causal half
     base = price_speculation(TARGET, "eagle", DEP, tau_value=1.0, tree=TreeShape(steps, topk, tokens), batch=batch)
     assert float(tree["tokens_per_s"]) <= float(base["tokens_per_s"])

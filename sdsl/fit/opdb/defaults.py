@@ -6,9 +6,11 @@
   form fitted on the engine's bf16 GEMMs, the fp8 and fp4 GEMM terms on its fp8 and nvfp4 GEMMs, the all-reduce on NCCL's
   all_reduce rows; the elementwise kernels (norm, RoPE, activation, add), which the tables do not time, are
   the cross-GPU transfer's from the Vidur-calibrated GPUs, and the source says so;
-- ``sdsl/data/latency/opdb/<gpu>.json`` for a Vidur-calibrated GPU the tables also cover (H100-SXM): only the
+- ``sdsl/data/latency/opdb/<gpu>.json`` for a Vidur-calibrated GPU the tables also cover (H100-SXM): the
   low-precision GEMM terms, laid over the Vidur calibration by :func:`sdsl.roofline.latency_params.default_params`
-  (the terms are ratios to the same source's bf16 GEMMs, so they carry over to another source's bf16 fit).
+  (the terms are ratios to the same source's bf16 GEMMs, so they carry over to another source's bf16 fit), and the
+  bf16 GEMM terms (``engine_gemm``), laid over it only for the engine builds that run the tables' kernels
+  (:func:`sdsl.roofline.latency_params.runs_table_gemms`).
 
 Decode attention keeps the GEMMs' η_m: fitted on its own, the KV read reaches the same fraction of the bandwidth
 (H200 0.87 against the GEMMs' 0.85, B200 0.90 against 0.82; ``sdsl validate kernels``), so no term is added.
@@ -57,12 +59,19 @@ def build_format_overlay(gpu: str) -> dict:
     from sdsl.fit.opdb import OPDB_VERSION
     from sdsl.fit.opdb.kernels import fit_gemm, gemm_rows, hardware_of
 
+    from sdsl.fit.opdb.kernels import GEMM_TERMS
+    from sdsl.roofline.latency_params import TABLE_GEMMS_FROM
+
     hw = hardware_of(gpu)
     bf16 = gemm_rows(gpu, ENGINE, "bfloat16")
-    terms, notes = _format_terms(gpu, fit_gemm(bf16, hw, "bf16"), hw)
+    fit = fit_gemm(bf16, hw, "bf16")
+    terms, notes = _format_terms(gpu, fit, hw)
     return {"hardware": hw.name.lower(), "params": terms,
             "source": (f"low-precision GEMM terms fitted on aiconfigurator-core {OPDB_VERSION}'s measured "
                        f"{hw.name} " + "; ".join(notes) + f" against its bf16 GEMMs ({_versions(bf16)})"),
+            "engine_gemm": {"params": {k: float(getattr(fit, k)) for k in GEMM_TERMS},
+                            "source": (f"bf16 GEMMs fitted on its measured bf16 GEMMs ({len(bf16)}, {_versions(bf16)}) "
+                                       f"for {ENGINE} builds from {TABLE_GEMMS_FROM[ENGINE][:4]} on")},
             "measured_on": {"source": f"aiconfigurator-core {OPDB_VERSION}", "engine": ENGINE,
                             "engine_version": sorted(set(bf16["engine_version"]))}}
 
