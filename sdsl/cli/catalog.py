@@ -87,7 +87,7 @@ def engines(as_json):
 
     List the engine execution profiles (sdsl/data/engines/profiles.json): name, engine, date, the host terms
     (fitted ones marked *), the tensor-parallel all-reduce (NCCL, or the engine's custom kernel and its latency), CUDA
-    graphs and overlap, and what each build is. `--engine ENGINE` takes the newest of an
+    graphs and overlap, which GEMM source prices an H100 step, and what each build is. `--engine ENGINE` takes the newest of an
     engine, `--engine ENGINE:YYYY-MM` the newest not after that month.
 
     Examples:
@@ -97,10 +97,11 @@ def engines(as_json):
         sdsl engines --json
     """
     from sdsl.engine.profiles import FREE_TERMS, engine_profiles
+    from sdsl.roofline.latency_params import runs_table_gemms
 
     profiles = list(engine_profiles().values())
     if as_json:
-        echo_json([p.to_dict() for p in profiles])
+        echo_json([{**p.to_dict(), "table_gemms": runs_table_gemms(p)} for p in profiles])
         return
     rows = []
     for p in profiles:
@@ -115,13 +116,15 @@ def engines(as_json):
                      "all-reduce": "nccl" if p.allreduce == "nccl" else
                      f"custom {1e6 * p.allreduce_latency_s:.1f} us" + ("*" if "allreduce_latency_s" in fitted else
                                                                       " measured" if "allreduce_latency_s" in measured else ""),
-                     "graphs": graphs,
+                     "graphs": graphs, "H100 GEMMs": "vLLM 0.24" if runs_table_gemms(p) else "Vidur 2024",
                      "overlap": ("P" if p.overlap_plain else "-") + ("S" if p.overlap_spec else "-")
                      + ("Z" if p.spec_host_runs_ahead else "")})
     click.echo(format_table(rows, [(k, k, "") for k in rows[0]]))
     click.echo("\n* fitted on published rows (leave-one-source-out in the file); measured: in NVIDIA's operator tables "
                "(aiconfigurator-core 0.12.0; `sdsl validate kernels`); graphs: T target, D drafting passes, E draft extend; "
-               "overlap: P plain steps, S speculative steps (H), Z zero-sync (S and d too, for EAGLE, EAGLE-3 and MTP). "
+               "overlap: P plain steps, S speculative steps (H), Z zero-sync (S and d too, for EAGLE, EAGLE-3 and MTP); "
+               "H100 GEMMs: the bf16 GEMM fit an H100 step is priced on (vLLM 0.24.0's measured tables for vLLM builds "
+               "from 2026, Vidur's 2024 timings otherwise; every other GPU has one source). "
                "Engines without measured kernel tables (gpt-fast, llama.cpp, Hugging Face eager) keep terms fitted or "
                "sourced only.")
     for p in profiles:

@@ -70,6 +70,9 @@ def test_engines_lists_every_profile():
         assert name in out
     rows = json.loads(CliRunner().invoke(cli, ["engines", "--json"]).output)
     assert {r["name"] for r in rows} >= {"vllm-2025-07", "ideal"}
+    # which H100 GEMM source each profile prices with: vLLM 0.24's tables for the vLLM builds from 2026 only
+    assert sorted(r["name"] for r in rows if r["table_gemms"]) == ["vllm-2026-01", "vllm-2026-03"]
+    assert "H100 GEMMs" in out and out.count("vLLM 0.24") >= 2
 
 
 @pytest.mark.parametrize("engine, message", [("tgi", "Unknown engine"), ("vllm:2023-01", "No vllm profile"),
