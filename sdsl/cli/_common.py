@@ -23,7 +23,8 @@ calibration_option = click.option(
 
 
 def resolve_latency_params(calibration, hardware, engine=None):
-    """LatencyParams from a calibration file, else the packaged default for the hardware and engine."""
+    """LatencyParams from a calibration file, else the packaged default for the hardware and engine (what a
+    :class:`~sdsl.roofline.deployment.Deployment` given no params takes)."""
     from sdsl.roofline.latency import default_params
 
     if calibration:
@@ -70,8 +71,9 @@ def deployment_options(*, context: bool = True, tp_help: str = "Tensor-parallel 
 
             extra = {"context": kwargs.pop("context")} if context else {}
             hw = get_hardware(hardware)
-            deployment = Deployment(hw, tp=tp, ep=ep, draft_tp=draft_tp, params=resolve_latency_params(calibration, hw, None) if calibration else None,
-                                    engine=engine, **precision_options(dtype), **extra)
+            params = resolve_latency_params(calibration, hw) if calibration else None  # None: the engine's defaults
+            deployment = Deployment(hw, tp=tp, ep=ep, draft_tp=draft_tp, params=params, engine=engine,
+                                    **precision_options(dtype), **extra)
             return command(*args, deployment=deployment, **kwargs)
 
         for option in reversed(options):

@@ -87,8 +87,8 @@ def engines(as_json):
 
     List the engine execution profiles (sdsl/data/engines/profiles.json): name, engine, date, the host terms
     (fitted ones marked *), the tensor-parallel all-reduce (NCCL, or the engine's custom kernel and its latency), CUDA
-    graphs and overlap, which GEMM source prices an H100 step, and what each build is. `--engine ENGINE` takes the newest of an
-    engine, `--engine ENGINE:YYYY-MM` the newest not after that month.
+    graphs, the GEMM source an H100 step is priced on, overlap, and what each build is. `--engine ENGINE` takes the
+    newest of an engine, `--engine ENGINE:YYYY-MM` the newest not after that month.
 
     Examples:
 

@@ -196,9 +196,10 @@ def _packaged_overlay(name: str) -> dict | None:
 
 
 #: The engine builds whose bf16 GEMMs an overlay's ``engine_gemm`` terms measured (aiconfigurator-core's vLLM 0.24.0
-#: tables): vLLM profiles dated from 2026 on, vLLM 0.14 or later on PyTorch 2.9.1 (vLLM's 0.14.0 requirements). An
-#: earlier profile, another engine or ``ideal`` keeps the GPU's Vidur (2024) GEMMs, the kernels of its validation rows'
-#: era; VALIDATION.md ("The two sources on the H100") measures both on those rows.
+#: tables): vLLM profiles dated from 2026 on, the vLLM 0.14 line and later (vLLM 0.14.0 pins PyTorch 2.9.1:
+#: PrimeIntellect-ai/prime-rl#1625's lock, "torch to 2.9.1+cu128"). An earlier profile, another engine or ``ideal``
+#: keeps the GPU's Vidur (2024) GEMMs, the kernels of its validation rows' era; VALIDATION.md ("The two sources on the
+#: H100") measures both on those rows.
 TABLE_GEMMS_FROM = {"vllm": "2026-01-01"}
 
 

@@ -57,9 +57,7 @@ def _format_terms(gpu: str, bf16_params: LatencyParams, hw) -> tuple[dict, list[
 def build_format_overlay(gpu: str) -> dict:
     """The low-precision GEMM terms of ``gpu`` (a database name) as laid over a Vidur calibration."""
     from sdsl.fit.opdb import OPDB_VERSION
-    from sdsl.fit.opdb.kernels import fit_gemm, gemm_rows, hardware_of
-
-    from sdsl.fit.opdb.kernels import GEMM_TERMS
+    from sdsl.fit.opdb.kernels import GEMM_TERMS, fit_gemm, gemm_rows, hardware_of
     from sdsl.roofline.latency_params import TABLE_GEMMS_FROM
 
     hw = hardware_of(gpu)
