@@ -22,16 +22,15 @@ calibration_option = click.option(
 )
 
 
-def resolve_latency_params(calibration, hardware, engine=None):
-    """LatencyParams from a calibration file, else the packaged default for the hardware and engine (what a
-    :class:`~sdsl.roofline.deployment.Deployment` given no params takes)."""
+def resolve_latency_params(calibration, hardware):
+    """LatencyParams from a calibration file, else the packaged default for the hardware."""
     from sdsl.roofline.latency import default_params
 
     if calibration:
         from sdsl.fit.calibration import load_latency_params
 
         return load_latency_params(calibration, hardware)
-    return default_params(hardware, engine)
+    return default_params(hardware)
 
 
 DTYPES = ["bf16", "fp16", "fp8", "fp32"]

@@ -190,8 +190,8 @@ def _vidur_h100() -> dict:
                        on=["m", "n", "k"], suffixes=("_opdb", "_vidur"))
     shipped = default_params(hw)
     e_shipped = predict_gemm(table, hw, "bf16", shipped) / table["time_s"].to_numpy() - 1.0
-    small = table["m"].to_numpy() <= SMALL_M
     m = table["m"].to_numpy()
+    small = m <= SMALL_M
     by_m = {int(x): float(np.median(e_shipped[m == x])) for x in np.unique(m)}  # where the sources part: m >= 96
     tables = default_params(hw, "vllm")  # the newest vLLM profile's: the tables' own bf16 GEMM fit
     own = vidur[vidur["num_tokens"] <= 512].rename(columns={"num_tokens": "m", "in_features": "k", "out_features": "n"})

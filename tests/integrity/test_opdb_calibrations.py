@@ -19,8 +19,8 @@ GPUS = ("h200_sxm", "b200_sxm", "l40s", "b300_sxm", "gb200", "gb300")
 @pytest.mark.parametrize("gpu", GPUS)
 def test_shipped_opdb_calibration_is_the_refit(gpu):
     from sdsl.catalog.hardware import get_hardware
-    from sdsl.fit.opdb.defaults import build_measured_params, settle
-    from sdsl.fit.opdb.kernels import GEMM_FORMATS, allreduce_rows, gemm_rows, hardware_of, predict_gemm, predict_nccl
+    from sdsl.fit.opdb.defaults import build_measured_params, prices_agree, settle
+    from sdsl.fit.opdb.kernels import hardware_of
     from sdsl.roofline.gpu_transfer import transfer_params
     from sdsl.roofline.latency_params import LatencyParams, _packaged_params, _transfer_basis
 
@@ -33,14 +33,7 @@ def test_shipped_opdb_calibration_is_the_refit(gpu):
     stale = gpu in TRANSFER_BEFORE_CATALOG
     assert (refit["params"]["source"] == shipped["params"]["source"]) != stale
     a, b = LatencyParams.from_dict(shipped["params"]), LatencyParams.from_dict(refit["params"])
-    rows = gemm_rows(gpu, "vllm")
-    for dtype in ("bfloat16", "fp8", "nvfp4"):
-        r = rows[rows["dtype"] == dtype]
-        if len(r):
-            fmt = GEMM_FORMATS[dtype]
-            np.testing.assert_allclose(predict_gemm(r, hw, fmt, a), predict_gemm(r, hw, fmt, b), rtol=1e-4, err_msg=dtype)
-    nccl = allreduce_rows(gpu, "nccl")
-    np.testing.assert_allclose(predict_nccl(nccl, hw, a), predict_nccl(nccl, hw, b), rtol=1e-4)
+    assert prices_agree(gpu, a, b)  # every GEMM row per format and every NCCL row, to 1e-4
     for k in ("t_elementwise", "eta_norm", "eta_rope", "eta_act", "eta_add"):  # the transferred elementwise terms
         assert getattr(a, k) == pytest.approx(getattr(b, k), rel=0.02 if stale else 1e-6), k
 
@@ -84,4 +77,8 @@ def test_settle_keeps_the_shipped_file_only_for_the_same_fit():
         moved["params"]["eta_norm"] *= 1.01
         kept = settle(gpu, moved, shipped)["params"]["eta_norm"]
         assert kept == (shipped if gpu == "b200_sxm" else moved)["params"]["eta_norm"]
-    assert settle("h200_sxm", shipped, None) is shipped
+    h200 = json.loads(data_path("latency", "h200.json").read_text())
+    renamed = copy.deepcopy(h200)
+    renamed["params"]["source"] += " (reworded)"
+    assert settle("h200_sxm", renamed, h200) == renamed  # a changed source text is written, its prices the same
+    assert settle("h200_sxm", h200, None) is h200

@@ -53,31 +53,37 @@ def prices_agree(gpu: str, a: LatencyParams, b: LatencyParams, *, nccl: bool = T
     return all(np.allclose(x, y, rtol=SETTLED_REL, atol=0.0) for x, y in pairs)
 
 
+def _text(data):
+    """``data`` with every float blanked: what a refit must reproduce exactly (names, sources, versions, tiles)."""
+    if isinstance(data, dict):
+        return {k: _text(v) for k, v in data.items()}
+    return None if isinstance(data, float) else data
+
+
 def settle(gpu: str, new: dict, old: dict | None) -> dict:
     """What ``tools/make_opdb_latency.py`` writes for ``gpu``: the shipped file ``old`` where the refit ``new`` (of
-    :func:`build_measured_params` or :func:`build_format_overlay`) is the same fit (:func:`prices_agree`), so rerunning
-    it on any CPU writes the shipped bytes; else ``new``, a GPU in :data:`TRANSFER_BEFORE_CATALOG` keeping its shipped
-    transferred terms and source."""
+    :func:`build_measured_params` or :func:`build_format_overlay`) is the same fit — the same text, the same prices
+    (:func:`prices_agree`) and the same transferred terms — so rerunning it on any CPU writes the shipped bytes; else
+    ``new``, a GPU in :data:`TRANSFER_BEFORE_CATALOG` keeping its shipped transferred terms and source."""
     from sdsl.roofline.latency_params import _packaged_params
 
     if not old:
         return new
-    if "engine_gemm" in new:  # an overlay: each priced form laid over the GPU's Vidur calibration
-        if "engine_gemm" not in old:
-            return new
-        base = _packaged_params(new["hardware"])
-        forms = [(old["params"], new["params"]), ({**old["params"], **old["engine_gemm"]["params"]},
-                                                  {**new["params"], **new["engine_gemm"]["params"]})]
-        same = all(prices_agree(gpu, base.replace(**o), base.replace(**n), nccl=False) for o, n in forms)
-        return old if same else new
     out = dict(new)
     if gpu in TRANSFER_BEFORE_CATALOG:
         keep = tuple(old.get("transferred", ())) + ("source",)
         out["params"] = {**new["params"], **{k: old["params"][k] for k in keep if k in old.get("params", {})}}
+    if _text(old) != _text(out):
+        return out
+    if "engine_gemm" in out:  # an overlay: each priced form laid over the GPU's Vidur calibration
+        base = _packaged_params(out["hardware"])
+        forms = [(old["params"], out["params"]), ({**old["params"], **old["engine_gemm"]["params"]},
+                                                  {**out["params"], **out["engine_gemm"]["params"]})]
+        same = all(prices_agree(gpu, base.replace(**o), base.replace(**n), nccl=False) for o, n in forms)
+        return old if same else out
     a, b = LatencyParams.from_dict(old["params"]), LatencyParams.from_dict(out["params"])
     moved = [k for k in old.get("transferred", ()) if abs(getattr(a, k) - getattr(b, k)) > SETTLED_REL * abs(getattr(a, k))]
-    same_meta = {k: v for k, v in old.items() if k != "params"} == {k: v for k, v in out.items() if k != "params"}
-    return old if same_meta and not moved and prices_agree(gpu, a, b) else out
+    return old if not moved and prices_agree(gpu, a, b) else out
 
 
 def _versions(rows) -> str:
