@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from sdsl.catalog.dtypes import dtype_bytes
-from sdsl.catalog.moe import expected_distinct_experts
+from sdsl.catalog.moe import ROUTING_LOCALITY, expected_distinct_experts, locality_tokens
 from sdsl.errors import InvalidInputError
 
 __all__ = ["VariantCounts", "ACTIVE_CONVENTIONS", "local_context", "check_bqL"]
@@ -80,6 +80,8 @@ class VariantCounts:
     routing_skew, expert_load: how unevenly the router spreads tokens over the experts on a workload — a
         power-law exponent α of expert popularity (h_i ∝ i^−α; 0 = uniform) or a measured expert-load
         histogram (one share per expert); :func:`sdsl.catalog.moe.selection_probabilities`.
+    routing_locality: the share ρ of a position's experts its successor in the same sequence keeps beyond chance
+        (:func:`sdsl.catalog.moe.locality_tokens`); None: :data:`sdsl.catalog.moe.ROUTING_LOCALITY`, measured.
     """
 
     def _check_variants(self) -> None:
@@ -103,6 +105,9 @@ class VariantCounts:
             bad = f"first_dense_layers={self.first_dense_layers} exceeds n_layer={self.n_layer}"
         elif not (isinstance(self.routing_skew, (int, float)) and np.isfinite(self.routing_skew) and self.routing_skew >= 0):
             bad = f"routing_skew must be a non-negative number, got {self.routing_skew!r}"
+        elif self.routing_locality is not None and not (isinstance(self.routing_locality, (int, float))
+                                                         and 0 <= self.routing_locality < 1):
+            bad = f"routing_locality must lie in [0, 1), got {self.routing_locality!r}"
         elif self.expert_load and (len(self.expert_load) != self.n_experts
                                    or not all(isinstance(x, (int, float)) and x >= 0 for x in self.expert_load)
                                    or sum(self.expert_load) <= 0):
@@ -120,6 +125,11 @@ class VariantCounts:
             object.__setattr__(self, "head_dim", self.qk_rope_head_dim + self.qk_nope_head_dim)
         object.__setattr__(self, "expert_load", tuple(float(x) for x in self.expert_load))
         object.__setattr__(self, "routing_skew", float(self.routing_skew))
+
+    @property
+    def effective_routing_locality(self) -> float:
+        """The routing locality ρ that prices this model: its own, else the measured default."""
+        return ROUTING_LOCALITY if self.routing_locality is None else float(self.routing_locality)
 
     @property
     def is_moe(self) -> bool:
@@ -265,7 +275,8 @@ class VariantCounts:
         """Forward bytes of an MoE / local-attention model: only the experts the tokens touch, and each local
         layer's window of the KV cache."""
         if self.is_moe:
-            untouched = self.n_experts - expected_distinct_experts(self.n_experts, self.experts_per_token, tokens)
+            routed = locality_tokens(tokens, b, self.effective_routing_locality)
+            untouched = self.n_experts - expected_distinct_experts(self.n_experts, self.experts_per_token, routed)
             weights = weights - self.n_moe_layers * untouched * self.expert_params * dtype_bytes(dtype)
         return np.asarray(weights + b * self.kv_cache_bytes(L, dtype) + tokens * per_token, dtype=float)
 

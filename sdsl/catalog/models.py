@@ -63,12 +63,11 @@ class ModelSpec(VariantCounts):
         norm: ``"rmsnorm"`` (weight only) or ``"layernorm"`` (weight and bias).
         qkv_bias, attn_out_bias, mlp_bias: which linear layers carry a bias.
         learned_pos: rows of a learned absolute position table (OPT: max positions + offset 2), 0 if none.
-        embed_proj_dim: token-embedding width when it differs from ``d_model`` (OPT-350M: 512);
-            adds bias-free ``project_in``/``project_out`` matrices. ``None`` means ``d_model``.
+        embed_proj_dim: token-embedding width when not ``d_model`` (OPT-350M: 512; bias-free ``project_in``/``project_out``).
         final_norm: a norm after the last layer (OPT-350M, post-LN, has none).
         norms_per_layer: norms in each block (2; phi-2's parallel block has 1).
         lm_head_bias: the lm head has a bias (phi-2).
-        qk_norm ... routing_skew, expert_load: the architecture variants, :class:`~sdsl.catalog.model_variants.VariantCounts`.
+        qk_norm ... expert_load, routing_locality: the architecture variants, :class:`~sdsl.catalog.model_variants.VariantCounts`.
         published_params: the parameter count the model card / paper publishes, or ``None``.
         published_active_params, active_params_convention: an MoE model's published active count and
             what it counts (:data:`ACTIVE_CONVENTIONS`).
@@ -123,6 +122,7 @@ class ModelSpec(VariantCounts):
     mtp_layers: int = 0  # multi-token-prediction modules shipped beside the model (not counted in its parameters)
     routing_skew: float = 0.0  # power-law exponent of expert popularity on a workload (0 = uniform)
     expert_load: tuple = ()  # measured expert-load histogram, one share per expert (overrides routing_skew)
+    routing_locality: float | None = None  # ρ of consecutive positions (None: the measured default)
     published_params: float | None = None  # parameter count the model card / paper publishes (None = unpublished)
     published_active_params: float | None = None  # an MoE model's published active parameter count
     active_params_convention: str = "all"  # what the published active count counts (ACTIVE_CONVENTIONS)

@@ -8,8 +8,11 @@ with probability π_i (Σ π_i = k, π_i ≤ 1) independently of the others,
 
     E[distinct experts] = Σ_i 1 − (1 − π_i)^n,
 
-which for a uniform router (π_i = k/E) is E·(1 − (1 − k/E)^n). Tokens of one sequence's draft are treated
-as independent (no published evidence measures their expert overlap). A skewed router is given as a
+which for a uniform router (π_i = k/E) is E·(1 − (1 − k/E)^n). Tokens of different sequences route
+independently; consecutive positions of one sequence do not: a position keeps a share ρ of its predecessor's
+experts beyond chance (local routing consistency: Liang et al. 2025, arXiv 2505.16056), so the q positions a
+speculative step verifies per sequence touch the experts of 1 + (q − 1)·(1 − ρ) independent tokens
+(:func:`locality_tokens`; ρ from a router measurement, :data:`ROUTING_LOCALITY`). A skewed router is given as a
 measured expert-load histogram (the share of token-expert assignments each expert receives) or a
 rank power law h_i ∝ i^(−α) (Zipf-like popularity; ai-dynamo/aiconfigurator's MoE collector instead draws
 each expert's load from a power-law density with α = 1.01 or 1.2, collector/helper.py ``sample_power_law``,
@@ -26,7 +29,8 @@ import numpy as np
 
 from sdsl.errors import InvalidInputError
 
-__all__ = ["expected_distinct_experts", "selection_probabilities", "distinct_experts_from_probabilities",
+__all__ = ["expected_distinct_experts", "locality_tokens", "locality_from_overlap", "ROUTING_LOCALITY",
+           "LOCALITY_EVIDENCE", "selection_probabilities", "distinct_experts_from_probabilities",
            "expected_expert_rows", "FusedMoEFit", "TRITON_ROW_TILES", "row_tile_of", "fused_moe_layer_time", "MEASURED_MOE_GPUS",
            "MOE_TABLE_DTYPES", "DEFAULT_MOE_ENGINES", "ENGINE_MOE_KERNELS", "fused_moe_fits", "select_fused_moe_fit", "fused_moe_provenance"]
 
@@ -96,23 +100,64 @@ def _touched(p, n) -> np.ndarray:
         return np.where(p >= 1.0, np.where(n > 0, 1.0, 0.0), -np.expm1(n * np.log1p(-np.minimum(p, 1.0 - 1e-16))))
 
 
-def expected_expert_rows(tokens, *, n_experts=None, top_k=None, probabilities=None, pad=None):
+def locality_from_overlap(shared_share, n_experts, top_k) -> float:
+    """The routing locality ρ of :func:`locality_tokens` from a measured overlap: two consecutive positions that
+    share a fraction ``shared_share`` (s) of their top-k experts touch k·(2 − s) of them, so ρ solves
+    E·(1 − (1 − k/E)^(2 − ρ)) = k·(2 − s); s at the chance value k/E (independent routing) gives ρ ≈ 0."""
+    E, k = _check_router(n_experts, top_k)
+    s = float(shared_share)
+    if not (np.isfinite(s) and float(k / E) <= s < 1.0):
+        raise InvalidInputError("A measured expert overlap must lie between the chance value k/E and 1.")
+    p = float(k / E)
+    return float(max(2.0 - np.log1p(-p * (2.0 - s)) / np.log1p(-p), 0.0))
+
+
+#: The measurement the default locality comes from (sdsl/data/published/moe_routing.csv): GLM-4.7-Flash's router
+#: instrumented over greedy decode, 64 routed experts, top-4, every MoE layer.
+LOCALITY_EVIDENCE = {
+    "model": "zai-org/GLM-4.7-Flash", "n_experts": 64, "top_k": 4, "shared_share": 0.257,
+    "source": "github-pr:ml-explore/mlx-lm#1485 (comment by samithaj, 2026-07-26)",
+    "quote": "consecutive decode positions share **25.7%** of their top-4 experts (chance would be 4/64 = 6.25%)"}
+#: ρ of every MoE model without a measured value of its own (ModelSpec.routing_locality): 0.213.
+ROUTING_LOCALITY = locality_from_overlap(LOCALITY_EVIDENCE["shared_share"], LOCALITY_EVIDENCE["n_experts"],
+                                         LOCALITY_EVIDENCE["top_k"])
+
+
+def locality_tokens(tokens, sequences=None, locality=0.0) -> np.ndarray:
+    """Independent tokens ``tokens`` routed tokens count as for the experts they touch when they are
+    ``sequences`` sequences of q = tokens / sequences consecutive positions each (a speculative step verifies q
+    per sequence) and a position keeps a share ``locality`` (ρ) of its predecessor's experts beyond chance:
+    b·(1 + (q − 1)·(1 − ρ)). ``sequences`` None or ρ 0: the tokens themselves (independent routing)."""
+    n = np.asarray(tokens, dtype=float)
+    if sequences is None:
+        return n
+    rho = np.asarray(locality, dtype=float)
+    if np.any(~np.isfinite(rho)) or np.any(rho < 0) or np.any(rho >= 1):
+        raise InvalidInputError("A routing locality must lie in [0, 1).")
+    b = np.asarray(sequences, dtype=float)
+    return np.where(b > 0, np.minimum(b + (n - b) * (1.0 - rho), n), n)
+
+
+def expected_expert_rows(tokens, *, n_experts=None, top_k=None, probabilities=None, pad=None, distinct_tokens=None):
     """(distinct experts, GEMM rows) of one MoE layer for ``tokens`` routed tokens: the expected number of
     experts touched and Σ over them of ``pad``(their token count) — the rows a grouped GEMM computes when it
     tiles each expert's tokens separately (vLLM ``moe_align_block_size`` pads every expert's count to the
     kernel's row block). Uniform routing (``n_experts``, ``top_k``): D·pad(n·k/D). A routing distribution
     (``probabilities``, last axis): Σ_i P_i·pad(n·π_i/P_i), each touched expert at its expected count given
-    that it is touched (P_i = 1 − (1 − π_i)^n). ``pad`` None: rows = n·k, no padding. Broadcasts."""
+    that it is touched (P_i = 1 − (1 − π_i)^n). ``pad`` None: rows = n·k, no padding. ``distinct_tokens``: the
+    independent tokens the experts touched are counted from (:func:`locality_tokens`; default ``tokens``), while the
+    rows are every routed pick. Broadcasts."""
     n = np.asarray(tokens, dtype=float)
+    nd = n if distinct_tokens is None else np.asarray(distinct_tokens, dtype=float)
     pad = pad or (lambda rows: rows)
     if probabilities is None:
-        distinct = expected_distinct_experts(n_experts, top_k, n)
+        distinct = expected_distinct_experts(n_experts, top_k, nd)
         with np.errstate(divide="ignore", invalid="ignore"):
             per_expert = np.where(distinct > 0, n * np.asarray(top_k, dtype=float) / distinct, 0.0)
         return distinct, np.where(distinct > 0, distinct * pad(np.maximum(per_expert, 1.0)), 0.0)
     p = np.asarray(probabilities, dtype=float)
     nn = n[..., None]
-    touched = _touched(p, nn)
+    touched = _touched(p, nd[..., None])
     with np.errstate(divide="ignore", invalid="ignore"):
         per_expert = np.where(touched > 0, nn * p / touched, 0.0)
     rows = np.where(touched > 0, touched * pad(np.maximum(per_expert, 1.0)), 0.0)

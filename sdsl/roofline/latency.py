@@ -189,7 +189,7 @@ def _price(shapes: ModelShapes, dep: Deployment, b, q, L, *, logit_tokens=None):
         elementwise = elementwise + moe_ew - moe_launches
         launches = launches + moe_launches + shapes.n_moe * (1.0 + 2.0 * shapes.shared) * params.t_kernel
     elif shapes.has_moe:  # the measured layer holds routing, both grouped GEMMs (their launches), activation and sum
-        ew, more, fused_experts = fused_moe_parts(shapes, fused, tokens, prec, hardware, peak, params, t_ew)
+        ew, more, fused_experts = fused_moe_parts(shapes, fused, tokens, prec, hardware, peak, params, t_ew, b)
         elementwise, launches = elementwise + ew, launches + more
     overhead = launches + n * (params.t_layer + size_layer) + size_lm + params.t_step
     if prec.layer_extra_s:  # a low-precision format's extra fixed time per GEMM (its activation quantisation)
@@ -273,7 +273,7 @@ def expert_reads(model, deployment, *, batch=1, q=1) -> dict:
         zero = 0.0 * b * qq
         return {"distinct_experts": zero, "experts_per_gpu": zero, "rows_per_gpu": zero, "weight_bytes_per_gpu": zero}
     prec = precision_of(dep)
-    distinct, rows = expert_rows(shapes, b * qq, dep.params)
+    distinct, rows = expert_rows(shapes, b * qq, dep.params, sequences=b)
     wb = prec.dt if prec.expert_bytes is None else prec.expert_bytes
     local = distinct / shapes.ep
     weights = wb * local * (shapes.d_model * shapes.expert_up + shapes.expert_down_in * shapes.d_model)

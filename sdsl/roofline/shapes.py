@@ -70,6 +70,7 @@ class ModelShapes:
     shared_up: np.ndarray = field(default=0.0, repr=False)  # n_up·(shared width)/tp
     shared_down_in: np.ndarray = field(default=0.0, repr=False)
     expert_probs: np.ndarray | None = field(default=None, repr=False)  # per-expert pick probability (skewed routers)
+    locality: np.ndarray = field(default=0.0, repr=False)  # routing locality ρ of consecutive positions
     ep: int = 1
     has_moe: bool = False
     has_mla: bool = False
@@ -176,6 +177,7 @@ def _moe_columns(specs, tp: int, ep: int, col, single: bool, extra_dims: int) ->
         shared=col([float(s.shared_expert_width > 0) for s in specs]),
         shared_up=col([u * -(-s.shared_expert_width // tp) for u, s in zip(n_up, specs)]),
         shared_down_in=col([-(-s.shared_expert_width // tp) for s in specs]),
+        locality=col([s.effective_routing_locality if s.is_moe else 0.0 for s in specs]),
     )
     if any(s.routing_skew or s.expert_load for s in specs):
         width = max(s.n_experts for s in specs)

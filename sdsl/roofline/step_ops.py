@@ -15,7 +15,7 @@ from sdsl.catalog.dtypes import dtype_bytes
 from sdsl.roofline.kernels import (allreduce_time_with, elementwise_time, format_terms, gemm_flops_bytes, gemm_waves,
                                    kernel_size_overhead, padded_tokens, smooth_max)
 from sdsl.roofline.latency_params import DEFAULT_PARAMS, LatencyParams
-from sdsl.catalog.moe import (TRITON_ROW_TILES, FusedMoEFit, expected_expert_rows, fused_moe_layer_time,
+from sdsl.catalog.moe import (TRITON_ROW_TILES, locality_tokens, FusedMoEFit, expected_expert_rows, fused_moe_layer_time,
                               fused_moe_provenance, row_tile_of, select_fused_moe_fit)
 from sdsl.roofline.shapes import GEMM_OPS, MLA_OPS, ModelShapes, local_context
 from sdsl.roofline.weight_formats import gemm_peak, get_weight_format
@@ -195,16 +195,19 @@ def _attention(shapes: ModelShapes, b, q, L, dt: int, share=None) -> _Op:
     return _Op(flops, nbytes, None, False, share, attention=True)
 
 
-def expert_rows(shapes: ModelShapes, tokens, params: LatencyParams | None, tile: float | None = None):
+def expert_rows(shapes: ModelShapes, tokens, params: LatencyParams | None, tile: float | None = None, sequences=None):
     """(distinct experts per MoE layer over all GPUs, padded GEMM rows of those experts) for ``tokens``: each
-    expert's rows padded to ``tile`` rows when given (1: unpadded), else to the roofline's row tiles (``params``)."""
+    expert's rows padded to ``tile`` rows when given (1: unpadded), else to the roofline's row tiles (``params``).
+    ``sequences``: the tokens are that many sequences' consecutive positions, whose experts overlap by the model's
+    routing locality (:func:`sdsl.catalog.moe.locality_tokens`); None: independent tokens."""
     if tile is not None:
         pad = None if tile <= 1 else (lambda r: np.ceil(r / tile) * tile)
     else:
         pad = (lambda r: padded_tokens(r, params.m_tile, params.m_tile_min)) if params.m_tile else None
+    nd = locality_tokens(tokens, sequences, shapes.locality)
     if shapes.expert_probs is not None:
-        return expected_expert_rows(tokens, probabilities=shapes.expert_probs, pad=pad)
-    return expected_expert_rows(tokens, n_experts=shapes.n_experts, top_k=shapes.top_k, pad=pad)
+        return expected_expert_rows(tokens, probabilities=shapes.expert_probs, pad=pad, distinct_tokens=nd)
+    return expected_expert_rows(tokens, n_experts=shapes.n_experts, top_k=shapes.top_k, pad=pad, distinct_tokens=nd)
 
 
 def _groupedgemm_op(distinct, rows, active_rows, n_in, n_out, prec: Precision, params: LatencyParams, sm_count,
@@ -224,13 +227,14 @@ def _groupedgemm_op(distinct, rows, active_rows, n_in, n_out, prec: Precision, p
     return _Op(flops, nbytes, waves, True, share, prec.expert_peak, True)
 
 
-def _moe_ops(shapes: ModelShapes, tokens, prec: Precision, params: LatencyParams, sm_count, fused: bool = False):
+def _moe_ops(shapes: ModelShapes, tokens, prec: Precision, params: LatencyParams, sm_count, fused: bool = False,
+             sequences=None):
     """An MoE layer's GEMMs beyond attention: the router (every GPU routes every token), the grouped up and
     down GEMMs over the experts this GPU holds (1/ep of the distinct ones, by symmetry) unless ``fused`` (the
     measured fused layer prices them, :func:`fused_moe_time`), and the shared experts as a dense MLP. Returns
     (ops, distinct experts over all GPUs, real expert rows on this GPU)."""
     share = shapes.n_moe / shapes.n_layer
-    distinct, rows = expert_rows(shapes, tokens, params)
+    distinct, rows = expert_rows(shapes, tokens, params, sequences=sequences)
     local, local_rows = distinct / shapes.ep, rows / shapes.ep
     active = tokens * shapes.top_k / shapes.ep
     d, dt = shapes.d_model, prec.dt
@@ -267,7 +271,7 @@ def layer_ops(shapes: ModelShapes, b, q, L, prec: Precision, params: LatencyPara
                 for op in MLA_OPS]
     if not shapes.has_moe:
         return ops, 0.0, 0.0
-    moe, distinct, active = _moe_ops(shapes, tokens, prec, params, sm_count, fused_experts)
+    moe, distinct, active = _moe_ops(shapes, tokens, prec, params, sm_count, fused_experts, sequences=b)
     return ops + moe, np.where(shapes.n_moe > 0, distinct, 0.0), active  # a dense model in the stack routes nothing
 
 
@@ -345,7 +349,8 @@ def fused_moe_fit_of(shapes: ModelShapes, dep: Deployment) -> FusedMoEFit | None
     return select_fused_moe_fit(dep.hardware, getattr(dep, "engine", None), _expert_format(dep))
 
 
-def fused_moe_time(shapes: ModelShapes, fit: FusedMoEFit, tokens, prec: Precision, hardware, peak) -> np.ndarray:
+def fused_moe_time(shapes: ModelShapes, fit: FusedMoEFit, tokens, prec: Precision, hardware, peak,
+                   sequences=None) -> np.ndarray:
     """Seconds of one MoE layer's routed experts on one GPU as the measured fused kernel
     (:func:`sdsl.catalog.moe.fused_moe_layer_time`): the distinct experts of sdsl's router (uniform, or the model's
     skewed one), 1/ep of them on this GPU, their rows padded to the kernel's row tile, their weights in the expert
@@ -355,16 +360,16 @@ def fused_moe_time(shapes: ModelShapes, fit: FusedMoEFit, tokens, prec: Precisio
     width = shapes.expert_up + shapes.expert_down_in
     local_experts = shapes.n_experts / shapes.ep
     tile = row_tile_of(fit, n, local_experts)
-    distinct, padded = expert_rows(shapes, n, None, tile=1)
+    distinct, padded = expert_rows(shapes, n, None, tile=1, sequences=sequences)
     for t in TRITON_ROW_TILES if fit.row_tile == "triton" else ():
-        padded = np.where(tile == t, expert_rows(shapes, n, None, tile=t)[1], padded)
+        padded = np.where(tile == t, expert_rows(shapes, n, None, tile=t, sequences=sequences)[1], padded)
     return fused_moe_layer_time(fit, tokens=n, top_k=shapes.top_k, local_experts_touched=distinct / shapes.ep,
                                 padded_rows=padded / shapes.ep, weight_bytes=wb * distinct / shapes.ep * shapes.d_model * width,
                                 flops_per_row=2.0 * shapes.d_model * width, bandwidth=hardware.mem_bandwidth, peak=peak)
 
 
 def fused_moe_parts(shapes: ModelShapes, fit: FusedMoEFit, tokens, prec: Precision, hardware, peak,
-                    params: LatencyParams, t_ew: float):
+                    params: LatencyParams, t_ew: float, sequences=None):
     """What the MoE layers add to a step priced with the measured fused layer: (the shared experts' activation beyond
     its launch, the launches — router and shared-expert GEMMs and the shared activation, less the grouped up and down
     GEMMs the measured layer holds —, the routed experts' seconds over all MoE layers, :func:`fused_moe_time` at the
@@ -374,5 +379,5 @@ def fused_moe_parts(shapes: ModelShapes, fit: FusedMoEFit, tokens, prec: Precisi
     shared_launches = shapes.n_moe * shapes.shared * t_ew
     launches = shared_launches + shapes.n_moe * (2.0 * shapes.shared - 1.0) * params.t_kernel
     experts = shapes.n_moe * fused_moe_time(shapes, fit, tokens, prec, hardware,
-                                            peak if prec.expert_peak is None else prec.expert_peak)
+                                            peak if prec.expert_peak is None else prec.expert_peak, sequences)
     return shared_ew - shared_launches, launches, experts

@@ -342,7 +342,7 @@ def _goals(claims: dict) -> dict:
 
 
 def validate_moe(deployment_for=None, *, engine="row", label: str | None = None, price_options: dict | None = None,
-                 experts: str = "measured", **deployment_options) -> dict:
+                 experts: str = "measured", routing_locality: float | None = None, **deployment_options) -> dict:
     """Price every priceable MoE row on ``deployment_for(row)`` (default :func:`row_deployment` with ``engine`` —
     ``"row"``: the execution profile of each row's own engine and date; None: the roofline alone; ``"sglang"``:
     each row's SGLang build by its date, :func:`row_engine` — and
@@ -353,8 +353,11 @@ def validate_moe(deployment_for=None, *, engine="row", label: str | None = None,
     per-row records, the unpriced rows and why, the three claims (plain tokens/s, speculative/plain ratio,
     win/loss) over the ``class=moe`` rows, the dense comparisons apart, the verify-growth check
     (:func:`verify_growth`) and the goals. ``label`` names the step model in the output (default: "roofline, no
-    engine host time" when nothing changes the deployment or the pricing)."""
+    engine host time" when nothing changes the deployment or the pricing). ``routing_locality``: every target's
+    (``ModelSpec.routing_locality``; None: each model's own, the measured default)."""
     specs, unpriced = moe_rows()
+    if routing_locality is not None:  # a ModelSpec checks the value (one sentence, InvalidInputError)
+        specs = [replace(s, target=replace(s.target, routing_locality=routing_locality)) for s in specs]
     build = with_experts(deployment_for or (lambda s: row_deployment(s, engine, **deployment_options)), experts)
     deps = [build(s) for s in specs]
     rows = [{**_record(s, price_moe_row(s, d, **(price_options or {}))), "moe_kernel": moe_kernel_of(d, s.target)}
@@ -371,7 +374,8 @@ def validate_moe(deployment_for=None, *, engine="row", label: str | None = None,
     if label is None and plain:
         label = ("roofline, no engine host time" if profiles == ["ideal"] else
                  f"roofline with the engine profile of each row ({', '.join(profiles)})") + \
-            ("; routed experts as the roofline's grouped GEMMs" if experts == "roofline" else "")
+            ("; routed experts as the roofline's grouped GEMMs" if experts == "roofline" else "") + \
+            ("" if routing_locality is None else f"; routing locality {routing_locality:g} for every target")
     return {"model": label or "custom deployment or pricing", "engine_profiles": profiles,
             "oracle_inputs": ["accepted length (tau) of every speculative row"],
             "moe_kernels": sorted({r["moe_kernel"] for r in rows if r["class"] == "moe"}),

@@ -15,7 +15,7 @@ from sdsl.plan.config_table import ROW_KEYS
 from sdsl.plan.cost_drivers import PARTS, cost_driver, step_parts
 from sdsl.roofline.deployment import Deployment
 from sdsl.engine.profiles import IDEAL
-from sdsl.catalog.moe import expected_distinct_experts
+from sdsl.catalog.moe import ROUTING_LOCALITY, expected_distinct_experts
 from sdsl.plan.plan import plan_speculation
 from sdsl.speculation.step import price_step
 
@@ -33,12 +33,14 @@ def test_predict_json_prints_the_moe_fields():
     out = json.loads(r.output)
     for key in ("tokens_per_s", "plain_tokens_per_s", "speedup", "bound", "distinct_experts", "plain_distinct_experts"):
         assert key in out
-    # 16 verified tokens of one sequence route to E(1 - (1 - k/E)^16) of Qwen3-30B-A3B's 128 experts, top-8
-    assert out["distinct_experts"] == pytest.approx(float(expected_distinct_experts(128, 8, 16)), rel=1e-12)
+    # 16 verified positions of one sequence route as 1 + 15(1 - rho) independent tokens: E(1 - (1 - k/E)^n) of
+    # Qwen3-30B-A3B's 128 experts, top-8 (72.0, not the 82.4 of independent routing)
+    routed = 1 + 15 * (1 - ROUTING_LOCALITY)
+    assert out["distinct_experts"] == pytest.approx(float(expected_distinct_experts(128, 8, routed)), rel=1e-12)
     assert out["plain_distinct_experts"] == pytest.approx(8.0, rel=1e-12)
     assert out["speedup"] == pytest.approx(out["tokens_per_s"] / out["plain_tokens_per_s"], rel=1e-12)
     text = CliRunner().invoke(main, args[:-1]).output
-    assert "experts per MoE layer" in text and "82.4" in text
+    assert "experts per MoE layer" in text and "72.0" in text
 
 
 def test_step_parts_add_up_to_the_step():

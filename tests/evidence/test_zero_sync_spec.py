@@ -42,13 +42,13 @@ def test_the_published_ratio_is_priced_within_10_percent_with_the_host_work_hidd
     shipped = resolve_engine("vllm")
     assert shipped.zero_sync_spec and shipped.overlap_spec
     hidden, summed = _speedup(shipped), _speedup(shipped.replace(zero_sync_spec=False))
-    assert abs(hidden / measured - 1) < 0.10  # -6.7%
-    assert summed / measured - 1 < -0.15  # -20.3%: S and d summed leave no room for what the run measured
+    assert hidden / measured - 1 == pytest.approx(-0.057, abs=1e-3)
+    assert summed / measured - 1 == pytest.approx(-0.196, abs=1e-3)  # S and d summed leave no room for what the run measured
     assert summed < hidden < measured  # still conservative
 
 
 def test_the_rates_the_section_states_and_the_host_time_the_summed_form_adds():
-    """VALIDATION.md's table: plain +12.8% (both forms), MTP +5.3% hidden and -10.1% summed; the summed form adds
+    """VALIDATION.md's table: plain +12.8% (both forms), MTP +6.3% hidden and -9.3% summed; the summed form adds
     1.32 ms of S + d to a 7.1 ms plain step."""
     shipped = resolve_engine("vllm")
     errors = []
@@ -56,8 +56,8 @@ def test_the_rates_the_section_states_and_the_host_time_the_summed_form_adds():
         pred = sdsl.predict("deepseek-v3", "mtp", "b300", gamma=1, accepted_length=1.9, batch=1, tp=8, context=512,
                             engine=profile)
         errors.append((float(pred.plain_tokens_per_s) / 125 - 1, float(pred.tokens_per_s) / 234 - 1))
-    assert errors == [(pytest.approx(0.128, abs=5e-4), pytest.approx(0.053, abs=5e-4)),
-                      (pytest.approx(0.128, abs=5e-4), pytest.approx(-0.101, abs=5e-4))]
+    assert errors == [(pytest.approx(0.128, abs=5e-4), pytest.approx(0.063, abs=5e-4)),
+                      (pytest.approx(0.128, abs=5e-4), pytest.approx(-0.093, abs=5e-4))]
     dep = sdsl.Deployment("b300", tp=8, engine=shipped.replace(zero_sync_spec=False), weight_dtype="fp8")
     step = sdsl.price_step("deepseek-v3", "mtp", dep, gamma=1, tau=1.9, batch=1, context=512)
     assert 1e3 * float(step.t_host_s) == pytest.approx(1.32, abs=5e-3)
@@ -65,12 +65,12 @@ def test_the_rates_the_section_states_and_the_host_time_the_summed_form_adds():
 
 
 def test_the_v1_runner_to_model_runner_v2_tpot_cross_check():
-    """DeepSeek-V3 on 8x H100, TP 8, MTP 1, tau 1.9, batch 1: TPOT 6.29 ms on the V1 runner (S and d summed) and
-    5.60 ms on model runner V2 (-11.0%), against vLLM's published 6.3-11% for that change."""
+    """DeepSeek-V3 on 8x H100, TP 8, MTP 1, tau 1.9, batch 1: TPOT 6.20 ms on the V1 runner (S and d summed) and
+    5.51 ms on model runner V2 (-11.2%), against vLLM's published 6.3-11% for that change."""
     tpot = [1e3 * float(sdsl.predict("deepseek-v3", "mtp", "h100-sxm", gamma=1, accepted_length=1.9, batch=1, tp=8,
                                      context=512, engine=e).tpot_s) for e in ("vllm:2026-01", "vllm")]
-    assert tpot == [pytest.approx(6.29, abs=5e-3), pytest.approx(5.60, abs=5e-3)]
-    assert tpot[1] / tpot[0] - 1 == pytest.approx(-0.110, abs=1e-3)
+    assert tpot == [pytest.approx(6.20, abs=5e-3), pytest.approx(5.51, abs=5e-3)]
+    assert tpot[1] / tpot[0] - 1 == pytest.approx(-0.112, abs=1e-3)
 
 
 def test_what_the_default_picks_for_llama_eagle3_with_and_without_the_form():

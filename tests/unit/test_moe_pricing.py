@@ -14,7 +14,7 @@ from sdsl.catalog.hardware import get_hardware, list_hardware
 from sdsl.roofline.kernels import allreduce_time_with
 from sdsl.roofline.latency import (DEFAULT_PARAMS, LatencyParams, ModelShapes, all_to_all_time, expert_reads,
                                kv_cache_bytes_per_gpu, memory_per_gpu, step_time, weight_bytes_per_gpu)
-from sdsl.catalog.moe import expected_distinct_experts, selection_probabilities
+from sdsl.catalog.moe import ROUTING_LOCALITY, expected_distinct_experts, selection_probabilities
 from sdsl.roofline.weight_formats import WEIGHT_FORMATS, gemm_peak, get_weight_format
 from sdsl.errors import InvalidInputError
 from sdsl.validation.moe_validation import roofline_experts
@@ -33,7 +33,11 @@ def test_step_time_reports_the_distinct_experts_it_priced():
     b, q = np.array([1, 4, 32])[:, None], np.array([1, 2, 4, 8])[None, :]
     st = step_time(m, dep(tp=4), batch=b, q=q, context=512)
     assert np.asarray(st.distinct_experts).shape == (3, 4)
-    np.testing.assert_allclose(st.distinct_experts, expected_distinct_experts(128, 8, b * q), rtol=1e-12)
+    routed = b * (1 + (q - 1) * (1 - ROUTING_LOCALITY))  # a sequence's consecutive positions share experts
+    np.testing.assert_allclose(st.distinct_experts, expected_distinct_experts(128, 8, routed), rtol=1e-12)
+    assert np.all(np.asarray(st.distinct_experts)[:, 1:] < expected_distinct_experts(128, 8, b * q)[:, 1:])
+    independent = step_time(replace(m, routing_locality=0.0), dep(tp=4), batch=b, q=q, context=512)
+    np.testing.assert_allclose(independent.distinct_experts, expected_distinct_experts(128, 8, b * q), rtol=1e-12)
     assert float(step_time(m, dep(), batch=1, q=1).distinct_experts) == pytest.approx(8.0)
     assert st.to_dict()["distinct_experts"][0][0] == pytest.approx(8.0)
     assert "distinct experts/layer" in st.report()

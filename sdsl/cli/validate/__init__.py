@@ -239,8 +239,11 @@ def acceptance(engine, pass_overhead_us, as_json):
 @click.option("--experts", type=click.Choice(["measured", "roofline"]), default="measured", show_default=True,
               help="Routed experts: measured (the fused-MoE kernel fitted on the operator tables of the row's GPU, "
                    "where it has them) | roofline (the grouped GEMMs at the dense efficiencies, as before those tables).")
+@click.option("--routing-locality", type=float, default=None, metavar="RHO",
+              help="Share of a position's experts its successor keeps beyond chance, for every target "
+                   "(default: each model's, the measured 0.21; 0: independent routing).")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
-def moe(engine, experts, as_json):
+def moe(engine, experts, routing_locality, as_json):
     """Price the published mixture-of-experts rows (sdsl/data/published, row_set=moe) on the roofline with the
     shipped calibration and the execution profile of the engine each row ran on (--engine ideal: no engine
     host time): plain-decode
@@ -253,11 +256,12 @@ def moe(engine, experts, as_json):
     \b
         sdsl validate moe
         sdsl validate moe --engine ideal
+        sdsl validate moe --routing-locality 0
     """
     from sdsl.cli._common import echo_json
     from sdsl.validation.moe_validation import validate_moe
 
-    out = validate_moe(engine=None if engine == "ideal" else engine, experts=experts)
+    out = validate_moe(engine=None if engine == "ideal" else engine, experts=experts, routing_locality=routing_locality)
     if as_json:
         echo_json(out)
         return

@@ -1,0 +1,84 @@
+"""The routing locality of a sequence's positions (VALIDATION.md "Routing locality of a sequence's positions"): the
+default ρ from the one router measurement, what it moves on the published MoE rows against independent routing, and
+the CLI switch that reproduces the independent form."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import sdsl
+from sdsl._paths import REPO_ROOT
+from sdsl.catalog.models import get_model
+from sdsl.catalog.moe import LOCALITY_EVIDENCE, ROUTING_LOCALITY, locality_from_overlap
+from sdsl.cli import cli
+from sdsl.validation.moe_validation import validate_moe
+
+A = 2e-3
+
+
+def _says(*fragments):
+    text = " ".join((REPO_ROOT / "VALIDATION.md").read_text().split())
+    for f in fragments:
+        assert " ".join(f.split()) in text, f"VALIDATION.md no longer says {f!r}"
+
+
+def test_the_default_is_solved_from_the_router_measurement_in_the_published_data():
+    """Integrity (the constant against the committed row) and the one solve."""
+    with open(REPO_ROOT / "sdsl" / "data" / "published" / "moe_routing.csv", newline="") as f:
+        row = next(r for r in csv.DictReader(f) if r["quantity"] == "expert_overlap_consecutive_decode_positions")
+    assert row["model"] == LOCALITY_EVIDENCE["model"] and row["source"] == LOCALITY_EVIDENCE["source"]
+    assert float(row["value"]) / 100 == LOCALITY_EVIDENCE["shared_share"]
+    assert LOCALITY_EVIDENCE["quote"].replace("**", "") in row["quote"].replace("**", "")
+    assert "64 routed experts, top-4" in row["condition"]
+    assert ROUTING_LOCALITY == pytest.approx(0.213, abs=5e-4)
+    assert ROUTING_LOCALITY == locality_from_overlap(0.257, 64, 4)
+
+
+def test_what_the_locality_moves_on_the_published_moe_rows():
+    default, independent = validate_moe(), validate_moe(routing_locality=0.0)
+    ratio, before = default["claims"]["ratio"], independent["claims"]["ratio"]
+    assert (before["median_abs_error"], before["median_signed_error"], before["worst_error"]) == pytest.approx(
+        (0.1453, -0.1270, -0.6233), abs=A)
+    assert (ratio["median_abs_error"], ratio["median_signed_error"], ratio["worst_error"]) == pytest.approx(
+        (0.1433, -0.1097, -0.6066), abs=A)
+    assert independent["claims"]["outcome"]["right"] == 39 and default["claims"]["outcome"]["right"] == 40
+    assert independent["claims"]["plain"] == default["claims"]["plain"]  # sequences route independently
+    for src, (mae0, signed0, mae, signed) in {"sgl-project/SpecForge:data.json": (0.205, -0.205, 0.184, -0.184),
+                                               "sgl-project/SpecForge#339": (0.076, -0.026, 0.088, 0.031),
+                                               "Tencent/AngelSlim#163": (0.072, -0.009, 0.068, 0.027)}.items():
+        b, d = independent["claims"]["ratio_by_source"][src], default["claims"]["ratio_by_source"][src]
+        assert (b["median_abs_error"], b["median_signed_error"]) == pytest.approx((mae0, signed0), abs=1e-3)
+        assert (d["median_abs_error"], d["median_signed_error"]) == pytest.approx((mae, signed), abs=1e-3)
+    flipped = [(r["ratio_measured"], r["ratio_predicted"]) for r, r0 in zip(default["rows"], independent["rows"])
+               if r.get("outcome_right") and r0.get("outcome_right") is False]
+    assert len(flipped) == 1 and flipped[0] == pytest.approx((2.59, 1.02), abs=5e-3)
+    assert independent["model"].endswith("; routing locality 0 for every target")
+    _says("ratio 14.5% → 14.3% median (signed −12.7% → −11.0%, worst −62.3% → −60.7%), outcomes 39 → 40 of 46",
+          "measured 2.59×, now priced 1.02×", "the SpecBundle dashboard 20.5% → 18.4% (all signed), SpecForge #339 7.6% → "
+          "8.8% (signed −2.6% → +3.1%) and AngelSlim #163 7.2% → 6.8% (−0.9% → +2.7%)", "ρ = 0.213")
+
+
+def test_what_it_moves_on_a_deployment():
+    m, d = get_model("qwen3-30b-a3b"), sdsl.Deployment("h100-sxm")
+    experts = [float(sdsl.step_time(mm, d, batch=1, q=16).distinct_experts) for mm in (m, replace(m, routing_locality=0.0))]
+    assert experts == pytest.approx([72.0, 82.4], abs=0.05)
+    sglang = sdsl.Deployment("h100-sxm", engine="sglang")
+    speedups = [float(sdsl.price_step(mm, "eagle3", sglang, gamma=3, batch=1).speedup)
+                for mm in (m, replace(m, routing_locality=0.0))]
+    assert speedups == pytest.approx([1.049, 0.989], abs=2e-3)
+    _says("touch 72.0 of 128 experts instead of 82.4", "now pays at batch 1 (1.05× at k 3, 0.99× routed independently)")
+
+
+def test_the_cli_switch_and_its_refusal():
+    r = CliRunner().invoke(cli, ["validate", "moe", "--routing-locality", "0"])
+    assert r.exit_code == 0 and "ratio: n=46 median |error| 14.5%" in r.output
+    bad = CliRunner().invoke(cli, ["validate", "moe", "--routing-locality", "1"])
+    assert bad.exit_code == 2 and "routing_locality must lie in [0, 1)" in bad.output
+    with pytest.raises(sdsl.SDSLError, match="routing_locality"):
+        replace(get_model("qwen3-30b-a3b"), routing_locality=-0.1)
+    assert np.isclose(get_model("qwen3-30b-a3b").effective_routing_locality, ROUTING_LOCALITY)
