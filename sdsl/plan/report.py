@@ -186,7 +186,8 @@ def prediction_text(out: dict) -> str:
               f"  verify ({int(out['verify_tokens'])} tokens)    {ms(out['t_verify_s'])}   ({out['bound']}-bound)"]
     if out.get("distinct_experts"):
         lines.append(f"  experts per MoE layer {out['distinct_experts']:8.1f}      (plain step: "
-                     f"{out['plain_distinct_experts']:.1f}; distinct experts the verified tokens route to)")
+                     f"{out['plain_distinct_experts']:.1f}; distinct experts the verified tokens route to, a sequence's "
+                     "positions sharing some: ModelSpec.routing_locality)")
     gib = 2.0 ** 30
     fits = "" if out["fits_in_memory"] else "   DOES NOT FIT: raise --tp or use a larger GPU"
     lines += [f"  worker (GPU)          {ms(out['t_worker_s'])}",
