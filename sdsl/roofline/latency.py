@@ -263,7 +263,8 @@ def _step_time(model, deployment, batch, q, context, *, whole_batch):
 
 def expert_reads(model, deployment, *, batch=1, q=1) -> dict:
     """What one MoE layer's routed experts cost a step of ``batch`` × ``q`` tokens on one GPU, as the step time
-    prices it: ``distinct_experts`` (expected, over all GPUs), ``experts_per_gpu`` (distinct / ep),
+    prices it (the q positions of each sequence sharing experts by the model's routing locality):
+    ``distinct_experts`` (expected, over all GPUs), ``experts_per_gpu`` (distinct / ep),
     ``rows_per_gpu`` (the grouped GEMMs' rows, each expert's padded to the row tile) and ``weight_bytes_per_gpu``
     (the up and down weights of those experts, in the expert format). Broadcasts; zeros for a dense model."""
     dep = Deployment.of(deployment)
