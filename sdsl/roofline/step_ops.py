@@ -15,8 +15,8 @@ from sdsl.catalog.dtypes import dtype_bytes
 from sdsl.roofline.kernels import (allreduce_time_with, elementwise_time, format_terms, gemm_flops_bytes, gemm_waves,
                                    kernel_size_overhead, padded_tokens, smooth_max)
 from sdsl.roofline.latency_params import DEFAULT_PARAMS, LatencyParams
-from sdsl.catalog.moe import (TRITON_ROW_TILES, locality_tokens, FusedMoEFit, expected_expert_rows, fused_moe_layer_time,
-                              fused_moe_provenance, row_tile_of, select_fused_moe_fit)
+from sdsl.catalog.moe import (TRITON_ROW_TILES, FusedMoEFit, expected_expert_rows, fused_moe_layer_time,
+                              fused_moe_provenance, locality_tokens, row_tile_of, select_fused_moe_fit)
 from sdsl.roofline.shapes import GEMM_OPS, MLA_OPS, ModelShapes, local_context
 from sdsl.roofline.weight_formats import gemm_peak, get_weight_format
 from sdsl.errors import InvalidInputError
