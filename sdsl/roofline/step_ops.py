@@ -23,7 +23,8 @@ from sdsl.errors import InvalidInputError
 
 __all__ = ["op_time", "layer_elementwise_time", "all_to_all_time", "roofline_sums", "precision_of", "gemm_op",
            "layer_ops", "communication_time", "moe_elementwise", "cached_kv_elements", "expert_rows", "Precision",
-           "fused_moe_fit_of", "fused_moe_time", "fused_moe_parts", "format_gemms_per_layer", "expert_provenance"]
+           "fused_moe_fit_of", "fused_moe_time", "fused_moe_parts", "format_gemms_per_layer", "expert_provenance",
+           "attention_op"]
 
 #: MLA's extra GEMM-like kernels per layer: q_b, and the absorbed W_UK and W_UV batched GEMMs.
 MLA_EXTRA_GEMM_KERNELS = 3
@@ -186,7 +187,7 @@ def cached_kv_elements(shapes: ModelShapes, b, L) -> np.ndarray:
     return b * L * shapes.kv_elements
 
 
-def _attention(shapes: ModelShapes, b, q, L, dt: int, share=None) -> _Op:
+def attention_op(shapes: ModelShapes, b, q, L, dt: int, share=None) -> _Op:
     """Attention over ``L`` cached tokens: 4·w FLOPs per cached (and, causally, q/2 new) token per new token;
     bytes: the cached KV, the new tokens' KV writes, the query read and output write."""
     tokens = b * q
@@ -261,11 +262,11 @@ def layer_ops(shapes: ModelShapes, b, q, L, prec: Precision, params: LatencyPara
     ops = [gemm_op(tokens, shapes.gemm_in[op], shapes.gemm_out[op], dt, params, sm_count, **layer,
                  share=dense_share if op.startswith("mlp") else None) for op in GEMM_OPS]
     if not shapes.has_local:
-        ops.append(_attention(shapes, b, q, L, dt))
+        ops.append(attention_op(shapes, b, q, L, dt))
     else:
         local_share = shapes.n_local / shapes.n_layer
-        ops += [_attention(shapes, b, q, L, dt, 1.0 - local_share),
-                _attention(shapes, b, q, local_context(shapes, L), dt, local_share)]
+        ops += [attention_op(shapes, b, q, L, dt, 1.0 - local_share),
+                attention_op(shapes, b, q, local_context(shapes, L), dt, local_share)]
     if shapes.has_mla:
         ops += [gemm_op(tokens, shapes.gemm_in[op], shapes.gemm_out[op], dt, params, sm_count, **layer, share=shapes.mla)
                 for op in MLA_OPS]

@@ -41,6 +41,8 @@ GOAL_WORST = 0.25
 DEFAULT_GPUS = ("h100_sxm", "h200_sxm", "b200_sxm")
 OPS = ("gemm", "attention", "mla", "allreduce", "moe")
 SMALL_M = 16
+#: One layer's KV read (bytes) below which decode attention is its fixed cost, and above which the KV read.
+SMALL_KV, LARGE_KV = 4 << 20, 64 << 20
 
 
 def _summary(errors) -> dict:
@@ -209,8 +211,10 @@ def _vidur_h100() -> dict:
 
 def _shipped(gpu: str, engine: str) -> dict:
     """What a user of ``engine``'s newest profile gets, ``default_params`` of the GPU and engine, priced on every GEMM row
-    of the tables per format (in-sample for a GPU or GEMM terms calibrated on them)."""
-    from sdsl.fit.opdb.kernels import GEMM_FORMATS, gemm_rows, hardware_of, predict_gemm
+    of the tables per format (in-sample for a GPU or GEMM terms calibrated on them) and, as a step prices it, on every
+    decode-attention row with a bf16 KV cache (fitted on none of them)."""
+    from sdsl.fit.opdb.kernels import (GEMM_FORMATS, attention_rows, gemm_rows, hardware_of, predict_attention_step,
+                                       predict_gemm)
     from sdsl.roofline.latency_params import calibration_provenance, default_params
 
     hw = hardware_of(gpu)
@@ -221,6 +225,13 @@ def _shipped(gpu: str, engine: str) -> dict:
         if dtype in GEMM_FORMATS and dtype != "fp8_block":
             r = rows[rows["dtype"] == dtype]
             out["gemm"][dtype] = _summary(predict_gemm(r, hw, GEMM_FORMATS[dtype], params) / r["time_s"].to_numpy() - 1.0)
+    att = attention_rows(gpu, engine)
+    att = att[att["kv_cache_dtype"] != "fp8"]
+    if len(att):  # the step's own attention op on the bf16-KV rows, all and by one layer's KV read
+        err = predict_attention_step(att, hw, params) / att["time_s"].to_numpy() - 1.0
+        kv = att["kv_bytes"].to_numpy()
+        out["attention"] = {"all": _summary(err), f"kv <= {SMALL_KV >> 20} MiB": _summary(err[kv <= SMALL_KV]),
+                            f"kv > {LARGE_KV >> 20} MiB": _summary(err[kv > LARGE_KV])}
     return out
 
 
@@ -354,6 +365,10 @@ def _extra_lines(d: dict) -> list[str]:
         lines.append(f"{gpu} shipped defaults ({cal['kind']}: {'; '.join(cal['sources']) or 'transferred'}) on the "
                      "tables' GEMMs: " + ", ".join(f"{k} median {100 * v['median_abs']:.1f}% bias "
                                                    f"{100 * v['median_signed']:+.1f}%" for k, v in sh["gemm"].items()))
+        if "attention" in sh:
+            lines.append(f"{gpu} shipped step's decode attention (roofline + one launch) on the tables' bf16-KV rows: "
+                         + "; ".join(f"{k} median {100 * v['median_abs']:.1f}% worst {100 * v['worst_abs']:.1f}% bias "
+                                     f"{100 * v['median_signed']:+.1f}%" for k, v in sh["attention"].items()))
     for gpu, rows in d.get("fp8_decode", {}).items():
         lines.append(f"{gpu} FP8 plain decode, Qwen3-8B (fp8/bf16: measured layer kernels vs sdsl's step): " + ", ".join(
             f"b{r['batch']} {r['measured_layer_ratio']:.2f} vs {r['priced_step_ratio']:.2f} ({100 * r['error']:+.1f}%)"

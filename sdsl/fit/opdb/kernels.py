@@ -1,13 +1,14 @@
 """Physical terms fitted on NVIDIA's measured operator database (:mod:`sdsl.fit.opdb`), per GPU.
 
-Each fit uses sdsl's own pricing formula, so what is fitted here is what prices a step:
+Each fit but attention's uses sdsl's own pricing formula, so what is fitted here is what prices a step:
 
 - **dense GEMM** (:func:`fit_gemm`): :func:`sdsl.roofline.step_ops.op_time`, the roofline of Williams, Waterman &
   Patterson (CACM 2009) with 128-row tiles, the wave tail and the size overhead (docs/model.md §3.3). bf16
   fits the whole form; a low-precision format (fp8, nvfp4) fits only its three terms beside the bf16 ones
   (:func:`sdsl.roofline.kernels.format_terms`): the fraction of the bf16 weight-read rate its kernels reach,
   the fraction of its tensor-core peak, and a fixed extra time per GEMM (the activation's quantisation);
-- **decode attention** (:func:`fit_attention`): t0 + t_seq·b·h_kv + smax_p(FLOPs/(η_c·peak), KV bytes/(η_a·bw)) —
+- **decode attention** (:func:`fit_attention`, scored by the validation only: a step prices attention as the roofline
+  of its FLOPs and KV bytes plus one launch, :func:`predict_attention_step`): t0 + t_seq·b·h_kv + smax_p(FLOPs/(η_c·peak), KV bytes/(η_a·bw)) —
   a fixed kernel cost, a cost per (sequence, KV head), the unit of work FlashDecoding's grid gives one thread
   block (its page-table walk and split-KV reduction; per sequence alone fits worse: H200 p95 38% against 24%), and
   the KV read at a fitted fraction of the bandwidth (FlashDecoding, Dao et al. 2023: decode attention streams
@@ -38,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["OPDB_GPUS", "GEMM_FORMATS", "GEMM_MIN_FEATURES", "KV_BYTES_MAX", "ALLREDUCE_MAX_BYTES", "GEMM_TERMS", "FORMAT_TERMS",
            "gemm_rows", "attention_rows", "mla_rows", "allreduce_rows", "fit_gemm", "predict_gemm",
-           "fit_attention", "predict_attention", "fit_allreduce", "predict_allreduce", "AttentionFit",
+           "fit_attention", "predict_attention", "predict_attention_step", "fit_allreduce", "predict_allreduce", "AttentionFit",
            "AllreduceFit", "hardware_of", "fit_nccl", "predict_nccl", "NCCL_TERMS"]
 
 #: The database's GPU names -> sdsl's hardware catalog.
@@ -237,6 +238,22 @@ def predict_attention(rows: "pd.DataFrame", hardware, fit: AttentionFit) -> np.n
     blocks, flops, nbytes = _attention_arrays(rows)
     compute = flops / (fit.eta_compute * hardware.peak_flops)
     return fit.t0 + fit.t_seq * blocks + smooth_max(compute, nbytes / (fit.eta_kv * hardware.mem_bandwidth), fit.smoothness)
+
+
+def predict_attention_step(rows: "pd.DataFrame", hardware, params: LatencyParams) -> np.ndarray:
+    """What a priced step charges the tables' decode-attention rows (GQA/MQA, a bf16 KV cache): its attention op
+    (:func:`sdsl.roofline.step_ops.attention_op`, the roofline of the FLOPs and KV bytes at ``params``' efficiencies)
+    plus the one launch the step counts for it — not :class:`AttentionFit`, which only the validation fits."""
+    from types import SimpleNamespace
+
+    from sdsl.roofline.step_ops import attention_op, roofline_sums
+
+    h, hd = rows["num_heads"].to_numpy(dtype=float), rows["head_dim"].to_numpy(dtype=float)
+    shapes = SimpleNamespace(attn_width=h * hd, kv_elements=2.0 * rows["num_key_value_heads"].to_numpy(dtype=float) * hd,
+                             qo_elements=2.0 * h * hd)  # the fields attention_op reads, ModelShapes' defaults
+    op = attention_op(shapes, rows["batch_size"].to_numpy(dtype=float), 1.0, rows["context"].to_numpy(dtype=float), 2)
+    _, _, roof_c, roof_m, *_ = roofline_sums([op], params, hardware.peak_flops, hardware.mem_bandwidth)
+    return roof_c + roof_m + params.t_kernel
 
 
 def fit_attention(rows: "pd.DataFrame", hardware, eta_compute: float = 0.7) -> AttentionFit:
