@@ -11,7 +11,8 @@ aiconfigurator-core 0.12.0:
 - decode attention (GQA/MQA/MHA) with a bf16 and an fp8 KV cache: one (heads, KV heads, head dim) shape held
   out at a time; decode MLA: one head count held out;
 - all-reduce: the engine's custom kernel (CUDA-graph replay and eager) and NCCL, one GPU count held out;
-- the shipped defaults (``default_params``) priced on every GEMM row per format (key ``shipped``);
+- the shipped defaults (``default_params``) priced on every GEMM row per format, and the attention a priced step
+  charges on every bf16-KV decode-attention and MLA row (key ``shipped``);
 - FP8 plain decode of a dense target (Qwen3-8B, key ``fp8_decode``): the fp8/bf16 ratio of one layer's measured
   kernels beside sdsl's priced fp8/bf16 step ratio (no published engine row measures a dense FP8 target);
 - the custom all-reduce the engine profiles take (key ``engine_allreduce``, :mod:`sdsl.fit.opdb.engines`);
@@ -213,8 +214,8 @@ def _shipped(gpu: str, engine: str) -> dict:
     """What a user of ``engine``'s newest profile gets, ``default_params`` of the GPU and engine, priced on every GEMM row
     of the tables per format (in-sample for a GPU or GEMM terms calibrated on them) and, as a step prices it, on every
     decode-attention row with a bf16 KV cache (fitted on none of them)."""
-    from sdsl.fit.opdb.kernels import (GEMM_FORMATS, attention_rows, gemm_rows, hardware_of, predict_attention_step,
-                                       predict_gemm)
+    from sdsl.fit.opdb.kernels import (GEMM_FORMATS, attention_rows, gemm_rows, hardware_of, mla_rows,
+                                       predict_attention_step, predict_gemm)
     from sdsl.roofline.latency_params import calibration_provenance, default_params
 
     hw = hardware_of(gpu)
@@ -225,13 +226,13 @@ def _shipped(gpu: str, engine: str) -> dict:
         if dtype in GEMM_FORMATS and dtype != "fp8_block":
             r = rows[rows["dtype"] == dtype]
             out["gemm"][dtype] = _summary(predict_gemm(r, hw, GEMM_FORMATS[dtype], params) / r["time_s"].to_numpy() - 1.0)
-    att = attention_rows(gpu, engine)
-    att = att[att["kv_cache_dtype"] != "fp8"]
-    if len(att):  # the step's own attention op on the bf16-KV rows, all and by one layer's KV read
-        err = predict_attention_step(att, hw, params) / att["time_s"].to_numpy() - 1.0
-        kv = att["kv_bytes"].to_numpy()
-        out["attention"] = {"all": _summary(err), f"kv <= {SMALL_KV >> 20} MiB": _summary(err[kv <= SMALL_KV]),
-                            f"kv > {LARGE_KV >> 20} MiB": _summary(err[kv > LARGE_KV])}
+    for op, att in (("attention", attention_rows(gpu, engine)), ("mla", mla_rows(gpu, "sglang"))):
+        att = att[att["kv_cache_dtype"] != "fp8"]
+        if len(att):  # the step's own attention op on the bf16-KV rows, all and by one layer's KV read
+            err = predict_attention_step(att, hw, params) / att["time_s"].to_numpy() - 1.0
+            kv = att["kv_bytes"].to_numpy()
+            out[op] = {"all": _summary(err), f"kv <= {SMALL_KV >> 20} MiB": _summary(err[kv <= SMALL_KV]),
+                       f"kv > {LARGE_KV >> 20} MiB": _summary(err[kv > LARGE_KV])}
     return out
 
 
@@ -365,10 +366,11 @@ def _extra_lines(d: dict) -> list[str]:
         lines.append(f"{gpu} shipped defaults ({cal['kind']}: {'; '.join(cal['sources']) or 'transferred'}) on the "
                      "tables' GEMMs: " + ", ".join(f"{k} median {100 * v['median_abs']:.1f}% bias "
                                                    f"{100 * v['median_signed']:+.1f}%" for k, v in sh["gemm"].items()))
-        if "attention" in sh:
-            lines.append(f"{gpu} shipped step's decode attention (roofline + one launch) on the tables' bf16-KV rows: "
-                         + "; ".join(f"{k} median {100 * v['median_abs']:.1f}% worst {100 * v['worst_abs']:.1f}% bias "
-                                     f"{100 * v['median_signed']:+.1f}%" for k, v in sh["attention"].items()))
+        for op in ("attention", "mla"):
+            if op in sh:
+                lines.append(f"{gpu} shipped step's decode {op} (roofline + one launch) on the tables' bf16-KV rows: "
+                             + "; ".join(f"{k} median {100 * v['median_abs']:.1f}% worst {100 * v['worst_abs']:.1f}% "
+                                         f"bias {100 * v['median_signed']:+.1f}%" for k, v in sh[op].items()))
     for gpu, rows in d.get("fp8_decode", {}).items():
         lines.append(f"{gpu} FP8 plain decode, Qwen3-8B (fp8/bf16: measured layer kernels vs sdsl's step): " + ", ".join(
             f"b{r['batch']} {r['measured_layer_ratio']:.2f} vs {r['priced_step_ratio']:.2f} ({100 * r['error']:+.1f}%)"

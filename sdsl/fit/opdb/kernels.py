@@ -241,16 +241,21 @@ def predict_attention(rows: "pd.DataFrame", hardware, fit: AttentionFit) -> np.n
 
 
 def predict_attention_step(rows: "pd.DataFrame", hardware, params: LatencyParams) -> np.ndarray:
-    """What a priced step charges the tables' decode-attention rows (GQA/MQA, a bf16 KV cache): its attention op
+    """What a priced step charges the tables' decode-attention rows (GQA/MQA or MLA, a bf16 KV cache): its attention op
     (:func:`sdsl.roofline.step_ops.attention_op`, the roofline of the FLOPs and KV bytes at ``params``' efficiencies)
     plus the one launch the step counts for it — not :class:`AttentionFit`, which only the validation fits."""
     from types import SimpleNamespace
 
     from sdsl.roofline.step_ops import attention_op, roofline_sums
 
-    h, hd = rows["num_heads"].to_numpy(dtype=float), rows["head_dim"].to_numpy(dtype=float)
-    shapes = SimpleNamespace(attn_width=h * hd, kv_elements=2.0 * rows["num_key_value_heads"].to_numpy(dtype=float) * hd,
-                             qo_elements=2.0 * h * hd)  # the fields attention_op reads, ModelShapes' defaults
+    h = rows["num_heads"].to_numpy(dtype=float)
+    if "num_key_value_heads" in rows.columns:  # the fields attention_op reads, as ModelShapes sets them
+        hd = rows["head_dim"].to_numpy(dtype=float)
+        shapes = SimpleNamespace(attn_width=h * hd, kv_elements=2.0 * rows["num_key_value_heads"].to_numpy(dtype=float) * hd,
+                                 qo_elements=2.0 * h * hd)
+    else:  # MLA's absorbed decode over the latent and RoPE key (sdsl.roofline.shapes)
+        c, r = MLA_V_WIDTH, MLA_KV_WIDTH - MLA_V_WIDTH
+        shapes = SimpleNamespace(attn_width=h * (2 * c + r) / 2.0, kv_elements=float(c + r), qo_elements=h * (c + r) + h * c)
     op = attention_op(shapes, rows["batch_size"].to_numpy(dtype=float), 1.0, rows["context"].to_numpy(dtype=float), 2)
     _, _, roof_c, roof_m, *_ = roofline_sums([op], params, hardware.peak_flops, hardware.mem_bandwidth)
     return roof_c + roof_m + params.t_kernel
