@@ -230,6 +230,12 @@ def test_what_the_missed_attention_cost_would_move_on_the_published_rows():
                                               * gap["h200", "gqa"]) / r["measured"] - 1)
                    for r in validate_published()["rows"] if r["proposer"] is None and r["hardware"] == "h200")
     assert dense == [pytest.approx((-0.013, -0.084), abs=1e-3), pytest.approx((0.058, -0.009), abs=1e-3)]
+    import sdsl  # the 2026 vLLM pair on 8x B300 (DeepSeek-V3.2, plain 125 tok/s at concurrency 1; VALIDATION "Published")
+    plain = float(sdsl.predict("deepseek-v3", "mtp", "b300", gamma=1, accepted_length=1.9, batch=1, tp=8,
+                               context=512).plain_tokens_per_s)
+    moved = 1.0 / (1.0 / plain + get_model("deepseek-v3").n_layer * gap["b300", "mla"])
+    assert (plain / 125 - 1, moved / 125 - 1) == pytest.approx((0.128, 0.059), abs=1e-3)
     text = " ".join((REPO_ROOT / "VALIDATION.md").read_text().split())
     assert "InferenceX rows go from +1.6% to −3.7% median signed (2.9% → 3.7% median)" in text
     assert "TensorRT-LLM's from −1.3% to −8.4%, vLLM's from +5.8% to −0.9%" in text
+    assert "the plain row of the 2026 vLLM pair on 8× B300 from +12.8% to +5.9%" in text
