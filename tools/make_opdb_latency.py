@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sdsl._io import atomic_write_text  # noqa: E402
+from sdsl._io import atomic_write_text, load_json  # noqa: E402
 from sdsl.roofline.gpu_transfer import transfer_params  # noqa: E402
 from sdsl.catalog.hardware import get_hardware  # noqa: E402
 from sdsl.roofline.latency_params import _packaged_params, _transfer_basis  # noqa: E402
@@ -33,7 +33,7 @@ OVERLAYS = ("h100_sxm",)
 
 
 def _shipped(path: Path) -> dict | None:
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    return load_json(path) if path.is_file() else None
 
 
 def main() -> int:

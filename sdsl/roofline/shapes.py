@@ -13,7 +13,7 @@ import numpy as np
 from sdsl.catalog.moe import selection_probabilities
 from sdsl.errors import InvalidInputError
 
-__all__ = ["ModelShapes", "GEMM_OPS", "MLA_OPS", "local_context"]
+__all__ = ["ModelShapes", "GEMM_OPS", "MLA_OPS", "local_context", "attention_widths"]
 
 GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 #: MLA's GEMMs beyond attn_pre_proj (fused q_a + kv_a, replicated) and attn_post_proj: the query up-projection
@@ -136,6 +136,19 @@ class ModelShapes:
         return cls(**out)
 
 
+def attention_widths(heads, *, head_dim=None, kv_heads=None, latent=None, rope=None):
+    """(KV elements per token, attention width w — a new token's FLOPs per cached token are 4·w —, query-in plus
+    output-out elements per token) of one GPU's attention over ``heads`` query heads: GQA/MQA/MHA with ``kv_heads``
+    KV heads of ``head_dim``, or MLA's absorbed decode over a ``latent``-wide cache and a ``rope``-wide key
+    (DeepSeek-V2 arXiv 2405.04434 §2.1: scores over latent + rope, values in the latent). Broadcasts."""
+    h = np.asarray(heads, dtype=float)
+    if latent is not None:
+        c, r = float(latent), float(rope)
+        return c + r, h * (2 * c + r) / 2.0, h * (c + r) + h * c
+    hd = np.asarray(head_dim, dtype=float)
+    return 2.0 * np.asarray(kv_heads, dtype=float) * hd, h * hd, 2.0 * h * hd
+
+
 def _attention_variant_columns(specs, tp: int, col) -> dict:
     """Per-GPU attention widths of MLA models (absorbed decode: DeepSeek-V2 arXiv 2405.04434 §2.1 and App. C;
     the latent is replicated on every tensor-parallel GPU, heads split) and the extra norm kernels of MLA's
@@ -145,17 +158,15 @@ def _attention_variant_columns(specs, tp: int, col) -> dict:
         h = s.n_head // tp
         if s.is_mla:
             c, r = s.kv_lora_rank, s.qk_rope_head_dim
-            kv.append(c + r)
-            attn.append(h * (2 * c + r) / 2.0)  # scores over c + r, values in the c-wide latent: 2·h·(2c + r) FLOPs
-            qo.append(h * (c + r) + h * c)  # absorbed query in, latent output out
+            att = attention_widths(h, latent=c, rope=r)  # absorbed query in, latent output out
             rope.append(h * r + r)
             lora = [w for w in (s.q_lora_rank, s.kv_lora_rank) if w]
         else:
-            kv.append(2.0 * (-(-s.n_kv_head // tp)) * s.head_dim)
-            attn.append(h * s.head_dim)
-            qo.append(2.0 * h * s.head_dim)
+            att = attention_widths(h, head_dim=s.head_dim, kv_heads=-(-s.n_kv_head // tp))
             rope.append(h * s.head_dim + (-(-s.n_kv_head // tp)) * s.head_dim)
             lora = []
+        for column, value in zip((kv, attn, qo), att):
+            column.append(float(value))
         widths = lora + ([h * s.head_dim, (-(-s.n_kv_head // tp)) * s.head_dim] if s.qk_norm else [])
         norms.append(len(widths))
         width.append(sum(widths) / len(widths) if widths else 0.0)

@@ -12,8 +12,10 @@
   bf16 GEMM terms (``engine_gemm``), laid over it only for the engine builds that run the tables' kernels
   (:func:`sdsl.roofline.latency_params.runs_table_gemms`).
 
-Decode attention keeps the GEMMs' η_m: fitted on its own, the KV read reaches the same fraction of the bandwidth
-(H200 0.87 against the GEMMs' 0.85, B200 0.90 against 0.82; ``sdsl validate kernels``), so no term is added.
+Decode attention keeps the GEMMs' η_m: fitted on its own, the KV read reaches about the same fraction of the bandwidth
+(H200 0.87 against the GEMMs' 0.85, B200 0.89 against 0.82). The fitted attention form's fixed cost per call and per
+(sequence, KV head) is not added, and a priced step misses it (``sdsl validate kernels``, key ``shipped.attention``;
+VALIDATION.md "Measured kernels").
 """
 
 from __future__ import annotations

@@ -246,16 +246,16 @@ def predict_attention_step(rows: "pd.DataFrame", hardware, params: LatencyParams
     plus the one launch the step counts for it — not :class:`AttentionFit`, which only the validation fits."""
     from types import SimpleNamespace
 
+    from sdsl.roofline.shapes import attention_widths
     from sdsl.roofline.step_ops import attention_op, roofline_sums
 
     h = rows["num_heads"].to_numpy(dtype=float)
-    if "num_key_value_heads" in rows.columns:  # the fields attention_op reads, as ModelShapes sets them
-        hd = rows["head_dim"].to_numpy(dtype=float)
-        shapes = SimpleNamespace(attn_width=h * hd, kv_elements=2.0 * rows["num_key_value_heads"].to_numpy(dtype=float) * hd,
-                                 qo_elements=2.0 * h * hd)
-    else:  # MLA's absorbed decode over the latent and RoPE key (sdsl.roofline.shapes)
-        c, r = MLA_V_WIDTH, MLA_KV_WIDTH - MLA_V_WIDTH
-        shapes = SimpleNamespace(attn_width=h * (2 * c + r) / 2.0, kv_elements=float(c + r), qo_elements=h * (c + r) + h * c)
+    if "num_key_value_heads" in rows.columns:
+        widths = attention_widths(h, head_dim=rows["head_dim"].to_numpy(dtype=float),
+                                  kv_heads=rows["num_key_value_heads"].to_numpy(dtype=float))
+    else:  # MLA's absorbed decode over the 512-wide latent and the 64-wide RoPE key
+        widths = attention_widths(h, latent=MLA_V_WIDTH, rope=MLA_KV_WIDTH - MLA_V_WIDTH)
+    shapes = SimpleNamespace(**dict(zip(("kv_elements", "attn_width", "qo_elements"), widths)))  # what attention_op reads
     op = attention_op(shapes, rows["batch_size"].to_numpy(dtype=float), 1.0, rows["context"].to_numpy(dtype=float), 2)
     _, _, roof_c, roof_m, *_ = roofline_sums([op], params, hardware.peak_flops, hardware.mem_bandwidth)
     return roof_c + roof_m + params.t_kernel
