@@ -97,27 +97,36 @@ def combined_check(level: float = LEVEL, rows=None) -> dict:
             "met": share is not None and len(out) >= MIN_ROWS and COVERAGE_GOAL[0] <= share <= COVERAGE_GOAL[1]}
 
 
+def _verdict(share: float) -> str:
+    lo, hi = COVERAGE_GOAL
+    return "met" if lo <= share <= hi else "**not met** (over)" if share > hi else "**not met**"
+
+
 def markdown_table(bands: dict) -> str:
     """VALIDATION.md's per-class band table from a bands file (:func:`compute_bands`): each
-    class with at least :data:`~sdsl.validation.bands.MIN_ROWS` rows checked, its band and where it was built, and
-    its coverage with each source held out under every form of :data:`FORMS` (``tools/bands_table.py`` writes it)."""
+    class with at least :data:`~sdsl.validation.bands.MIN_ROWS` rows checked, its band and where it was built, its
+    coverage with each source held out under every form of :data:`FORMS`, and the shipped rule's coverage with each
+    source counted once (judged where at least :data:`~sdsl.validation.bands.MIN_SOURCES` sources are checked;
+    ``tools/bands_table.py`` writes it)."""
     pct = lambda x: f"{100 * (math.exp(x) - 1):+.1f}%".replace("-", "−")  # noqa: E731
     share = lambda c: "–" if c["coverage"] is None else f"{100 * c['coverage']:.0f}% ({c['inside']}/{c['checked']})"  # noqa: E731
     lines = ["| kind | class | rows / sources | band built on (rows / sources) | 80% band | source held out: "
-             "row rule (before) | source rule (shipped) | sources weighted (not shipped) | row held out | goal |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "row rule (before) | source rule (shipped) | sources weighted (not shipped) | shipped, each source once "
+             "(sources) | row held out | goal: rows | goal: each source once |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for kind, label in (("latency", "step time"), ("acceptance", "acceptance")):
         for name, e in bands[kind].items():
             c, forms = bands["coverage"][kind][name], [bands["coverage_by_form"][f][kind][name] for f in FORMS]
             if c["checked"] < MIN_ROWS:
                 continue
             built = "own rows" if e["own"] else f"+ `{e['from_class']}`"
-            lo, hi = COVERAGE_GOAL
-            verdict = "met" if lo <= c["coverage"] <= hi else "**not met** (over)" if c["coverage"] > hi else "**not met**"
             row = "–" if c["row_held_out"] is None else f"{100 * c['row_held_out']:.0f}%"
+            per_source = f"{100 * c['by_source']:.0f}% ({c['sources_checked']})"
+            judged = _verdict(c["by_source"]) if c["sources_checked"] >= MIN_SOURCES else "too few sources"
             lines.append(f"| {label} | `{name}` | {e['n']} / {e['n_sources']} | {built} ({e['pool_n']} / "
                          f"{e['pool_sources']}) | {pct(e['low'])} … {pct(e['high'])} | "
-                         + " | ".join(share(f) for f in forms) + f" | {row} | {verdict} |")
+                         + " | ".join(share(f) for f in forms)
+                         + f" | {per_source} | {row} | {_verdict(c['coverage'])} | {judged} |")
     return "\n".join(lines)
 
 

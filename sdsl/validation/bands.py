@@ -192,26 +192,34 @@ def _row_held_out(sel, kind, level, classes) -> dict:
 
 def coverage(rows, kind: str, level: float = LEVEL, **form) -> dict:
     """Per class: the share of its rows inside the band built without their own source, the same parent fall-back
-    included (module docstring; the goal is judged where at least :data:`MIN_ROWS` rows are checked), and beside it
-    the share with only the row itself held out (``row_held_out``: what exchangeable rows would give)."""
+    included (module docstring; the goal is judged where at least :data:`MIN_ROWS` rows are checked); the same share
+    per source, averaged with each source counted once (``by_source``: what a new deployment, the exchangeable
+    unit, can expect, so a source with many rows does not set it; judged where at least :data:`MIN_SOURCES` sources
+    are checked, ``met_by_source``); and the share with only the row itself held out (``row_held_out``: what
+    exchangeable rows would give)."""
     classes = _all_classes(rows, kind)
     sel = [r for r in rows if r.kind == kind]
-    hits = {c: [] for c in classes}
+    hits = {c: {} for c in classes}  # class -> source -> inside flags
     for src in sorted({r.source for r in sel}):
         bands = class_bands(sel, kind, level, exclude_source=src, **form)
         for r in sel:
             if r.source == src:
                 for c in r.classes:
-                    hits[c].append(_inside(bands[c], r.r))
+                    hits[c].setdefault(src, []).append(_inside(bands[c], r.r))
     by_row = _row_held_out(sel, kind, level, classes)
+    within = lambda share: COVERAGE_GOAL[0] <= share <= COVERAGE_GOAL[1]  # noqa: E731
     out = {}
     for c in classes:
-        h = [x for x in hits[c] if x is not None]
+        per_source = {s: [x for x in v if x is not None] for s, v in hits[c].items()}
+        per_source = {s: v for s, v in per_source.items() if v}
+        h = [x for v in per_source.values() for x in v]
         share = float(np.mean(h)) if h else None
-        judged = len(h) >= MIN_ROWS
-        out[c] = {"n": len(hits[c]), "checked": len(h), "inside": int(sum(h)), "coverage": share,
+        by_source = float(np.mean([np.mean(v) for v in per_source.values()])) if per_source else None
+        out[c] = {"n": sum(len(v) for v in hits[c].values()), "checked": len(h), "inside": int(sum(h)),
+                  "coverage": share, "sources_checked": len(per_source), "by_source": by_source,
                   "row_held_out": by_row[c], "goal": list(COVERAGE_GOAL),
-                  "met": (COVERAGE_GOAL[0] <= share <= COVERAGE_GOAL[1]) if judged else None}
+                  "met": within(share) if len(h) >= MIN_ROWS else None,
+                  "met_by_source": within(by_source) if len(per_source) >= MIN_SOURCES else None}
     return out
 
 

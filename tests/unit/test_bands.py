@@ -113,6 +113,25 @@ def test_coverage_holds_each_source_out_exactly():
     assert class_bands(rows, "latency", exclude_source="C")["speculative"]["low"] == -7.0
 
 
+def test_coverage_per_source_counts_each_source_once():
+    rows = _rows({"A": np.arange(-9, 10), "B": [0.0] * 10, "C": [50.0] * 10})
+    # the shares of the case above: A 10/19, B 10/10, C 0/10; each source once is their mean, not 20 of 39 rows
+    cov = coverage(rows, "latency")["speculative"]
+    assert cov["by_source"] == pytest.approx((10 / 19 + 1.0 + 0.0) / 3)
+    assert cov["sources_checked"] == 3 and cov["met_by_source"] is None  # under 9 sources: not judged
+
+
+def test_one_outlying_source_with_many_rows_sets_the_row_coverage_not_the_per_source_one():
+    """Eleven sources of 8 rows from one distribution and one of 40 rows shifted beyond them all: over the rows the
+    shifted source's misses pull the coverage under the goal; with each source counted once they are one source in
+    twelve."""
+    rng = np.random.default_rng(11)
+    rows = _rows({**{f"s{i}": rng.normal(0.0, 0.1, 8) for i in range(11)}, "big": rng.normal(1.0, 0.05, 40)})
+    cov = coverage(rows, "latency")["speculative"]
+    assert cov["coverage"] < 0.65 and cov["met"] is False
+    assert 0.7 <= cov["by_source"] <= 0.9 and cov["met_by_source"] is True and cov["sources_checked"] == 12
+
+
 def test_coverage_near_the_level_without_a_source_effect_and_below_it_with_one():
     rng = np.random.default_rng(7)
     plain = _rows({f"s{i}": rng.normal(0.0, 0.1, 20) for i in range(12)})
