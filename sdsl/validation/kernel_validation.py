@@ -348,7 +348,9 @@ def _entry_line(op: str, key: str, r: dict) -> str:
     mark = "ok" if h.get("meets_goal") else "MISSED"
     line = (f"  {op:<10} {key:<16} median {100 * h['median_abs']:5.1f}%  p95 {100 * h['p95_abs']:5.1f}%  "
             f"worst {100 * h['worst_abs']:6.1f}%  bias {100 * h['median_signed']:+5.1f}%  {mark:<6} "
-            f"({r['rows']} rows, {r['folds']} {r['held_out']} folds; {versions})")
+            f"({r['rows']} rows, {r['folds']} {r['held_out']} folds; {versions}"
+            + (f"; {r['order_dependent_rows_left_out']} rows left out: experts set by a sort order)"
+               if r.get("order_dependent_rows_left_out") else ")"))
     if "small_m" in r:
         line += (f"\n{'':30}m <= 16: median {100 * r['small_m']['median_abs']:.1f}%, worst "
                  f"{100 * r['small_m']['worst_abs']:.1f}%; m > 16: median {100 * r['large_m']['median_abs']:.1f}%, "

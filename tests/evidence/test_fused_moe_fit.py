@@ -51,3 +51,125 @@ def test_shipped_fits_cover_the_measured_gpus_and_state_their_error():
             assert f.loso and f.loso["median_abs"] < 0.30
 
 
+
+
+_GPUS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200", "b200_sxm": "B200", "a100_sxm": "A100-SXM"}
+_FORMATS = {"bfloat16": "bf16", "fp8": "fp8 (per-tensor)", "fp8_block": "fp8 block-scaled", "int4_wo": "int4 weight-only",
+            "nvfp4": "nvfp4"}
+
+
+def _features(gpu):
+    from sdsl.fit.opdb import read_opdb
+
+    df = read_opdb("moe", gpu=gpu)
+    return opdb_moe.moe_features(opdb_moe._decode_rows(df[df["gpu"] == gpu]))
+
+
+def _text():
+    from sdsl._paths import REPO_ROOT
+
+    return " ".join((REPO_ROOT / "VALIDATION.md").read_text().split())
+
+
+@pytest.mark.slow
+def test_the_order_dependent_rows_and_what_they_did_to_the_fit():
+    """VALIDATION.md "The fused MoE layer, measured", rows left out: 5.5% of each GPU's rows; kept, the fit priced them
+    13-18% fast on one GPU and 14-22% slow at EP 8, and every GPU's and format's worst row was one of them; the
+    table's contradiction (34 us for one token under the power law at EP 8 against 47 us balanced)."""
+    counts, ep1, ep8 = {}, [], []
+    for gpu in ("h100_sxm", "h200_sxm", "b200_sxm"):
+        feats = _features(gpu)
+        left = feats["order_dependent"] > opdb_moe.ORDER_DEPENDENT_MAX
+        counts[gpu] = (int(left.sum()), len(feats))
+        kept = opdb_moe.leave_one_shape_out(feats)  # the fit with every row in, as before
+        out = kept[kept["order_dependent"] > opdb_moe.ORDER_DEPENDENT_MAX]
+        ep1.append(out[out["moe_ep_size"] == 1]["error"].median()), ep8.append(out[out["moe_ep_size"] == 8]["error"].median())
+        worst = kept.loc[kept.groupby("dtype")["error"].apply(lambda e: e.abs().idxmax())]
+        assert (worst["order_dependent"] > opdb_moe.ORDER_DEPENDENT_MAX).all(), gpu
+        assert set(feats[left]["distribution"]) == {"power_law_1.01", "power_law_1.2"}
+    assert counts == {"h100_sxm": (1340, 24072), "h200_sxm": (1427, 26112), "b200_sxm": (1818, 33350)}
+    assert all(0.054 < n / total < 0.056 for n, total in counts.values())
+    assert (min(ep1), max(ep1)) == pytest.approx((-0.176, -0.130), abs=1e-3)
+    assert (min(ep8), max(ep8)) == pytest.approx((0.136, 0.218), abs=1e-3)
+    h200 = _features("h200_sxm")
+    one = h200[(h200["hidden_size"] == 4096) & (h200["num_experts"] == 128) & (h200["moe_ep_size"] == 8)
+               & (h200["moe_tp_size"] == 1) & (h200["num_tokens"] == 1) & (h200["dtype"] == "bfloat16")
+               & (h200["kernel_source"] == "sglang_fused_moe_triton")].set_index("distribution")
+    assert set(one["engine_version"]) == {"0.5.14"}
+    assert 1e6 * one.loc["power_law_1.01", "time_s"] == pytest.approx(34, abs=0.5)
+    assert 1e6 * one.loc["balanced", "time_s"] == pytest.approx(47, abs=0.5)
+    assert one.loc["balanced", "local_experts"] == 1 and one.loc["power_law_1.01", "local_experts"] == 8
+    text = _text()
+    for fragment in ("5.5% of each GPU's rows (1,340 of 24,072 on H100, 1,427 of 26,112 on H200, 1,818 of 33,350 on B200)",
+                     "priced a median 13–18% too fast on one GPU and 14–22% too slow at EP 8",
+                     "takes 34 µs for one token under the power law and 47 µs balanced"):
+        assert " ".join(fragment.split()) in text, fragment
+
+
+@pytest.mark.slow
+def test_the_validation_table_and_the_biases_by_routing():
+    """VALIDATION.md's table (one model shape held out, pooled per GPU and format over the kernels measured on >= 3
+    shapes), recomputed row by row; the median signed error by routing at EP 1; SGLang's H200 bf16 kernel with memory
+    and compute summed (the shipped form) and with their maximum."""
+    from unittest import mock
+
+    from sdsl.fit.opdb import read_opdb
+
+    text, bias = _text(), {}
+    for gpu, name in _GPUS.items():
+        held = opdb_moe.leave_one_shape_out(opdb_moe.determined(_features(gpu)))
+        for dtype, g in held.groupby("dtype"):
+            if gpu == "a100_sxm" and dtype != "bfloat16":
+                continue
+            e = g["error"].to_numpy()
+            a = np.abs(e)
+            goal = "median met, worst **not met**" if np.median(a) <= 0.10 else "**not met**"
+            signed = lambda x, f: format(100 * x, f).replace("-", "−") + "%"  # noqa: E731
+            row = (f"| {name} | {_FORMATS[dtype]} | {len(e)} | {100 * np.median(a):.1f}% | {100 * np.quantile(a, 0.9):.1f}% "
+                   f"| {100 * np.mean(a <= 0.25):.0f}% | {signed(e[np.argmax(a)], '+.0f')} | {signed(np.median(e), '+.1f')} "
+                   f"| {goal} |")
+            assert row in text, row
+        if gpu != "a100_sxm":
+            bias[gpu] = held[held["moe_ep_size"] == 1].groupby("distribution")["error"].median()
+    balanced = [b["balanced"] for b in bias.values()]
+    skewed = [b[d] for b in bias.values() for d in ("power_law_1.01", "power_law_1.2")]
+    assert (min(balanced), max(balanced)) == pytest.approx((0.048, 0.065), abs=1e-3)
+    assert (min(skewed), max(skewed)) == pytest.approx((-0.030, -0.014), abs=1e-3)
+
+    def maximum(fit, *, tokens, top_k, local_experts_touched, padded_rows, weight_bytes, flops_per_row, bandwidth, peak):
+        d = np.asarray(local_experts_touched, dtype=float)
+        t = (fit.t0_s + fit.per_expert_s * d + np.maximum(np.asarray(weight_bytes) / (fit.eta_memory * bandwidth),
+                                                          np.asarray(padded_rows) * flops_per_row / (fit.eta_compute * peak))
+             + fit.per_pair_s * np.asarray(tokens) * np.asarray(top_k))
+        return np.where(d > 0, t, 0.0)
+
+    df = read_opdb("moe", gpu="h200_sxm")
+    sglang = opdb_moe.determined(opdb_moe.moe_features(opdb_moe._decode_rows(
+        df[(df["kernel_source"] == "sglang_fused_moe_triton") & (df["dtype"] == "bfloat16")])))
+    summed = np.median(np.abs(opdb_moe.leave_one_shape_out(sglang)["error"]))
+    with mock.patch.object(opdb_moe, "fused_moe_layer_time", maximum):
+        most = np.median(np.abs(opdb_moe.leave_one_shape_out(sglang)["error"]))
+    assert (summed, most) == pytest.approx((0.116, 0.178), abs=1e-3)
+    for fragment in ("(median signed +4.8 to +6.5% at EP 1) and the power-law ones under-predicted (−1.4 to −3.0%)",
+                     "the sum gives an 11.6% held-out median, the maximum 17.8%"):
+        assert " ".join(fragment.split()) in text, fragment
+
+
+@pytest.mark.slow
+def test_the_other_gpus_fused_moe_pools():
+    """VALIDATION.md "More GPUs": the fused MoE pools of L40S, B300, GB200 and GB300 (median, worst, signed)."""
+    got = {}
+    for gpu in ("l40s", "b300_sxm", "gb200", "gb300"):
+        for key, (_, err) in opdb_moe.moe_kernel_validation(gpu).items():
+            a = np.abs(err)
+            got[gpu, key] = (f"{100 * np.median(a):.1f}%", f"{100 * err[np.argmax(a)]:+.0f}%",
+                             f"{100 * np.median(err):+.1f}%".replace("-", "−"))
+    fragment = (f"L40S bf16 {got['l40s', 'all:bfloat16'][0]} ({got['l40s', 'all:bfloat16'][1]}, "
+                f"{got['l40s', 'all:bfloat16'][2]}), fp8 {got['l40s', 'all:fp8'][0]}; B300 bf16 "
+                f"{got['b300_sxm', 'all:bfloat16'][0]} ({got['b300_sxm', 'all:bfloat16'][1]}, {got['b300_sxm', 'all:bfloat16'][2]}), "
+                f"fp8 block-scaled {got['b300_sxm', 'all:fp8_block'][0]}, nvfp4 {got['b300_sxm', 'all:nvfp4'][0]}; GB200 bf16 "
+                f"{got['gb200', 'all:bfloat16'][0]} ({got['gb200', 'all:bfloat16'][1]}, {got['gb200', 'all:bfloat16'][2]}), nvfp4 "
+                f"{got['gb200', 'all:nvfp4'][0]}; GB300 bf16 {got['gb300', 'all:bfloat16'][0]} ({got['gb300', 'all:bfloat16'][1]}, "
+                f"{got['gb300', 'all:bfloat16'][2]}), nvfp4 {got['gb300', 'all:nvfp4'][0]}.")
+    assert fragment in _text(), fragment
+    assert f"GB200's nvfp4 MoE ({got['gb200', 'all:nvfp4'][0]})" in _text()

@@ -78,6 +78,22 @@ def test_collector_routing_reproduces_balanced_and_skews_fewer():
         assert skew["local_experts"] < min(128, n * 8) and skew["local_rows"] == n * 8
 
 
+def test_order_dependent_picks_of_the_collector_routing():
+    """The share of a row's picks whose expert the routing configuration does not fix: none balanced; every pick of
+    one token over 128 experts (all loads round to zero) when the EP rank they land on matters, none on one GPU
+    (each lands on a new expert whatever the order); repeats within a token's slots when an expert gets more picks
+    than there are tokens (Mixtral's 8 experts, top-2, one token)."""
+    assert opdb_moe.collector_routing(1, 128, 8, 8, "balanced")["order_dependent"] == 0.0
+    assert opdb_moe.collector_routing(1, 128, 8, 8, "power_law_1.01")["order_dependent"] == 1.0
+    assert opdb_moe.collector_routing(1, 128, 8, 1, "power_law_1.01")["order_dependent"] == 0.0
+    assert opdb_moe.collector_routing(1, 8, 2, 1, "power_law_1.2")["order_dependent"] > 0.1
+    assert opdb_moe.collector_routing(256, 128, 8, 8, "power_law_1.2")["order_dependent"] < 0.01
+    import pandas as pd
+
+    rows = pd.DataFrame({"order_dependent": [0.0, 0.1, 0.11, 1.0], "x": range(4)})
+    assert list(opdb_moe.determined(rows)["x"]) == [0, 1]
+
+
 def test_roofline_uses_the_measured_layer_on_h200():
     """Qwen3-235B's MoE layer on H200 at TP 8 in fp8 under SGLang: the step prices the fitted layer (about 33, 55 and
     102 us at 1, 4 and 32 tokens in SGLang 0.5.10's table), far above the roofline's grouped GEMMs at one token."""

@@ -12,7 +12,10 @@ tokens touch and their rows — follows from that routing, reproduced here from 
 - ``power_law_<α>`` (``power_law_logits_v3``): each expert's load is drawn from a power-law density ∝ x^(−α) on
   [1, 0.8·n] (n·k > E) or [0.01, 2], scaled and rounded to n·k picks; the EP rank with the most picks is the one
   measured. Reproduced by a seeded Monte-Carlo of :data:`ROUTING_DRAWS` draws (expected distinct experts and
-  padded rows of the heaviest rank).
+  padded rows of the heaviest rank). Where the rounding leaves picks to place among equal (zero) loads, or gives an
+  expert more picks than there are tokens (a token's k slots then repeat it and the engine's top-k fills them with
+  experts of equal logit), the experts touched depend on an order the configuration does not fix: rows with more
+  than :data:`ORDER_DEPENDENT_MAX` of their picks so placed are left out of every fit and check (:func:`determined`).
 
 The fit is per GPU, engine and kernel (and weight format), on rows of 1–512 tokens and MoE TP × EP <= 8 (one node:
 the deployments sdsl prices), by least squares on the relative error with a soft-L1 loss (a few whole series of
@@ -38,7 +41,8 @@ from sdsl.errors import ProfileError
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["OPDB_MOE_GPUS", "TABLE_FORMATS", "ROUTING_DRAWS", "collector_routing", "moe_features", "fit_group",
+__all__ = ["OPDB_MOE_GPUS", "TABLE_FORMATS", "ROUTING_DRAWS", "ORDER_DEPENDENT_MAX", "collector_routing", "moe_features",
+           "determined", "fit_group",
            "fit_fused_moe", "leave_one_shape_out", "validation_rows", "write_fits", "fused_moe_fit_file",
            "fused_moe_report", "moe_kernel_validation", "GROUP"]
 
@@ -50,6 +54,9 @@ TABLE_FORMATS = {"bfloat16": "bf16", "fp8_block": "fp8", "fp8": "fp8", "int4_wo"
                  "w4a8_mxfp4_mxfp8": "mxfp4", "nvfp4": "nvfp4"}
 #: Monte-Carlo draws per power-law routing configuration (seeded).
 ROUTING_DRAWS = 64
+#: Rows kept: at most this share of the picks' experts set by an order of equal values rather than by the
+#: configuration (:func:`collector_routing`) — an uncertainty in the experts a row touched as large as the 10% goal.
+ORDER_DEPENDENT_MAX = 0.10
 MAX_TOKENS = 512
 MAX_GPUS = 8
 #: Kernels built on the Triton fused_moe kernel (its default row tile, :data:`sdsl.catalog.moe.TRITON_ROW_TILES`).
@@ -68,10 +75,13 @@ def _balanced_counts(n: int, E: int, k: int) -> np.ndarray:
     return np.bincount(sel.astype(int).ravel(), minlength=E)
 
 
-def _power_law_counts(n: int, E: int, k: int, alpha: float, rng: np.random.Generator, draws: int) -> np.ndarray:
+def _power_law_counts(n: int, E: int, k: int, alpha: float, rng: np.random.Generator, draws: int,
+                      tied: bool = False):
     """Picks per expert (draws × E) of the collector's ``power_law_logits_v3``: loads drawn by the inverse CDF of
     x^(−α) on [1, 0.8n] (n·k > E) or [0.01, 2], scaled to n·k and rounded, the rounding's excess taken from the
-    largest loads and its shortfall given to them."""
+    largest loads and its shortfall given to them. ``tied``: also the picks per draw that the shortfall gives to
+    experts whose rounded load is zero, which ones set by the order a sort gives equal loads (kept here in index
+    order; the collector leaves it to torch's sort)."""
     lo, hi = (1.0, n * 0.8) if n * k > E else (0.01, 2.0)
     u = rng.random((draws, E))
     a = 1.0 - alpha
@@ -83,32 +93,43 @@ def _power_law_counts(n: int, E: int, k: int, alpha: float, rng: np.random.Gener
     rank = np.empty_like(order)
     np.put_along_axis(rank, order, np.arange(E)[None, :], axis=1)
     add = np.where(delta[:, None] > 0, (rank < delta[:, None]).astype(np.int64), 0)
+    on_zero = np.maximum(delta - (counts > 0).sum(axis=1), 0)
     counts = counts + add
     # a shortfall: the collector takes one pick at a time from the smallest non-empty experts, falling back on the
     # largest; the largest absorbs it here (the distinct count moves by at most the few experts it would empty)
     short = np.maximum(-delta, 0)
     top = order[:, 0]
     counts[np.arange(draws), top] -= short
-    return counts
+    return (counts, on_zero) if tied else counts
 
 
 def collector_routing(num_tokens, num_experts, topk, ep, distribution, *, draws: int = ROUTING_DRAWS,
                       seed: int = 0) -> dict:
     """Expected (distinct local experts, local rows, local rows padded to each Triton row tile) of the measured GPU
     for one collector routing configuration (module docstring): the first E/ep experts under ``balanced``, the
-    rank with the most picks under a power law."""
+    rank with the most picks under a power law; and ``order_dependent``, the share of the n·k picks whose expert
+    the configuration does not fix (set by the order a sort gives equal values; :data:`ORDER_DEPENDENT_MAX`)."""
     n, E, k, ep = int(num_tokens), int(num_experts), int(topk), int(ep)
+    order_dependent = 0.0
     if distribution == "balanced":
         counts = _balanced_counts(n, E, k)[None, :E // ep]
     elif distribution.startswith("power_law_"):
         alpha = float(distribution.rsplit("_", 1)[1])
         rng = np.random.default_rng([seed, n, E, k, ep, int(alpha * 1000)])
-        full = _power_law_counts(n, E, k, alpha, rng, draws).reshape(draws, ep, E // ep)
+        picks, on_zero = _power_law_counts(n, E, k, alpha, rng, draws, tied=True)
+        full = picks.reshape(draws, ep, E // ep)
         heaviest = np.argmax(full.sum(axis=2), axis=1)
         counts = full[np.arange(draws), heaviest]
+        # picks whose expert an order of equal values sets: those the shortfall puts on zero loads (which EP rank
+        # they land on; on one GPU any of them is a new expert) and the repeats within a token's k slots (the
+        # collector lays the picks out expert by expert and token i takes slots i, n + i, ...: an expert with
+        # c > n picks repeats in c − n of them, and the engine's top-k fills those with experts of equal logit)
+        repeats = np.maximum(picks - n, 0).sum(axis=1)
+        order_dependent = float(np.mean((on_zero * (ep > 1) + repeats) / (n * k)))
     else:
         raise ProfileError(f"Unknown MoE routing distribution {distribution!r} in the operator tables.")
-    out = {"local_experts": float(np.mean((counts > 0).sum(axis=1))), "local_rows": float(np.mean(counts.sum(axis=1)))}
+    out = {"local_experts": float(np.mean((counts > 0).sum(axis=1))), "local_rows": float(np.mean(counts.sum(axis=1))),
+           "order_dependent": order_dependent}
     for tile in TRITON_ROW_TILES:
         out[f"rows_pad{tile}"] = float(np.mean((np.ceil(counts / tile) * tile).sum(axis=1)))
     return out
@@ -146,6 +167,15 @@ def _decode_rows(df: "pd.DataFrame") -> "pd.DataFrame":
     keep = (df["num_tokens"] <= MAX_TOKENS) & (df["moe_tp_size"] * df["moe_ep_size"] <= MAX_GPUS)
     keep &= df["gpu"].isin(list(OPDB_MOE_GPUS))
     return df[keep].reset_index(drop=True)
+
+
+def determined(feats: "pd.DataFrame") -> "pd.DataFrame":
+    """The :func:`moe_features` rows whose touched experts the routing configuration fixes (``order_dependent`` at
+    most :data:`ORDER_DEPENDENT_MAX`): the rows every fit and validation uses. The others (a power law's few
+    tokens, where the rounding leaves picks to place among equal loads or repeats an expert in a token's slots)
+    contradict any placement rule on their own: at EP 8 Qwen3-235B's layer takes 34 us for one token under the
+    power law and 47 us balanced (H200, SGLang 0.5.14), one local expert, where index order puts all 8 picks on it."""
+    return feats[feats["order_dependent"] <= ORDER_DEPENDENT_MAX].reset_index(drop=True)
 
 
 def _predict(p, feats, row_tile: str) -> np.ndarray:
@@ -229,7 +259,7 @@ def fit_fused_moe(df: "pd.DataFrame | None" = None, *, loso: bool = True) -> lis
         from sdsl.fit.opdb import read_opdb
 
         df = read_opdb("moe")
-    feats = moe_features(_decode_rows(df))
+    feats = determined(moe_features(_decode_rows(df)))
     held = leave_one_shape_out(feats) if loso else feats.iloc[:0]
     scores = {tuple(r[c] for c in GROUP): r for r in validation_rows(held)} if len(held) else {}
     fits = []
@@ -269,7 +299,7 @@ def fused_moe_report(df: "pd.DataFrame | None" = None) -> dict:
         from sdsl.fit.opdb import read_opdb
 
         df = read_opdb("moe")
-    held = leave_one_shape_out(moe_features(_decode_rows(df)))
+    held = leave_one_shape_out(determined(moe_features(_decode_rows(df))))
     pooled = [{"gpu": g, "dtype": d, "shapes": int(x["shape"].nunique()), **_stats(x["error"])}
               for (g, d), x in held.groupby(["gpu", "dtype"], sort=True)]
     return {"groups": validation_rows(held), "by_gpu_format": pooled}
@@ -306,8 +336,11 @@ def moe_kernel_validation(gpu: str, df: "pd.DataFrame | None" = None) -> dict:
         from sdsl.fit.opdb import read_opdb
 
         df = read_opdb("moe", gpu=gpu)
-    feats = moe_features(_decode_rows(df[df["gpu"] == gpu]))
+    every = moe_features(_decode_rows(df[df["gpu"] == gpu]))
+    feats = determined(every)
     held = leave_one_shape_out(feats)
+    left = every[every["order_dependent"] > ORDER_DEPENDENT_MAX]  # rows determined() leaves out, stated per entry
+    left_by = left.groupby(["engine", "kernel_source", "dtype"]).size().to_dict()
     out = {}
 
     def prov(g):
@@ -317,11 +350,13 @@ def moe_kernel_validation(gpu: str, df: "pd.DataFrame | None" = None) -> dict:
     for (engine, kernel, dtype), g in held.groupby(["engine", "kernel_source", "dtype"], sort=True):
         fit = fit_group(feats[(feats["engine"] == engine) & (feats["kernel_source"] == kernel) & (feats["dtype"] == dtype)])
         entry = {"rows": int(len(g)), "held_out": "model shape", "folds": int(g["shape"].nunique()), **prov(g),
+                 "order_dependent_rows_left_out": int(left_by.get((engine, kernel, dtype), 0)),
                  "fitted": {k: getattr(fit, k) for k in ("t0_s", "per_expert_s", "eta_memory", "eta_compute",
                                                          "per_pair_s", "row_tile")}}
         out[f"{engine}:{dtype}:{kernel}"] = (entry, g["error"].to_numpy())
     for dtype, g in held.groupby("dtype", sort=True):  # pooled: the engine builds in the JSON, not the listing
         entry = {"rows": int(len(g)), "held_out": "model shape", "folds": int(g["shape"].nunique()), **prov(g),
+                 "order_dependent_rows_left_out": int((left["dtype"] == dtype).sum()),
                  "engine_version": [], "engine_builds": sorted(set(g["engine"] + " " + g["engine_version"]))}
         out[f"all:{dtype}"] = (entry, g["error"].to_numpy())
     return out
