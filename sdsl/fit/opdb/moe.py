@@ -75,13 +75,13 @@ def _balanced_counts(n: int, E: int, k: int) -> np.ndarray:
     return np.bincount(sel.astype(int).ravel(), minlength=E)
 
 
-def _power_law_counts(n: int, E: int, k: int, alpha: float, rng: np.random.Generator, draws: int,
-                      tied: bool = False):
-    """Picks per expert (draws × E) of the collector's ``power_law_logits_v3``: loads drawn by the inverse CDF of
-    x^(−α) on [1, 0.8n] (n·k > E) or [0.01, 2], scaled to n·k and rounded, the rounding's excess taken from the
-    largest loads and its shortfall given to them. ``tied``: also the picks per draw that the shortfall gives to
-    experts whose rounded load is zero, which ones set by the order a sort gives equal loads (kept here in index
-    order; the collector leaves it to torch's sort)."""
+def _power_law_counts(n: int, E: int, k: int, alpha: float, rng: np.random.Generator,
+                      draws: int) -> tuple[np.ndarray, np.ndarray]:
+    """(picks per expert, draws × E; picks per draw on zero loads) of the collector's ``power_law_logits_v3``: loads
+    drawn by the inverse CDF of x^(−α) on [1, 0.8n] (n·k > E) or [0.01, 2], scaled to n·k and rounded, the
+    rounding's excess taken from the largest loads and its shortfall given to them; the second array counts the
+    shortfall's picks that land on experts whose rounded load is zero, which ones set by the order a sort gives equal
+    loads (kept here in index order; the collector leaves it to torch's sort)."""
     lo, hi = (1.0, n * 0.8) if n * k > E else (0.01, 2.0)
     u = rng.random((draws, E))
     a = 1.0 - alpha
@@ -100,7 +100,7 @@ def _power_law_counts(n: int, E: int, k: int, alpha: float, rng: np.random.Gener
     short = np.maximum(-delta, 0)
     top = order[:, 0]
     counts[np.arange(draws), top] -= short
-    return (counts, on_zero) if tied else counts
+    return counts, on_zero
 
 
 def collector_routing(num_tokens, num_experts, topk, ep, distribution, *, draws: int = ROUTING_DRAWS,
@@ -116,7 +116,7 @@ def collector_routing(num_tokens, num_experts, topk, ep, distribution, *, draws:
     elif distribution.startswith("power_law_"):
         alpha = float(distribution.rsplit("_", 1)[1])
         rng = np.random.default_rng([seed, n, E, k, ep, int(alpha * 1000)])
-        picks, on_zero = _power_law_counts(n, E, k, alpha, rng, draws, tied=True)
+        picks, on_zero = _power_law_counts(n, E, k, alpha, rng, draws)
         full = picks.reshape(draws, ep, E // ep)
         heaviest = np.argmax(full.sum(axis=2), axis=1)
         counts = full[np.arange(draws), heaviest]
