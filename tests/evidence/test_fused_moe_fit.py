@@ -87,6 +87,10 @@ def test_the_order_dependent_rows_and_what_they_did_to_the_fit():
         worst = kept.loc[kept.groupby("dtype")["error"].apply(lambda e: e.abs().idxmax())]
         assert (worst["order_dependent"] > opdb_moe.ORDER_DEPENDENT_MAX).all(), gpu
         assert set(feats[left]["distribution"]) == {"power_law_1.01", "power_law_1.2"}
+        spans = feats[left].groupby(["num_experts", "topk"])["num_tokens"].agg(["min", "max"])
+        assert {key: tuple(v) for key, v in spans.iterrows()} == {
+            (8, 2): (1, 4), (16, 1): (1, 2), (32, 4): (1, 1), (128, 1): (1, 16), (128, 4): (1, 4), (128, 8): (1, 2),
+            (256, 8): (1, 4)}, gpu  # Mixtral, Scout, gpt-oss-20b, Maverick, gpt-oss-120b, Qwen3 MoE, DeepSeek
     assert counts == {"h100_sxm": (1340, 24072), "h200_sxm": (1427, 26112), "b200_sxm": (1818, 33350)}
     assert all(0.054 < n / total < 0.056 for n, total in counts.values())
     assert (min(ep1), max(ep1)) == pytest.approx((-0.176, -0.130), abs=1e-3)
@@ -102,7 +106,9 @@ def test_the_order_dependent_rows_and_what_they_did_to_the_fit():
     text = _text()
     for fragment in ("5.5% of each GPU's rows (1,340 of 24,072 on H100, 1,427 of 26,112 on H200, 1,818 of 33,350 on B200)",
                      "priced a median 13–18% too fast on one GPU and 14–22% too slow at EP 8",
-                     "takes 34 µs for one token under the power law and 47 µs balanced"):
+                     "takes 34 µs for one token under the power law and 47 µs balanced",
+                     "1–16 of Maverick's 128 experts (top-1), 1–2 of the 128-expert top-8 shapes, 1–4 of DeepSeek's 256 "
+                     "and of gpt-oss-120b's 128 (top-4), 1 of gpt-oss-20b's 32, 1–4 of Mixtral's 8, 1–2 of Scout's 16"):
         assert " ".join(fragment.split()) in text, fragment
 
 
