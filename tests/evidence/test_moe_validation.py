@@ -341,6 +341,7 @@ def test_the_2025_26_rows_and_the_first_four_sources_apart():
     from unittest import mock
 
     import sdsl.catalog.moe as catalog_moe
+    from sdsl._evidence import summarize_errors
     from sdsl._paths import REPO_ROOT
 
     rows = [r for r in validate_moe()["rows"] if r["class"] == "moe" and r["proposer"] is None]
@@ -348,8 +349,8 @@ def test_the_2025_26_rows_and_the_first_four_sources_apart():
     first = [r for r in rows if r not in recent]
 
     def stats(part):
-        e = np.array([r["error"] for r in part])
-        return float(np.median(np.abs(e))), float(e[np.argmax(np.abs(e))]), float(np.median(e))
+        s = summarize_errors(r["error"] for r in part)
+        return s["median_abs"], s["worst"], s["median_signed"]
 
     assert (len(recent), len(first)) == (31, 18)
     assert stats(recent) == pytest.approx((0.029, 0.238, 0.010), abs=1e-3)

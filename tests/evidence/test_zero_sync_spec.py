@@ -67,6 +67,7 @@ def test_the_rates_the_section_states_and_the_host_time_the_summed_form_adds():
     text = (REPO_ROOT / "VALIDATION.md").read_text()
     assert "| S and d hidden (shipped) | 139.7 (+11.8%) | 246.8 (+5.5%) | 1.767× (**−5.6%**) |" in text
     assert "| S and d summed (before) | 139.7 (+11.8%) | 210.7 (−9.9%) | 1.508× (−19.4%) |" in text
+    assert "one published 2026 pair checks it (−5.6%)" in " ".join((REPO_ROOT / "README.md").read_text().split())
 
 
 def test_the_v1_runner_to_model_runner_v2_tpot_cross_check():

@@ -175,7 +175,12 @@ def determined(feats: "pd.DataFrame") -> "pd.DataFrame":
     tokens, where the rounding leaves picks to place among equal loads or repeats an expert in a token's slots)
     contradict any placement rule on their own: at EP 8 Qwen3-235B's layer takes 34 us for one token under the
     power law and 47 us balanced (H200, SGLang 0.5.14), one local expert, where index order puts all 8 picks on it."""
-    return feats[feats["order_dependent"] <= ORDER_DEPENDENT_MAX].reset_index(drop=True)
+    return feats[~_order_dependent(feats)].reset_index(drop=True)
+
+
+def _order_dependent(feats: "pd.DataFrame"):
+    """Rows :func:`determined` leaves out (more than :data:`ORDER_DEPENDENT_MAX` of their picks order-dependent)."""
+    return feats["order_dependent"] > ORDER_DEPENDENT_MAX
 
 
 def _predict(p, feats, row_tile: str) -> np.ndarray:
@@ -339,7 +344,7 @@ def moe_kernel_validation(gpu: str, df: "pd.DataFrame | None" = None) -> dict:
     every = moe_features(_decode_rows(df[df["gpu"] == gpu]))
     feats = determined(every)
     held = leave_one_shape_out(feats)
-    left = every[every["order_dependent"] > ORDER_DEPENDENT_MAX]  # rows determined() leaves out, stated per entry
+    left = every[_order_dependent(every)]  # the rows determined() leaves out, stated per entry
     left_by = left.groupby(["engine", "kernel_source", "dtype"]).size().to_dict()
     out = {}
 
