@@ -12,7 +12,7 @@ import numpy as np
 
 from sdsl._paths import data_path
 
-__all__ = ["published_rows", "leave_one_group_out", "summarize_errors", "error_phrase"]
+__all__ = ["published_rows", "leave_one_group_out", "summarize_errors", "error_phrase", "monotone_floor"]
 
 
 def published_rows(name: str, row_sets: tuple | None = None, path=None) -> list[dict]:
@@ -48,3 +48,19 @@ def error_phrase(summary: dict, *fields: tuple) -> str:
     """The errors of ``summary`` as report text: "label 12.3%" for each (label, key) of ``fields``, "label +12.3%"
     for each (label, key, "+") (a signed error), joined by ", "."""
     return ", ".join(f"{f[0]} {100 * summary[f[1]]:{f[2] if len(f) > 2 else ''}.1f}%" for f in fields)
+
+
+def monotone_floor(frame, series: list[str], along: str, time: str = "time_s") -> np.ndarray:
+    """Per row of ``frame``, a lower bound on the worst |e| that any prediction non-decreasing in ``along`` (more
+    tokens, a longer context: more work) can reach over the row's series (the rows equal in ``series``).
+
+    Where a series measures t_i at a smaller ``along`` than t_j < t_i, predictions p_i <= p_j err by at least
+    (t_i - t_j)/(t_i + t_j) on one of the two rows (equal at p_i = p_j = 2·t_i·t_j/(t_i + t_j)); the bound is the
+    largest such pair of the series. It measures what the rows allow a monotone form (a roofline, a fixed cost plus
+    bytes at a bandwidth), not any fit."""
+    order = frame.sort_values(along, kind="stable")
+    t = order[time].to_numpy(dtype=float)
+    before = order.groupby(series, sort=False)[time].cummax().to_numpy(dtype=float)  # the largest time at less work
+    pair = (before - t) / (before + t)
+    bound = order.assign(_pair=pair).groupby(series, sort=False)["_pair"].transform("max")
+    return bound.reindex(frame.index).to_numpy(dtype=float)

@@ -32,8 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from sdsl.fit.opdb.defaults import ENGINE
-from sdsl._evidence import error_phrase, leave_one_group_out, summarize_errors
+from sdsl._evidence import leave_one_group_out, monotone_floor, summarize_errors
 from sdsl._result import Result
+from sdsl.validation.kernel_sources import vidur_lines, vidur_vs_tables
 
 __all__ = ["validate_kernels", "KernelValidation", "GOAL_MEDIAN", "GOAL_WORST", "DEFAULT_GPUS", "OPS"]
 
@@ -53,6 +54,16 @@ def _summary(errors) -> dict:
         out["p95_abs"] = float(np.quantile(np.abs(e), 0.95))
         out["meets_goal"] = bool(out["median_abs"] <= GOAL_MEDIAN and out["worst_abs"] <= GOAL_WORST)
     return out
+
+
+def _floor(floors, errors) -> dict:
+    """What the rows allow a form monotone in the token count (or context, or message size), beside the held-out
+    errors: the tables' own lower bound on the worst |e| (:func:`sdsl._evidence.monotone_floor`), the rows whose
+    series puts that bound above the worst-case goal, and the held-out errors of the other rows."""
+    f, e = np.asarray(floors, dtype=float), np.asarray(errors, dtype=float)
+    allows = f <= GOAL_WORST
+    return {"worst_abs": float(f.max()) if f.size else 0.0, "rows_above_goal": int((~allows).sum()),
+            "heldout_where_allowed": _summary(e[allows])}
 
 
 def _held_out(rows, column: str, score, groups=None) -> list:
@@ -88,13 +99,15 @@ def _gemm(gpu: str, engine: str) -> dict:
         if fmt is None:
             continue
         r = rows[rows["dtype"] == dtype]
+        r = r.assign(floor=monotone_floor(r, ["n", "k"], "m"))
 
         def score(k, train, test, dtype=dtype, fmt=fmt):
             p = base[k] if dtype == "bfloat16" else fit_gemm(train, hw, fmt, base=base[k])
-            return predict_gemm(test, hw, fmt, p) / test["time_s"].to_numpy() - 1.0, test["m"].to_numpy() <= SMALL_M
+            e = predict_gemm(test, hw, fmt, p) / test["time_s"].to_numpy() - 1.0
+            return e, test["m"].to_numpy() <= SMALL_M, test["floor"].to_numpy()
 
         folds = _held_out(r, "k", score, widths)
-        e, s = np.concatenate([f[0] for f in folds]), np.concatenate([f[1] for f in folds])
+        e, s, f = (np.concatenate([fold[i] for fold in folds]) for i in range(3))
         fitted = full if dtype == "bfloat16" else fit_gemm(r, hw, fmt, base=full)
         native = "fp4" if fmt == "nvfp4" else "fp8"
         terms = ({k: getattr(fitted, k) for k in ("eta_compute", "eta_memory", "t_kernel", "smoothness", "t_kernel_size",
@@ -107,7 +120,8 @@ def _gemm(gpu: str, engine: str) -> dict:
             if len(pair):
                 ratio = float(np.median(pair["time_s"] / pair["time_s_bf16"]))
         out[dtype] = {"weight_format": fmt, "rows": int(len(r)), "held_out": "input width k", "folds": len(widths),
-                      **_provenance(r), "heldout": _summary(e), "small_m": _summary(e[s]), "large_m": _summary(e[~s]),
+                      **_provenance(r), "heldout": _summary(e), "floor": _floor(f, e),
+                      "small_m": _summary(e[s]), "large_m": _summary(e[~s]),
                       "fitted": terms, "measured_time_vs_bf16_at_m1": ratio}
     return out
 
@@ -124,13 +138,17 @@ def _attention(gpu: str, engine: str, mla: bool) -> dict:
     out = {}
     for kv in sorted(set(rows["kv_cache_dtype"])):
         r = rows[rows["kv_cache_dtype"] == kv]
-        errs = _held_out(r, "shape", lambda _, train, test: None if train.empty else
-                         predict_attention(test, hw, fit_attention(train, hw, eta_c)) / test["time_s"].to_numpy() - 1.0)
-        if not errs:
+        r = r.assign(floor=np.maximum(monotone_floor(r, ["shape", "batch_size"], "context"),
+                                      monotone_floor(r, ["shape", "context"], "batch_size")))
+        folds = _held_out(r, "shape", lambda _, train, test: None if train.empty else (
+            predict_attention(test, hw, fit_attention(train, hw, eta_c)) / test["time_s"].to_numpy() - 1.0,
+            test["floor"].to_numpy()))
+        if not folds:
             continue
+        e, f = (np.concatenate([fold[i] for fold in folds]) for i in range(2))
         fit = fit_attention(r, hw, eta_c)
         out[kv] = {"rows": int(len(r)), "held_out": "head count" if mla else "heads/KV heads/head dim",
-                   "folds": len(errs), **_provenance(r), "heldout": _summary(np.concatenate(errs)),
+                   "folds": len(folds), **_provenance(r), "heldout": _summary(e), "floor": _floor(f, e),
                    "fitted": {k: float(v) for k, v in fit.to_dict().items()}}
     return out
 
@@ -146,6 +164,7 @@ def _allreduce(gpu: str) -> dict:
         rows = rows[rows["message_size"] <= ALLREDUCE_MAX_BYTES]
         for mode in sorted(set(rows["mode"])):
             r = rows[rows["mode"] == mode]
+            r = r.assign(floor=monotone_floor(r, ["num_gpus"], "message_size"))
             nccl = mode == "nccl"
 
             def score(_, train, test, nccl=nccl):
@@ -153,18 +172,19 @@ def _allreduce(gpu: str) -> dict:
                     return None
                 pred = (predict_nccl(test, hw, fit_nccl(train, hw)) if nccl else
                         predict_allreduce(test, hw, fit_allreduce(train, hw, "custom")))
-                return pred / test["time_s"].to_numpy() - 1.0
+                return pred / test["time_s"].to_numpy() - 1.0, test["floor"].to_numpy()
 
-            errs = _held_out(r, "num_gpus", score)
-            if not errs:
+            folds = _held_out(r, "num_gpus", score)
+            if not folds:
                 continue
+            e, f = (np.concatenate([fold[i] for fold in folds]) for i in range(2))
             if nccl:
                 p = fit_nccl(r, hw)
                 fitted = {k: getattr(p, k) for k in NCCL_TERMS}
             else:
                 fitted = fit_allreduce(r, hw, "custom").to_dict()
-            out[f"{engine}:{mode}"] = {"rows": int(len(r)), "held_out": "GPU count", "folds": len(errs),
-                                       **_provenance(r), "heldout": _summary(np.concatenate(errs)), "fitted": fitted}
+            out[f"{engine}:{mode}"] = {"rows": int(len(r)), "held_out": "GPU count", "folds": len(folds),
+                                       **_provenance(r), "heldout": _summary(e), "floor": _floor(f, e), "fitted": fitted}
     return out
 
 
@@ -173,41 +193,8 @@ def _moe(gpu: str) -> dict:
     kernel and weight format and pooled per format (``all:<format>``)."""
     from sdsl.fit.opdb.moe import moe_kernel_validation
 
-    return {key: {**entry, "heldout": _summary(errors)} for key, (entry, errors) in moe_kernel_validation(gpu).items()}
-
-
-def _vidur_h100() -> dict:
-    """Vidur's H100 fp16 GEMMs against the tables' H100 bf16 GEMMs (vLLM), where both measured the same (m, n, k); the
-    H100's Vidur calibration (what profiles before 2026 and ``ideal`` price with) on the tables' rows; and the tables'
-    bf16 GEMM fit (what the newest vLLM profiles price with) on Vidur's rows of up to 512 tokens."""
-    from sdsl._paths import data_path
-    from sdsl.roofline.latency_params import default_params
-    from sdsl.fit.opdb.kernels import gemm_rows, hardware_of, predict_gemm
-    from sdsl.fit.vidur import read_vidur
-
-    hw = hardware_of("h100_sxm")
-    table = gemm_rows("h100_sxm", "vllm", "bfloat16")
-    vidur = read_vidur(data_path("vidur"), hardware="h100")
-    vidur = vidur.groupby(["num_tokens", "in_features", "out_features"], as_index=False)["time_s"].median()
-    both = table.merge(vidur.rename(columns={"num_tokens": "m", "in_features": "k", "out_features": "n"}),
-                       on=["m", "n", "k"], suffixes=("_opdb", "_vidur"))
-    shipped = default_params(hw)
-    e_shipped = predict_gemm(table, hw, "bf16", shipped) / table["time_s"].to_numpy() - 1.0
-    m = table["m"].to_numpy()
-    small = m <= SMALL_M
-    by_m = {int(x): float(np.median(e_shipped[m == x])) for x in np.unique(m)}  # where the sources part: m >= 96
-    tables = default_params(hw, "vllm")  # the newest vLLM profile's: the tables' own bf16 GEMM fit
-    own = vidur[vidur["num_tokens"] <= 512].rename(columns={"num_tokens": "m", "in_features": "k", "out_features": "n"})
-    e_tables = predict_gemm(own, hw, "bf16", tables) / own["time_s"].to_numpy() - 1.0
-    out = {"shipped_on_opdb": _summary(e_shipped), "shipped_on_opdb_small_m": _summary(e_shipped[small]),
-           "shipped_on_opdb_median_signed_by_m": by_m, "shipped_source": shipped.source, "shared_points": int(len(both)),
-           "tables_on_vidur_to_512": _summary(e_tables)}
-    if len(both):
-        d = both["time_s_vidur"].to_numpy() / both["time_s_opdb"].to_numpy() - 1.0
-        out["vidur_vs_opdb"] = _summary(d)
-        out["shared_shapes"] = sorted({f"{int(n)}x{int(k)}" for n, k in zip(both["n"], both["k"])})
-        out["shared_m"] = sorted({int(m) for m in both["m"]})
-    return out
+    return {key: {**entry, "heldout": _summary(errors), "floor": _floor(floors, errors)}
+            for key, (entry, errors, floors) in moe_kernel_validation(gpu).items()}
 
 
 def _shipped(gpu: str, engine: str) -> dict:
@@ -303,7 +290,7 @@ def validate_kernels(gpus=None, ops=OPS, engine: str = ENGINE) -> "KernelValidat
             if "attention" in ops:
                 out.setdefault("fp8_decode", {})[gpu] = _fp8_layer(gpu, engine)
     if "h100_sxm" in gpus and "gemm" in ops:
-        out["vidur_h100"] = _vidur_h100()
+        out["vidur_h100"] = vidur_vs_tables()
     if "allreduce" in ops:  # what the engine profiles price their custom all-reduce with (sdsl.fit.opdb.engines)
         from sdsl.fit.opdb.engines import PROFILE_ENGINES, measured_custom_allreduce
 
@@ -342,12 +329,16 @@ class KernelValidation(Result):
 
 
 def _entry_line(op: str, key: str, r: dict) -> str:
-    """One fitted term's held-out summary, with the GEMM's small/large-m split on a second line."""
+    """One fitted term's held-out summary, the tables' floor under the worst case (a monotone form's least worst
+    |e|) and the worst where that floor is within the goal, with the GEMM's small/large-m split on a second line."""
     h = r["heldout"]
     versions = ",".join(f"{e} {v}" for e in r["engine"] for v in r["engine_version"])
     mark = "ok" if h.get("meets_goal") else "MISSED"
+    fl = r.get("floor", {})
+    floor = (f"floor {100 * fl['worst_abs']:5.1f}%, worst where it allows "
+             f"{100 * fl['heldout_where_allowed'].get('worst_abs', 0.0):5.1f}%  " if fl else "")
     line = (f"  {op:<10} {key:<16} median {100 * h['median_abs']:5.1f}%  p95 {100 * h['p95_abs']:5.1f}%  "
-            f"worst {100 * h['worst_abs']:6.1f}%  bias {100 * h['median_signed']:+5.1f}%  {mark:<6} "
+            f"worst {100 * h['worst_abs']:6.1f}%  bias {100 * h['median_signed']:+5.1f}%  {mark:<6} {floor}"
             f"({r['rows']} rows, {r['folds']} {r['held_out']} folds; {versions}"
             + (f"; {r['order_dependent_rows_left_out']} rows left out: experts set by a sort order)"
                if r.get("order_dependent_rows_left_out") else ")"))
@@ -381,19 +372,4 @@ def _extra_lines(d: dict) -> list[str]:
         lines.append(f"engine profiles' custom all-reduce, {engine} {m['version']} ({m['kernel_source']}, H100/H200, "
                      f"CUDA graph): a = {1e6 * m['latency_s']:.2f} us, eta = {m['eta']:.3f}; GPU count held out: median "
                      f"{100 * m['heldout_median_abs']:.1f}%")
-    v = d.get("vidur_h100")
-    if v:
-        s = v["shipped_on_opdb"]
-        lines.append(f"H100, the two sources: Vidur calibration ({v['shipped_source'][:60]}...) on the tables' bf16 GEMMs: "
-                     + error_phrase(s, ("median", "median_abs"), ("worst", "worst_abs"), ("bias", "median_signed", "+")))
-        t = v["tables_on_vidur_to_512"]
-        lines.append("  the tables' bf16 fit (newest vLLM profiles) on Vidur's GEMMs up to 512 tokens: "
-                     + error_phrase(t, ("median", "median_abs"), ("worst", "worst_abs"), ("bias", "median_signed", "+")))
-        lines.append("  median signed by GEMM rows m: " + ", ".join(
-            f"{m} {100 * e:+.1f}%" for m, e in v["shipped_on_opdb_median_signed_by_m"].items()))
-        if "vidur_vs_opdb" in v:
-            x = v["vidur_vs_opdb"]
-            lines.append(f"  Vidur fp16 / tables bf16 at {v['shared_points']} shared (m, n, k): "
-                         + error_phrase(x, ("median", "median_signed", "+"), ("median |diff|", "median_abs"),
-                                        ("worst", "worst", "+")) + f" (shapes {', '.join(v['shared_shapes'])})")
-    return lines
+    return lines + vidur_lines(d.get("vidur_h100"))

@@ -175,7 +175,7 @@ def test_the_other_gpus_fused_moe_pools():
     """VALIDATION.md "More GPUs": the fused MoE pools of L40S, B300, GB200 and GB300 (median, worst, signed)."""
     got = {}
     for gpu in ("l40s", "b300_sxm", "gb200", "gb300"):
-        for key, (_, err) in opdb_moe.moe_kernel_validation(gpu).items():
+        for key, (_, err, _) in opdb_moe.moe_kernel_validation(gpu).items():
             a = np.abs(err)
             got[gpu, key] = (f"{100 * np.median(a):.1f}%", f"{100 * err[np.argmax(a)]:+.0f}%",
                              f"{100 * np.median(err):+.1f}%".replace("-", "−"))

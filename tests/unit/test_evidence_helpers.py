@@ -1,10 +1,12 @@
 """The helpers every fit check and validation shares (sdsl._evidence): the published-row loader, the
-leave-one-group-out loop, the error summary and its report text."""
+leave-one-group-out loop, the error summary and its report text, and the floor a monotone form cannot go below."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sdsl._evidence import error_phrase, leave_one_group_out, published_rows, summarize_errors
 
@@ -41,3 +43,35 @@ def test_error_phrase_prints_percent_with_the_sign_where_asked():
     s = summarize_errors([0.1, -0.3, 0.05, 0.2])
     assert error_phrase(s, ("median", "median_abs"), ("worst", "worst", "+"), ("bias", "median_signed", "+")) == \
         "median 15.0%, worst -30.0%, bias +7.5%"
+
+
+def test_monotone_floor_is_zero_for_a_non_decreasing_series_and_exact_for_one_drop():
+    import pandas as pd
+
+    from sdsl._evidence import monotone_floor
+
+    df = pd.DataFrame({"s": [1, 1, 1, 2, 2], "m": [4, 1, 2, 1, 2], "time_s": [3.0, 2.1, 1.0, 1.0, 2.0]})
+    got = monotone_floor(df, ["s"], "m")
+    # series 1 measures 2.1 at m = 1 and 1.0 at m = 2: (2.1 - 1.0) / (2.1 + 1.0); series 2 only rises
+    assert got == pytest.approx([1.1 / 3.1] * 3 + [0.0, 0.0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(1e-6, 1e-3), min_size=2, max_size=12), st.lists(st.floats(0.0, 1e-3), min_size=12,
+                                                                          max_size=12))
+def test_no_prediction_monotone_in_the_work_beats_the_floor(times, steps):
+    """The bound holds for every non-decreasing prediction: its worst |p/t - 1| is never below it."""
+    import pandas as pd
+
+    from sdsl._evidence import monotone_floor
+
+    df = pd.DataFrame({"s": 0, "m": np.arange(len(times)), "time_s": times})
+    floor = monotone_floor(df, ["s"], "m").max()
+    prediction = 1e-6 + np.cumsum(steps[:len(times)])  # any non-decreasing prediction
+    assert np.max(np.abs(prediction / np.asarray(times) - 1.0)) >= floor - 1e-12
+    # and the pair bound is reached: the two rows of the largest drop priced at their harmonic-type midpoint
+    t = np.asarray(times)
+    i, j = max(((a, b) for a in range(len(t)) for b in range(a + 1, len(t))), key=lambda p: (t[p[0]] - t[p[1]]) / (t[p[0]] + t[p[1]]))
+    if t[i] > t[j]:
+        x = 2 * t[i] * t[j] / (t[i] + t[j])
+        assert max(abs(x / t[i] - 1), abs(x / t[j] - 1)) == pytest.approx(floor)

@@ -26,7 +26,8 @@ def kernels(gpus, ops, engine, as_json):
     with bf16 and fp8 KV caches (one heads/KV-heads/head-dim shape held out), decode MLA (one head count
     held out), the engines' custom all-reduce and NCCL (one GPU count held out), the fused MoE layer (one model
     shape held out, per engine kernel and format); median, 95th percentile, worst and signed bias of the held-out
-    errors (goal: 10% median, 25% worst). On H100 also Vidur's GEMMs against the tables'.
+    errors (goal: 10% median, 25% worst), and the floor the tables put under the worst case of any form
+    monotone in the work with the worst where they allow 25%. On H100 also Vidur's GEMMs against the tables'.
 
     Examples:
 

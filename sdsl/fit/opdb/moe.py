@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sdsl._evidence import monotone_floor
 from sdsl.catalog.moe import TRITON_ROW_TILES, FusedMoEFit, fused_moe_layer_time, row_tile_of
 from sdsl.errors import ProfileError
 
@@ -229,6 +230,9 @@ def fit_group(feats: "pd.DataFrame") -> FusedMoEFit:
 
 
 GROUP = ["gpu", "engine", "kernel_source", "dtype"]
+#: One measured series of a kernel: everything but the token count (whose time a monotone form cannot make fall).
+SERIES = GROUP + ["engine_version", "hidden_size", "inter_size", "num_experts", "topk", "moe_tp_size", "moe_ep_size",
+                  "distribution"]
 
 
 def leave_one_shape_out(feats: "pd.DataFrame", min_shapes: int = 3) -> "pd.DataFrame":
@@ -336,7 +340,8 @@ if __name__ == "__main__":  # pragma: no cover
 def moe_kernel_validation(gpu: str, df: "pd.DataFrame | None" = None) -> dict:
     """For ``sdsl validate kernels``: per (engine, format, kernel) of ``gpu`` with >= 3 model shapes, and per format
     pooled over them ("all:<format>"), an entry (rows, folds, provenance, fitted terms) and its held-out errors (one
-    model shape left out at a time, :func:`leave_one_shape_out`)."""
+    model shape left out at a time, :func:`leave_one_shape_out`) and each row's :data:`SERIES` bound for any form
+    monotone in the token count (:func:`sdsl._evidence.monotone_floor`)."""
     if df is None:
         from sdsl.fit.opdb import read_opdb
 
@@ -344,6 +349,7 @@ def moe_kernel_validation(gpu: str, df: "pd.DataFrame | None" = None) -> dict:
     every = moe_features(_decode_rows(df[df["gpu"] == gpu]))
     feats = determined(every)
     held = leave_one_shape_out(feats)
+    held["floor"] = monotone_floor(held, SERIES, "num_tokens")
     left = every[_order_dependent(every)]  # the rows determined() leaves out, stated per entry
     left_by = left.groupby(["engine", "kernel_source", "dtype"]).size().to_dict()
     out = {}
@@ -358,10 +364,10 @@ def moe_kernel_validation(gpu: str, df: "pd.DataFrame | None" = None) -> dict:
                  "order_dependent_rows_left_out": int(left_by.get((engine, kernel, dtype), 0)),
                  "fitted": {k: getattr(fit, k) for k in ("t0_s", "per_expert_s", "eta_memory", "eta_compute",
                                                          "per_pair_s", "row_tile")}}
-        out[f"{engine}:{dtype}:{kernel}"] = (entry, g["error"].to_numpy())
+        out[f"{engine}:{dtype}:{kernel}"] = (entry, g["error"].to_numpy(), g["floor"].to_numpy())
     for dtype, g in held.groupby("dtype", sort=True):  # pooled: the engine builds in the JSON, not the listing
         entry = {"rows": int(len(g)), "held_out": "model shape", "folds": int(g["shape"].nunique()), **prov(g),
                  "order_dependent_rows_left_out": int((left["dtype"] == dtype).sum()),
                  "engine_version": [], "engine_builds": sorted(set(g["engine"] + " " + g["engine_version"]))}
-        out[f"all:{dtype}"] = (entry, g["error"].to_numpy())
+        out[f"all:{dtype}"] = (entry, g["error"].to_numpy(), g["floor"].to_numpy())
     return out
