@@ -19,7 +19,9 @@ aiconfigurator-core 0.12.0:
 - the fused MoE layer (:mod:`sdsl.fit.opdb.moe`), 1-512 tokens, MoE TP × EP <= 8, balanced and power-law routing:
   one model shape held out at a time, per engine kernel and weight format and pooled per format;
 - H100 only: the two sources side by side, Vidur's fp16 GEMMs and the tables' bf16 GEMMs at the (m, n, k)
-  both measured, and the Vidur-fitted shipped defaults priced on the tables' rows.
+  both measured, and the Vidur-fitted shipped defaults priced on the tables' rows (:mod:`sdsl.validation.kernel_sources`);
+- beside every held-out summary, what the rows allow (key ``floor``): the least worst |e| any form monotone in the
+  work can reach on them (:func:`sdsl._evidence.monotone_floor`) and the held-out errors where that is within 25%.
 
 Every summary is :func:`sdsl._evidence.summarize_errors` (median, worst, signed bias) plus the 95th
 percentile; ``meets_goal`` marks median <= 10% and worst <= 25%.
