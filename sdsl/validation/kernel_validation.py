@@ -19,7 +19,7 @@ aiconfigurator-core 0.12.0:
 - the fused MoE layer (:mod:`sdsl.fit.opdb.moe`), 1-512 tokens, MoE TP × EP <= 8, balanced and power-law routing:
   one model shape held out at a time, per engine kernel and weight format and pooled per format;
 - H100 only: the two sources side by side, Vidur's fp16 GEMMs and the tables' bf16 GEMMs at the (m, n, k)
-  both measured, and the Vidur-fitted shipped defaults priced on the tables' rows (:mod:`sdsl.validation.kernel_sources`);
+  both measured, and the Vidur-fitted shipped defaults priced on the tables' rows (:mod:`sdsl.fit.opdb.sources`);
 - beside every held-out summary, what the rows allow (key ``floor``): the least worst |e| any form monotone in the
   work can reach on them (:func:`sdsl._evidence.monotone_floor`) and the held-out errors where that is within 25%.
 
@@ -36,7 +36,7 @@ import numpy as np
 from sdsl.fit.opdb.defaults import ENGINE
 from sdsl._evidence import leave_one_group_out, monotone_floor, summarize_errors
 from sdsl._result import Result
-from sdsl.validation.kernel_sources import vidur_lines, vidur_vs_tables
+from sdsl.fit.opdb.sources import vidur_lines, vidur_vs_tables
 
 __all__ = ["validate_kernels", "KernelValidation", "GOAL_MEDIAN", "GOAL_WORST", "DEFAULT_GPUS", "OPS"]
 

@@ -141,7 +141,7 @@ def test_the_two_h100_sources_part_where_a_verify_step_fills_the_row_tiles():
     GEMMs +3.7...+9.0% slow at m <= 64 and +17.9...+33.9% slow at m >= 96, where b(k + 1) verify rows run; the tables'
     fit prices Vidur's rows up to 512 tokens 17.9% fast. A wrong statement about which regime the sources disagree in
     fails here."""
-    from sdsl.validation.kernel_sources import vidur_vs_tables
+    from sdsl.fit.opdb.sources import vidur_vs_tables
 
     out = vidur_vs_tables()
     by_m = out["shipped_on_opdb_median_signed_by_m"]
