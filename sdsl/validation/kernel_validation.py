@@ -36,7 +36,7 @@ import numpy as np
 from sdsl.fit.opdb.defaults import ENGINE
 from sdsl._evidence import leave_one_group_out, monotone_floor, summarize_errors
 from sdsl._result import Result
-from sdsl.fit.opdb.sources import vidur_lines, vidur_vs_tables
+from sdsl.fit.opdb.sources import SMALL_M, vidur_lines, vidur_vs_tables
 
 __all__ = ["validate_kernels", "KernelValidation", "GOAL_MEDIAN", "GOAL_WORST", "DEFAULT_GPUS", "OPS"]
 
@@ -44,7 +44,6 @@ GOAL_MEDIAN = 0.10
 GOAL_WORST = 0.25
 DEFAULT_GPUS = ("h100_sxm", "h200_sxm", "b200_sxm")
 OPS = ("gemm", "attention", "mla", "allreduce", "moe")
-SMALL_M = 16
 #: One layer's KV read (bytes) below which decode attention is its fixed cost, and above which the KV read.
 SMALL_KV, LARGE_KV = 4 << 20, 64 << 20
 
@@ -66,6 +65,11 @@ def _floor(floors, errors) -> dict:
     allows = f <= GOAL_WORST
     return {"worst_abs": float(f.max()) if f.size else 0.0, "rows_above_goal": int((~allows).sum()),
             "heldout_where_allowed": _summary(e[allows])}
+
+
+def _stacked(folds) -> tuple:
+    """The folds' per-row arrays (each fold a tuple of equal-length arrays) joined, one array per position."""
+    return tuple(np.concatenate(parts) for parts in zip(*folds))
 
 
 def _held_out(rows, column: str, score, groups=None) -> list:
@@ -109,7 +113,7 @@ def _gemm(gpu: str, engine: str) -> dict:
             return e, test["m"].to_numpy() <= SMALL_M, test["floor"].to_numpy()
 
         folds = _held_out(r, "k", score, widths)
-        e, s, f = (np.concatenate([fold[i] for fold in folds]) for i in range(3))
+        e, s, f = _stacked(folds)
         fitted = full if dtype == "bfloat16" else fit_gemm(r, hw, fmt, base=full)
         native = "fp4" if fmt == "nvfp4" else "fp8"
         terms = ({k: getattr(fitted, k) for k in ("eta_compute", "eta_memory", "t_kernel", "smoothness", "t_kernel_size",
@@ -147,7 +151,7 @@ def _attention(gpu: str, engine: str, mla: bool) -> dict:
             test["floor"].to_numpy()))
         if not folds:
             continue
-        e, f = (np.concatenate([fold[i] for fold in folds]) for i in range(2))
+        e, f = _stacked(folds)
         fit = fit_attention(r, hw, eta_c)
         out[kv] = {"rows": int(len(r)), "held_out": "head count" if mla else "heads/KV heads/head dim",
                    "folds": len(folds), **_provenance(r), "heldout": _summary(e), "floor": _floor(f, e),
@@ -179,7 +183,7 @@ def _allreduce(gpu: str) -> dict:
             folds = _held_out(r, "num_gpus", score)
             if not folds:
                 continue
-            e, f = (np.concatenate([fold[i] for fold in folds]) for i in range(2))
+            e, f = _stacked(folds)
             if nccl:
                 p = fit_nccl(r, hw)
                 fitted = {k: getattr(p, k) for k in NCCL_TERMS}
@@ -337,8 +341,9 @@ def _entry_line(op: str, key: str, r: dict) -> str:
     versions = ",".join(f"{e} {v}" for e in r["engine"] for v in r["engine_version"])
     mark = "ok" if h.get("meets_goal") else "MISSED"
     fl = r.get("floor", {})
-    floor = (f"floor {100 * fl['worst_abs']:5.1f}%, worst where it allows "
-             f"{100 * fl['heldout_where_allowed'].get('worst_abs', 0.0):5.1f}%  " if fl else "")
+    allowed = fl.get("heldout_where_allowed", {})
+    where = f"{100 * allowed['worst_abs']:5.1f}%" if allowed.get("n") else " none"
+    floor = f"floor {100 * fl['worst_abs']:5.1f}%, worst where it allows {where}  " if fl else ""
     line = (f"  {op:<10} {key:<16} median {100 * h['median_abs']:5.1f}%  p95 {100 * h['p95_abs']:5.1f}%  "
             f"worst {100 * h['worst_abs']:6.1f}%  bias {100 * h['median_signed']:+5.1f}%  {mark:<6} {floor}"
             f"({r['rows']} rows, {r['folds']} {r['held_out']} folds; {versions}"

@@ -10,7 +10,8 @@ from sdsl._evidence import error_phrase, summarize_errors as _summary
 
 __all__ = ["vidur_vs_tables", "vidur_lines"]
 
-SMALL_M = 16  # the decode regime: weight reads dominate
+#: GEMM rows up to which a GEMM is in the decode regime (weight reads dominate): the split ``sdsl validate kernels`` reports.
+SMALL_M = 16
 
 
 def vidur_vs_tables() -> dict:
