@@ -2,7 +2,8 @@
 
 docs/model.md §3.3. A forward pass of a decoder over ``batch`` sequences, ``q`` new tokens each, with
 ``context`` tokens already in the KV cache, is priced kernel by kernel (the roofline of Williams,
-Waterman & Patterson, CACM 2009, applied per operator):
+Waterman & Patterson, CACM 2009, applied per operator; decode attention on the form NVIDIA's operator tables
+measure where the deployment's engine runs the kernels they time, :mod:`sdsl.roofline.attention`):
 
     t_op = smax_p( FLOPs_op / (η_c · peak),  bytes_op / (η_m · bandwidth) ) + t_kernel
 
@@ -95,7 +96,8 @@ class StepTime(Result):
     ``distinct_experts``: the expected routed experts one MoE layer reads for the step's b·q tokens, over all
     GPUs (0 for a dense model). ``expert_weights_s``: the routed experts' time — the measured fused-MoE layer on
     a GPU with operator tables (:func:`sdsl.roofline.step_ops.fused_moe_time`), else the memory-bound roofline time
-    of their grouped GEMMs (0 for a dense model); ``attention_s``: the memory-bound roofline time of attention over the KV cache; ``compute_bound_s``: the
+    of their grouped GEMMs (0 for a dense model); ``attention_s``: the memory-bound time of attention over the KV cache
+    (its measured form where the deployment's engine runs it, :mod:`sdsl.roofline.attention`); ``compute_bound_s``: the
     roofline time of the compute-bound kernels. All three are parts of ``total_s``, reported so a caller can say
     what a step's time goes to (:mod:`sdsl.plan.cost_drivers`).
     """
@@ -176,6 +178,8 @@ def _price(shapes: ModelShapes, dep: Deployment, b, q, L, *, logit_tokens=None):
         ew_launches = n * (shapes.norms + 4.0) * t_ew  # norms, RoPE, activation, two adds
     elementwise = n * layer_elementwise_time(shapes, tokens, dt, bw, params) - ew_launches
     launches = (n * GEMM_KERNELS_PER_LAYER + KERNELS_PER_MODEL) * params.t_kernel + ew_launches
+    if params.attn_eta_kv and shapes.kv_heads is not None:  # the measured attention's t0 holds its launch
+        launches = launches - n * (1.0 - shapes.mla) * params.t_kernel
     if np.any(shapes.extra_norms):
         extra = n * shapes.extra_norms * elementwise_time("norm", tokens, shapes.extra_norm_width,
                                                           2.0 * shapes.extra_norm_width, dt, bw, params)

@@ -63,6 +63,10 @@ class LatencyParams:
     activations); ``fp4_*`` the same for NVFP4. 1, 1, 0: the format at its nominal bytes and peak (the form
     without them). Fitted on NVIDIA's measured operator tables (:mod:`sdsl.fit.opdb.kernels`).
 
+    **Decode attention** (:mod:`sdsl.roofline.attention`) — ``attn_t0``, ``attn_t_block``, ``attn_eta_kv``,
+    ``attn_smoothness``: the measured form t0 + t_block·b·h_kv + smax_p(FLOPs/(η_c·peak), bytes/(η_kv·bandwidth)),
+    fitted on the same tables per GPU and engine; ``attn_eta_kv`` 0 prices attention on the roofline.
+
     **Provenance** — ``source``: where the numbers come from (a fit and its data, a transfer, or defaults).
     """
 
@@ -104,6 +108,11 @@ class LatencyParams:
     fp4_compute: float = 1.0  # the same three for NVFP4 GEMMs
     fp4_memory: float = 1.0
     fp4_t_extra: float = 0.0  # s
+    # decode attention on its measured form (sdsl.roofline.attention; attn_eta_kv 0 = the roofline)
+    attn_t0: float = 0.0  # s, fixed cost of one decode-attention call
+    attn_t_block: float = 0.0  # s per (sequence, KV head) block
+    attn_eta_kv: float = 0.0  # fraction of the memory bandwidth the KV read reaches, [0, 1] (0 = the roofline)
+    attn_smoothness: float = math.inf  # p of its smooth max of compute and KV-read time
     # provenance
     # where the numbers come from (a fit and its data, a transfer, or defaults)
     source: str = "uncalibrated defaults (assumed, not measured)"
@@ -124,7 +133,7 @@ class LatencyParams:
                 raise InvalidInputError(f"LatencyParams.{name} must lie in (0, 1]; got {v!r}.")
         for name in ("t_kernel", "t_layer", "t_step", "allreduce_latency", "allreduce_step_latency",
                      "allreduce_ll_latency", "allreduce_floor", "t_elementwise", "tail_waves",
-                     "t_kernel_size", "fp8_t_extra", "fp4_t_extra") + ELEMENTWISE_ROWS:
+                     "t_kernel_size", "fp8_t_extra", "fp4_t_extra", "attn_t0", "attn_t_block") + ELEMENTWISE_ROWS:
             v = getattr(self, name)
             if v is None and name == "t_elementwise":
                 continue
@@ -140,18 +149,28 @@ class LatencyParams:
                 object.__setattr__(self, name, v)
             if not (isinstance(v, int) and v >= 0):
                 raise InvalidInputError(f"LatencyParams.{name} must be a non-negative integer; got {v!r}.")
-        if not (self.smoothness >= 1):
-            raise InvalidInputError(f"LatencyParams.smoothness must be >= 1 (inf = hard max); got {self.smoothness!r}.")
+        for name in ("smoothness", "attn_smoothness"):
+            if not (getattr(self, name) >= 1):
+                raise InvalidInputError(f"LatencyParams.{name} must be >= 1 (inf = hard max); got {getattr(self, name)!r}.")
+        if not (0 <= self.attn_eta_kv <= 1):
+            raise InvalidInputError("LatencyParams.attn_eta_kv must lie in [0, 1] (0: attention on the roofline); "
+                                    f"got {self.attn_eta_kv!r}.")
 
     def replace(self, **changes) -> "LatencyParams":
         return replace(self, **changes)
 
     def to_dict(self) -> dict:
         """The fields as plain values; the hard maximum (smoothness inf) is ``None``, JSON's null, as every
-        sdsl JSON writes infinity (:meth:`from_dict` reads null, and the older ``"inf"``, back as inf)."""
+        sdsl JSON writes infinity (:meth:`from_dict` reads null, and the older ``"inf"``, back as inf). The
+        measured-attention fields are left out while ``attn_eta_kv`` is 0 (attention on the roofline: a calibration
+        fitted on kernels that do not time attention, such as ``sdsl calibrate``'s)."""
         d = asdict(self)
-        if math.isinf(d["smoothness"]):
-            d["smoothness"] = None
+        if not self.attn_eta_kv:
+            for name in ("attn_t0", "attn_t_block", "attn_eta_kv", "attn_smoothness"):
+                d.pop(name)
+        for name in ("smoothness", "attn_smoothness"):
+            if name in d and math.isinf(d[name]):
+                d[name] = None
         return d
 
     @classmethod
@@ -161,8 +180,9 @@ class LatencyParams:
         if unknown:
             raise ConfigError(f"Unknown latency parameter(s): {', '.join(sorted(unknown))}.")
         d = dict(data)
-        if "smoothness" in d:
-            d["smoothness"] = math.inf if d["smoothness"] is None else float(d["smoothness"])
+        for name in ("smoothness", "attn_smoothness"):
+            if name in d:
+                d[name] = math.inf if d[name] is None else float(d[name])
         for name in ("m_tile", "m_tile_min"):
             if name in d:
                 d[name] = int(d[name])
@@ -217,19 +237,24 @@ def runs_table_gemms(engine) -> bool:
 
 
 @lru_cache(maxsize=None)
-def _packaged_params(name: str, table_gemms: bool = False) -> LatencyParams | None:
-    """The shipped calibration of ``name`` with its overlay's low-precision terms, and with the overlay's measured
-    bf16 GEMM terms (``engine_gemm``) when ``table_gemms``."""
+def _packaged_params(name: str, table_gemms: bool = False, attention_engine: str | None = None) -> LatencyParams | None:
+    """The shipped calibration of ``name`` with its overlay's low-precision terms, with the overlay's measured bf16
+    GEMM terms (``engine_gemm``) when ``table_gemms``, and with the measured decode-attention terms of the tables'
+    engine ``attention_engine`` (its own, else vLLM's: the ``attention`` section; :mod:`sdsl.roofline.attention`)."""
     data = _packaged_file(name)
     if data is None:
         return None
     params = LatencyParams.from_dict(data["params"])
-    overlay = _packaged_overlay(name)
-    if overlay is not None:
+    overlay = _packaged_overlay(name) or {}
+    if overlay:
         params = params.replace(**overlay["params"], source=f"{params.source}; {overlay['source']}")
         gemm = overlay.get("engine_gemm")
         if table_gemms and gemm:
             params = params.replace(**gemm["params"], source=f"{params.source}; {gemm['source']}")
+    terms = data.get("attention") or overlay.get("attention") or {}
+    chosen = (terms.get(attention_engine) or terms.get("vllm")) if attention_engine else None
+    if chosen:
+        params = params.replace(**chosen["params"], source=f"{params.source}; {chosen['source']}")
     return params
 
 
@@ -264,7 +289,9 @@ def default_params(hardware, engine=None) -> LatencyParams:
     (sdsl/data/latency/<name>.json: H200, B200, B300, GB200, GB300 and L40S fitted on NVIDIA's measured operator tables by
     ``tools/make_opdb_latency.py``, :mod:`sdsl.fit.opdb.defaults`, with the H100-SXM's fp8 GEMM terms laid
     over its Vidur calibration from latency/opdb/, and its bf16 GEMM terms too when ``engine`` runs the tables'
-    kernels (:func:`runs_table_gemms`: vLLM profiles from 2026 on); the others written by ``sdsl calibrate`` from Vidur's
+    kernels (:func:`runs_table_gemms`: vLLM profiles from 2026 on), and the measured decode-attention terms of
+    ``engine``'s kernels where the tables time them (:func:`sdsl.roofline.attention.runs_table_attention`: vLLM,
+    SGLang and TensorRT-LLM); the others written by ``sdsl calibrate`` from Vidur's
     H100-SXM, A100-80GB and A40 timings, one form on all three: elementwise kernels, GEMMs with 128-row tiles and the kernel
     terms; the H100 and A100 all-reduce fitted to their DGX (NVSwitch) rows, the A40's unfitted, as Vidur
     has no A40 all-reduce; commands and held-out errors in VALIDATION.md, and ``sdsl validate latency
@@ -277,7 +304,9 @@ def default_params(hardware, engine=None) -> LatencyParams:
 
     if not hasattr(hardware, "kind"):  # a catalog name, alias or file, as everywhere else
         hardware = get_hardware(hardware)
-    own = _packaged_params(hardware.name.lower(), runs_table_gemms(engine))
+    from sdsl.roofline.attention import table_engine
+
+    own = _packaged_params(hardware.name.lower(), runs_table_gemms(engine), table_engine(engine))
     if own is not None:
         return own
     if hardware.kind == "gpu":

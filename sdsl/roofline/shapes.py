@@ -71,6 +71,7 @@ class ModelShapes:
     shared_down_in: np.ndarray = field(default=0.0, repr=False)
     expert_probs: np.ndarray | None = field(default=None, repr=False)  # per-expert pick probability (skewed routers)
     locality: np.ndarray = field(default=0.0, repr=False)  # routing locality ρ of consecutive positions
+    kv_heads: np.ndarray | None = field(default=None, repr=False)  # KV heads per GPU, ceil(n_kv_head/tp) (MLA: 1)
     ep: int = 1
     has_moe: bool = False
     has_mla: bool = False
@@ -117,6 +118,7 @@ class ModelShapes:
             q_width=col([s.n_head // tp * s.head_dim for s in specs]),
             kv_width=col([-(-s.n_kv_head // tp) * s.head_dim if not s.is_mla else s.kv_elements_per_layer / 2
                           for s in specs]),
+            kv_heads=col([-(-s.n_kv_head // tp) if not s.is_mla else 1 for s in specs]),
             ff_width=col([s.d_ff / tp for s in specs]),
             norms=col([s.norms_per_layer for s in specs]),
             gated=col([float(s.gated_mlp) for s in specs]),

@@ -24,10 +24,16 @@ def test_resolves_hardware_and_default_params(tmp_path):
 
 def test_the_engine_build_chooses_the_h100_gemm_source():
     """vLLM profiles from 2026 on price the H100's bf16 GEMMs on vLLM 0.24.0's measured tables, earlier profiles and
-    the roofline alone on Vidur's 2024 ones; a new engine re-defaults the parameters, explicit ones are kept."""
+    the roofline alone on Vidur's 2024 ones; a new engine re-defaults the parameters, explicit ones are kept. Every
+    vLLM profile prices decode attention on vLLM's measured kernels (sdsl.roofline.attention), the roofline alone not."""
+    from sdsl.roofline.attention import ATTENTION_FIELDS
+
     new, old = Deployment("h100-sxm", engine="vllm"), Deployment("h100-sxm", engine="vllm:2025-07")
-    assert "vllm 0.24.0" in new.params.source.split("; ")[-1] and new.params.eta_compute != old.params.eta_compute
-    assert old.params == Deployment("h100-sxm", engine="ideal").params == default_params("h100-sxm")
+    assert "GEMMs fitted on its measured bf16 GEMMs" in new.params.source and new.params.eta_compute != old.params.eta_compute
+    ideal = Deployment("h100-sxm", engine="ideal").params
+    assert ideal == default_params("h100-sxm") and ideal.attn_eta_kv == 0.0 < old.params.attn_eta_kv
+    assert old.params.replace(**{k: getattr(ideal, k) for k in ATTENTION_FIELDS}, source=ideal.source) == ideal
+    assert {k: getattr(old.params, k) for k in ATTENTION_FIELDS} == {k: getattr(new.params, k) for k in ATTENTION_FIELDS}
     assert new.replace(engine="vllm:2025-07").params == old.params and old.replace(engine="vllm").params == new.params
     assert old.replace(engine="vllm", params=old.params).params == old.params
     assert Deployment("h100-sxm", engine="vllm:2025-07", params=new.params).params == new.params

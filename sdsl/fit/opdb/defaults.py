@@ -12,18 +12,18 @@
   bf16 GEMM terms (``engine_gemm``), laid over it only for the engine builds that run the tables' kernels
   (:func:`sdsl.roofline.latency_params.runs_table_gemms`).
 
-Decode attention keeps the GEMMs' η_m: fitted on its own, the KV read reaches about the same fraction of the bandwidth
-(H200 0.87 against the GEMMs' 0.85, B200 0.89 against 0.82). The fitted attention form's fixed cost per call and per
-(sequence, KV head) is not added, and a priced step misses it (``sdsl validate kernels``, key ``shipped.attention``;
-VALIDATION.md "Measured kernels").
+Both files carry an ``attention`` section (:func:`attention_terms`): the measured decode-attention form
+(:mod:`sdsl.roofline.attention`) fitted per engine on the GPU's bf16-KV decode-attention rows, which
+:func:`sdsl.roofline.latency_params.default_params` lays over the calibration for the engines that run those kernels.
 """
 
 from __future__ import annotations
 
+from sdsl.roofline.attention import ATTENTION_FIELDS
 from sdsl.roofline.latency_params import LatencyParams
 
 __all__ = ["ENGINE", "build_measured_params", "build_format_overlay", "FORMAT_FIELDS", "ELEMENTWISE_FIELDS",
-           "TRANSFER_BEFORE_CATALOG", "SETTLED_REL", "prices_agree", "settle"]
+           "TRANSFER_BEFORE_CATALOG", "SETTLED_REL", "prices_agree", "settle", "attention_terms", "attention_agrees"]
 
 #: Whose tables calibrate the shipped defaults: vLLM's, the engine of sdsl's newest dated profiles.
 ENGINE = "vllm"
@@ -55,6 +55,46 @@ def prices_agree(gpu: str, a: LatencyParams, b: LatencyParams, *, nccl: bool = T
     return all(np.allclose(x, y, rtol=SETTLED_REL, atol=0.0) for x, y in pairs)
 
 
+def attention_terms(gpu: str, eta_compute: float) -> dict:
+    """{tables' engine: {"params": the measured attention fields, "source"}} for every engine whose bf16-KV decode
+    attention ``gpu``'s tables time: :func:`sdsl.fit.opdb.kernels.fit_attention` at the GPU's GEMM ``eta_compute``
+    (the compute side of the form is the step's)."""
+    from sdsl.fit.opdb import OPDB_VERSION
+    from sdsl.fit.opdb.kernels import attention_rows, fit_attention, hardware_of
+
+    hw = hardware_of(gpu)
+    out = {}
+    for engine in ("vllm", "sglang", "trtllm"):
+        rows = attention_rows(gpu, engine, "bfloat16")
+        if rows.empty:
+            continue
+        fit = fit_attention(rows, hw, eta_compute)
+        out[engine] = {"params": {"attn_t0": float(fit.t0), "attn_t_block": float(fit.t_seq),
+                                  "attn_eta_kv": float(fit.eta_kv), "attn_smoothness": float(fit.smoothness)},
+                       "source": (f"decode attention fitted on aiconfigurator-core {OPDB_VERSION}'s measured {hw.name} "
+                                  f"bf16-KV decode attention ({len(rows)} rows, {_versions(rows)})")}
+    return out
+
+
+def attention_agrees(gpu: str, base: LatencyParams, old: dict, new: dict) -> bool:
+    """Whether two ``attention`` sections price every bf16-KV decode-attention row of ``gpu`` within
+    :data:`SETTLED_REL`, each engine's terms on its own rows, laid over ``base``."""
+    import numpy as np
+
+    from sdsl.fit.opdb.kernels import AttentionFit, attention_rows, hardware_of, predict_attention
+
+    if set(old) != set(new):
+        return False
+    hw = hardware_of(gpu)
+
+    def price(rows, p):
+        fit = AttentionFit(p["attn_t0"], p["attn_t_block"], p["attn_eta_kv"], p["attn_smoothness"], base.eta_compute)
+        return predict_attention(rows, hw, fit)
+
+    return all(np.allclose(price(r, old[e]["params"]), price(r, new[e]["params"]), rtol=SETTLED_REL, atol=0.0)
+               for e in new if len(r := attention_rows(gpu, e, "bfloat16")))
+
+
 def _text(data):
     """``data`` with every float blanked: what a refit must reproduce exactly (names, sources, versions, tiles)."""
     if isinstance(data, dict):
@@ -65,12 +105,36 @@ def _text(data):
 def settle(gpu: str, new: dict, old: dict | None) -> dict:
     """What ``tools/make_opdb_latency.py`` writes for ``gpu``: the shipped file ``old`` where the refit ``new`` (of
     :func:`build_measured_params` or :func:`build_format_overlay`) is the same fit — the same text, the same prices
-    (:func:`prices_agree`) and the same transferred terms — so rerunning it on any CPU writes the shipped bytes; else
-    ``new``, a GPU in :data:`TRANSFER_BEFORE_CATALOG` keeping its shipped transferred terms and source."""
-    from sdsl.roofline.latency_params import _packaged_params
-
+    (:func:`prices_agree`, :func:`attention_agrees`) and the same transferred terms — so rerunning it on any CPU
+    writes the shipped bytes; else ``new``, a GPU in :data:`TRANSFER_BEFORE_CATALOG` keeping its shipped transferred
+    terms and source. The ``attention`` section settles on its own."""
     if not old:
         return new
+    attention = new.get("attention")
+    shipped = old.get("attention")
+    rest = _settle_rest(gpu, {k: v for k, v in new.items() if k != "attention"},
+                        {k: v for k, v in old.items() if k != "attention"})
+    if attention is None:
+        return rest
+    if shipped is not None and _text(shipped) == _text(attention):
+        base = LatencyParams.from_dict(rest["params"]) if "format" in rest else _vidur_params(rest["hardware"])
+        attention = shipped if attention_agrees(gpu, base, shipped, attention) else attention
+    out = {}
+    for k, v in rest.items():  # the section right after the GEMM terms it rides on
+        out[k] = v
+        if k == ("engine_gemm" if "engine_gemm" in rest else "params"):
+            out["attention"] = attention
+    return out
+
+
+def _vidur_params(name: str) -> LatencyParams:
+    from sdsl.roofline.latency_params import _packaged_params
+
+    return _packaged_params(name)
+
+
+def _settle_rest(gpu: str, new: dict, old: dict) -> dict:
+    """:func:`settle` without the ``attention`` section."""
     out = dict(new)
     if gpu in TRANSFER_BEFORE_CATALOG:
         keep = tuple(old.get("transferred", ())) + ("source",)
@@ -78,7 +142,7 @@ def settle(gpu: str, new: dict, old: dict | None) -> dict:
     if _text(old) != _text(out):
         return out
     if "engine_gemm" in out:  # an overlay: each priced form laid over the GPU's Vidur calibration
-        base = _packaged_params(out["hardware"])
+        base = _vidur_params(out["hardware"])
         forms = [(old["params"], out["params"]), ({**old["params"], **old["engine_gemm"]["params"]},
                                                   {**out["params"], **out["engine_gemm"]["params"]})]
         same = all(prices_agree(gpu, base.replace(**o), base.replace(**n), nccl=False) for o, n in forms)
@@ -125,6 +189,7 @@ def build_format_overlay(gpu: str) -> dict:
     fit = fit_gemm(bf16, hw, "bf16")
     terms, notes = _format_terms(gpu, fit, hw)
     return {"hardware": hw.name.lower(), "params": terms,
+            "attention": attention_terms(gpu, _vidur_params(hw.name.lower()).eta_compute),
             "source": (f"low-precision GEMM terms fitted on aiconfigurator-core {OPDB_VERSION}'s measured "
                        f"{hw.name} " + "; ".join(notes) + f" against its bf16 GEMMs ({_versions(bf16)})"),
             "engine_gemm": {"params": {k: float(getattr(fit, k)) for k in GEMM_TERMS},
@@ -156,7 +221,8 @@ def build_measured_params(gpu: str, transferred: LatencyParams) -> dict:
               f"{_basis(transferred.source)}")
     params = params.replace(source=source)
     return {"format": "sdsl-calibration", "format_version": 1, "hardware": hw.name.lower(), "dtype": "bf16",
-            "params": params.to_dict(),
+            "params": {k: v for k, v in params.to_dict().items() if k not in ATTENTION_FIELDS},
+            "attention": attention_terms(gpu, params.eta_compute),
             "measured_on": {"source": f"aiconfigurator-core {OPDB_VERSION}", "engine": ENGINE,
                             "engine_version": sorted(set(bf16["engine_version"])),
                             "nccl_version": sorted(set(nccl["engine_version"]))},

@@ -7,8 +7,9 @@ Each fit but attention's uses sdsl's own pricing formula, so what is fitted here
   fits the whole form; a low-precision format (fp8, nvfp4) fits only its three terms beside the bf16 ones
   (:func:`sdsl.roofline.kernels.format_terms`): the fraction of the bf16 weight-read rate its kernels reach,
   the fraction of its tensor-core peak, and a fixed extra time per GEMM (the activation's quantisation);
-- **decode attention** (:func:`fit_attention`, scored by the validation only: a step prices attention as the roofline
-  of its FLOPs and KV bytes plus one launch, :func:`predict_attention_step`): t0 + t_seq·b·h_kv + smax_p(FLOPs/(η_c·peak), KV bytes/(η_a·bw)) —
+- **decode attention** (:func:`fit_attention`; a step prices GQA/MQA attention on the same form where its engine runs
+  the tables' kernels, :mod:`sdsl.roofline.attention`, and MLA on the roofline, :func:`predict_attention_step`):
+  t0 + t_seq·b·h_kv + smax_p(FLOPs/(η_c·peak), KV bytes/(η_a·bw)) —
   a fixed kernel cost, a cost per (sequence, KV head), the unit of work FlashDecoding's grid gives one thread
   block (its page-table walk and split-KV reduction; per sequence alone fits worse: H200 p95 38% against 24%), and
   the KV read at a fitted fraction of the bandwidth (FlashDecoding, Dao et al. 2023: decode attention streams
@@ -242,23 +243,27 @@ def predict_attention(rows: "pd.DataFrame", hardware, fit: AttentionFit) -> np.n
 
 def predict_attention_step(rows: "pd.DataFrame", hardware, params: LatencyParams) -> np.ndarray:
     """What a priced step charges the tables' decode-attention rows (GQA/MQA or MLA, a bf16 KV cache): its attention op
-    (:func:`sdsl.roofline.step_ops.attention_op`, the roofline of the FLOPs and KV bytes at ``params``' efficiencies)
-    plus the one launch the step counts for it — not :class:`AttentionFit`, which only the validation fits."""
+    (:func:`sdsl.roofline.step_ops.attention_op`) at ``params``, on the measured form where ``params`` carry it (GQA;
+    :mod:`sdsl.roofline.attention`), else the roofline of the FLOPs and KV bytes plus the one launch the step counts."""
     from types import SimpleNamespace
 
     from sdsl.roofline.shapes import attention_widths
     from sdsl.roofline.step_ops import attention_op, roofline_sums
 
     h = rows["num_heads"].to_numpy(dtype=float)
-    if "num_key_value_heads" in rows.columns:
-        widths = attention_widths(h, head_dim=rows["head_dim"].to_numpy(dtype=float),
-                                  kv_heads=rows["num_key_value_heads"].to_numpy(dtype=float))
+    gqa = "num_key_value_heads" in rows.columns
+    if gqa:
+        kv_heads = rows["num_key_value_heads"].to_numpy(dtype=float)
+        widths = attention_widths(h, head_dim=rows["head_dim"].to_numpy(dtype=float), kv_heads=kv_heads)
     else:  # MLA's absorbed decode over the 512-wide latent and the 64-wide RoPE key
+        kv_heads = np.ones_like(h)
         widths = attention_widths(h, latent=MLA_V_WIDTH, rope=MLA_KV_WIDTH - MLA_V_WIDTH)
-    shapes = SimpleNamespace(**dict(zip(("kv_elements", "attn_width", "qo_elements"), widths)))  # what attention_op reads
+    shapes = SimpleNamespace(**dict(zip(("kv_elements", "attn_width", "qo_elements"), widths)),  # what attention_op reads
+                             kv_heads=kv_heads, mla=0.0 if gqa else 1.0)
     op = attention_op(shapes, rows["batch_size"].to_numpy(dtype=float), 1.0, rows["context"].to_numpy(dtype=float), 2)
     _, _, roof_c, roof_m, *_ = roofline_sums([op], params, hardware.peak_flops, hardware.mem_bandwidth)
-    return roof_c + roof_m + params.t_kernel
+    launch = 0.0 if (params.attn_eta_kv and gqa) else params.t_kernel
+    return roof_c + roof_m + launch
 
 
 def fit_attention(rows: "pd.DataFrame", hardware, eta_compute: float = 0.7) -> AttentionFit:

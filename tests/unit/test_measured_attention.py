@@ -1,0 +1,85 @@
+"""Decode attention priced on its measured form (sdsl.roofline.attention): what the step charges, where it applies,
+and the parameters' checks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import sdsl
+from sdsl.errors import InvalidInputError
+from sdsl.roofline.attention import runs_table_attention, table_engine
+from sdsl.roofline.latency_params import LatencyParams, default_params
+
+LLAMA_8B = dict(n_layer=32, heads=32, kv_heads=8, head_dim=128)
+
+
+def _step(hw, engine, **grid):
+    return sdsl.step_time("llama-3.1-8b", sdsl.Deployment(hw, engine=engine), **grid)
+
+
+@pytest.mark.parametrize("hw", ["h100-sxm", "h200", "b200"])
+def test_the_step_charges_the_fitted_form_in_place_of_the_roofline_and_its_launch(hw):
+    """Per layer, the measured form's time replaces the roofline's attention time and the one launch the step counted
+    for it; nothing else in the step moves (same GEMM terms: an engine dated before 2026 keeps Vidur's H100 GEMMs)."""
+    from sdsl.fit.opdb.kernels import AttentionFit, hardware_of, predict_attention
+
+    measured = sdsl.Deployment(hw, engine="sglang")
+    params = measured.params
+    roofline = sdsl.Deployment(hw, engine="sglang", params=params.replace(attn_eta_kv=0.0))
+    b, L = np.array([1.0, 8.0, 64.0, 256.0]), np.array([512.0, 4096.0, 1024.0, 8192.0])
+    new = sdsl.step_time("llama-3.1-8b", measured, batch=b, context=L)
+    old = sdsl.step_time("llama-3.1-8b", roofline, batch=b, context=L)
+    gpu = {"h100-sxm": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm"}[hw]
+    rows = pd.DataFrame({"batch_size": b, "context": L, "num_heads": 32.0, "num_key_value_heads": 8.0,
+                         "head_dim": 128.0, "kv_bytes": b * L * 2 * 8 * 128 * 2})
+    fit = AttentionFit(params.attn_t0, params.attn_t_block, params.attn_eta_kv, params.attn_smoothness,
+                       params.eta_compute)
+    per_layer = predict_attention(rows, hardware_of(gpu), fit)
+    # the step's attention op also writes the new token's KV (b·2·8·128 elements), which the tables' rows do not count
+    write = b * 2 * 8 * 128 * 2 / (params.attn_eta_kv * measured.hardware.mem_bandwidth)
+    expected = 32 * (per_layer - old.attention_s / 32 - params.t_kernel)
+    np.testing.assert_allclose(new.total_s - old.total_s, expected, rtol=0.02, atol=32 * write.max())
+    assert new.total_s[0] > old.total_s[0]  # at batch 1 the fixed costs the roofline missed
+
+
+def test_the_measured_form_grows_with_batch_and_context_and_verifying_more_tokens_costs_more():
+    t = _step("h200", "vllm-2026-03", batch=np.array([[1.0], [16.0], [128.0]]), context=np.array([256.0, 2048.0, 16384.0]))
+    assert np.all(np.diff(t.attention_s, axis=0) > 0) and np.all(np.diff(t.attention_s, axis=1) > 0)
+    q = _step("h200", "vllm-2026-03", batch=32, q=np.array([1.0, 4.0, 8.0]), context=4096)
+    assert np.all(np.diff(q.total_s) > 0)
+
+
+def test_which_engines_and_models_get_it():
+    assert runs_table_attention("vllm-2026-03") and runs_table_attention("sglang-2025-10")
+    assert runs_table_attention("trtllm-2025-06") and table_engine("sglang-spec-v2-2025-10") == "sglang"
+    assert not runs_table_attention(None) and not runs_table_attention("hf-eager-2024-01")
+    assert not runs_table_attention("llamacpp-2024-04")
+    assert default_params("h100-sxm").attn_eta_kv == 0.0  # the roofline alone
+    h100 = {e: default_params("h100-sxm", e) for e in ("vllm-2026-03", "sglang-2025-10", "trtllm-2025-06")}
+    assert len({p.attn_t0 for p in h100.values()}) == 3  # each engine's own kernels on the H100
+    b300 = {e: default_params("b300", e).attn_t0 for e in ("vllm-2026-03", "sglang-2025-10")}
+    assert b300["vllm-2026-03"] == b300["sglang-2025-10"] > 0  # only vLLM's are timed on the B300: its terms
+    assert "decode attention fitted" in default_params("b300", "sglang-2025-10").source
+    assert default_params("mi300x", "vllm-2026-03").attn_eta_kv == 0.0  # no tables: a transferred roofline
+    # MLA keeps the roofline: its step does not move with the attention terms
+    dep = sdsl.Deployment("h200", tp=8, engine="sglang-2025-10")
+    off = sdsl.Deployment("h200", tp=8, engine="sglang-2025-10", params=dep.params.replace(attn_eta_kv=0.0))
+    a = sdsl.step_time("deepseek-v3", dep, batch=8, context=2048).total_s
+    b = sdsl.step_time("deepseek-v3", off, batch=8, context=2048).total_s
+    assert float(a) == pytest.approx(float(b), rel=1e-12)
+
+
+def test_the_attention_parameters_are_checked_and_round_trip():
+    with pytest.raises(InvalidInputError, match="attn_eta_kv"):
+        LatencyParams(attn_eta_kv=1.5)
+    with pytest.raises(InvalidInputError, match="attn_t0"):
+        LatencyParams(attn_t0=-1e-6)
+    with pytest.raises(InvalidInputError, match="attn_smoothness"):
+        LatencyParams(attn_smoothness=0.5)
+    p = default_params("h200", "vllm-2026-03")
+    assert LatencyParams.from_dict(p.to_dict()) == p
+    assert LatencyParams.from_dict(LatencyParams().to_dict()).attn_smoothness == math.inf
