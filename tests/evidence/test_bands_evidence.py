@@ -36,7 +36,7 @@ def test_each_source_once_every_class_of_nine_sources_meets_the_goal_and_the_moe
     """VALIDATION.md "Uncertainty bands": with each source counted once, every class with at least 9 sources checked
     lies within 70-90% (`all` 86% of 23 sources, against 64% over its rows: the SpecBundle dashboard's 42 rows and
     AngelSlim's 13 lie beyond every other source's errors); the MoE speculative classes, of three sources, stay
-    under (29% and 69%)."""
+    under (29% and 67%)."""
     import math
 
     import numpy as np
@@ -51,11 +51,19 @@ def test_each_source_once_every_class_of_nine_sources_meets_the_goal_and_the_moe
     assert cov["latency"]["all"]["by_source"] == pytest.approx(0.86, abs=5e-3)
     assert cov["latency"]["all"]["coverage"] == pytest.approx(0.639, abs=5e-3)
     by_source = {c: round(100 * v["by_source"]) for (_, c), v in judged.items()}
-    assert by_source == {"all": 86, "decode": 77, "moe_decode": 72, "catalog": 80, "transferred": 78, "measured": 74}
+    assert by_source == {"all": 86, "decode": 77, "moe_decode": 74, "catalog": 80, "transferred": 78, "measured": 74}
     assert round(100 * cov["acceptance"]["measured"]["coverage"]) == 60
-    outliers = {"sgl-project/SpecForge:data.json": (42, 0.453), "Tencent/AngelSlim#163": (13, -0.476)}
+    outliers = {"sgl-project/SpecForge:data.json": (42, 0.464), "Tencent/AngelSlim#163": (13, -0.433)}
     for source, (n, median) in outliers.items():
         mine = [r.r for r in rows if r.source == source and "all" in r.classes]
         assert len(mine) == n and math.exp(float(np.median(mine))) - 1 == pytest.approx(median, abs=5e-3)
     spec = cov["latency"]["moe_speculative"], cov["latency"]["moe_speedup"]
-    assert [round(c["by_source"], 2) for c in spec] == [0.29, 0.69] and all(c["met_by_source"] is None for c in spec)
+    assert [round(c["by_source"], 2) for c in spec] == [0.29, 0.67] and all(c["met_by_source"] is None for c in spec)
+    from sdsl._paths import REPO_ROOT
+
+    text = " ".join((REPO_ROOT / "VALIDATION.md").read_text().split())
+    for fragment in ("every step time 86% of 23 sources (64% over its 166 rows", "measured a median 46% faster than "
+                     "priced, and AngelSlim #163's 13, 43% slower", "plain decode 77%, MoE plain decode 74%, catalogued "
+                     "acceptance 80% (transferred 78%), a measured acceptance carried across k 74% (60% over its rows)",
+                     "three sources: 29% and 67% with each source once"):
+        assert fragment in text, fragment

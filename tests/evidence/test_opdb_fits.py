@@ -156,89 +156,111 @@ def test_the_two_h100_sources_part_where_a_verify_step_fills_the_row_tiles():
     assert (back["median_abs"], back["median_signed"]) == (pytest.approx(0.179, abs=0.005), pytest.approx(-0.179, abs=0.005))
 
 
-def _small_kv_gap(gpu: str, rows) -> float:
-    """Median measured minus step-priced seconds of the bf16-KV attention rows whose KV read is at most 4 MiB: the
-    attention kernel's fixed cost a priced step misses (shipped defaults of the newest vLLM profile)."""
+def _small_kv_gap(gpu: str, rows, roofline: bool = False) -> float:
+    """Median measured minus step-priced seconds of the bf16-KV attention rows whose KV read is at most 4 MiB, at the
+    shipped defaults of the newest vLLM profile (``roofline``: with the measured attention form switched off)."""
+    import dataclasses
+
     from sdsl.fit.opdb.kernels import predict_attention_step
     from sdsl.roofline.latency_params import default_params
 
     hw = hardware_of(gpu)
+    params = default_params(hw, "vllm")
+    if roofline:
+        params = dataclasses.replace(params, attn_eta_kv=0.0)
     rows = rows[(rows["kv_cache_dtype"] != "fp8") & (rows["kv_bytes"] <= 4 << 20)]
-    return float(np.median(rows["time_s"].to_numpy() - predict_attention_step(rows, hw, default_params(hw, "vllm"))))
+    return float(np.median(rows["time_s"].to_numpy() - predict_attention_step(rows, hw, params)))
 
 
-def test_the_shipped_steps_decode_attention_against_the_tables():
-    """VALIDATION.md "Measured kernels": the attention a priced step charges (the roofline of its FLOPs and KV bytes at
-    the default efficiencies, plus one launch) on the tables' bf16-KV decode-attention rows, fitted on none of them:
-    it misses the kernel's fixed cost (about 10 us, 0.31 ms over Llama-3.1-8B's 32 layers, 5% of its batch-1 step on
-    the default H100 deployment) and reads a large KV cache 9-12% fast. A failed check, kept visible."""
-    import sdsl
+def test_the_shipped_steps_decode_attention_matches_the_tables_and_mla_still_misses():
+    """VALIDATION.md "Measured kernels": the attention a priced step charges (the measured form t0 + t_blk·b·h_kv +
+    KV read, shipped defaults of the newest vLLM profile) on the tables' 6,462 bf16-KV decode-attention rows per GPU
+    (in sample): no bias at any KV size, the fixed cost at a small KV read paid, the worst case still over 25%. The
+    roofline plus one launch (what `ideal`, other engines and MLA are charged) misses them by 65-74%, and MLA, which
+    keeps it, still misses SGLang's MLA rows: a failed check, kept visible."""
+    import dataclasses
+
+    from sdsl.fit.opdb.kernels import predict_attention_step
+    from sdsl.roofline.latency_params import default_params
     from sdsl.validation.kernel_validation import _shipped
 
-    expected = {"h100_sxm": (-0.744, -0.796, -0.092, 9.8), "h200_sxm": (-0.690, -0.724, -0.121, 8.9),
-                "b200_sxm": (-0.649, -0.667, -0.101, 6.1)}
-    for gpu, (every, small, large, gap_us) in expected.items():
+    expected = {"h100_sxm": ((-0.001, -0.006, 0.008), 0.064, 0.528, 0.07, (-0.744, -0.796, -0.092), 9.8),
+                "h200_sxm": ((0.003, 0.005, 0.017), 0.062, -0.606, -0.06, (-0.690, -0.724, -0.121), 8.9),
+                "b200_sxm": ((0.004, 0.002, -0.009), 0.053, 0.588, -0.02, (-0.649, -0.667, -0.101), 6.1)}
+    for gpu, (signed, median, worst, gap_us, roof, roof_gap_us) in expected.items():
         a = _shipped(gpu, "vllm")["attention"]
         got = (a["all"]["median_signed"], a["kv <= 4 MiB"]["median_signed"], a["kv > 64 MiB"]["median_signed"])
-        assert got == pytest.approx((every, small, large), abs=1e-3), gpu
+        assert got == pytest.approx(signed, abs=1e-3), gpu
+        assert (a["all"]["median_abs"], a["all"]["worst"]) == pytest.approx((median, worst), abs=1e-3), gpu
         assert a["all"]["n"] == 6462 and not a["all"]["meets_goal"]
-        assert 1e6 * _small_kv_gap(gpu, attention_rows(gpu, "vllm")) == pytest.approx(gap_us, abs=0.05), gpu
+        rows = attention_rows(gpu, "vllm")
+        assert 1e6 * _small_kv_gap(gpu, rows) == pytest.approx(gap_us, abs=0.05), gpu
+        assert 1e6 * _small_kv_gap(gpu, rows, roofline=True) == pytest.approx(roof_gap_us, abs=0.05), gpu
+        hw = hardware_of(gpu)  # the roofline plus one launch on the same rows
+        bf16 = rows[rows["kv_cache_dtype"] != "fp8"]
+        e = predict_attention_step(bf16, hw, dataclasses.replace(default_params(hw, "vllm"), attn_eta_kv=0.0)) \
+            / bf16["time_s"].to_numpy() - 1
+        kv = bf16["kv_bytes"].to_numpy()
+        got = (np.median(e), np.median(e[kv <= 4 << 20]), np.median(e[kv > 64 << 20]))
+        assert got == pytest.approx(roof, abs=1e-3), gpu
     for gpu, (every, small, large) in {"h100_sxm": (-0.698, -0.799, -0.241), "h200_sxm": (-0.691, -0.727, -0.297),
                                        "b200_sxm": (-0.704, -0.719, -0.364)}.items():  # MLA (SGLang 0.5.14's rows)
         m = _shipped(gpu, "vllm")["mla"]
         got = (m["all"]["median_signed"], m["kv <= 4 MiB"]["median_signed"], m["kv > 64 MiB"]["median_signed"])
         assert got == pytest.approx((every, small, large), abs=1e-3) and m["all"]["n"] == 1136, gpu
-    step = sdsl.step_time("llama-3.1-8b", sdsl.Deployment("h100-sxm"), batch=1, q=1, context=1024)
-    assert 1e3 * float(step.total_s) == pytest.approx(6.35, abs=5e-3)
-    assert 32 * 9.8e-6 / float(step.total_s) == pytest.approx(0.05, abs=2e-3)
+        assert not m["all"]["meets_goal"]
     text = " ".join((REPO_ROOT / "VALIDATION.md").read_text().split())
-    for fragment in ("median signed −74.4% / −69.0% / −64.9%", "−9.2% / −12.1% / −10.1%", "8.8% slower than the tables'",
-                     "9.8 / 8.9 / 6.1 µs", "0.31 ms over Llama-3.1-8B's 32 layers, 5% of its 6.35 ms batch-1 step",
-                     "MLA (SGLang 0.5.14's 1,136 bf16-KV rows per GPU): −69.8% / −69.1% / −70.4%", "−24.1% / −29.7% / −36.4%"):
+    for fragment in ("median signed −0.1% / +0.3% / +0.4% (median |error| 6.4% / 6.2% / 5.3%, worst +52.8% / −60.6% / "
+                     "+58.8%", "−0.6% / +0.5% / +0.2% where one layer's KV read is at most 4 MiB",
+                     "+0.07 / −0.06 / −0.02 µs", "+0.8% / +1.7% / −0.9% above 64 MiB",
+                     "median signed −74.4% / −69.0% / −64.9%", "9.8 / 8.9 / 6.1 µs", "−9.2% / −12.1% / −10.1%",
+                     "MLA (SGLang 0.5.14's 1,136 bf16-KV rows per GPU): −69.8% / −69.1% / −70.4%",
+                     "−24.1% / −29.7% / −36.4%"):
         assert fragment in text, fragment
+    model = " ".join((REPO_ROOT / "docs" / "model.md").read_text().split())
+    for fragment in ("median signed −0.1% / +0.3% / +0.4% on H100 / H200 / B200 (median |error| 6.4% / 6.2% / 5.3%; the "
+                     "worst case, 52.8–60.6%, misses the 25% goal), where the roofline errs by −74.4% / −69.0% / −64.9%",
+                     "still errs by −69.8% / −69.1% / −70.4%"):
+        assert fragment in model, fragment
 
 
-def test_what_the_missed_attention_cost_would_move_on_the_published_rows():
-    """VALIDATION.md: the measured-minus-priced attention cost at a small KV read (per GPU, GQA or MLA) added once per
-    layer to each published MoE plain step: the DeepSeek-R1 InferenceX rows go from +0.9% to -4.4% median signed (2.5%
-    -> 4.4%), all 49 rows from 5.8% to 6.4%, and the two dense H200 rows one each way: no clear gain, so the step's
-    attention form is not changed on this alone."""
-    from sdsl.catalog.models import get_model
-    from sdsl.fit.opdb.kernels import mla_rows
-    from sdsl.validation.moe_validation import validate_moe
+def test_the_default_step_charges_each_gqa_layer_the_tables_attention_and_mla_the_roofline():
+    """VALIDATION.md "Measured kernels" and docs/model.md §3.3: on the default H100 deployment (vLLM) a Llama-3.1-8B
+    step charges each of its 32 layers t0 + t_blk·b·h_kv + smax_p(FLOPs/(η_c·peak), KV bytes/(η_kv·bw)) for decode
+    attention, recomputed here from the shipped terms, 4.6% of its batch-1 step more than the roofline would; a
+    DeepSeek-V3 (MLA) step costs the same with the form switched off; `ideal` carries no attention terms."""
+    import dataclasses
 
-    gap = {(name, kind): _small_kv_gap(gpu, rows(gpu)) for gpu, name in (("h100_sxm", "h100-sxm"), ("h200_sxm", "h200"),
-                                                                        ("b200_sxm", "b200"), ("b300_sxm", "b300"))
-           for kind, rows in (("mla", lambda g: mla_rows(g, "sglang")), ("gqa", lambda g: attention_rows(g, "vllm")))}
-    before, after, before_x, after_x = [], [], [], []
-    for r in validate_moe()["rows"]:
-        if r["class"] != "moe" or r["proposer"] is not None:
-            continue
-        m = get_model(r["target"])
-        step = r["batch"] / r["predicted"] + m.n_layer * gap[r["hardware"], "mla" if m.is_mla else "gqa"]
-        e0, e1 = r["predicted"] / r["measured"] - 1, r["batch"] / step / r["measured"] - 1
-        before.append(e0), after.append(e1)
-        if "InferenceX" in r["source"]:
-            before_x.append(e0), after_x.append(e1)
-    med = lambda e: (float(np.median(np.abs(e))), float(np.median(e)))  # noqa: E731
-    assert (len(before), len(before_x)) == (49, 29)
-    assert med(before_x) == pytest.approx((0.025, 0.009), abs=1e-3) and med(after_x) == pytest.approx((0.044, -0.044), abs=1e-3)
-    assert med(before)[0] == pytest.approx(0.058, abs=1e-3) and med(after)[0] == pytest.approx(0.064, abs=1e-3)
-    from sdsl.validation.published_validation import validate_published
+    import sdsl
+    from sdsl.roofline.kernels import smooth_max
 
-    dense = sorted((r["error"], r["batch"] / (r["batch"] / r["predicted"] + get_model(r["target"]).n_layer
-                                              * gap["h200", "gqa"]) / r["measured"] - 1)
-                   for r in validate_published()["rows"] if r["proposer"] is None and r["hardware"] == "h200")
-    assert dense == [pytest.approx((-0.013, -0.084), abs=1e-3), pytest.approx((0.058, -0.009), abs=1e-3)]
-    import sdsl  # the 2026 vLLM pair on 8x B300 (DeepSeek-V3.2, plain 125 tok/s at concurrency 1; VALIDATION "Published")
-    plain = float(sdsl.predict("deepseek-v3", "mtp", "b300", gamma=1, accepted_length=1.9, batch=1, tp=8,
-                               context=512).plain_tokens_per_s)
-    moved = 1.0 / (1.0 / plain + get_model("deepseek-v3").n_layer * gap["b300", "mla"])
-    assert (plain / 125 - 1, moved / 125 - 1) == pytest.approx((0.118, 0.050), abs=1e-3)
+    dep = sdsl.Deployment("h100-sxm")
+    p = dep.params
+    roof = sdsl.Deployment("h100-sxm", params=dataclasses.replace(p, attn_eta_kv=0.0))
+    step = sdsl.step_time("llama-3.1-8b", dep, batch=1, q=1, context=1024)
+    plain = sdsl.step_time("llama-3.1-8b", roof, batch=1, q=1, context=1024)
+    hw = hardware_of("h100_sxm")
+    # one layer: 32 query heads, 8 KV heads of 128 at context 1024, batch 1, one new token, bf16 KV
+    flops, kv_bytes = 4.0 * 32 * 128 * (1024 + 0.5), 2 * 8 * 128 * 1024 * 2
+    per_layer = p.attn_t0 + p.attn_t_block * 8 + float(smooth_max(flops / (p.eta_compute * hw.peak_flops),
+                                                                 kv_bytes / (p.attn_eta_kv * hw.mem_bandwidth),
+                                                                 p.attn_smoothness))
+    assert float(step.attention_s) == pytest.approx(32 * per_layer, rel=0.02)
+    assert 1e3 * float(step.attention_s) == pytest.approx(0.414, abs=5e-3)
+    assert 1e3 * float(plain.attention_s) == pytest.approx(0.046, abs=5e-3)
+    assert (1e3 * float(step.total_s), 1e3 * float(plain.total_s)) == pytest.approx((6.64, 6.35), abs=5e-3)
+    assert float(step.total_s / plain.total_s) - 1 == pytest.approx(0.046, abs=2e-3)
+    mla = sdsl.Deployment("h200", tp=8)
+    off = sdsl.Deployment("h200", tp=8, params=dataclasses.replace(mla.params, attn_eta_kv=0.0))
+    assert mla.params.attn_eta_kv > 0
+    assert float(sdsl.step_time("deepseek-v3", mla, batch=1, q=1, context=1024).total_s) == \
+        float(sdsl.step_time("deepseek-v3", off, batch=1, q=1, context=1024).total_s)
+    assert sdsl.Deployment("h100-sxm", engine="ideal").params.attn_eta_kv == 0.0
     text = " ".join((REPO_ROOT / "VALIDATION.md").read_text().split())
-    assert "InferenceX rows go from +0.9% to −4.4% median signed (2.5% → 4.4% median)" in text
-    assert "TensorRT-LLM's from −1.3% to −8.4%, vLLM's from +5.8% to −0.9%" in text
-    assert "the plain row of the 2026 vLLM pair on 8× B300 from +11.8% to +5.0%" in text
+    assert ("0.41 ms of Llama-3.1-8B's 6.64 ms batch-1 step on the default H100 deployment (the roofline: 0.05 ms of "
+            "6.35 ms)") in text
+    model = " ".join((REPO_ROOT / "docs" / "model.md").read_text().split())
+    assert "t_attn = t0 + t_block·b·h_kv + smax_p(FLOPs/(η_c·peak), KV bytes/(η_kv·BW))" in model
 
 
 @pytest.mark.slow
