@@ -87,7 +87,8 @@ def engines(as_json):
 
     List the engine execution profiles (sdsl/data/engines/profiles.json): name, engine, date, the host terms
     (fitted ones marked *), the tensor-parallel all-reduce (NCCL, or the engine's custom kernel and its latency), CUDA
-    graphs, the GEMM source an H100 step is priced on, overlap, and what each build is. `--engine ENGINE` takes the
+    graphs, the GEMM source an H100 step is priced on, whose measured decode-attention kernels it prices, overlap, and
+    what each build is. `--engine ENGINE` takes the
     newest of an engine, `--engine ENGINE:YYYY-MM` the newest not after that month.
 
     Examples:
@@ -97,11 +98,13 @@ def engines(as_json):
         sdsl engines --json
     """
     from sdsl.engine.profiles import FREE_TERMS, engine_profiles
+    from sdsl.roofline.attention import table_engine
     from sdsl.roofline.latency_params import runs_table_gemms
 
     profiles = list(engine_profiles().values())
     if as_json:
-        echo_json([{**p.to_dict(), "table_gemms": runs_table_gemms(p)} for p in profiles])
+        echo_json([{**p.to_dict(), "table_gemms": runs_table_gemms(p), "table_attention": table_engine(p)}
+                   for p in profiles])
         return
     rows = []
     for p in profiles:
@@ -117,6 +120,7 @@ def engines(as_json):
                      f"custom {1e6 * p.allreduce_latency_s:.1f} us" + ("*" if "allreduce_latency_s" in fitted else
                                                                       " measured" if "allreduce_latency_s" in measured else ""),
                      "graphs": graphs, "H100 GEMMs": "vLLM 0.24" if runs_table_gemms(p) else "Vidur 2024",
+                     "attention": f"{table_engine(p)} tables" if table_engine(p) else "roofline",
                      "overlap": ("P" if p.overlap_plain else "-") + ("S" if p.overlap_spec else "-")
                      + ("Z" if p.spec_host_runs_ahead else "")})
     click.echo(format_table(rows, [(k, k, "") for k in rows[0]]))
@@ -124,7 +128,8 @@ def engines(as_json):
                "(aiconfigurator-core 0.12.0; `sdsl validate kernels`); graphs: T target, D drafting passes, E draft extend; "
                "overlap: P plain steps, S speculative steps (H), Z zero-sync (S and d too, for EAGLE, EAGLE-3 and MTP); "
                "H100 GEMMs: the bf16 GEMM fit an H100 step is priced on (vLLM 0.24.0's measured tables for vLLM builds "
-               "from 2026, Vidur's 2024 timings otherwise; every other GPU has one source). "
+               "from 2026, Vidur's 2024 timings otherwise; every other GPU has one source); attention: whose measured "
+               "decode-attention kernels a GQA layer is priced on, on the GPUs the tables cover (MLA keeps the roofline). "
                "Engines without measured kernel tables (gpt-fast, llama.cpp, Hugging Face eager) keep terms fitted or "
                "sourced only.")
     for p in profiles:

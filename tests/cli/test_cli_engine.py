@@ -76,6 +76,11 @@ def test_engines_lists_every_profile():
     # which H100 GEMM source each profile prices with: vLLM 0.24's tables for the vLLM builds from 2026 only
     assert sorted(r["name"] for r in rows if r["table_gemms"]) == ["vllm-2026-01", "vllm-2026-03"]
     assert "H100 GEMMs" in out and out.count("vLLM 0.24") >= 2
+    # whose measured decode attention each profile prices GQA layers on: the three engines the tables time
+    attention = {r["name"]: r["table_attention"] for r in rows}
+    assert attention["sglang-spec-v2-2025-10"] == "sglang" and attention["trtllm-2025-06"] == "trtllm"
+    assert attention["vllm-2025-04"] == "vllm" and attention["gpt-fast-2023-11"] is None and attention["ideal"] is None
+    assert "sglang tables" in out and "roofline" in out
 
 
 @pytest.mark.parametrize("engine, message", [("tgi", "Unknown engine"), ("vllm:2023-01", "No vllm profile"),
