@@ -44,7 +44,8 @@ engine_option = click.option("--engine", default=None, help=ENGINE_HELP)
 
 
 def deployment_options(*, context: bool = True, tp_help: str = "Tensor-parallel degree of the target."):
-    """Add --hardware, [--context], --tp, --ep, --draft-tp, --dtype, --calibration and --engine to a command and hand it
+    """Add --hardware, [--context], --tp, --ep, --draft-tp, --dtype, --kv-dtype, --calibration and --engine to a command
+    and hand it
     ONE ``deployment`` argument (a :class:`sdsl.roofline.deployment.Deployment`) built from them."""
     options = [
         click.option("--hardware", default="h100-sxm", show_default=True, help="Hardware (catalog name or TOML/JSON file)."),
@@ -57,13 +58,16 @@ def deployment_options(*, context: bool = True, tp_help: str = "Tensor-parallel 
         click.option("--dtype", default="bf16", show_default=True, type=click.Choice(DTYPES),
                      help="Compute dtype; fp8: the linear layers in fp8 as the engines' fp8 quantization runs them "
                           "(KV cache, attention and LM head in bf16)."),
+        click.option("--kv-dtype", default=None, type=click.Choice(["fp8", "bf16", "fp16"]),
+                     help="KV-cache element type when it differs from the compute dtype (fp8: the engines' "
+                          "--kv-cache-dtype fp8, priced on their measured fp8-KV attention). Default: the compute dtype."),
         calibration_option,
         engine_option,
     ]
 
     def decorate(command):
         @functools.wraps(command)
-        def wrapper(*args, hardware, tp, ep, draft_tp, dtype, calibration, engine, **kwargs):
+        def wrapper(*args, hardware, tp, ep, draft_tp, dtype, kv_dtype, calibration, engine, **kwargs):
             from sdsl.catalog.hardware import get_hardware
             from sdsl.roofline.deployment import precision_options
             from sdsl.roofline.deployment import Deployment
@@ -72,7 +76,7 @@ def deployment_options(*, context: bool = True, tp_help: str = "Tensor-parallel 
             hw = get_hardware(hardware)
             params = resolve_latency_params(calibration, hw) if calibration else None  # None: the engine's defaults
             deployment = Deployment(hw, tp=tp, ep=ep, draft_tp=draft_tp, params=params, engine=engine,
-                                    **precision_options(dtype), **extra)
+                                    kv_dtype=kv_dtype, **precision_options(dtype), **extra)
             return command(*args, deployment=deployment, **kwargs)
 
         for option in reversed(options):

@@ -50,7 +50,7 @@ class Prediction(PricedStep):
                 "proposer": self.proposer, "proposer_source": self.proposer_source, "hardware": dep.hardware.name,
                 "gamma": None if k is None else k.tolist(), "tree": self._tree_list(), "batch": step["batch"],
                 "context": dep.context, "tp": dep.tp, "ep": dep.ep, "dtype": dep.dtype, "weight_dtype": dep.weight_dtype,
-                "expert_dtype": dep.expert_dtype,
+                "expert_dtype": dep.expert_dtype, "kv_dtype": dep.cache_dtype,
                 **values, "engine": dep.engine.name, "engine_profile": dep.engine.summary(),
                 "latency_params": dep.params.to_dict(), "moe_experts": self.moe_experts, **(self.memory or {}),
                 "acceptance": None if acc is None else acc.to_dict(int(k) if k is not None and k.ndim == 0
@@ -74,19 +74,20 @@ class Prediction(PricedStep):
 
 
 def deployment_of(hardware="h100-sxm", *, tp=1, ep=1, draft_tp=1, dtype="bf16", context=1024, params=None,
-                  engine=None) -> Deployment:
+                  engine=None, kv_dtype=None) -> Deployment:
     """A :class:`~sdsl.roofline.deployment.Deployment` from the CLI's deployment options; a Deployment passed as
     ``hardware`` gets the options that differ from their defaults; ``params``: LatencyParams (a calibration,
     ``sdsl.load_latency_params``), default the hardware's."""
     if isinstance(hardware, Deployment):
         changed = {k: v for k, v, d in (("tp", tp, 1), ("ep", ep, 1), ("draft_tp", draft_tp, 1),
-                                        ("context", context, 1024), ("engine", engine, None), ("params", params, None))
+                                        ("context", context, 1024), ("engine", engine, None), ("params", params, None),
+                                        ("kv_dtype", kv_dtype, None))
                    if v is not d and v != d}
         if dtype != "bf16":
             changed.update(precision_options(dtype))
         return hardware.replace(**changed) if changed else hardware
     return Deployment(hardware, tp=tp, ep=ep, draft_tp=draft_tp, context=context, params=params, engine=engine,
-                      **precision_options(dtype))
+                      kv_dtype=kv_dtype, **precision_options(dtype))
 
 
 def _proposer(proposer, draft_params=None):
@@ -140,7 +141,7 @@ def _acceptance_args(proposer, gamma, tree, alpha, accepted_length, accepted_at,
 def predict(target, proposer="eagle3", hardware="h100-sxm", *, gamma=None, tree=None, batch=1, alpha=None,
             accepted_length=None, accepted_at=None, acceptance=None, workload: str = "chat", tp: int = 1, ep: int = 1,
             draft_tp: int = 1, dtype: str = "bf16", context=1024, engine=None, params=None, draft_params=None,
-            overhead_s=0.0) -> Prediction:
+            overhead_s=0.0, kv_dtype=None) -> Prediction:
     """``sdsl predict`` in Python: price one configuration (or arrays of them: gamma, alpha and batch broadcast).
 
     ``proposer``: a kind (eagle | eagle3 | medusa | mtp | ngram), ``draft:<model>``, a catalog model name or spec
@@ -161,7 +162,7 @@ def predict(target, proposer="eagle3", hardware="h100-sxm", *, gamma=None, tree=
                                 "was measured at).")
     spec = get_model(target)
     dep = deployment_for(spec, deployment_of(hardware, tp=tp, ep=ep, draft_tp=draft_tp, dtype=dtype, context=context,
-                                             params=params, engine=engine))
+                                             params=params, engine=engine, kv_dtype=kv_dtype))
     prop = _proposer(proposer, draft_params)
     if dep.draft_tp != 1 and prop.kind != "draft":
         raise InvalidInputError(f"draft_tp applies to a separate draft model only; {prop.name} runs on the target's "
@@ -230,7 +231,7 @@ def optimize(target="llama-3.1-70b", hardware="h100-sxm", *, proposers=None, bat
              workload: str = "chat", gamma_max: int = 10, max_batch: int = 256, trees: bool = False,
              export: str | None = None, pretrain_tokens: float = 1e12, any_tokenizer: bool = False, top: int = 10,
              tp: int = 1, ep: int = 1, draft_tp: int = 1, dtype: str = "bf16", context=1024, engine=None,
-             params=None, tolerance: float | None = None):
+             params=None, tolerance: float | None = None, kv_dtype=None):
     """``sdsl optimize`` in Python: rank proposers × k over batch sizes and pick (a
     :class:`~sdsl.plan.plan.SpeculationPlan`; :func:`sdsl.plan.plan.plan_speculation` with the CLI's deployment
     options). ``proposers``: names (``"all"`` expands as on the CLI) or None for the catalog's draft models;
@@ -239,7 +240,7 @@ def optimize(target="llama-3.1-70b", hardware="h100-sxm", *, proposers=None, bat
     from sdsl.plan.robust import K_TOLERANCE
 
     dep = deployment_of(hardware, tp=tp, ep=ep, draft_tp=draft_tp, dtype=dtype, context=context,
-                        params=params, engine=engine)
+                        params=params, engine=engine, kv_dtype=kv_dtype)
     if isinstance(acceptance, (int, float)) and not isinstance(acceptance, bool):
         from sdsl.acceptance import Acceptance
 

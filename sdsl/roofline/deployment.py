@@ -18,7 +18,10 @@ from sdsl.catalog.hardware import Hardware, get_hardware
 from sdsl.roofline.latency_params import LatencyParams, default_params
 from sdsl.errors import InvalidInputError
 
-__all__ = ["Deployment", "precision_options"]
+__all__ = ["Deployment", "precision_options", "KV_DTYPES"]
+
+#: KV-cache element types a deployment may set apart from its compute dtype.
+KV_DTYPES = ("fp8", "bf16", "fp16", "fp32")
 
 
 def _check_degree(name: str, value) -> int:
@@ -44,6 +47,9 @@ class Deployment:
     ``weight_dtype``. ep: expert-parallel degree, dividing ``tp``: the MoE experts spread over ep groups of
     tp/ep GPUs. expert_dispatch: how tokens reach their experts when ep > 1 — "allreduce" (every GPU holds
     every token; the layer's all-reduce combines) or "all-to-all" (dispatch and combine, DeepEP-style).
+    kv_dtype: the KV cache's element type when it differs from ``dtype`` (``"fp8"``: vLLM's and SGLang's
+    ``--kv-cache-dtype fp8``, TensorRT-LLM's fp8 KV cache): its bytes in memory and in attention's KV read, and the
+    measured decode attention of an fp8 cache where the engine's kernels are timed (:mod:`sdsl.roofline.attention`).
     engine: the engine's execution profile (:class:`~sdsl.engine.profiles.EngineProfile` or any
     :func:`~sdsl.engine.profiles.resolve_engine` spec: ``"vllm"``, ``"vllm:2025-04"``, ``"sglang-spec-v2"``,
     ``"ideal"``, a profile name or ``.json`` file); ``None`` is the newest vLLM profile on a GPU and ``"ideal"``
@@ -61,17 +67,22 @@ class Deployment:
     ep: int = 1
     expert_dispatch: str = "allreduce"
     engine: EngineProfile | None = None
+    kv_dtype: str | None = None
 
     def __init__(self, hardware, *, tp: int = 1, draft_tp: int = 1, dtype: str = "bf16", context=1024,
                  params: LatencyParams | None = None, weight_dtype: str | None = None,
                  expert_dtype: str | None = None, ep: int = 1, expert_dispatch: str = "allreduce",
-                 engine=None) -> None:
+                 engine=None, kv_dtype: str | None = None) -> None:
         from sdsl.roofline.weight_formats import get_weight_format
 
         hw = get_hardware(hardware) if isinstance(hardware, (str, Path, Hardware)) else None
         if hw is None:
             raise InvalidInputError(f"hardware must be a catalog name, a .toml/.json file or a Hardware; got {hardware!r}.")
         dtype_bytes(dtype)  # raises InvalidInputError on an unknown dtype
+        kv = None if kv_dtype is None or str(kv_dtype).lower() == str(dtype).lower() else str(kv_dtype).lower()
+        if kv is not None and kv not in KV_DTYPES:
+            raise InvalidInputError(f"kv_dtype (the KV cache's element type) is one of {', '.join(KV_DTYPES)}; "
+                                    f"got {kv_dtype!r}.")
         formats = [None if f is None else get_weight_format(f).name for f in (weight_dtype, expert_dtype)]
         ep = _check_degree("ep", ep)
         if _check_degree("tp", tp) % ep:
@@ -89,12 +100,18 @@ class Deployment:
         set_(self, "dtype", str(dtype).lower())
         set_(self, "context", int(context) if float(context).is_integer() else float(context))
         profile = resolve_engine(engine, hardware=hw)
-        set_(self, "params", params if params is not None else default_params(hw, profile))
+        set_(self, "params", params if params is not None else default_params(hw, profile, kv_dtype=kv))
         set_(self, "weight_dtype", formats[0])
         set_(self, "expert_dtype", formats[1])
         set_(self, "ep", ep)
         set_(self, "expert_dispatch", expert_dispatch)
         set_(self, "engine", profile)
+        set_(self, "kv_dtype", kv)
+
+    @property
+    def cache_dtype(self) -> str:
+        """The KV cache's element type: ``kv_dtype``, else ``dtype``."""
+        return self.kv_dtype or self.dtype
 
     @classmethod
     def of(cls, value) -> "Deployment":
@@ -109,8 +126,9 @@ class Deployment:
         if unknown:
             valid = ", ".join(f.name for f in fields(self))
             raise InvalidInputError(f"Deployment has no field {unknown[0]!r}; its fields are {valid}.")
-        moved = "hardware" in changes or "engine" in changes
-        if moved and "params" not in changes and self.params == default_params(self.hardware, self.engine):
+        moved = "hardware" in changes or "engine" in changes or "kv_dtype" in changes
+        if moved and "params" not in changes and self.params == default_params(self.hardware, self.engine,
+                                                                               kv_dtype=self.kv_dtype):
             changes["params"] = None
         return replace(self, **changes)
 
@@ -124,8 +142,8 @@ class Deployment:
         out = {"hardware": self.hardware.name, "tp": self.tp, "draft_tp": self.draft_tp, "dtype": self.dtype,
                "context": self.context, "params": self.params.to_dict()}
         extra = {"weight_dtype": self.weight_dtype, "expert_dtype": self.expert_dtype, "ep": self.ep,
-                 "expert_dispatch": self.expert_dispatch}
-        defaults = {"weight_dtype": None, "expert_dtype": None, "ep": 1, "expert_dispatch": "allreduce"}
+                 "expert_dispatch": self.expert_dispatch, "kv_dtype": self.kv_dtype}
+        defaults = {"weight_dtype": None, "expert_dtype": None, "ep": 1, "expert_dispatch": "allreduce", "kv_dtype": None}
         out.update({k: v for k, v in extra.items() if v != defaults[k]})  # dense defaults keep the old keys only
         out["engine"] = self.engine.summary()
         return out

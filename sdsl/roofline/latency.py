@@ -291,12 +291,12 @@ def kv_cache_bytes_per_gpu(model, deployment, *, batch=1, context=None) -> np.nd
     of the deployment's ``tp`` GPUs: every layer's K and V of the ceil(n_kv_head/tp) heads a GPU keeps (KV heads
     fewer than tp are replicated, as vLLM does), or MLA's latent and RoPE key, which every GPU keeps whole
     (vLLM and SGLang replicate it across tensor-parallel ranks); a local-attention layer holds only its window.
-    In the deployment's dtype. The same elements the step time's attention reads (:func:`cached_kv_elements`),
+    In the deployment's KV dtype (``kv_dtype``, else ``dtype``). The same elements the step time's attention reads (:func:`cached_kv_elements`),
     so memory and latency agree on the KV cache."""
     dep = Deployment.of(deployment)
     b, _, L = _check_grid(batch, 1, dep.context if context is None else context)
     shapes = _shapes(model, dep)
-    dt = dtype_bytes(dep.dtype)
+    dt = dtype_bytes(dep.cache_dtype)
     if not shapes.has_local:
         return shapes.n_layer * cached_kv_elements(shapes, b, L) * dt
     local = shapes.n_local * cached_kv_elements(shapes, b, local_context(shapes, L))

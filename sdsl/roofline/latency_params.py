@@ -237,10 +237,12 @@ def runs_table_gemms(engine) -> bool:
 
 
 @lru_cache(maxsize=None)
-def _packaged_params(name: str, table_gemms: bool = False, attention_engine: str | None = None) -> LatencyParams | None:
+def _packaged_params(name: str, table_gemms: bool = False, attention_engine: str | None = None,
+                     fp8_kv: bool = False) -> LatencyParams | None:
     """The shipped calibration of ``name`` with its overlay's low-precision terms, with the overlay's measured bf16
     GEMM terms (``engine_gemm``) when ``table_gemms``, and with the measured decode-attention terms of the tables'
-    engine ``attention_engine`` (its own, else vLLM's: the ``attention`` section; :mod:`sdsl.roofline.attention`)."""
+    engine ``attention_engine`` (its own, else vLLM's; :mod:`sdsl.roofline.attention`): the ``attention`` section's,
+    fitted on a bf16 KV cache, or with ``fp8_kv`` the ``attention_fp8_kv`` section's."""
     data = _packaged_file(name)
     if data is None:
         return None
@@ -251,7 +253,8 @@ def _packaged_params(name: str, table_gemms: bool = False, attention_engine: str
         gemm = overlay.get("engine_gemm")
         if table_gemms and gemm:
             params = params.replace(**gemm["params"], source=f"{params.source}; {gemm['source']}")
-    terms = data.get("attention") or overlay.get("attention") or {}
+    section = "attention_fp8_kv" if fp8_kv else "attention"
+    terms = data.get(section) or overlay.get(section) or {}
     chosen = (terms.get(attention_engine) or terms.get("vllm")) if attention_engine else None
     if chosen:
         params = params.replace(**chosen["params"], source=f"{params.source}; {chosen['source']}")
@@ -284,14 +287,14 @@ def calibration_provenance(hardware) -> dict:
     return {"kind": "measured", "sources": sources, "transferred": list(data.get("transferred", []))}
 
 
-def default_params(hardware, engine=None) -> LatencyParams:
+def default_params(hardware, engine=None, *, kv_dtype: str | None = None) -> LatencyParams:
     """Latency parameters shipped for ``hardware``: its own calibration when sdsl ships one
     (sdsl/data/latency/<name>.json: H200, B200, B300, GB200, GB300 and L40S fitted on NVIDIA's measured operator tables by
     ``tools/make_opdb_latency.py``, :mod:`sdsl.fit.opdb.defaults`, with the H100-SXM's fp8 GEMM terms laid
     over its Vidur calibration from latency/opdb/, and its bf16 GEMM terms too when ``engine`` runs the tables'
     kernels (:func:`runs_table_gemms`: vLLM profiles from 2026 on), and the measured decode-attention terms of
     ``engine``'s kernels where the tables time them (:func:`sdsl.roofline.attention.runs_table_attention`: vLLM,
-    SGLang and TensorRT-LLM); the others written by ``sdsl calibrate`` from Vidur's
+    SGLang and TensorRT-LLM; with ``kv_dtype`` "fp8" the terms fitted on an fp8 KV cache); the others written by ``sdsl calibrate`` from Vidur's
     H100-SXM, A100-80GB and A40 timings, one form on all three: elementwise kernels, GEMMs with 128-row tiles and the kernel
     terms; the H100 and A100 all-reduce fitted to their DGX (NVSwitch) rows, the A40's unfitted, as Vidur
     has no A40 all-reduce; commands and held-out errors in VALIDATION.md, and ``sdsl validate latency
@@ -306,7 +309,7 @@ def default_params(hardware, engine=None) -> LatencyParams:
         hardware = get_hardware(hardware)
     from sdsl.roofline.attention import table_engine
 
-    own = _packaged_params(hardware.name.lower(), runs_table_gemms(engine), table_engine(engine))
+    own = _packaged_params(hardware.name.lower(), runs_table_gemms(engine), table_engine(engine), kv_dtype == "fp8")
     if own is not None:
         return own
     if hardware.kind == "gpu":

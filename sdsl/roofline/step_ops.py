@@ -135,7 +135,8 @@ class Precision(NamedTuple):
     """Bytes per activation element, and per weight with the tensor-core peak for the decoder's linear layers
     and for the routed experts (``None``: the activation dtype's bytes and the deployment's peak). The linear
     layers' weight bytes and peak carry their format's measured efficiency (:func:`format_terms`: bytes over the
-    weight-read fraction, peak times the compute fraction) and ``layer_extra_s`` its extra fixed time per GEMM."""
+    weight-read fraction, peak times the compute fraction) and ``layer_extra_s`` its extra fixed time per GEMM;
+    ``kv`` the KV cache's bytes per element (``Deployment.kv_dtype``)."""
 
     dt: int
     layer_bytes: float | None
@@ -143,6 +144,7 @@ class Precision(NamedTuple):
     expert_bytes: float | None
     expert_peak: float | None
     layer_extra_s: float = 0.0
+    kv: int | None = None  # bytes per KV-cache element (None: dt)
 
 
 def precision_of(dep: Deployment) -> Precision:
@@ -162,7 +164,7 @@ def precision_of(dep: Deployment) -> Precision:
         if native in ("fp8", "fp4") and getattr(dep.hardware, f"peak_flops_{native}", None):
             compute, memory, extra = format_terms(dep.params, native)
             layer_bytes, layer_peak = layer_bytes / memory, layer_peak * compute
-    return Precision(dt, layer_bytes, layer_peak, *fmt(expert_fmt), extra)
+    return Precision(dt, layer_bytes, layer_peak, *fmt(expert_fmt), extra, dtype_bytes(dep.cache_dtype))
 
 
 def format_gemms_per_layer(shapes: ModelShapes) -> float:
@@ -195,13 +197,15 @@ def cached_kv_elements(shapes: ModelShapes, b, L) -> np.ndarray:
     return b * L * shapes.kv_elements
 
 
-def attention_op(shapes: ModelShapes, b, q, L, dt: int, share=None) -> _Op:
+def attention_op(shapes: ModelShapes, b, q, L, dt: int, share=None, kv_dt: int | None = None) -> _Op:
     """Attention over ``L`` cached tokens: 4·w FLOPs per cached (and, causally, q/2 new) token per new token;
-    bytes: the cached KV, the new tokens' KV writes, the query read and output write; b·h_kv blocks for the
+    bytes: the cached KV, the new tokens' KV writes (``kv_dt`` bytes each, default ``dt``), the query read and
+    output write; b·h_kv blocks for the
     measured form (:mod:`sdsl.roofline.attention`; GQA only, MLA keeps the roofline)."""
     tokens = b * q
     flops = 4.0 * shapes.attn_width * tokens * (L + q / 2.0)
-    nbytes = dt * (cached_kv_elements(shapes, b, L) + tokens * shapes.kv_elements + tokens * shapes.qo_elements)
+    kv = dt if kv_dt is None else kv_dt
+    nbytes = kv * (cached_kv_elements(shapes, b, L) + tokens * shapes.kv_elements) + dt * tokens * shapes.qo_elements
     blocks = None if shapes.kv_heads is None else b * shapes.kv_heads
     return _Op(flops, nbytes, None, False, share, attention=True, blocks=blocks, measured=1.0 - shapes.mla)
 
@@ -272,11 +276,11 @@ def layer_ops(shapes: ModelShapes, b, q, L, prec: Precision, params: LatencyPara
     ops = [gemm_op(tokens, shapes.gemm_in[op], shapes.gemm_out[op], dt, params, sm_count, **layer,
                  share=dense_share if op.startswith("mlp") else None) for op in GEMM_OPS]
     if not shapes.has_local:
-        ops.append(attention_op(shapes, b, q, L, dt))
+        ops.append(attention_op(shapes, b, q, L, dt, kv_dt=prec.kv))
     else:
         local_share = shapes.n_local / shapes.n_layer
-        ops += [attention_op(shapes, b, q, L, dt, 1.0 - local_share),
-                attention_op(shapes, b, q, local_context(shapes, L), dt, local_share)]
+        ops += [attention_op(shapes, b, q, L, dt, 1.0 - local_share, kv_dt=prec.kv),
+                attention_op(shapes, b, q, local_context(shapes, L), dt, local_share, kv_dt=prec.kv)]
     if shapes.has_mla:
         ops += [gemm_op(tokens, shapes.gemm_in[op], shapes.gemm_out[op], dt, params, sm_count, **layer, share=shapes.mla)
                 for op in MLA_OPS]

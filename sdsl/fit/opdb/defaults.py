@@ -12,8 +12,8 @@
   bf16 GEMM terms (``engine_gemm``), laid over it only for the engine builds that run the tables' kernels
   (:func:`sdsl.roofline.latency_params.runs_table_gemms`).
 
-Both files carry an ``attention`` section (:func:`attention_terms`): the measured decode-attention form
-(:mod:`sdsl.roofline.attention`) fitted per engine on the GPU's bf16-KV decode-attention rows, which
+Both files carry ``attention`` and ``attention_fp8_kv`` sections (:func:`attention_terms`): the measured
+decode-attention form (:mod:`sdsl.roofline.attention`) fitted per engine on the GPU's bf16-KV and fp8-KV rows, which
 :func:`sdsl.roofline.latency_params.default_params` lays over the calibration for the engines that run those kernels.
 """
 
@@ -23,7 +23,8 @@ from sdsl.roofline.attention import ATTENTION_FIELDS
 from sdsl.roofline.latency_params import LatencyParams
 
 __all__ = ["ENGINE", "build_measured_params", "build_format_overlay", "FORMAT_FIELDS", "ELEMENTWISE_FIELDS",
-           "TRANSFER_BEFORE_CATALOG", "SETTLED_REL", "prices_agree", "settle", "attention_terms", "attention_agrees"]
+           "TRANSFER_BEFORE_CATALOG", "SETTLED_REL", "prices_agree", "settle", "attention_terms", "attention_agrees",
+           "ATTENTION_SECTIONS"]
 
 #: Whose tables calibrate the shipped defaults: vLLM's, the engine of sdsl's newest dated profiles.
 ENGINE = "vllm"
@@ -55,29 +56,30 @@ def prices_agree(gpu: str, a: LatencyParams, b: LatencyParams, *, nccl: bool = T
     return all(np.allclose(x, y, rtol=SETTLED_REL, atol=0.0) for x, y in pairs)
 
 
-def attention_terms(gpu: str, eta_compute: float) -> dict:
-    """{tables' engine: {"params": the measured attention fields, "source"}} for every engine whose bf16-KV decode
-    attention ``gpu``'s tables time: :func:`sdsl.fit.opdb.kernels.fit_attention` at the GPU's GEMM ``eta_compute``
-    (the compute side of the form is the step's)."""
+def attention_terms(gpu: str, eta_compute: float, kv_dtype: str = "bfloat16") -> dict:
+    """{tables' engine: {"params": the measured attention fields, "source"}} for every engine whose decode attention
+    over a ``kv_dtype`` KV cache (bfloat16 or fp8) ``gpu``'s tables time: :func:`sdsl.fit.opdb.kernels.fit_attention`
+    at the GPU's GEMM ``eta_compute`` (the compute side of the form is the step's)."""
     from sdsl.fit.opdb import OPDB_VERSION
     from sdsl.fit.opdb.kernels import attention_rows, fit_attention, hardware_of
 
     hw = hardware_of(gpu)
+    kv = "bf16" if kv_dtype == "bfloat16" else kv_dtype
     out = {}
     for engine in ("vllm", "sglang", "trtllm"):
-        rows = attention_rows(gpu, engine, "bfloat16")
+        rows = attention_rows(gpu, engine, kv_dtype)
         if rows.empty:
             continue
         fit = fit_attention(rows, hw, eta_compute)
         out[engine] = {"params": {"attn_t0": float(fit.t0), "attn_t_block": float(fit.t_seq),
                                   "attn_eta_kv": float(fit.eta_kv), "attn_smoothness": float(fit.smoothness)},
                        "source": (f"decode attention fitted on aiconfigurator-core {OPDB_VERSION}'s measured {hw.name} "
-                                  f"bf16-KV decode attention ({len(rows)} rows, {_versions(rows)})")}
+                                  f"{kv}-KV decode attention ({len(rows)} rows, {_versions(rows)})")}
     return out
 
 
-def attention_agrees(gpu: str, base: LatencyParams, old: dict, new: dict) -> bool:
-    """Whether two ``attention`` sections price every bf16-KV decode-attention row of ``gpu`` within
+def attention_agrees(gpu: str, base: LatencyParams, old: dict, new: dict, kv_dtype: str = "bfloat16") -> bool:
+    """Whether two attention sections price every ``kv_dtype``-KV decode-attention row of ``gpu`` within
     :data:`SETTLED_REL`, each engine's terms on its own rows, laid over ``base``."""
     import numpy as np
 
@@ -92,7 +94,11 @@ def attention_agrees(gpu: str, base: LatencyParams, old: dict, new: dict) -> boo
         return predict_attention(rows, hw, fit)
 
     return all(np.allclose(price(r, old[e]["params"]), price(r, new[e]["params"]), rtol=SETTLED_REL, atol=0.0)
-               for e in new if len(r := attention_rows(gpu, e, "bfloat16")))
+               for e in new if len(r := attention_rows(gpu, e, kv_dtype)))
+
+
+#: The sections of a shipped calibration that hold measured attention terms per engine, and their rows' KV dtype.
+ATTENTION_SECTIONS = {"attention": "bfloat16", "attention_fp8_kv": "fp8"}
 
 
 def _text(data):
@@ -110,20 +116,21 @@ def settle(gpu: str, new: dict, old: dict | None) -> dict:
     terms and source. The ``attention`` section settles on its own."""
     if not old:
         return new
-    attention = new.get("attention")
-    shipped = old.get("attention")
-    rest = _settle_rest(gpu, {k: v for k, v in new.items() if k != "attention"},
-                        {k: v for k, v in old.items() if k != "attention"})
-    if attention is None:
-        return rest
-    if shipped is not None and _text(shipped) == _text(attention):
-        base = LatencyParams.from_dict(rest["params"]) if "format" in rest else _vidur_params(rest["hardware"])
-        attention = shipped if attention_agrees(gpu, base, shipped, attention) else attention
+    rest = _settle_rest(gpu, {k: v for k, v in new.items() if k not in ATTENTION_SECTIONS},
+                        {k: v for k, v in old.items() if k not in ATTENTION_SECTIONS})
+    base = LatencyParams.from_dict(rest["params"]) if "format" in rest else _vidur_params(rest["hardware"])
+    sections = {}
+    for name, kv in ATTENTION_SECTIONS.items():
+        terms, shipped = new.get(name), old.get(name)
+        if terms is not None and shipped is not None and _text(shipped) == _text(terms):
+            terms = shipped if attention_agrees(gpu, base, shipped, terms, kv) else terms
+        if terms is not None:
+            sections[name] = terms
     out = {}
-    for k, v in rest.items():  # the section right after the GEMM terms it rides on
+    for k, v in rest.items():  # the sections right after the GEMM terms they ride on
         out[k] = v
         if k == ("engine_gemm" if "engine_gemm" in rest else "params"):
-            out["attention"] = attention
+            out.update(sections)
     return out
 
 
@@ -190,6 +197,7 @@ def build_format_overlay(gpu: str) -> dict:
     terms, notes = _format_terms(gpu, fit, hw)
     return {"hardware": hw.name.lower(), "params": terms,
             "attention": attention_terms(gpu, _vidur_params(hw.name.lower()).eta_compute),
+            "attention_fp8_kv": attention_terms(gpu, _vidur_params(hw.name.lower()).eta_compute, "fp8"),
             "source": (f"low-precision GEMM terms fitted on aiconfigurator-core {OPDB_VERSION}'s measured "
                        f"{hw.name} " + "; ".join(notes) + f" against its bf16 GEMMs ({_versions(bf16)})"),
             "engine_gemm": {"params": {k: float(getattr(fit, k)) for k in GEMM_TERMS},
@@ -223,6 +231,7 @@ def build_measured_params(gpu: str, transferred: LatencyParams) -> dict:
     return {"format": "sdsl-calibration", "format_version": 1, "hardware": hw.name.lower(), "dtype": "bf16",
             "params": {k: v for k, v in params.to_dict().items() if k not in ATTENTION_FIELDS},
             "attention": attention_terms(gpu, params.eta_compute),
+            "attention_fp8_kv": attention_terms(gpu, params.eta_compute, "fp8"),
             "measured_on": {"source": f"aiconfigurator-core {OPDB_VERSION}", "engine": ENGINE,
                             "engine_version": sorted(set(bf16["engine_version"])),
                             "nccl_version": sorted(set(nccl["engine_version"]))},
