@@ -8,6 +8,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import sdsl
 from sdsl.errors import InvalidInputError
@@ -83,3 +85,26 @@ def test_the_attention_parameters_are_checked_and_round_trip():
     p = default_params("h200", "vllm-2026-03")
     assert LatencyParams.from_dict(p.to_dict()) == p
     assert LatencyParams.from_dict(LatencyParams().to_dict()).attn_smoothness == math.inf
+
+
+_POSITIVE = st.floats(1e3, 1e12, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(flops=_POSITIVE, nbytes=_POSITIVE, blocks=st.floats(0, 1e5), grow=st.floats(1.0, 10.0),
+       t0=st.floats(0, 5e-5), t_block=st.floats(0, 1e-7), eta=st.floats(0.05, 1.0), p=st.floats(1.0, 64.0))
+def test_the_measured_form_grows_with_each_input_and_holds_the_roofline(flops, nbytes, blocks, grow, t0, t_block, eta, p):
+    """Property: the form is non-decreasing in FLOPs, bytes and blocks, at least its fixed costs plus the larger of
+    its compute and memory times, and with no fixed costs at η_kv = η_m it is the roofline's smooth maximum."""
+    from sdsl.roofline.attention import measured_attention
+    from sdsl.roofline.kernels import smooth_max
+
+    params = LatencyParams(attn_t0=t0, attn_t_block=t_block, attn_eta_kv=eta, attn_smoothness=p)
+    peak, bw = 1e15, 3e12
+    c, m, t = measured_attention(flops, nbytes, blocks, params, peak, bw)
+    for more in ((flops * grow, nbytes, blocks), (flops, nbytes * grow, blocks), (flops, nbytes, blocks * grow + 1)):
+        assert measured_attention(*more, params, peak, bw)[2] >= t * (1 - 1e-12)
+    assert t >= t0 + t_block * blocks + max(c, m) * (1 - 1e-12)
+    roof = LatencyParams(attn_eta_kv=params.eta_memory, attn_smoothness=p)
+    expected = smooth_max(flops / (roof.eta_compute * peak), nbytes / (roof.eta_memory * bw), p)
+    assert float(measured_attention(flops, nbytes, blocks, roof, peak, bw)[2]) == pytest.approx(float(expected), rel=1e-12)
