@@ -8,18 +8,20 @@ aiconfigurator-core tables time them on H100, H200, B200 and the other GPUs they
 
 matches them to a median 5–7% with one model shape held out (VALIDATION.md, "Measured kernels"). Its terms:
 
-- t0, a fixed cost per call (about 9–11 µs): the launch, the split-KV reduction and the scheduler metadata;
+- t0, a fixed cost per call (about 9–11 µs): the collector times the whole attention forward under CUDA-graph replay,
+  the KV-cache write, the attention kernel and the split-KV combine;
 - t_block, a cost per (sequence, KV head) block of work (7–22 ns);
 - η_kv, the fraction of the memory bandwidth the KV read reaches (0.67–0.93);
 - p, the smoothness of the maximum.
 
 The roofline form priced the tables' rows a median 65–74% too fast: it misses t0 and t_block.
 
-The terms are fitted per GPU and per engine (:func:`sdsl.fit.opdb.defaults.attention_terms`). They live in the
-``attention`` section of a GPU's shipped calibration, and :func:`sdsl.roofline.latency_params.default_params` lays
-them over the calibration for the engines whose kernels the tables time (:func:`runs_table_attention`).
-``attn_eta_kv`` = 0 keeps the roofline: the roofline alone (``ideal``), other engines, CPUs, and MLA, whose latent
-attention keeps the roofline (its measured form does not transfer across head counts; VALIDATION.md).
+The terms are fitted per GPU and per engine (:func:`sdsl.fit.opdb.defaults.attention_terms`), over a bf16 and over an
+fp8 KV cache (``Deployment.kv_dtype``). They live in the ``attention`` and ``attention_fp8_kv`` sections of a GPU's
+shipped calibration, and :func:`sdsl.roofline.latency_params.default_params` lays them over the calibration for the
+engines whose kernels the tables time (:func:`runs_table_attention`). ``attn_eta_kv`` = 0 keeps the roofline: the
+roofline alone (``ideal``), other engines, CPUs and GPUs without tables. MLA's latent attention keeps the roofline
+too, a check it fails against the tables (VALIDATION.md, "Measured kernels").
 """
 
 from __future__ import annotations

@@ -113,7 +113,7 @@ def settle(gpu: str, new: dict, old: dict | None) -> dict:
     :func:`build_measured_params` or :func:`build_format_overlay`) is the same fit — the same text, the same prices
     (:func:`prices_agree`, :func:`attention_agrees`) and the same transferred terms — so rerunning it on any CPU
     writes the shipped bytes; else ``new``, a GPU in :data:`TRANSFER_BEFORE_CATALOG` keeping its shipped transferred
-    terms and source. The ``attention`` section settles on its own."""
+    terms and source. Each attention section (:data:`ATTENTION_SECTIONS`) settles on its own."""
     if not old:
         return new
     rest = _settle_rest(gpu, {k: v for k, v in new.items() if k not in ATTENTION_SECTIONS},
@@ -141,7 +141,7 @@ def _vidur_params(name: str) -> LatencyParams:
 
 
 def _settle_rest(gpu: str, new: dict, old: dict) -> dict:
-    """:func:`settle` without the ``attention`` section."""
+    """:func:`settle` without the attention sections."""
     out = dict(new)
     if gpu in TRANSFER_BEFORE_CATALOG:
         keep = tuple(old.get("transferred", ())) + ("source",)
