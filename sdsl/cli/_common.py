@@ -58,7 +58,7 @@ def deployment_options(*, context: bool = True, tp_help: str = "Tensor-parallel 
         click.option("--dtype", default="bf16", show_default=True, type=click.Choice(DTYPES),
                      help="Compute dtype; fp8: the linear layers in fp8 as the engines' fp8 quantization runs them "
                           "(KV cache, attention and LM head in bf16)."),
-        click.option("--kv-dtype", default=None, type=click.Choice(["fp8", "bf16", "fp16"]),
+        click.option("--kv-dtype", default=None, type=click.Choice(DTYPES),
                      help="KV-cache element type when it differs from the compute dtype (fp8: the engines' "
                           "--kv-cache-dtype fp8, priced on their measured fp8-KV attention). Default: the compute dtype."),
         calibration_option,

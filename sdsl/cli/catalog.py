@@ -98,8 +98,7 @@ def engines(as_json):
         sdsl engines --json
     """
     from sdsl.engine.profiles import FREE_TERMS, engine_profiles
-    from sdsl.roofline.attention import table_engine
-    from sdsl.roofline.latency_params import runs_table_gemms
+    from sdsl.roofline.latency_params import runs_table_gemms, table_engine
 
     profiles = list(engine_profiles().values())
     if as_json:

@@ -29,38 +29,30 @@ from __future__ import annotations
 import numpy as np
 
 from sdsl.roofline.kernels import smooth_max
+from sdsl.roofline.latency_params import ATTENTION_FIELDS, TABLE_ATTENTION_ENGINES, runs_table_attention, table_engine
 
-__all__ = ["ATTENTION_FIELDS", "TABLE_ATTENTION_ENGINES", "runs_table_attention", "table_engine", "measured_attention"]
-
-#: The LatencyParams fields of the measured attention form (module docstring).
-ATTENTION_FIELDS = ("attn_t0", "attn_t_block", "attn_eta_kv", "attn_smoothness")
-#: sdsl's engine names whose decode-attention kernels the tables time -> the tables' engine name.
-TABLE_ATTENTION_ENGINES = {"vllm": "vllm", "sglang": "sglang", "sglang-spec-v2": "sglang", "trtllm": "trtllm"}
-
-
-def table_engine(engine) -> str | None:
-    """The tables' engine whose attention terms price ``engine`` (an engine profile, a spec it resolves from, or
-    ``None``: the roofline alone), or None where the roofline prices its attention."""
-    if engine is None:
-        return None
-    if not hasattr(engine, "engine"):
-        from sdsl.engine.profiles import resolve_engine
-
-        engine = resolve_engine(engine)
-    return TABLE_ATTENTION_ENGINES.get(engine.engine)
-
-
-def runs_table_attention(engine) -> bool:
-    """Whether ``engine`` prices decode attention on the measured form where its GPU's calibration has it."""
-    return table_engine(engine) is not None
+__all__ = ["ATTENTION_FIELDS", "TABLE_ATTENTION_ENGINES", "runs_table_attention", "table_engine", "attention_time",
+           "measured_attention", "measured_share"]
+def attention_time(flops, nbytes, blocks, *, t0, t_block, eta_kv, smoothness, eta_compute, peak: float,
+                   bandwidth: float):
+    """(compute time, memory time, attention time) of one decode-attention call on the measured form (module
+    docstring) with these terms: what a step charges (:func:`measured_attention`) and what the fit on the tables
+    minimises (:func:`sdsl.fit.opdb.kernels.predict_attention`). ``flops`` and ``nbytes`` as the roofline counts them
+    (:func:`sdsl.roofline.step_ops.attention_op`), ``blocks`` = b·h_kv (sequences times the KV heads one GPU holds).
+    Broadcasts."""
+    compute = np.asarray(flops, dtype=float) / (eta_compute * peak)
+    memory = np.asarray(nbytes, dtype=float) / (eta_kv * bandwidth)
+    return compute, memory, t0 + t_block * np.asarray(blocks, dtype=float) + smooth_max(compute, memory, smoothness)
 
 
 def measured_attention(flops, nbytes, blocks, params, peak: float, bandwidth: float):
-    """(compute time, memory time, attention time) of one decode-attention call on the measured form (module
-    docstring): ``flops`` and ``nbytes`` as the roofline counts them (:func:`sdsl.roofline.step_ops.attention_op`),
-    ``blocks`` = b·h_kv (sequences times the KV heads one GPU holds). Broadcasts."""
-    compute = np.asarray(flops, dtype=float) / (params.eta_compute * peak)
-    memory = np.asarray(nbytes, dtype=float) / (params.attn_eta_kv * bandwidth)
-    total = params.attn_t0 + params.attn_t_block * np.asarray(blocks, dtype=float) + smooth_max(
-        compute, memory, params.attn_smoothness)
-    return compute, memory, total
+    """:func:`attention_time` at the attention terms of ``params`` (a :class:`LatencyParams`)."""
+    return attention_time(flops, nbytes, blocks, t0=params.attn_t0, t_block=params.attn_t_block,
+                          eta_kv=params.attn_eta_kv, smoothness=params.attn_smoothness, eta_compute=params.eta_compute,
+                          peak=peak, bandwidth=bandwidth)
+
+
+def measured_share(params, mla):
+    """The share of a layer's attention calls ``params`` price on the measured form, whose t0 holds the call's launch:
+    the GQA/MQA layers (1 − ``mla``, MLA's share of the model) where ``params`` carry the terms, else none."""
+    return (1.0 - np.asarray(mla, dtype=float)) if params.attn_eta_kv else 0.0

@@ -12,16 +12,13 @@ from dataclasses import dataclass, fields, replace
 from numbers import Integral, Real
 from pathlib import Path
 
-from sdsl.catalog.models import dtype_bytes
+from sdsl.catalog.dtypes import dtype_name
 from sdsl.engine.profiles import EngineProfile, resolve_engine
 from sdsl.catalog.hardware import Hardware, get_hardware
 from sdsl.roofline.latency_params import LatencyParams, default_params
 from sdsl.errors import InvalidInputError
 
-__all__ = ["Deployment", "precision_options", "KV_DTYPES"]
-
-#: KV-cache element types a deployment may set apart from its compute dtype.
-KV_DTYPES = ("fp8", "bf16", "fp16", "fp32")
+__all__ = ["Deployment", "precision_options"]
 
 
 def _check_degree(name: str, value) -> int:
@@ -78,11 +75,8 @@ class Deployment:
         hw = get_hardware(hardware) if isinstance(hardware, (str, Path, Hardware)) else None
         if hw is None:
             raise InvalidInputError(f"hardware must be a catalog name, a .toml/.json file or a Hardware; got {hardware!r}.")
-        dtype_bytes(dtype)  # raises InvalidInputError on an unknown dtype
-        kv = None if kv_dtype is None or str(kv_dtype).lower() == str(dtype).lower() else str(kv_dtype).lower()
-        if kv is not None and kv not in KV_DTYPES:
-            raise InvalidInputError(f"kv_dtype (the KV cache's element type) is one of {', '.join(KV_DTYPES)}; "
-                                    f"got {kv_dtype!r}.")
+        kv = None if kv_dtype is None else dtype_name(kv_dtype, "kv_dtype (the KV cache's element type)")
+        kv = None if kv == dtype_name(dtype) else kv  # raises InvalidInputError on an unknown dtype
         formats = [None if f is None else get_weight_format(f).name for f in (weight_dtype, expert_dtype)]
         ep = _check_degree("ep", ep)
         if _check_degree("tp", tp) % ep:

@@ -43,6 +43,7 @@ from sdsl.roofline.step_ops import (MLA_EXTRA_GEMM_KERNELS, all_to_all_time, cac
                                     expert_rows, format_gemms_per_layer, fused_moe_fit_of, fused_moe_parts, gemm_op,
                                     layer_elementwise_time, layer_ops, moe_elementwise, op_time, precision_of,
                                     roofline_sums)
+from sdsl.roofline.attention import measured_share
 from sdsl.roofline.weight_formats import get_weight_format
 from sdsl.roofline.kernels import (FP32_FALLBACK_FRACTION, allreduce_time, allreduce_time_with, compute_peak,  # noqa: F401
                                elementwise_time, gemm_flops_bytes, gemm_waves, kernel_size_overhead, padded_tokens,
@@ -178,8 +179,8 @@ def _price(shapes: ModelShapes, dep: Deployment, b, q, L, *, logit_tokens=None):
         ew_launches = n * (shapes.norms + 4.0) * t_ew  # norms, RoPE, activation, two adds
     elementwise = n * layer_elementwise_time(shapes, tokens, dt, bw, params) - ew_launches
     launches = (n * GEMM_KERNELS_PER_LAYER + KERNELS_PER_MODEL) * params.t_kernel + ew_launches
-    if params.attn_eta_kv and shapes.kv_heads is not None:  # the measured attention's t0 holds its launch
-        launches = launches - n * (1.0 - shapes.mla) * params.t_kernel
+    if shapes.kv_heads is not None:  # the measured attention's t0 holds its launch
+        launches = launches - n * measured_share(params, shapes.mla) * params.t_kernel
     if np.any(shapes.extra_norms):
         extra = n * shapes.extra_norms * elementwise_time("norm", tokens, shapes.extra_norm_width,
                                                           2.0 * shapes.extra_norm_width, dt, bw, params)

@@ -12,13 +12,16 @@ from functools import lru_cache
 from sdsl.errors import ConfigError, InvalidInputError
 
 __all__ = ["LatencyParams", "DEFAULT_PARAMS", "default_params", "ELEMENTWISE_KINDS", "calibration_provenance",
-           "TABLE_GEMMS_FROM", "runs_table_gemms"]
+           "TABLE_GEMMS_FROM", "runs_table_gemms", "ATTENTION_FIELDS", "TABLE_ATTENTION_ENGINES", "table_engine",
+           "runs_table_attention"]
 
 
 #: Elementwise kernel kinds (Vidur: input/post_attention_layernorm, attn_rope, mlp_act, add).
 ELEMENTWISE_KINDS = ("norm", "rope", "act", "add")
 ELEMENTWISE_ETAS = tuple(f"eta_{k}" for k in ELEMENTWISE_KINDS)
 ELEMENTWISE_ROWS = ("row_norm", "row_rope", "row_act")
+#: The fields of decode attention's measured form (:mod:`sdsl.roofline.attention`).
+ATTENTION_FIELDS = ("attn_t0", "attn_t_block", "attn_eta_kv", "attn_smoothness")
 
 
 @dataclass(frozen=True)
@@ -166,7 +169,7 @@ class LatencyParams:
         fitted on kernels that do not time attention, such as ``sdsl calibrate``'s)."""
         d = asdict(self)
         if not self.attn_eta_kv:
-            for name in ("attn_t0", "attn_t_block", "attn_eta_kv", "attn_smoothness"):
+            for name in ATTENTION_FIELDS:
                 d.pop(name)
         for name in ("smoothness", "attn_smoothness"):
             if name in d and math.isinf(d[name]):
@@ -236,6 +239,28 @@ def runs_table_gemms(engine) -> bool:
     return bool(start and engine.date and engine.date >= start)
 
 
+#: sdsl's engine names whose decode-attention kernels the operator tables time -> the tables' engine name
+#: (:mod:`sdsl.roofline.attention`).
+TABLE_ATTENTION_ENGINES = {"vllm": "vllm", "sglang": "sglang", "sglang-spec-v2": "sglang", "trtllm": "trtllm"}
+
+
+def table_engine(engine) -> str | None:
+    """The tables' engine whose attention terms price ``engine`` (an engine profile, a spec it resolves from, or
+    ``None``: the roofline alone), or None where the roofline prices its attention."""
+    if engine is None:
+        return None
+    if not hasattr(engine, "engine"):
+        from sdsl.engine.profiles import resolve_engine
+
+        engine = resolve_engine(engine)
+    return TABLE_ATTENTION_ENGINES.get(engine.engine)
+
+
+def runs_table_attention(engine) -> bool:
+    """Whether ``engine`` prices decode attention on the measured form where its GPU's calibration has it."""
+    return table_engine(engine) is not None
+
+
 @lru_cache(maxsize=None)
 def _packaged_params(name: str, table_gemms: bool = False, attention_engine: str | None = None,
                      fp8_kv: bool = False) -> LatencyParams | None:
@@ -293,7 +318,7 @@ def default_params(hardware, engine=None, *, kv_dtype: str | None = None) -> Lat
     ``tools/make_opdb_latency.py``, :mod:`sdsl.fit.opdb.defaults`, with the H100-SXM's fp8 GEMM terms laid
     over its Vidur calibration from latency/opdb/, and its bf16 GEMM terms too when ``engine`` runs the tables'
     kernels (:func:`runs_table_gemms`: vLLM profiles from 2026 on), and the measured decode-attention terms of
-    ``engine``'s kernels where the tables time them (:func:`sdsl.roofline.attention.runs_table_attention`: vLLM,
+    ``engine``'s kernels where the tables time them (:func:`runs_table_attention`: vLLM,
     SGLang and TensorRT-LLM; with ``kv_dtype`` "fp8" the terms fitted on an fp8 KV cache); the others written by ``sdsl calibrate`` from Vidur's
     H100-SXM, A100-80GB and A40 timings, one form on all three: elementwise kernels, GEMMs with 128-row tiles and the kernel
     terms; the H100 and A100 all-reduce fitted to their DGX (NVSwitch) rows, the A40's unfitted, as Vidur
@@ -307,8 +332,6 @@ def default_params(hardware, engine=None, *, kv_dtype: str | None = None) -> Lat
 
     if not hasattr(hardware, "kind"):  # a catalog name, alias or file, as everywhere else
         hardware = get_hardware(hardware)
-    from sdsl.roofline.attention import table_engine
-
     own = _packaged_params(hardware.name.lower(), runs_table_gemms(engine), table_engine(engine), kv_dtype == "fp8")
     if own is not None:
         return own

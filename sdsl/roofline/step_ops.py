@@ -14,7 +14,7 @@ from sdsl.roofline.deployment import Deployment
 from sdsl.catalog.dtypes import dtype_bytes
 from sdsl.roofline.kernels import (allreduce_time_with, elementwise_time, format_terms, gemm_flops_bytes, gemm_waves,
                                    kernel_size_overhead, padded_tokens, smooth_max)
-from sdsl.roofline.attention import measured_attention
+from sdsl.roofline.attention import measured_attention, measured_share
 from sdsl.roofline.latency_params import DEFAULT_PARAMS, LatencyParams
 from sdsl.catalog.moe import (TRITON_ROW_TILES, FusedMoEFit, expected_expert_rows, fused_moe_layer_time,
                               fused_moe_provenance, locality_tokens, row_tile_of, select_fused_moe_fit)
@@ -88,7 +88,7 @@ class _Op(NamedTuple):
     """One kernel of a layer: FLOPs, bytes, waves (None: not tiled), whether it is a GEMM, the share of layers
     that run it (None: every layer), its tensor-core peak (None: the deployment's), whether it reads routed
     experts' weights (priced into the "expert-weights" bound), whether it is attention over the KV cache and, for
-    attention, its (sequence, KV head) blocks and where the measured form prices it (1; 0: MLA, the roofline)."""
+    attention, its (sequence, KV head) blocks and the model's MLA share (:func:`measured_share`)."""
 
     flops: object
     nbytes: object
@@ -99,7 +99,7 @@ class _Op(NamedTuple):
     experts: bool = False
     attention: bool = False
     blocks: object = None
-    measured: object = 1.0
+    mla: object = 0.0
 
 
 def roofline_sums(ops, params: LatencyParams, peak: float, bw: float):
@@ -111,9 +111,8 @@ def roofline_sums(ops, params: LatencyParams, peak: float, bw: float):
         c = _compute_time(op.flops, peak if op.peak is None else op.peak, params, op.waves)
         m = op.nbytes / (params.eta_memory * bw)
         roof = smooth_max(c, m, params.smoothness)
-        if op.attention and params.attn_eta_kv and op.blocks is not None:  # sdsl.roofline.attention
+        if op.attention and op.blocks is not None and np.any(on := measured_share(params, op.mla) > 0):
             c_a, m_a, t_a = measured_attention(op.flops, op.nbytes, op.blocks, params, peak, bw)
-            on = np.asarray(op.measured, dtype=float) > 0
             c, m, roof = np.where(on, c_a, c), np.where(on, m_a, m), np.where(on, t_a, roof)
         over = kernel_size_overhead(op.nbytes, params) if op.is_gemm else None
         if op.share is not None:
@@ -200,14 +199,14 @@ def cached_kv_elements(shapes: ModelShapes, b, L) -> np.ndarray:
 def attention_op(shapes: ModelShapes, b, q, L, dt: int, share=None, kv_dt: int | None = None) -> _Op:
     """Attention over ``L`` cached tokens: 4·w FLOPs per cached (and, causally, q/2 new) token per new token;
     bytes: the cached KV, the new tokens' KV writes (``kv_dt`` bytes each, default ``dt``), the query read and
-    output write; b·h_kv blocks for the
-    measured form (:mod:`sdsl.roofline.attention`; GQA only, MLA keeps the roofline)."""
+    output write; b·h_kv blocks for the measured form (:mod:`sdsl.roofline.attention`; GQA only, MLA keeps the
+    roofline)."""
     tokens = b * q
     flops = 4.0 * shapes.attn_width * tokens * (L + q / 2.0)
     kv = dt if kv_dt is None else kv_dt
     nbytes = kv * (cached_kv_elements(shapes, b, L) + tokens * shapes.kv_elements) + dt * tokens * shapes.qo_elements
     blocks = None if shapes.kv_heads is None else b * shapes.kv_heads
-    return _Op(flops, nbytes, None, False, share, attention=True, blocks=blocks, measured=1.0 - shapes.mla)
+    return _Op(flops, nbytes, None, False, share, attention=True, blocks=blocks, mla=shapes.mla)
 
 
 def expert_rows(shapes: ModelShapes, tokens, params: LatencyParams | None, tile: float | None = None, sequences=None):

@@ -44,13 +44,15 @@ def test_a_table_engine_prices_the_fp8_cache_on_its_measured_kernels():
     p = fp8.params
     rows = pd.DataFrame({"batch_size": b, "context": L, "num_heads": 32.0, "num_key_value_heads": 8.0,
                          "head_dim": 128.0, "kv_bytes": b * L * 2 * 8 * 128 * 1.0})
-    fit = AttentionFit(p.attn_t0, p.attn_t_block, p.attn_eta_kv, p.attn_smoothness, p.eta_compute)
+    fit = AttentionFit.of(p)
     per_layer = predict_attention(rows, hardware_of("h200_sxm"), fit)
     np.testing.assert_allclose(new.attention_s / 32, per_layer, rtol=0.02)  # the new token's KV write aside
 
 
 def test_the_option_is_checked_and_carried():
     assert sdsl.Deployment("h200", kv_dtype="bf16").kv_dtype is None  # the compute dtype: nothing to say
+    assert sdsl.Deployment("h200", kv_dtype="bfloat16").kv_dtype is None  # by its canonical name, as dtype is
+    assert sdsl.Deployment("h200", dtype="float16", kv_dtype="float8").kv_dtype == "fp8"
     dep = sdsl.Deployment("h200", kv_dtype="FP8")
     assert dep.kv_dtype == "fp8" == dep.cache_dtype and dep.to_dict()["kv_dtype"] == "fp8"
     assert "kv_dtype" not in sdsl.Deployment("h200").to_dict()

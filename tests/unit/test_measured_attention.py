@@ -38,8 +38,7 @@ def test_the_step_charges_the_fitted_form_in_place_of_the_roofline_and_its_launc
     gpu = {"h100-sxm": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm"}[hw]
     rows = pd.DataFrame({"batch_size": b, "context": L, "num_heads": 32.0, "num_key_value_heads": 8.0,
                          "head_dim": 128.0, "kv_bytes": b * L * 2 * 8 * 128 * 2})
-    fit = AttentionFit(params.attn_t0, params.attn_t_block, params.attn_eta_kv, params.attn_smoothness,
-                       params.eta_compute)
+    fit = AttentionFit.of(params)
     per_layer = predict_attention(rows, hardware_of(gpu), fit)
     # the step's attention op also writes the new token's KV (b·2·8·128 elements), which the tables' rows do not count
     write = b * 2 * 8 * 128 * 2 / (params.attn_eta_kv * measured.hardware.mem_bandwidth)

@@ -19,8 +19,7 @@ decode-attention form (:mod:`sdsl.roofline.attention`) fitted per engine on the 
 
 from __future__ import annotations
 
-from sdsl.roofline.attention import ATTENTION_FIELDS
-from sdsl.roofline.latency_params import LatencyParams
+from sdsl.roofline.latency_params import ATTENTION_FIELDS, LatencyParams
 
 __all__ = ["ENGINE", "build_measured_params", "build_format_overlay", "FORMAT_FIELDS", "ELEMENTWISE_FIELDS",
            "TRANSFER_BEFORE_CATALOG", "SETTLED_REL", "prices_agree", "settle", "attention_terms", "attention_agrees",
@@ -71,8 +70,7 @@ def attention_terms(gpu: str, eta_compute: float, kv_dtype: str = "bfloat16") ->
         if rows.empty:
             continue
         fit = fit_attention(rows, hw, eta_compute)
-        out[engine] = {"params": {"attn_t0": float(fit.t0), "attn_t_block": float(fit.t_seq),
-                                  "attn_eta_kv": float(fit.eta_kv), "attn_smoothness": float(fit.smoothness)},
+        out[engine] = {"params": fit.terms(),
                        "source": (f"decode attention fitted on aiconfigurator-core {OPDB_VERSION}'s measured {hw.name} "
                                   f"{kv}-KV decode attention ({len(rows)} rows, {_versions(rows)})")}
     return out
@@ -89,9 +87,8 @@ def attention_agrees(gpu: str, base: LatencyParams, old: dict, new: dict, kv_dty
         return False
     hw = hardware_of(gpu)
 
-    def price(rows, p):
-        fit = AttentionFit(p["attn_t0"], p["attn_t_block"], p["attn_eta_kv"], p["attn_smoothness"], base.eta_compute)
-        return predict_attention(rows, hw, fit)
+    def price(rows, terms):
+        return predict_attention(rows, hw, AttentionFit.of(terms, base.eta_compute))
 
     return all(np.allclose(price(r, old[e]["params"]), price(r, new[e]["params"]), rtol=SETTLED_REL, atol=0.0)
                for e in new if len(r := attention_rows(gpu, e, kv_dtype)))

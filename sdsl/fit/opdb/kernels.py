@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sdsl.roofline.kernels import gemm_flops_bytes, gemm_waves, min_row_tile, smooth_max
+from sdsl.roofline.kernels import gemm_flops_bytes, gemm_waves, min_row_tile
 from sdsl.roofline.latency_params import LatencyParams
 from sdsl.errors import ConfigError
 
@@ -218,6 +218,21 @@ class AttentionFit:
         return {"t0": self.t0, "t_seq": self.t_seq, "eta_kv": self.eta_kv, "smoothness": self.smoothness,
                 "eta_compute": self.eta_compute}
 
+    def terms(self) -> dict:
+        """The fit as :class:`LatencyParams`' attention fields (:data:`~sdsl.roofline.latency_params.ATTENTION_FIELDS`)."""
+        from sdsl.roofline.latency_params import ATTENTION_FIELDS
+
+        return {k: float(v) for k, v in zip(ATTENTION_FIELDS, (self.t0, self.t_seq, self.eta_kv, self.smoothness))}
+
+    @classmethod
+    def of(cls, terms, eta_compute: float | None = None) -> "AttentionFit":
+        """The fit a step prices with: ``terms`` a :class:`LatencyParams` or a mapping of its attention fields
+        (``eta_compute`` then given: a mapping carries none)."""
+        from sdsl.roofline.latency_params import ATTENTION_FIELDS
+
+        get = terms.__getitem__ if isinstance(terms, dict) else lambda k: getattr(terms, k)
+        return cls(*(get(k) for k in ATTENTION_FIELDS), terms.eta_compute if eta_compute is None else eta_compute)
+
 
 def _attention_arrays(rows):
     b, L = rows["batch_size"].to_numpy(dtype=float), rows["context"].to_numpy(dtype=float)
@@ -236,9 +251,14 @@ def _attention_arrays(rows):
 
 
 def predict_attention(rows: "pd.DataFrame", hardware, fit: AttentionFit) -> np.ndarray:
+    """The measured form (:func:`sdsl.roofline.attention.attention_time`, what a step charges) at ``fit``'s terms on
+    the tables' rows."""
+    from sdsl.roofline.attention import attention_time
+
     blocks, flops, nbytes = _attention_arrays(rows)
-    compute = flops / (fit.eta_compute * hardware.peak_flops)
-    return fit.t0 + fit.t_seq * blocks + smooth_max(compute, nbytes / (fit.eta_kv * hardware.mem_bandwidth), fit.smoothness)
+    return attention_time(flops, nbytes, blocks, t0=fit.t0, t_block=fit.t_seq, eta_kv=fit.eta_kv,
+                          smoothness=fit.smoothness, eta_compute=fit.eta_compute, peak=hardware.peak_flops,
+                          bandwidth=hardware.mem_bandwidth)[2]
 
 
 def predict_attention_step(rows: "pd.DataFrame", hardware, params: LatencyParams) -> np.ndarray:
@@ -247,6 +267,7 @@ def predict_attention_step(rows: "pd.DataFrame", hardware, params: LatencyParams
     :mod:`sdsl.roofline.attention`), else the roofline of the FLOPs and KV bytes plus the one launch the step counts."""
     from types import SimpleNamespace
 
+    from sdsl.roofline.attention import measured_share
     from sdsl.roofline.shapes import attention_widths
     from sdsl.roofline.step_ops import attention_op, roofline_sums
 
@@ -262,7 +283,7 @@ def predict_attention_step(rows: "pd.DataFrame", hardware, params: LatencyParams
                              kv_heads=kv_heads, mla=0.0 if gqa else 1.0)
     op = attention_op(shapes, rows["batch_size"].to_numpy(dtype=float), 1.0, rows["context"].to_numpy(dtype=float), 2)
     _, _, roof_c, roof_m, *_ = roofline_sums([op], params, hardware.peak_flops, hardware.mem_bandwidth)
-    launch = 0.0 if (params.attn_eta_kv and gqa) else params.t_kernel
+    launch = params.t_kernel * (1.0 - measured_share(params, 0.0 if gqa else 1.0))
     return roof_c + roof_m + launch
 
 
