@@ -6,11 +6,13 @@ aiconfigurator-core tables time them on H100, H200, B200 and the other GPUs they
 
     t_attn = t0 + t_block · b · h_kv + smax_p( FLOPs/(η_c·peak), bytes/(η_kv·bandwidth) )
 
-matches them to a median 5–7% with one model shape held out (VALIDATION.md, "Measured kernels"). Its terms:
+matches vLLM's to a median 6.4% / 6.3% / 5.3% on H100 / H200 / B200 with one model shape held out (VALIDATION.md,
+"Measured kernels"; ``sdsl validate kernels --op attention --engine sglang`` or ``trtllm`` for the other engines'). Its
+terms:
 
-- t0, a fixed cost per call (about 9–11 µs): the collector times the whole attention forward under CUDA-graph replay,
+- t0, a fixed cost per call (8.7–11.4 µs): the collector times the whole attention forward under CUDA-graph replay,
   the KV-cache write, the attention kernel and the split-KV combine;
-- t_block, a cost per (sequence, KV head) block of work (7–22 ns);
+- t_block, a cost per (sequence, KV head) block of work (7.0–22.3 ns);
 - η_kv, the fraction of the memory bandwidth the KV read reaches (0.67–0.93);
 - p, the smoothness of the maximum.
 

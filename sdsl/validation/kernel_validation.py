@@ -206,7 +206,8 @@ def _moe(gpu: str) -> dict:
 def _shipped(gpu: str, engine: str) -> dict:
     """What a user of ``engine``'s newest profile gets, ``default_params`` of the GPU and engine, priced on every GEMM row
     of the tables per format (in-sample for a GPU or GEMM terms calibrated on them) and, as a step prices it, on every
-    decode-attention row with a bf16 KV cache (fitted on none of them)."""
+    decode-attention and MLA row with a bf16 KV cache; ``forms`` says which form priced each (GQA's measured form is
+    fitted on these rows: in sample; MLA's roofline on none of them)."""
     from sdsl.fit.opdb.kernels import (GEMM_FORMATS, attention_rows, gemm_rows, hardware_of, mla_rows,
                                        predict_attention_step, predict_gemm)
     from sdsl.roofline.latency_params import calibration_provenance, default_params
@@ -214,7 +215,9 @@ def _shipped(gpu: str, engine: str) -> dict:
     hw = hardware_of(gpu)
     params = default_params(hw, engine)  # the newest profile of the tables' engine: on the H100 its bf16 GEMMs too
     rows = gemm_rows(gpu, engine)
-    out = {"calibration": calibration_provenance(hw), "source": params.source, "gemm": {}}
+    out = {"calibration": calibration_provenance(hw), "source": params.source, "gemm": {},
+           "forms": {"attention": "measured form, in sample" if params.attn_eta_kv else "roofline + one launch",
+                     "mla": "roofline + one launch"}}
     for dtype in sorted(set(rows["dtype"])):
         if dtype in GEMM_FORMATS and dtype != "fp8_block":
             r = rows[rows["dtype"] == dtype]
@@ -368,7 +371,7 @@ def _extra_lines(d: dict) -> list[str]:
                                                    f"{100 * v['median_signed']:+.1f}%" for k, v in sh["gemm"].items()))
         for op in ("attention", "mla"):
             if op in sh:
-                lines.append(f"{gpu} shipped step's decode {op} (roofline + one launch) on the tables' bf16-KV rows: "
+                lines.append(f"{gpu} shipped step's decode {op} ({sh['forms'][op]}) on the tables' bf16-KV rows: "
                              + "; ".join(f"{k} median {100 * v['median_abs']:.1f}% worst {100 * v['worst_abs']:.1f}% "
                                          f"bias {100 * v['median_signed']:+.1f}%" for k, v in sh[op].items()))
     for gpu, rows in d.get("fp8_decode", {}).items():

@@ -67,3 +67,9 @@ def test_each_source_once_every_class_of_nine_sources_meets_the_goal_and_the_moe
                      "acceptance 80% (transferred 78%), a measured acceptance carried across k 74% (60% over its rows)",
                      "three sources: 29% and 67% with each source once"):
         assert fragment in text, fragment
+    # the claims index restates them: the MoE classes over their rows, and the judged classes' range with each source once
+    rows_pct = {c: round(100 * cov["latency"][c]["coverage"]) for c in ("moe_decode", "moe_speculative", "moe_speedup")}
+    claim = (f"MoE plain decode {rows_pct['moe_decode']}%, MoE speculative {rows_pct['moe_speculative']}% and "
+             f"{rows_pct['moe_speedup']}%")
+    assert claim in text, claim
+    assert f"every class of ≥ 9 sources {min(by_source.values())}–{max(by_source.values())}%" in text

@@ -221,3 +221,27 @@ def test_the_committed_fitted_terms_are_a_refit():
     out = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "fit_engine_profiles.py"), "--check"],
                          capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_claims_index_and_readme_state_the_published_headline(result):
+    """VALIDATION.md's claims index and README.md restate the section's headline (left out by source; in sample; the
+    roofline alone) for plain decode, speculative tokens/s, Spec-Bench and the FP8 rows: recomputed here."""
+    from sdsl._paths import REPO_ROOT
+
+    def three(s):  # median |error| / worst / median signed, as the tables print them
+        return " / ".join((f"{100 * s['median_abs_error']:.1f}%", f"{100 * s['worst_error']:+.1f}%".replace("-", "−"),
+                           f"{100 * s['median_signed_error']:+.1f}%".replace("-", "−")))
+
+    s, fp8 = result["summary"], result["fp8"]["summary"]
+    plain, spec, bench = s["engine_decode"], s["engine_speculative"], s["spec_bench"]
+    ideal = lambda c: f"{100 * c['ideal']['median_abs_error']:.1f}%"  # noqa: E731
+    index = [f"| {three(plain['loso'])} (in sample {100 * plain['shipped']['median_abs_error']:.1f}%; roofline alone "
+             f"{ideal(plain)}) |", f"| {three(fp8['fp8_rows'])}; fp8/bf16 step ratios (5) {three(fp8['ratios'])}",
+             f"| {three(spec['loso'])} (roofline alone {ideal(spec)}) |",
+             f"| {three(bench['loso'])} (in sample {100 * bench['shipped']['median_abs_error']:.1f}%)"]
+    readme = [f"| {three(plain['loso'])} (roofline alone {ideal(plain)}); FP8 {three(fp8['fp8_rows'])} |",
+              f"| {three(spec['loso'])} (roofline alone {ideal(spec)}); Spec-Bench {three(bench['loso'])} |"]
+    for path, fragments in (("VALIDATION.md", index), ("README.md", readme)):
+        text = (REPO_ROOT / path).read_text()
+        for fragment in fragments:
+            assert fragment in text, (path, fragment)
