@@ -270,9 +270,9 @@ def test_measured_fused_moe_claims():
     # attention tables set aside) prices the same steps 0.39 ms shorter
     from unittest import mock
 
-    import sdsl.roofline.attention as attention
+    import sdsl.roofline.latency_params as latency_params
 
-    with mock.patch.object(attention, "TABLE_ATTENTION_ENGINES", {}):
+    with mock.patch.object(latency_params, "TABLE_ATTENTION_ENGINES", {}):
         roofline_attn = {r["tp"]: 1e3 / r["predicted"] for r in validate_moe()["rows"]
                          if r["proposer"] is None and r["batch"] == 1 and r["target"] == "qwen3-30b-a3b" and r["tp"] > 1}
     assert {tp: round(v, 2) for tp, v in roofline_attn.items()} == {2: 3.91, 4: 3.22}
