@@ -4,7 +4,7 @@ A roofline prices attention as smax(FLOPs/(η_c·peak), bytes/(η_m·bandwidth))
 kernels (FlashAttention-3/4 under vLLM, FlashInfer under SGLang, XQA under TensorRT-LLM) cost more than that. The
 aiconfigurator-core tables time them on H100, H200, B200 and the other GPUs they cover, and the fitted form
 
-    t_attn = t0 + t_block · b · h_kv + smax_p( FLOPs/(η_c·peak), bytes/(η_kv·bandwidth) )
+    t_attn = t0 + t_block · b · h_kv + smax_p( FLOPs/(η_c·peak), bytes/(η_kv·bandwidth) + bytes/(b·h_kv·B_blk) )
 
 matches vLLM's to a median 6.4% / 6.3% / 5.3% on H100 / H200 / B200 with one model shape held out (VALIDATION.md,
 "Measured kernels"; ``sdsl validate kernels --op attention --engine sglang`` or ``trtllm`` for the other engines'). Its
@@ -14,6 +14,11 @@ terms:
   the KV-cache write, the attention kernel and the split-KV combine;
 - t_block, a cost per (sequence, KV head) block of work (7.0–22.3 ns);
 - η_kv, the fraction of the memory bandwidth the KV read reaches (0.67–0.93);
+- B_blk, the bandwidth one (sequence, KV head) block's read reaches: a decode kernel splits one block's KV over a
+  bounded number of thread blocks (split-KV), so few blocks cannot draw the whole bandwidth. The read runs at the
+  harmonic combination 1/(1/(η_kv·bandwidth) + 1/(b·h_kv·B_blk)). On the tables one block reaches about a third of
+  an H200's bandwidth at 16k-128k tokens and eight reach 0.8 of it; without B_blk the form prices one block's
+  long-context read 39% too fast (VALIDATION.md, "Measured kernels"). 0 = no such limit;
 - p, the smoothness of the maximum.
 
 The roofline form priced the tables' rows a median 65–74% too fast: it misses t0 and t_block.
@@ -36,22 +41,27 @@ from sdsl.roofline.latency_params import ATTENTION_FIELDS, TABLE_ATTENTION_ENGIN
 __all__ = ["ATTENTION_FIELDS", "TABLE_ATTENTION_ENGINES", "runs_table_attention", "table_engine", "attention_time",
            "measured_attention", "measured_share"]
 def attention_time(flops, nbytes, blocks, *, t0, t_block, eta_kv, smoothness, eta_compute, peak: float,
-                   bandwidth: float):
+                   bandwidth: float, block_bandwidth: float = 0.0):
     """(compute time, memory time, attention time) of one decode-attention call on the measured form (module
     docstring) with these terms: what a step charges (:func:`measured_attention`) and what the fit on the tables
     minimises (:func:`sdsl.fit.opdb.kernels.predict_attention`). ``flops`` and ``nbytes`` as the roofline counts them
     (:func:`sdsl.roofline.step_ops.attention_op`), ``blocks`` = b·h_kv (sequences times the KV heads one GPU holds).
-    Broadcasts."""
+    ``block_bandwidth`` B_blk (bytes/s, 0 = no limit). Broadcasts."""
+    blocks = np.asarray(blocks, dtype=float)
+    nbytes = np.asarray(nbytes, dtype=float)
     compute = np.asarray(flops, dtype=float) / (eta_compute * peak)
-    memory = np.asarray(nbytes, dtype=float) / (eta_kv * bandwidth)
-    return compute, memory, t0 + t_block * np.asarray(blocks, dtype=float) + smooth_max(compute, memory, smoothness)
+    memory = nbytes / (eta_kv * bandwidth)
+    if block_bandwidth:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            memory = memory + np.where(blocks > 0, nbytes / (np.maximum(blocks, 1e-300) * block_bandwidth), 0.0)
+    return compute, memory, t0 + t_block * blocks + smooth_max(compute, memory, smoothness)
 
 
 def measured_attention(flops, nbytes, blocks, params, peak: float, bandwidth: float):
     """:func:`attention_time` at the attention terms of ``params`` (a :class:`LatencyParams`)."""
     return attention_time(flops, nbytes, blocks, t0=params.attn_t0, t_block=params.attn_t_block,
                           eta_kv=params.attn_eta_kv, smoothness=params.attn_smoothness, eta_compute=params.eta_compute,
-                          peak=peak, bandwidth=bandwidth)
+                          peak=peak, bandwidth=bandwidth, block_bandwidth=params.attn_block_bandwidth)
 
 
 def measured_share(params, mla):

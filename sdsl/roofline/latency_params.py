@@ -21,7 +21,7 @@ ELEMENTWISE_KINDS = ("norm", "rope", "act", "add")
 ELEMENTWISE_ETAS = tuple(f"eta_{k}" for k in ELEMENTWISE_KINDS)
 ELEMENTWISE_ROWS = ("row_norm", "row_rope", "row_act")
 #: The fields of decode attention's measured form (:mod:`sdsl.roofline.attention`).
-ATTENTION_FIELDS = ("attn_t0", "attn_t_block", "attn_eta_kv", "attn_smoothness")
+ATTENTION_FIELDS = ("attn_t0", "attn_t_block", "attn_eta_kv", "attn_smoothness", "attn_block_bandwidth")
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,9 @@ class LatencyParams:
     without them). Fitted on NVIDIA's measured operator tables (:mod:`sdsl.fit.opdb.kernels`).
 
     **Decode attention** (:mod:`sdsl.roofline.attention`) — ``attn_t0``, ``attn_t_block``, ``attn_eta_kv``,
-    ``attn_smoothness``: the measured form t0 + t_block·b·h_kv + smax_p(FLOPs/(η_c·peak), bytes/(η_kv·bandwidth)),
-    fitted on the same tables per GPU and engine; ``attn_eta_kv`` 0 prices attention on the roofline.
+    ``attn_smoothness``, ``attn_block_bandwidth``: the measured form t0 + t_block·b·h_kv + smax_p(FLOPs/(η_c·peak),
+    bytes/(η_kv·bandwidth) + bytes/(b·h_kv·B_blk)), fitted on the same tables per GPU and engine; ``attn_eta_kv`` 0
+    prices attention on the roofline, ``attn_block_bandwidth`` 0 sets no per-block limit.
 
     **Provenance** — ``source``: where the numbers come from (a fit and its data, a transfer, or defaults).
     """
@@ -116,6 +117,7 @@ class LatencyParams:
     attn_t_block: float = 0.0  # s per (sequence, KV head) block
     attn_eta_kv: float = 0.0  # fraction of the memory bandwidth the KV read reaches, [0, 1] (0 = the roofline)
     attn_smoothness: float = math.inf  # p of its smooth max of compute and KV-read time
+    attn_block_bandwidth: float = 0.0  # bytes/s one (sequence, KV head) block's KV read reaches (0 = no limit)
     # provenance
     # where the numbers come from (a fit and its data, a transfer, or defaults)
     source: str = "uncalibrated defaults (assumed, not measured)"
@@ -155,6 +157,9 @@ class LatencyParams:
         for name in ("smoothness", "attn_smoothness"):
             if not (getattr(self, name) >= 1):
                 raise InvalidInputError(f"LatencyParams.{name} must be >= 1 (inf = hard max); got {getattr(self, name)!r}.")
+        if not (self.attn_block_bandwidth >= 0 and math.isfinite(self.attn_block_bandwidth)):
+            raise InvalidInputError("LatencyParams.attn_block_bandwidth must be a finite non-negative bandwidth (0: no "
+                                    f"per-block limit); got {self.attn_block_bandwidth!r}.")
         if not (0 <= self.attn_eta_kv <= 1):
             raise InvalidInputError("LatencyParams.attn_eta_kv must lie in [0, 1] (0: attention on the roofline); "
                                     f"got {self.attn_eta_kv!r}.")

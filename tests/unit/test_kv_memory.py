@@ -14,11 +14,17 @@ H100 = get_hardware("h100-sxm")
 def _kv_bytes_the_step_reads(model, dep, batch, context):
     """KV bytes a decode step reads, recovered from its pure memory time: only attention's KV read grows with
     the context, so (memory_s(L) - memory_s(0)) * eta * bandwidth is exactly those bytes (eta: the KV read's
-    measured bandwidth fraction where the engine's attention is priced on its measured form, else eta_m)."""
+    measured bandwidth fraction where the engine's attention is priced on its measured form, else eta_m; with the
+    measured form's per-block limit the read runs at 1/(1/(eta·bandwidth) + 1/(blocks·B_blk)), blocks = batch ×
+    the KV heads one GPU holds)."""
     st_l = step_time(model, dep, batch=batch, q=1, context=context)
     st_0 = step_time(model, dep, batch=batch, q=1, context=0)
-    eta = dep.params.attn_eta_kv or dep.params.eta_memory
-    return (np.asarray(st_l.memory_s) - np.asarray(st_0.memory_s)) * eta * H100.mem_bandwidth
+    p = dep.params
+    rate = (p.attn_eta_kv or p.eta_memory) * H100.mem_bandwidth
+    if p.attn_eta_kv and p.attn_block_bandwidth:
+        blocks = batch * -(-model.n_kv_head // dep.tp)
+        rate = 1.0 / (1.0 / rate + 1.0 / (blocks * p.attn_block_bandwidth))
+    return (np.asarray(st_l.memory_s) - np.asarray(st_0.memory_s)) * rate
 
 
 @pytest.mark.parametrize("name, tp", [("qwen2.5-1.5b", 1), ("qwen2.5-1.5b", 2), ("qwen2.5-1.5b", 4),

@@ -90,20 +90,51 @@ _POSITIVE = st.floats(1e3, 1e12, allow_nan=False, allow_infinity=False)
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
-@given(flops=_POSITIVE, nbytes=_POSITIVE, blocks=st.floats(0, 1e5), grow=st.floats(1.0, 10.0),
-       t0=st.floats(0, 5e-5), t_block=st.floats(0, 1e-7), eta=st.floats(0.05, 1.0), p=st.floats(1.0, 64.0))
-def test_the_measured_form_grows_with_each_input_and_holds_the_roofline(flops, nbytes, blocks, grow, t0, t_block, eta, p):
-    """Property: the form is non-decreasing in FLOPs, bytes and blocks, at least its fixed costs plus the larger of
-    its compute and memory times, and with no fixed costs at η_kv = η_m it is the roofline's smooth maximum."""
+@given(flops=_POSITIVE, nbytes=_POSITIVE, blocks=st.floats(1.0, 1e5), grow=st.floats(1.0, 10.0),
+       t0=st.floats(0, 5e-5), t_block=st.floats(0, 1e-7), eta=st.floats(0.05, 1.0), p=st.floats(1.0, 64.0),
+       block_bw=st.one_of(st.just(0.0), st.floats(1e9, 1e13)))
+def test_the_measured_form_grows_with_each_input_and_holds_the_roofline(flops, nbytes, blocks, grow, t0, t_block, eta, p,
+                                                                        block_bw):
+    """Property: the form is non-decreasing in FLOPs, in bytes and in the batch (more sequences of one context: FLOPs,
+    bytes and blocks together), at least its fixed costs plus the larger of its compute and memory times; its KV read
+    is never faster than the device's rate or the blocks' (1/r = 1/(η_kv·bw) + 1/(blocks·B_blk)); and with no fixed
+    costs and no per-block limit at η_kv = η_m it is the roofline's smooth maximum."""
     from sdsl.roofline.attention import measured_attention
     from sdsl.roofline.kernels import smooth_max
 
-    params = LatencyParams(attn_t0=t0, attn_t_block=t_block, attn_eta_kv=eta, attn_smoothness=p)
+    params = LatencyParams(attn_t0=t0, attn_t_block=t_block, attn_eta_kv=eta, attn_smoothness=p,
+                           attn_block_bandwidth=block_bw)
     peak, bw = 1e15, 3e12
     c, m, t = measured_attention(flops, nbytes, blocks, params, peak, bw)
-    for more in ((flops * grow, nbytes, blocks), (flops, nbytes * grow, blocks), (flops, nbytes, blocks * grow + 1)):
+    for more in ((flops * grow, nbytes, blocks), (flops, nbytes * grow, blocks), (flops * grow, nbytes * grow, blocks * grow)):
         assert measured_attention(*more, params, peak, bw)[2] >= t * (1 - 1e-12)
     assert t >= t0 + t_block * blocks + max(c, m) * (1 - 1e-12)
+    rate = min(eta * bw, blocks * block_bw) if block_bw else eta * bw
+    assert m >= nbytes / rate * (1 - 1e-12)
+    if block_bw:  # more blocks over the same bytes read faster, down to the device's rate
+        assert measured_attention(flops, nbytes, blocks * grow, params, peak, bw)[1] <= m * (1 + 1e-12)
     roof = LatencyParams(attn_eta_kv=params.eta_memory, attn_smoothness=p)
     expected = smooth_max(flops / (roof.eta_compute * peak), nbytes / (roof.eta_memory * bw), p)
     assert float(measured_attention(flops, nbytes, blocks, roof, peak, bw)[2]) == pytest.approx(float(expected), rel=1e-12)
+
+
+def test_one_long_sequence_reads_at_its_blocks_rate():
+    """Decode attention of one sequence over few KV heads reads its long KV cache at the blocks' bandwidth, not the
+    device's: on the H200's shipped vLLM terms one (sequence, KV head) block at 131,072 tokens costs about twice what
+    the device rate gives, and 64 blocks of the same total bytes read near the device rate."""
+    p = default_params("h200", "vllm-2026-03")
+    assert 1e12 < p.attn_block_bandwidth < 1e13
+    hw = sdsl.get_hardware("h200")
+    nbytes = 131072 * 2 * 128 * 2.0
+    one = measured_attention_at(p, hw, nbytes, 1.0)
+    many = measured_attention_at(p, hw, nbytes, 64.0)
+    device = nbytes / (p.attn_eta_kv * hw.mem_bandwidth)
+    assert one > 2 * device and many < 1.1 * device
+    with pytest.raises(InvalidInputError, match="attn_block_bandwidth"):
+        LatencyParams(attn_block_bandwidth=-1.0)
+
+
+def measured_attention_at(params, hw, nbytes, blocks):
+    from sdsl.roofline.attention import measured_attention
+
+    return float(measured_attention(0.0, nbytes, blocks, params, hw.peak_flops, hw.mem_bandwidth)[1])

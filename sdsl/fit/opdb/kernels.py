@@ -205,24 +205,26 @@ def mla_rows(gpu: str | None = None, engine: str = "sglang", kv_dtype: str | Non
 
 @dataclass(frozen=True)
 class AttentionFit:
-    """Decode attention on one GPU: t0 + t_seq·b·h_kv + smax_p(FLOPs/(η_c·peak), KV bytes/(η_a·bw)) (module docstring);
-    η_c is the GEMM fit's, the rest fitted here."""
+    """Decode attention on one GPU: t0 + t_seq·b·h_kv + smax_p(FLOPs/(η_c·peak), KV bytes/(η_a·bw) + KV bytes/(b·h_kv·
+    B_blk)) (:mod:`sdsl.roofline.attention`); η_c is the GEMM fit's, the rest fitted here."""
 
     t0: float
     t_seq: float
     eta_kv: float
     smoothness: float
+    block_bandwidth: float
     eta_compute: float
 
     def to_dict(self) -> dict:
         return {"t0": self.t0, "t_seq": self.t_seq, "eta_kv": self.eta_kv, "smoothness": self.smoothness,
-                "eta_compute": self.eta_compute}
+                "block_bandwidth": self.block_bandwidth, "eta_compute": self.eta_compute}
 
     def terms(self) -> dict:
         """The fit as :class:`LatencyParams`' attention fields (:data:`~sdsl.roofline.latency_params.ATTENTION_FIELDS`)."""
         from sdsl.roofline.latency_params import ATTENTION_FIELDS
 
-        return {k: float(v) for k, v in zip(ATTENTION_FIELDS, (self.t0, self.t_seq, self.eta_kv, self.smoothness))}
+        return {k: float(v) for k, v in zip(ATTENTION_FIELDS, (self.t0, self.t_seq, self.eta_kv, self.smoothness,
+                                                                self.block_bandwidth))}
 
     @classmethod
     def of(cls, terms, eta_compute: float | None = None) -> "AttentionFit":
@@ -230,7 +232,7 @@ class AttentionFit:
         (``eta_compute`` then given: a mapping carries none)."""
         from sdsl.roofline.latency_params import ATTENTION_FIELDS
 
-        get = terms.__getitem__ if isinstance(terms, dict) else lambda k: getattr(terms, k)
+        get = (lambda k: terms.get(k, 0.0)) if isinstance(terms, dict) else lambda k: getattr(terms, k)
         return cls(*(get(k) for k in ATTENTION_FIELDS), terms.eta_compute if eta_compute is None else eta_compute)
 
 
@@ -258,7 +260,7 @@ def predict_attention(rows: "pd.DataFrame", hardware, fit: AttentionFit) -> np.n
     blocks, flops, nbytes = _attention_arrays(rows)
     return attention_time(flops, nbytes, blocks, t0=fit.t0, t_block=fit.t_seq, eta_kv=fit.eta_kv,
                           smoothness=fit.smoothness, eta_compute=fit.eta_compute, peak=hardware.peak_flops,
-                          bandwidth=hardware.mem_bandwidth)[2]
+                          bandwidth=hardware.mem_bandwidth, block_bandwidth=fit.block_bandwidth)[2]
 
 
 def predict_attention_step(rows: "pd.DataFrame", hardware, params: LatencyParams) -> np.ndarray:
@@ -290,9 +292,10 @@ def predict_attention_step(rows: "pd.DataFrame", hardware, params: LatencyParams
 def fit_attention(rows: "pd.DataFrame", hardware, eta_compute: float = 0.7) -> AttentionFit:
     """Fit :class:`AttentionFit` on decode-attention (or MLA) rows of one GPU and KV dtype."""
     y = np.log(rows["time_s"].to_numpy(dtype=float))
-    names = ("t0", "t_seq", "eta_kv", "smoothness")
-    bounds = {"t0": (0.0, 1e-4, 1e-6), "t_seq": (0.0, 1e-5, 1e-8), "eta_kv": (1e-3, 1.0, 0.1), "smoothness": (1.0, 64.0, 1.0)}
-    start = {"t0": 1e-5, "t_seq": 3e-8, "eta_kv": 0.7, "smoothness": 2.0}
+    names = ("t0", "t_seq", "eta_kv", "smoothness", "block_bandwidth")
+    bounds = {"t0": (0.0, 1e-4, 1e-6), "t_seq": (0.0, 1e-5, 1e-8), "eta_kv": (1e-3, 1.0, 0.1), "smoothness": (1.0, 64.0, 1.0),
+              "block_bandwidth": (1e9, 1e14, 1e11)}
+    start = {"t0": 1e-5, "t_seq": 3e-8, "eta_kv": 0.7, "smoothness": 2.0, "block_bandwidth": 1e12}
     saved = dict(_GEMM_BOUNDS)
     _GEMM_BOUNDS.update(bounds)
     try:
