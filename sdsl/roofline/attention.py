@@ -6,19 +6,19 @@ aiconfigurator-core tables time them on H100, H200, B200 and the other GPUs they
 
     t_attn = t0 + t_block · b · h_kv + smax_p( FLOPs/(η_c·peak), bytes/(η_kv·bandwidth) + bytes/(b·h_kv·B_blk) )
 
-matches vLLM's to a median 6.4% / 6.3% / 5.3% on H100 / H200 / B200 with one model shape held out (VALIDATION.md,
+matches vLLM's to a median 5.9% / 5.8% / 5.1% on H100 / H200 / B200 with one model shape held out (VALIDATION.md,
 "Measured kernels"; ``sdsl validate kernels --op attention --engine sglang`` or ``trtllm`` for the other engines'). Its
 terms:
 
-- t0, a fixed cost per call (8.7–11.4 µs): the collector times the whole attention forward under CUDA-graph replay,
+- t0, a fixed cost per call (8.6–11.3 µs): the collector times the whole attention forward under CUDA-graph replay,
   the KV-cache write, the attention kernel and the split-KV combine;
-- t_block, a cost per (sequence, KV head) block of work (7.0–22.3 ns);
-- η_kv, the fraction of the memory bandwidth the KV read reaches (0.67–0.93);
-- B_blk, the bandwidth one (sequence, KV head) block's read reaches: a decode kernel splits one block's KV over a
-  bounded number of thread blocks (split-KV), so few blocks cannot draw the whole bandwidth. The read runs at the
-  harmonic combination 1/(1/(η_kv·bandwidth) + 1/(b·h_kv·B_blk)). On the tables one block reaches about a third of
-  an H200's bandwidth at 16k-128k tokens and eight reach 0.8 of it; without B_blk the form prices one block's
-  long-context read 39% too fast (VALIDATION.md, "Measured kernels"). 0 = no such limit;
+- t_block, a cost per (sequence, KV head) block of work (7.4–23.1 ns);
+- η_kv, the fraction of the memory bandwidth the KV read reaches (0.72–0.99);
+- B_blk, the bandwidth one (sequence, KV head) block's read reaches (2.2–4.1 TB/s over a bf16 cache): a decode
+  kernel splits one block's KV over a bounded number of thread blocks (split-KV), so few blocks cannot draw the whole
+  bandwidth, and the read runs at 1/(1/(η_kv·bandwidth) + 1/(b·h_kv·B_blk)). On the tables one block reaches about a
+  third of an H200's bandwidth at 16k-128k tokens and eight reach 0.8 of it; without B_blk the form prices one
+  block's read at 32k tokens or more 39% too fast (VALIDATION.md, "Measured kernels"). 0 = no such limit;
 - p, the smoothness of the maximum.
 
 The roofline form priced the tables' rows a median 65–74% too fast: it misses t0 and t_block.
