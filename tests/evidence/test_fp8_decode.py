@@ -85,10 +85,10 @@ def test_the_rows_are_read_by_no_fit():
 
 
 @pytest.mark.parametrize("name, n, median, worst, signed", [
-    ("fp8_rows", 7, 0.060, -0.168, -0.060),
-    ("fp8_tpot_rows", 4, 0.046, -0.143, -0.046),
-    ("ratios", 5, 0.084, -0.168, -0.060),
-    ("fp8_rows_all_fp8", 7, 0.158, 0.203, 0.158),
+    ("fp8_rows", 7, 0.063, -0.166, -0.063),
+    ("fp8_tpot_rows", 4, 0.047, -0.146, -0.047),
+    ("ratios", 5, 0.083, -0.166, -0.060),
+    ("fp8_rows_all_fp8", 7, 0.157, 0.202, 0.157),
 ])
 def test_summaries(result, name, n, median, worst, signed):
     s = result["summary"][name]
@@ -112,5 +112,5 @@ def test_rows_and_ratios_the_subsection_states(result):
 def test_goal(result):
     g = result["goal"]
     assert g["limit"] == 0.10 and not g["rows_met"] and not g["ratios_met"]
-    assert g["worst_row_abs"] == pytest.approx(0.168, abs=1e-3)
+    assert g["worst_row_abs"] == pytest.approx(0.166, abs=1e-3)
     assert "every fp8/bf16 ratio within 10%): missed**" in _subsection()
