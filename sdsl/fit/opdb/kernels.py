@@ -9,11 +9,10 @@ Each fit but attention's uses sdsl's own pricing formula, so what is fitted here
   the fraction of its tensor-core peak, and a fixed extra time per GEMM (the activation's quantisation);
 - **decode attention** (:func:`fit_attention`; a step prices GQA/MQA attention on the same form where its engine runs
   the tables' kernels, :mod:`sdsl.roofline.attention`, and MLA on the roofline, :func:`predict_attention_step`):
-  t0 + t_seq·b·h_kv + smax_p(FLOPs/(η_c·peak), KV bytes/(η_a·bw)) —
-  a fixed kernel cost, a cost per (sequence, KV head), the unit of work FlashDecoding's grid gives one thread
-  block (its page-table walk and split-KV reduction; per sequence alone fits worse: H200 p95 38% against 24%), and
-  the KV read at a fitted fraction of the bandwidth (FlashDecoding, Dao et al. 2023: decode attention streams
-  the KV cache); GQA/MQA by their KV heads, MLA by its 576-wide latent (DeepSeek-V2, arXiv 2405.04434 §2.1);
+  t0 + t_seq·b·h_kv + smax_p(FLOPs/(η_c·peak), KV bytes/(η_a·bw) + KV bytes/(b·h_kv·B_blk)) — a fixed kernel cost, a
+  cost per (sequence, KV head), the unit of work FlashDecoding's grid gives thread blocks (per sequence alone fits
+  worse: H200 p95 38% against 24%), and the KV read (FlashDecoding, Dao et al. 2023) at a fitted fraction of the
+  bandwidth and at most B_blk per block; GQA/MQA by KV heads, MLA by its 576-wide latent (arXiv 2405.04434 §2.1);
 - **all-reduce** (:func:`fit_allreduce`): the engine's custom one-shot kernel, a + (t−1)·M/(η·B) (every GPU
   reads the other t−1 GPUs' messages over NVLink), and NCCL's ring, a + 2(t−1)/t·M/(η·B) (Patarasuk & Yuan,
   JPDC 2009), each fitted on its own rows (graph replay and eager launch apart).
@@ -66,6 +65,9 @@ _GEMM_BOUNDS = {"eta_compute": (1e-3, 1.0, 0.1), "eta_memory": (1e-3, 1.0, 0.1),
                 "compute": (1e-3, 1.0, 0.1), "memory": (1e-3, 1.0, 0.1), "t_extra": (0.0, 1e-4, 1e-6)}
 _START = {"eta_compute": 0.7, "eta_memory": 0.8, "t_kernel": 2e-6, "smoothness": 2.0, "t_kernel_size": 3e-6,
           "kernel_size_bytes": 5e6, "tail_waves": 0.1, "compute": 0.8, "memory": 0.8, "t_extra": 1e-6}
+_GEMM_BOUNDS.update({"t0": (0.0, 1e-4, 1e-6), "t_seq": (0.0, 1e-5, 1e-8), "eta_kv": (1e-3, 1.0, 0.1),
+                     "block_bandwidth": (1e9, 1e14, 1e11)})  # the attention form's (fit_attention)
+_ATTENTION_START = {"t0": 1e-5, "t_seq": 3e-8, "eta_kv": 0.7, "block_bandwidth": 1e12}
 _F_SCALE = 0.05
 
 
@@ -289,27 +291,16 @@ def predict_attention_step(rows: "pd.DataFrame", hardware, params: LatencyParams
     return roof_c + roof_m + launch
 
 
-#: The smooth maximum's power in the attention form, fixed: decode attention's KV read outlasts its FLOPs on nearly
-#: every table row, so the tables leave p unset (on the H200 held-out medians agree within 0.2 points for p 2-16) and
-#: a fitted p stopped wherever BLAS rounding stopped it; MLA, nearer the compute bound, fits best at 2.
+#: The attention form's smooth-maximum power, fixed: the KV read outlasts the FLOPs on nearly every row, so the tables
+#: leave p unset (H200 held-out medians within 0.2 points for p 2-16; a fitted p stopped where BLAS rounding did).
 ATTENTION_SMOOTHNESS = 2.0
 
 
 def fit_attention(rows: "pd.DataFrame", hardware, eta_compute: float = 0.7) -> AttentionFit:
     """Fit :class:`AttentionFit` on decode-attention (or MLA) rows of one GPU and KV dtype (p fixed)."""
     y = np.log(rows["time_s"].to_numpy(dtype=float))
-    names = ("t0", "t_seq", "eta_kv", "block_bandwidth")
-    bounds = {"t0": (0.0, 1e-4, 1e-6), "t_seq": (0.0, 1e-5, 1e-8), "eta_kv": (1e-3, 1.0, 0.1),
-              "block_bandwidth": (1e9, 1e14, 1e11)}
-    start = {"t0": 1e-5, "t_seq": 3e-8, "eta_kv": 0.7, "block_bandwidth": 1e12}
-    saved = dict(_GEMM_BOUNDS)
-    _GEMM_BOUNDS.update(bounds)
-    try:
-        x = _least_squares(lambda x: np.log(predict_attention(rows, hardware, AttentionFit(
-            **x, smoothness=ATTENTION_SMOOTHNESS, eta_compute=eta_compute))) - y, names, start)
-    finally:
-        _GEMM_BOUNDS.clear()
-        _GEMM_BOUNDS.update(saved)
+    x = _least_squares(lambda x: np.log(predict_attention(rows, hardware, AttentionFit(
+        **x, smoothness=ATTENTION_SMOOTHNESS, eta_compute=eta_compute))) - y, tuple(_ATTENTION_START), _ATTENTION_START)
     return AttentionFit(**x, smoothness=ATTENTION_SMOOTHNESS, eta_compute=eta_compute)
 
 
