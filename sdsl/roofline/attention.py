@@ -19,7 +19,7 @@ terms:
   bandwidth, and the read runs at 1/(1/(η_kv·bandwidth) + 1/(b·h_kv·B_blk)). On the tables one block reaches about a
   third of an H200's bandwidth at 16k-128k tokens and eight reach 0.8 of it; without B_blk the form prices one
   block's read at 32k tokens or more 39% too fast (VALIDATION.md, "Measured kernels"). 0 = no such limit;
-- p, the smoothness of the maximum.
+- p, the smoothness of the maximum (2 in the fits, :data:`sdsl.fit.opdb.kernels.ATTENTION_SMOOTHNESS`).
 
 The roofline form priced the tables' rows a median 65–74% too fast: it misses t0 and t_block.
 

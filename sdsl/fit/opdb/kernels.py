@@ -234,7 +234,8 @@ class AttentionFit:
         (``eta_compute`` then given: a mapping carries none)."""
         from sdsl.roofline.latency_params import ATTENTION_FIELDS
 
-        get = (lambda k: terms.get(k, 0.0)) if isinstance(terms, dict) else lambda k: getattr(terms, k)
+        get = ((lambda k: terms.get(k, 0.0) if k == "attn_block_bandwidth" else terms[k]) if isinstance(terms, dict)
+               else lambda k: getattr(terms, k))  # a section written before B_blk carries none: no per-block limit
         return cls(*(get(k) for k in ATTENTION_FIELDS), terms.eta_compute if eta_compute is None else eta_compute)
 
 
