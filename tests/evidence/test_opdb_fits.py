@@ -334,3 +334,16 @@ def test_what_the_tables_allow_a_monotone_form():
     lo, hi = min(allowed, key=allowed.get), max(allowed, key=allowed.get)
     assert (lo, hi) == (("h100_sxm", "allreduce", "sglang:graph"), ("h200_sxm", "mla", "fp8"))
     assert f"still {pct(allowed[lo])} (SGLang's CUDA-graph all-reduce on the H100) to {pct(allowed[hi])} (MLA" in text
+
+
+def test_what_one_table_row_times():
+    """VALIDATION.md "What one table row times": the GEMM launch floor fitted on the tables (one op per replayed CUDA
+    graph) against the one fitted on Vidur's kernel timings of the H100."""
+    from sdsl.roofline.latency_params import default_params
+
+    floors = [default_params(hw, "vllm-2026-03").t_kernel * 1e6 for hw in ("h100-sxm", "h200", "b200")]
+    assert floors == pytest.approx([2.32, 3.17, 2.98], abs=5e-3)
+    assert default_params("h100-sxm", "vllm-2025-07").t_kernel * 1e6 == pytest.approx(1.20, abs=5e-3)
+    text = " ".join((REPO_ROOT / "VALIDATION.md").read_text().split())
+    assert ("The GEMM launch floor fitted on the tables is 2.32 / 3.17 / 2.98 µs (H100 under vLLM 0.24, H200, B200), "
+            "against 1.20 µs fitted on Vidur's kernel timings of the H100") in text
