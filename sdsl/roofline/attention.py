@@ -16,9 +16,9 @@ terms:
 - η_kv, the fraction of the memory bandwidth the KV read reaches (0.72–0.99);
 - B_blk, the bandwidth one (sequence, KV head) block's read reaches (2.2–4.1 TB/s over a bf16 cache): a decode
   kernel splits one block's KV over a bounded number of thread blocks (split-KV), so few blocks cannot draw the whole
-  bandwidth, and the read runs at 1/(1/(η_kv·bandwidth) + 1/(b·h_kv·B_blk)). On the tables one block reaches about a
-  third of an H200's bandwidth at 16k-128k tokens and eight reach 0.8 of it; without B_blk the form prices one
-  block's read at 32k tokens or more 39% too fast (VALIDATION.md, "Measured kernels"). 0 = no such limit;
+  bandwidth, and the read runs at 1/(1/(η_kv·bandwidth) + 1/(b·h_kv·B_blk)). On the H200's tables one block at 32k
+  tokens or more reads at 0.31 of the bandwidth and eight at 0.82; without B_blk the shipped terms price one block
+  there 40.9% too fast (VALIDATION.md, "Measured kernels"). 0 = no such limit;
 - p, the smoothness of the maximum (2 in the fits, :data:`sdsl.fit.opdb.kernels.ATTENTION_SMOOTHNESS`).
 
 The roofline form priced the tables' rows a median 65–74% too fast: it misses t0 and t_block.
@@ -51,9 +51,8 @@ def attention_time(flops, nbytes, blocks, *, t0, t_block, eta_kv, smoothness, et
     nbytes = np.asarray(nbytes, dtype=float)
     compute = np.asarray(flops, dtype=float) / (eta_compute * peak)
     memory = nbytes / (eta_kv * bandwidth)
-    if block_bandwidth:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            memory = memory + np.where(blocks > 0, nbytes / (np.maximum(blocks, 1e-300) * block_bandwidth), 0.0)
+    if block_bandwidth:  # no blocks read no bytes
+        memory = memory + np.where(blocks > 0, nbytes / (np.where(blocks > 0, blocks, 1.0) * block_bandwidth), 0.0)
     return compute, memory, t0 + t_block * blocks + smooth_max(compute, memory, smoothness)
 
 

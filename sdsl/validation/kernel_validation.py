@@ -44,8 +44,8 @@ GOAL_MEDIAN = 0.10
 GOAL_WORST = 0.25
 DEFAULT_GPUS = ("h100_sxm", "h200_sxm", "b200_sxm")
 OPS = ("gemm", "attention", "mla", "allreduce", "moe")
-#: One layer's KV read (bytes) below which decode attention is its fixed cost, and above which the KV read.
-SMALL_KV, LARGE_KV = 4 << 20, 64 << 20
+#: One layer's KV read (bytes) below which decode attention is its fixed cost, and above which the KV read;
+SMALL_KV, LARGE_KV, LONG_CONTEXT = 4 << 20, 64 << 20, 32768  # and the cached tokens of _long_blocks' rows
 
 
 def _summary(errors) -> dict:
@@ -204,10 +204,9 @@ def _moe(gpu: str) -> dict:
 
 
 def _shipped(gpu: str, engine: str) -> dict:
-    """What a user of ``engine``'s newest profile gets, ``default_params`` of the GPU and engine, priced on every GEMM row
-    of the tables per format (in-sample for a GPU or GEMM terms calibrated on them) and, as a step prices it, on every
-    decode-attention and MLA row with a bf16 KV cache; ``forms`` says which form priced each (GQA's measured form is
-    fitted on these rows: in sample; MLA's roofline on none of them)."""
+    """What a user of ``engine``'s newest profile gets (``default_params``), priced on every GEMM row of the tables per
+    format and, as a step prices it, on every bf16-KV decode-attention and MLA row (``long_blocks``: few blocks of a long
+    context); ``forms``: which form priced each (GQA's is fitted on these rows, in sample; MLA's roofline on none)."""
     from sdsl.fit.opdb.kernels import (GEMM_FORMATS, attention_rows, gemm_rows, hardware_of, mla_rows,
                                        predict_attention_step, predict_gemm)
     from sdsl.roofline.latency_params import calibration_provenance, default_params
@@ -229,7 +228,23 @@ def _shipped(gpu: str, engine: str) -> dict:
             kv = att["kv_bytes"].to_numpy()
             out[op] = {"all": _summary(err), f"kv <= {SMALL_KV >> 20} MiB": _summary(err[kv <= SMALL_KV]),
                        f"kv > {LARGE_KV >> 20} MiB": _summary(err[kv > LARGE_KV])}
+            if op == "attention" and params.attn_eta_kv:
+                out["long_blocks"] = _long_blocks(att, hw, params)
     return out
+
+
+def _long_blocks(att, hw, params) -> dict:
+    """1, 2, 4 or 8 (sequence, KV head) blocks at :data:`LONG_CONTEXT` tokens or more: the measured read's share of the
+    bandwidth (KV bytes over the time less t0) and the step's attention error with and without B_blk, medians."""
+    from sdsl.fit.opdb.kernels import predict_attention_step
+
+    att = att[att["context"] >= LONG_CONTEXT]
+    blocks, time = (att["batch_size"] * att["num_key_value_heads"]).to_numpy(), att["time_s"].to_numpy()
+    cols = {"read_share": att["kv_bytes"].to_numpy() / (time - params.attn_t0) / hw.mem_bandwidth,
+            **{f"median_signed_{f}": predict_attention_step(att, hw, p) / time - 1.0
+               for f, p in (("with", params), ("without", params.replace(attn_block_bandwidth=0.0)))}}
+    return {n: {"rows": int((blocks == n).sum()), **{k: float(np.median(v[blocks == n])) for k, v in cols.items()}}
+            for n in (1, 2, 4, 8)}
 
 
 #: The dense layer the fp8 check composes from measured kernels: Qwen3-8B at TP 1 (every GEMM on the tables' grid):

@@ -347,3 +347,36 @@ def test_what_one_table_row_times():
     text = " ".join((REPO_ROOT / "VALIDATION.md").read_text().split())
     assert ("The GEMM launch floor fitted on the tables is 2.32 / 3.17 / 2.98 µs (H100 under vLLM 0.24, H200, B200), "
             "against 1.20 µs fitted on Vidur's kernel timings of the H100") in text
+
+
+def test_few_blocks_of_a_long_context_read_below_the_bandwidth():
+    """VALIDATION.md "Measured kernels", the per-block bandwidth: at 32k cached tokens or more 1, 2, 4, 8 (sequence, KV
+    head) blocks read a median share of the bandwidth that grows with the blocks, and the shipped terms price one and two
+    blocks far too fast without B_blk; the fitted B_blk ranges over H100 / H200 / B200 and every engine's tables."""
+    import json
+
+    from sdsl._paths import data_path
+    from sdsl.validation.kernel_validation import _shipped
+
+    want = {"h100_sxm": ((0.44, 0.72, 0.81, 0.86), (-0.059, -0.349), (0.081, -0.167)),
+            "h200_sxm": ((0.31, 0.58, 0.75, 0.82), (-0.073, -0.409), (0.070, -0.251)),
+            "b200_sxm": ((0.22, 0.51, 0.71, 0.78), (-0.188, -0.465), (0.063, -0.313))}
+    for gpu, (shares, one, two) in want.items():
+        got = _shipped(gpu, "vllm")["long_blocks"]
+        assert [round(got[n]["read_share"], 2) for n in (1, 2, 4, 8)] == list(shares), gpu
+        for n, (w, wo) in ((1, one), (2, two)):
+            assert (got[n]["median_signed_with"], got[n]["median_signed_without"]) == pytest.approx((w, wo), abs=5e-4)
+    files = [data_path("latency", f) for f in ("h200.json", "b200.json")] + [data_path("latency", "opdb", "h100-sxm.json")]
+    span = {}
+    for section in ("attention", "attention_fp8_kv"):
+        bw = [v["params"]["attn_block_bandwidth"] / 1e12 for f in files for v in json.loads(f.read_text())[section].values()]
+        span[section] = (round(min(bw), 1), round(max(bw), 1))
+    assert span == {"attention": (2.2, 3.8), "attention_fp8_kv": (1.2, 2.6)}
+    text = " ".join((REPO_ROOT / "VALIDATION.md").read_text().split())
+    for fragment in ("one block reads at a median 0.44 / 0.31 / 0.22 of the bandwidth (H100 / H200 / B200), two at 0.72 / "
+                     "0.58 / 0.51, four at 0.81 / 0.75 / 0.71, eight at 0.86 / 0.82 / 0.78",
+                     "a median 34.9% / 40.9% / 46.5% too fast and two blocks 16.7% / 25.1% / 31.3%; with it −5.9% / "
+                     "−7.3% / −18.8% and +8.1% / +7.0% / +6.3%",
+                     "Fitted B_blk 2.2–3.8 TB/s over a bf16 cache on H100 / H200 / B200 (each engine's tables), 1.2–2.6 "
+                     "TB/s over an fp8 one"):
+        assert fragment in text, fragment

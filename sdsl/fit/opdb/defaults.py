@@ -19,7 +19,7 @@ decode-attention form (:mod:`sdsl.roofline.attention`) fitted per engine on the 
 
 from __future__ import annotations
 
-from sdsl.roofline.latency_params import ATTENTION_FIELDS, LatencyParams
+from sdsl.roofline.latency_params import ATTENTION_FIELDS, LatencyParams, _packaged_params
 
 __all__ = ["ENGINE", "build_measured_params", "build_format_overlay", "FORMAT_FIELDS", "ELEMENTWISE_FIELDS",
            "TRANSFER_BEFORE_CATALOG", "SETTLED_REL", "prices_agree", "settle", "attention_terms", "attention_agrees",
@@ -115,7 +115,7 @@ def settle(gpu: str, new: dict, old: dict | None) -> dict:
         return new
     rest = _settle_rest(gpu, {k: v for k, v in new.items() if k not in ATTENTION_SECTIONS},
                         {k: v for k, v in old.items() if k not in ATTENTION_SECTIONS})
-    base = LatencyParams.from_dict(rest["params"]) if "format" in rest else _vidur_params(rest["hardware"])
+    base = LatencyParams.from_dict(rest["params"]) if "format" in rest else _packaged_params(rest["hardware"])
     sections = {}
     for name, kv in ATTENTION_SECTIONS.items():
         terms, shipped = new.get(name), old.get(name)
@@ -131,12 +131,6 @@ def settle(gpu: str, new: dict, old: dict | None) -> dict:
     return out
 
 
-def _vidur_params(name: str) -> LatencyParams:
-    from sdsl.roofline.latency_params import _packaged_params
-
-    return _packaged_params(name)
-
-
 def _settle_rest(gpu: str, new: dict, old: dict) -> dict:
     """:func:`settle` without the attention sections."""
     out = dict(new)
@@ -146,7 +140,7 @@ def _settle_rest(gpu: str, new: dict, old: dict) -> dict:
     if _text(old) != _text(out):
         return out
     if "engine_gemm" in out:  # an overlay: each priced form laid over the GPU's Vidur calibration
-        base = _vidur_params(out["hardware"])
+        base = _packaged_params(out["hardware"])
         forms = [(old["params"], out["params"]), ({**old["params"], **old["engine_gemm"]["params"]},
                                                   {**out["params"], **out["engine_gemm"]["params"]})]
         same = all(prices_agree(gpu, base.replace(**o), base.replace(**n), nccl=False) for o, n in forms)
@@ -192,9 +186,9 @@ def build_format_overlay(gpu: str) -> dict:
     bf16 = gemm_rows(gpu, ENGINE, "bfloat16")
     fit = fit_gemm(bf16, hw, "bf16")
     terms, notes = _format_terms(gpu, fit, hw)
+    eta_c = _packaged_params(hw.name.lower()).eta_compute  # the Vidur calibration the overlay rides on
     return {"hardware": hw.name.lower(), "params": terms,
-            "attention": attention_terms(gpu, _vidur_params(hw.name.lower()).eta_compute),
-            "attention_fp8_kv": attention_terms(gpu, _vidur_params(hw.name.lower()).eta_compute, "fp8"),
+            "attention": attention_terms(gpu, eta_c), "attention_fp8_kv": attention_terms(gpu, eta_c, "fp8"),
             "source": (f"low-precision GEMM terms fitted on aiconfigurator-core {OPDB_VERSION}'s measured "
                        f"{hw.name} " + "; ".join(notes) + f" against its bf16 GEMMs ({_versions(bf16)})"),
             "engine_gemm": {"params": {k: float(getattr(fit, k)) for k in GEMM_TERMS},
