@@ -9,7 +9,7 @@ import numpy as np
 from sdsl.errors import InvalidInputError
 
 __all__ = ["numbers", "numbers_1d", "whole", "count", "draft_length", "non_negative", "positive", "positive_int",
-           "index", "one_or_many", "broadcast_shapes"]
+           "index", "one_or_many", "broadcast_shapes", "month_days", "valid_date"]
 
 
 def _shown(value) -> str:
@@ -124,3 +124,18 @@ def broadcast_shapes(**arrays) -> tuple:
                     raise InvalidInputError(f"{x} (shape {shapes[x]}) and {y} (shape {shapes[y]}) do not broadcast "
                                             "together; give arrays of matching shapes.") from None
         raise  # unreachable: shapes that broadcast pairwise broadcast together
+
+
+def month_days(y: int, m: int) -> int:
+    """Days in month ``m`` of year ``y`` (Gregorian, as ``calendar.monthrange(y, m)[1]``, without importing calendar)."""
+    leap = y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)
+    return 29 if m == 2 and leap else (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)[m - 1]
+
+
+def valid_date(text: str) -> bool:
+    """True when ``text`` is a calendar date written YYYY-MM-DD."""
+    parts = str(text).split("-")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        return False
+    y, m, d = (int(p) for p in parts)
+    return 1 <= m <= 12 and 1 <= d <= month_days(y, m)

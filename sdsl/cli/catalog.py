@@ -121,11 +121,12 @@ def engines(as_json):
                      "graphs": graphs, "H100 GEMMs": "vLLM 0.24" if runs_table_gemms(p) else "Vidur 2024",
                      "attention": f"{table_engine(p)} tables" if table_engine(p) else "roofline",
                      "overlap": ("P" if p.overlap_plain else "-") + ("S" if p.overlap_spec else "-")
-                     + ("Z" if p.spec_host_runs_ahead else "")})
+                     + ("Z" if p.spec_host_runs_ahead else "") + ("G" if p.in_graph_kinds else "")})
     click.echo(format_table(rows, [(k, k, "") for k in rows[0]]))
     click.echo("\n* fitted on published rows (leave-one-source-out in the file); measured: in NVIDIA's operator tables "
                "(aiconfigurator-core 0.12.0; `sdsl validate kernels`); graphs: T target, D drafting passes, E draft extend; "
-               "overlap: P plain steps, S speculative steps (H), Z zero-sync (S and d too, for EAGLE, EAGLE-3 and MTP); "
+               "overlap: P plain steps, S speculative steps (H), Z zero-sync (S and d too, for EAGLE, EAGLE-3 and MTP), "
+               "G one-graph speculation (its proposers' steps pay a plain step's host time: TensorRT-LLM's MTP); "
                "H100 GEMMs: the bf16 GEMM fit an H100 step is priced on (vLLM 0.24.0's measured tables for vLLM builds "
                "from 2026, Vidur's 2024 timings otherwise; every other GPU has one source); attention: whose measured "
                "decode-attention kernels a GQA layer is priced on, on the GPUs the tables cover (MLA keeps the roofline). "

@@ -21,6 +21,9 @@ holds one engine build's terms, each zero in :data:`IDEAL` (the roofline alone, 
   runner V2: its GPU-side input preparation consumes the rejection sampler's results), so with ``overlap_spec`` S and
   d run ahead with H and the exposed host time is max(0, H + S + d·passes − GPU). Only for the proposers that runner
   runs (:data:`ZERO_SYNC_KINDS`: EAGLE, EAGLE-3, MTP); the others fall back to the runner before it.
+- ``in_graph_kinds``: proposer kinds whose whole speculative step (drafting, verification, acceptance) runs inside
+  the target's forward under one CUDA graph (TensorRT-LLM's one-model MTP): such a step pays a plain step's host
+  time (max(0, H − GPU) with ``overlap_plain``, else H) and no S or d.
 - ``graphs_target`` / ``graphs_draft`` / ``graphs_extend``: the target's forwards, the drafting passes and a
   head's draft-extend pass replay CUDA graphs. A forward that runs eagerly launches K kernels, each costing
   ``launch_s`` of host time, added to its GPU time: GPU + K·launch_s. K is counted from the model's structure for
@@ -64,6 +67,7 @@ import numpy as np
 from sdsl.engine.allreduce import allreduce_latencies, custom_allreduce_time  # noqa: F401
 from sdsl.engine.launches import (ALLREDUCES_PER_LAYER, HEAD_EXTRA_KERNELS, KERNEL_STYLES,  # noqa: F401
                                       forward_kernels, proposer_kernels)
+from sdsl._checks import month_days, valid_date
 from sdsl.errors import ConfigError, InvalidInputError, UnknownNameError
 
 __all__ = ["EngineProfile", "IDEAL", "StepPieces", "KERNEL_STYLES", "forward_kernels", "proposer_kernels",
@@ -103,6 +107,7 @@ class EngineProfile:
     overlap_plain: bool = False  # plain steps overlap host time with the previous GPU step
     overlap_spec: bool = False  # speculative steps overlap host time with the previous GPU step
     zero_sync_spec: bool = False  # S and d wait for no GPU result: with overlap_spec hidden like H (ZERO_SYNC_KINDS)
+    in_graph_kinds: tuple = ()  # proposer kinds whose speculative step is one forward in one graph: no S or d
     graphs_target: bool = True  # the target's forwards replay CUDA graphs
     graphs_draft: bool = True  # the drafting passes replay CUDA graphs
     graphs_extend: bool = True  # a head's draft-extend pass replays CUDA graphs
@@ -142,6 +147,11 @@ class EngineProfile:
         if any(s < 1 for s in sizes) or list(sizes) != sorted(set(sizes)):
             raise InvalidInputError(f"Engine profile {self.name!r}: capture_sizes must be increasing positive integers.")
         set_(self, "capture_sizes", sizes)
+        kinds = tuple(str(k) for k in self.in_graph_kinds)
+        if any(k not in ZERO_SYNC_KINDS for k in kinds):
+            raise InvalidInputError(f"Engine profile {self.name!r}: in_graph_kinds are among {', '.join(ZERO_SYNC_KINDS)}; "
+                                    f"got {list(self.in_graph_kinds)!r}.")
+        set_(self, "in_graph_kinds", kinds)
         if self.allreduce not in ALLREDUCE_KINDS:
             raise InvalidInputError(f"Engine profile {self.name!r}: allreduce is one of {', '.join(ALLREDUCE_KINDS)}; "
                                     f"got {self.allreduce!r}.")
@@ -155,7 +165,7 @@ class EngineProfile:
             raise InvalidInputError(f"Engine profile {self.name!r}: allreduce_eta is a fraction of the link bandwidth in "
                                     f"[0, 1] (0: the GPU's calibrated one); got {self.allreduce_eta!r}.")
         set_(self, "allreduce_eta", float(self.allreduce_eta))
-        if self.date and not _valid_date(self.date):
+        if self.date and not valid_date(self.date):
             raise InvalidInputError(f"Engine profile {self.name!r}: date must be YYYY-MM-DD; got {self.date!r}.")
 
     @property
@@ -177,6 +187,7 @@ class EngineProfile:
         """JSON-ready: every term, and the sources of the values."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sources"}
         out["capture_sizes"] = list(self.capture_sizes)
+        out["in_graph_kinds"] = list(self.in_graph_kinds)
         out["allreduce_oneshot_bytes"] = list(self.allreduce_oneshot_bytes)
         out["sources"] = dict(self.sources)
         return out
@@ -186,7 +197,7 @@ class EngineProfile:
         return {"name": self.name, "engine": self.engine, "date": self.date, "build": self.build,
                 **{t: getattr(self, t) for t in _TIME_TERMS}, **{f: getattr(self, f) for f in _FLAGS},
                 "kernels": self.kernels, "capture_sizes": list(self.capture_sizes), "capture_unit": self.capture_unit,
-                "allreduce": self.allreduce, "allreduce_oneshot_bytes": list(self.allreduce_oneshot_bytes),
+                "in_graph_kinds": list(self.in_graph_kinds), "allreduce": self.allreduce, "allreduce_oneshot_bytes": list(self.allreduce_oneshot_bytes),
                 "allreduce_max_bytes": self.allreduce_max_bytes, "allreduce_eta": self.allreduce_eta}
 
     @classmethod
@@ -208,7 +219,7 @@ class EngineProfile:
                 sources[key] = {k: x for k, x in v.items() if k != "value"}
                 v = v["value"]
             values[key] = v
-        for key in ("capture_sizes", "allreduce_oneshot_bytes"):
+        for key in ("capture_sizes", "allreduce_oneshot_bytes", "in_graph_kinds"):
             if key in values:
                 values[key] = tuple(values[key])
         try:
@@ -218,20 +229,6 @@ class EngineProfile:
 
 
 IDEAL = EngineProfile()
-
-
-def _month_days(y: int, m: int) -> int:
-    """Days in month ``m`` of year ``y`` (Gregorian, as ``calendar.monthrange(y, m)[1]``, without importing calendar)."""
-    leap = y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)
-    return 29 if m == 2 and leap else (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)[m - 1]
-
-
-def _valid_date(text: str) -> bool:
-    parts = str(text).split("-")
-    if len(parts) != 3 or not all(p.isdigit() for p in parts):
-        return False
-    y, m, d = (int(p) for p in parts)
-    return 1 <= m <= 12 and 1 <= d <= _month_days(y, m)
 
 
 # -- the catalog -------------------------------------------------------------------------------------------------
@@ -259,7 +256,7 @@ def _month_end(text: str) -> str:
             raise ValueError
     except ValueError:
         raise InvalidInputError(f"An engine's month is YYYY-MM (e.g. vllm:2025-04); got {text!r}.") from None
-    return f"{y:04d}-{m:02d}-{_month_days(y, m):02d}"
+    return f"{y:04d}-{m:02d}-{month_days(y, m):02d}"
 
 
 def resolve_engine(spec=None, *, hardware=None) -> EngineProfile:
@@ -363,13 +360,14 @@ class StepPieces:
                 if k not in ("eager_step", "eager_plain")}
 
 
-def _eager_extra(rows, launch_s: float):
+def _eager_extra(rows, launch_s: float, one_graph=False, graphs_target: bool = True):
     """Σ forwards · kernels · launch_s over the forwards that run eagerly: the host time of launching their kernels,
     added to the forward's GPU time (module docstring: the graphs on/off pairs show it adding even to GPU-bound
-    forwards). A row is (forwards per step, kernels each, GPU seconds each, runs eagerly)."""
+    forwards). A row is (forwards per step, kernels each, GPU seconds each, runs eagerly). ``one_graph``: the step's
+    forwards are one graph, eager together only where the target's forward is."""
     extra = 0.0
     for n, k, _gpu, eager in rows:
-        extra = extra + np.where(eager, n * k * launch_s, 0.0)
+        extra = extra + np.where(np.where(one_graph, not graphs_target, eager), n * k * launch_s, 0.0)
     return extra
 
 
@@ -377,21 +375,23 @@ def host_seconds(profile: EngineProfile, pieces: StepPieces, **terms):
     """(engine seconds added to the speculative step, to the plain step): eager launches beyond the GPU time, and
     the exposed host time (module docstring): H summed with the GPU time without overlap, max(0, H − GPU) with it;
     a speculative step's S and d per separate forward summed, or hidden with H (max(0, H + S + d·passes − GPU)) by
-    a zero-sync build that overlaps speculative steps. ``terms`` override the
-    profile's time terms (the calibration varies them); a changed ``allreduce_latency_s`` moves the GPU time by
-    the custom all-reduce latencies the step pays (``pieces.allreduce_step``), and that change is returned with
-    the engine seconds."""
+    a zero-sync build that overlaps speculative steps; an ``in_graph_kinds`` proposer's step as a plain step (its
+    forwards one graph). ``terms`` override the profile's time terms (the calibration varies them); a changed
+    ``allreduce_latency_s`` moves the GPU time by the custom all-reduce latencies the step pays
+    (``pieces.allreduce_step``), and that change is returned with the engine seconds."""
     t = {name: terms.get(name, getattr(profile, name)) for name in _TIME_TERMS}
     shift = t["allreduce_latency_s"] - profile.allreduce_latency_s
-    eager_step = _eager_extra(pieces.eager_step, t["launch_s"]) + shift * np.asarray(pieces.allreduce_step, dtype=float)
+    spec, kind = np.asarray(pieces.speculative, dtype=bool), np.asarray(pieces.kind)
+    in_graph = spec & np.isin(kind, profile.in_graph_kinds)  # one forward, one graph: a plain step's host time
+    eager_step = _eager_extra(pieces.eager_step, t["launch_s"], in_graph, profile.graphs_target) \
+        + shift * np.asarray(pieces.allreduce_step, dtype=float)
     eager_plain = _eager_extra(pieces.eager_plain, t["launch_s"]) + shift * np.asarray(pieces.allreduce_plain, dtype=float)
-    spec = np.asarray(pieces.speculative, dtype=bool)
-    critical = np.where(spec, t["spec_step_s"] + t["draft_pass_s"] * pieces.passes, 0.0)
+    critical = np.where(spec & ~in_graph, t["spec_step_s"] + t["draft_pass_s"] * pieces.passes, 0.0)
     gpu_step = pieces.gpu_step_s + eager_step
     gpu_plain = pieces.gpu_plain_s + eager_plain
-    overlap_step = np.where(spec, profile.overlap_spec, profile.overlap_plain)
+    overlap_step = np.where(spec & ~in_graph, profile.overlap_spec, profile.overlap_plain)
     host = t["host_step_s"]
-    hidden = spec & profile.spec_host_runs_ahead & np.isin(np.asarray(pieces.kind), ZERO_SYNC_KINDS)
+    hidden = spec & profile.spec_host_runs_ahead & np.isin(kind, ZERO_SYNC_KINDS)
     exposed_step = np.where(hidden, np.maximum(0.0, host + critical - gpu_step),
                             np.where(overlap_step, np.maximum(0.0, host - gpu_step), host) + critical)
     exposed_plain = np.maximum(0.0, host - gpu_plain) if profile.overlap_plain else host + 0.0 * gpu_plain

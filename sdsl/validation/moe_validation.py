@@ -12,213 +12,129 @@ Every row is priced on a deployment built by ``deployment_for(row)`` (default :f
 with the profile of the engine and build each row ran on (:func:`row_engine`), with ``engine=None`` on the roofline
 alone; ``deployment_options`` go to :class:`~sdsl.roofline.deployment.Deployment`. Nothing is fitted to these rows.
 
-Assumptions, the same for every row they touch (each row lists the ones it uses):
-
-- context: a row stating ``ISL n, OSL m`` runs at the mean KV context n + m/2; MT-bench and GSM8K prompts are
-  priced at the development set's chat context (512 tokens, :data:`sdsl.validation.published_rows.CHAT_CONTEXT`;
-  not measured).
-- a mean TPOT (ms) measured at concurrency b is compared as b · 1000 / TPOT tokens/s (``tpot_as_rate``): every
-  request in flight decodes one token per step.
-- "H100" without a form factor is the SXM part (as in the development set).
-- SpecBundle's dashboard data (SGLang on H200) states no TP: priced on the fewest GPUs, a power of two, whose
-  memory holds the bf16 weights with at least :data:`KV_HEADROOM` of it left (``assumed_tp``); the sensitivity
-  to the next TP up is reported beside (:func:`tp_sensitivity`).
-- SpecForge's harness (``benchmarks/bench_eagle3.py``: "mtbench:20 means only run 20 samples in the dataset";
-  ``run_batch(..., num_threads=batch_size)``) runs at most as many requests at once as it has prompts, so a
-  row's batch is capped at the prompts its dataset field names (``batch_capped``).
-- tokens/s "incl. prefill" is compared with decode tokens/s (as in the development set).
-- expert parallelism: ``ep`` 1 where the row says 1, none, or "default off".
+How a row is read (its TP, EP, batch, context and the assumptions each row lists): :mod:`sdsl.validation.moe_rows`.
+What prices a row's routed experts: the fused-MoE layer measured on a GPU's operator tables where it has them
+(:func:`sdsl.roofline.step_ops.fused_moe_time`), else grouped GEMMs at the dense efficiencies; :func:`roofline_experts`
+prices a deployment the second way for a before/after comparison, and :func:`mtp_concurrency_sweep` prices the published
+MTP concurrency sweep with either form.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace, field
+from dataclasses import replace
 
 import numpy as np
 
 from sdsl.roofline.deployment import Deployment
 from sdsl.errors import InvalidInputError
-from sdsl.validation.moe_experts import (MTP_SWEEP, ROOFLINE_EXPERTS, moe_kernel_of, mtp_concurrency_sweep,  # noqa: F401
-                                         roofline_experts, verify_growth, with_experts)
-from sdsl.validation.published_rows import (CHAT_CONTEXT, RowSpec, Unpriceable, _hardware, _shape, load_rows,
-                                            row_context, summarize)
+from sdsl.validation.moe_rows import (KV_HEADROOM, MOE_MODELS, MOE_SET, MoERow, interpret_moe_decode,  # noqa: F401
+                                     interpret_moe_speculative, moe_rows, notes_fields)
+from sdsl.validation.published_rows import CHAT_CONTEXT, summarize
 
 __all__ = ["MoERow", "notes_fields", "interpret_moe_decode", "interpret_moe_speculative", "moe_rows",
            "row_engine", "row_deployment", "price_moe_row", "source_label", "validate_moe", "verify_growth", "tp_sensitivity", "GOALS", "KV_HEADROOM",
-           "moe_kernel_of", "roofline_experts", "mtp_concurrency_sweep", "MTP_SWEEP"]
+           "moe_kernel_of", "roofline_experts", "with_experts", "ROOFLINE_EXPERTS", "mtp_concurrency_sweep", "MTP_SWEEP"]
 
-MOE_SET = ("moe",)
-#: Published name -> catalog model (the catalog names the MoE rows already use, and the dense comparisons).
-MOE_MODELS = {"qwen3-30b-a3b": "qwen3-30b-a3b", "qwen3-235b-a22b": "qwen3-235b-a22b", "llama-4-scout": "llama-4-scout",
-              "llama-3.3-70b-instruct": "llama-3.3-70b", "qwen/qwen3-8b": "qwen3-8b", "deepseek-v3": "deepseek-v3",
-              "deepseek-r1": "deepseek-r1", "deepseek-r1-0528": "deepseek-r1", "gpt-oss-20b": "gpt-oss-20b",
-              "gpt-oss-120b": "gpt-oss-120b", "glm-4.5-air": "glm-4.5-air"}
-#: Share of each GPU's memory left for the KV cache and activations when a row's TP is not stated.
-KV_HEADROOM = 0.10
 #: The goals (median |error| of plain tokens/s and of the speculative/plain ratio; share of win/loss right).
 GOALS = {"plain_median_abs_error_max": 0.15, "ratio_median_abs_error_max": 0.10, "outcome_share_right_min": 0.90,
          "rows_min": 10, "models_min": 2}
 
 
-@dataclass
-class MoERow(RowSpec):
-    """A priceable MoE row: the :class:`RowSpec` fields, the expert-parallel degree, the row's class
-    (moe | dense-comparison), and on speculative rows the source's plain value and outcome."""
-
-    ep: int = 1
-    row_class: str = "moe"
-    dataset: str = ""
-    plain_measured: float | None = None
-    outcome: str | None = None
-    ratio_measured: float | None = None
-    notes: dict = field(default_factory=dict)
+ROOFLINE_EXPERTS = " (roofline experts)"
 
 
-_QUOTE = re.compile(r"quote=«.*?»", re.S)
+def moe_kernel_of(deployment: Deployment, target) -> str:
+    """What prices the target's routed experts on ``deployment``: the measured fused-MoE kernel
+    (:func:`sdsl.roofline.step_ops.expert_provenance`) or the roofline's grouped GEMMs (transferred)."""
+    from sdsl.roofline.step_ops import expert_provenance
+
+    if not getattr(target, "is_moe", False):
+        return "dense"
+    if deployment.hardware.name.endswith(ROOFLINE_EXPERTS):
+        return "roofline: the grouped GEMMs at the dense efficiencies (measured fused-MoE tables set aside)"
+    return expert_provenance(target, deployment)
 
 
-def notes_fields(notes: str) -> dict:
-    """The ``key=value`` fields of an MoE row's notes (``quote=«…»`` and the free text after it dropped)."""
-    head = _QUOTE.split(notes, maxsplit=1)[0]
-    out = {}
-    for part in head.split("; "):
-        key, sep, value = part.partition("=")
-        if sep and re.fullmatch(r"[a-z_]+", key.strip()):
-            out[key.strip()] = value.strip().rstrip(";")
+def roofline_experts(deployment: Deployment) -> Deployment:
+    """``deployment`` with its MoE experts priced as before the measured fused-MoE tables: the roofline's grouped
+    GEMMs at the dense efficiencies (the same hardware numbers and latency parameters under a name no table
+    measures), for before/after comparisons."""
+    from dataclasses import replace
+
+    hw = replace(deployment.hardware, name=f"{deployment.hardware.name}{ROOFLINE_EXPERTS}")
+    return deployment.replace(hardware=hw, params=deployment.params)
+
+
+def with_experts(build, experts: str):
+    """``build`` (row -> Deployment) with the routed experts priced as ``experts`` says: "measured" (the fused-MoE
+    layer where the GPU has tables) as it is, "roofline" through :func:`roofline_experts`."""
+    if experts not in ("measured", "roofline"):
+        raise InvalidInputError(f"experts is 'measured' or 'roofline'; got {experts!r}.")
+    return build if experts == "measured" else (lambda row: roofline_experts(build(row)))
+
+
+def verify_growth(rows: list[dict], *, min_rows: int = 4, min_spread_s: float = 4e-3) -> list[dict]:
+    """Does the step time grow with the verified tokens (and draft depth) as priced? Within one source, model, GPU,
+    TP, batch and dataset, the measured step time of each speculative row (b·τ / tokens/s) against the priced one,
+    fitted by least squares as measured = a + β·priced: β is the share of the priced growth that was measured (the
+    distinct experts a larger tree reads, its extra drafting passes) and a the constant per step the model does not
+    price (engine host time, fixed costs). A constant per step cancels in β, so β tests the mixture-of-experts
+    pricing apart from the engine. Groups with at least ``min_rows`` rows whose priced step times spread over at
+    least ``min_spread_s`` are ``informative`` (a narrow spread makes β mostly noise)."""
+    groups: dict = {}
+    for r in rows:
+        if r["proposer"] is not None:
+            groups.setdefault((r["source"], r["target"], r["hardware"], r["tp"], r["batch"], r["dataset"]), []).append(r)
+    out = []
+    for (source, target, hardware, tp, batch, dataset), members in groups.items():
+        if len(members) < 2:
+            continue
+        measured = np.array([r["batch"] * r["accepted_length"] / r["measured"] for r in members])
+        priced = np.array([r["t_step_s"] for r in members])
+        design = np.stack([np.ones_like(priced), priced], axis=1)
+        (a, beta), *_ = np.linalg.lstsq(design, measured, rcond=None)
+        spread = float(priced.max() - priced.min())
+        out.append({"source": source, "target": target, "hardware": hardware, "tp": tp, "batch": batch,
+                    "dataset": dataset, "rows": [r["row"] for r in members], "slope": float(beta),
+                    "intercept_s": float(a), "priced_spread_s": spread,
+                    "measured_s": measured.tolist(), "priced_s": priced.tolist(),
+                    "informative": len(members) >= min_rows and spread >= min_spread_s})
     return out
 
 
-def _model(name: str):
+#: The published MTP concurrency sweep: SGLang's DeepSeek-V3 docs (sgl-project/sglang@0a9fc02,
+#: docs/basic_usage/deepseek.md): «the decoding speed can be improved by **1.8x** for batch size 1 and **1.5x** for
+#: batch size 32 respectively on H200 TP8 setting» (speculative.csv rows of that source; settings, context and
+#: accepted length not stated, so these rows are not priced above). The sweep prices the page's usage example
+#: (--speculative-num-steps 1 --speculative-num-draft-tokens 2: one MTP token) at the accepted length the
+#: acceptance catalog holds for DeepSeek-V3's MTP module at depth 1 (the technical report's 85-90% second-token
+#: acceptance: tau 1.85-1.90, row deepseek-v3-report-mtp-k1), in DeepSeek-V3's native fp8 weights.
+MTP_SWEEP = {"target": "deepseek-v3", "hardware": "h200", "tp": 8, "gamma": 1, "tau": (1.85, 1.90),
+             "batches": (1, 2, 4, 8, 16, 32, 64, 128), "measured": {1: 1.8, 32: 1.5}, "context": CHAT_CONTEXT}
+
+
+def mtp_concurrency_sweep(engines=("ideal", "sglang-2025-10"), sweep: dict = MTP_SWEEP) -> list[dict]:
+    """The priced MTP speed-up of the published concurrency sweep (:data:`MTP_SWEEP`) by batch, with the measured
+    fused-MoE kernel and with the roofline's grouped GEMMs (:func:`roofline_experts`), per engine profile and
+    accepted length: where speculation stops paying follows the expert term and the engine's host time."""
     from sdsl.catalog.models import get_model
+    from sdsl.speculation.step import price_step
 
-    key = name.strip().lower()
-    if key not in MOE_MODELS:
-        raise Unpriceable(f"model {name!r} is not in sdsl's catalog")
-    return get_model(MOE_MODELS[key])
-
-
-def _gpu(gpu: str, assumptions: list) -> str:
-    g = gpu.strip().lower()
-    if g.startswith("not stated") or g.startswith("unstated"):
-        raise Unpriceable("the GPU is not stated")
-    if g.startswith("h100") and "sxm" not in g:
-        assumptions.append("assumed_sxm: H100 form factor not stated, priced as H100-SXM")
-    for blackwell in ("b200", "b300"):
-        if g.startswith(blackwell):
-            return blackwell
-    try:
-        return _hardware(gpu, assumptions)
-    except Unpriceable:
-        raise Unpriceable(f"GPU {gpu.split(' (')[0]!r} is not in sdsl's hardware catalog") from None
-
-
-def _ep(text: str, engine: str, assumptions: list) -> int:
-    t = text.strip().lower()
-    if t.startswith(("1", "none")) or "default off" in t:
-        return 1
-    if t == "not stated" and engine == "sglang":
-        assumptions.append("assumed_ep: EP not stated, SGLang's default (off) taken")
-        return 1
-    raise Unpriceable(f"expert parallelism {text!r} is not stated as a degree")
-
-
-def _fits_tp(model, hardware: str) -> int:
-    """The fewest GPUs (a power of two, at most 8) whose memory holds the weights with KV_HEADROOM left."""
-    from sdsl.catalog.hardware import get_hardware
-    from sdsl.roofline.latency import weight_bytes_per_gpu
-
-    from sdsl.plan.plan import deployment_for
-
-    capacity = get_hardware(hardware).mem_capacity
-    for tp in (1, 2, 4, 8):
-        if weight_bytes_per_gpu(model, deployment_for(model, Deployment(hardware, tp=tp))) <= (1.0 - KV_HEADROOM) * capacity:
-            return tp
-    raise Unpriceable(f"{model.name} does not fit on 8 {hardware} GPUs")
-
-
-def _prompts_cap(dataset: str) -> int | None:
-    m = re.fullmatch(r"[a-z0-9_]+:(\d+)", dataset.strip().lower())
-    return int(m.group(1)) if m else None
-
-
-def _common(row: dict, file: str, index: int, model_key: str) -> MoERow:
-    notes = notes_fields(row["notes"])
-    assumptions: list = []
-    target = _model(row[model_key])
-    hardware = _gpu(row["gpu"], assumptions)
-    if row["tp"].strip().isdigit():
-        tp = int(row["tp"])
-    elif row["tp"].strip().lower().startswith("not stated") and "count not stated" in row["gpu"].lower():
-        tp = _fits_tp(target, hardware)
-        assumptions.append(f"assumed_tp: TP not stated, priced at tp={tp} (fewest GPUs holding the weights)")
-    else:
-        raise Unpriceable(f"tp {row['tp']!r} is not a tensor-parallel degree")
-    ep = _ep(notes.get("ep", "not stated"), row.get("engine", ""), assumptions) if target.is_moe else 1
-    batch = int(row["batch"])
-    cap = _prompts_cap(notes.get("dataset", ""))
-    if cap is not None and batch > cap:
-        assumptions.append(f"batch_capped: batch {batch} runs at most the {cap} prompts of {notes['dataset']}")
-        batch = cap
-    metric, measured = row["metric"], float(row["value"])
-    if metric == "TPOT":  # every one of the b requests decodes a token per step of TPOT ms
-        assumptions.append("tpot_as_rate: a mean TPOT at concurrency b compared as b * 1000 / TPOT tokens/s")
-        measured = batch * 1000.0 / measured
-    elif metric not in ("decode_tok_per_s", "output_tok_per_s", "output_tok_per_s_incl_prefill"):
-        raise Unpriceable(f"metric {metric!r} is not tokens/s of one deployment")
-    return MoERow(file=file, index=index, source=row["source"], engine=row.get("engine", ""), target=target,
-                  hardware=hardware, tp=tp, batch=batch, context=row_context(row, CHAT_CONTEXT), metric=metric,
-                  measured=measured, assumptions=assumptions, ep=ep,
-                  row_class=notes.get("class", "moe"), dataset=notes.get("dataset", ""), notes=notes)
-
-
-def interpret_moe_decode(row: dict, index: int) -> MoERow:
-    """A plain-decode MoE row (or its dense comparison)."""
-    return _common(row, "decode", index, "model")
-
-
-def _plain_value(text: str) -> float:
-    m = re.match(r"\s*([0-9.]+)\s*tok/s", text)
-    if not m:
-        raise Unpriceable(f"the plain baseline {text!r} is not tokens/s")
-    return float(m.group(1))
-
-
-def interpret_moe_speculative(row: dict, index: int) -> MoERow:
-    """A speculative MoE row: EAGLE-3 or MTP, its chain or tree, the measured accepted length (oracle τ), and
-    the same source's plain tokens/s, outcome and ratio."""
-    draft = row["draft"].lower()
-    if draft.startswith("eagle-3"):
-        proposer = "eagle3"
-    elif draft.startswith("mtp"):
-        proposer = "mtp"
-    else:
-        raise Unpriceable(f"proposer {row['draft'].split(' (')[0]!r} has no sdsl proposer")
-    if not row["mean_accepted_len"].strip():
-        raise Unpriceable("no accepted length is stated, so tau is unknown")
-    spec = _common(row, "speculative", index, "target")
-    spec.proposer = proposer
-    spec.accepted_length = float(row["mean_accepted_len"])
-    _shape(row, proposer, spec)
-    notes = spec.notes
-    spec.plain_measured = _plain_value(notes.get("plain", ""))
-    spec.outcome = notes.get("outcome")
-    spec.ratio_measured = spec.measured / spec.plain_measured
-    return spec
-
-
-def moe_rows() -> tuple[list[MoERow], list[dict]]:
-    """(priceable MoE rows, unpriced rows with the reason) over decode.csv and speculative.csv."""
-    specs, unpriced = [], []
-    for name, interpret in (("decode", interpret_moe_decode), ("speculative", interpret_moe_speculative)):
-        for i, row in enumerate(load_rows(name, MOE_SET)):
-            try:
-                specs.append(interpret(row, i))
-            except Unpriceable as exc:
-                model = row.get("model") or row.get("target")
-                unpriced.append({"file": name, "row": i, "source": row["source"], "model": model, "gpu": row["gpu"],
-                                 "reason": str(exc)})
-    return specs, unpriced
+    out = []
+    for engine in engines:
+        base = Deployment(sweep["hardware"], tp=sweep["tp"], dtype="bf16", weight_dtype="fp8", expert_dtype="fp8",
+                          context=sweep["context"], engine=engine)
+        for experts, dep in (("measured fused MoE", base), ("roofline grouped GEMMs", roofline_experts(base))):
+            for tau in sweep["tau"]:
+                b = np.asarray(sweep["batches"])
+                steps = [price_step(sweep["target"], "mtp", dep, tau=tau, gamma=sweep["gamma"], batch=int(x)) for x in b]
+                out.append({"engine": dep.engine.name, "experts": experts, "tau": tau, "batch": b.tolist(),
+                            "speedup": [float(s.speedup) for s in steps],
+                            "t_plain_ms": [1e3 * float(s.t_plain_s) for s in steps],
+                            "t_step_ms": [1e3 * float(s.t_step_s) for s in steps],
+                            "moe_kernel": moe_kernel_of(dep, get_model(sweep["target"]))})
+    return out
 
 
 def row_engine(spec: MoERow, engine=None):
@@ -238,19 +154,21 @@ def row_engine(spec: MoERow, engine=None):
         engine = spec.engine
     text, date = str(engine).strip().lower(), spec.notes.get("date", "")
     if text in families and text not in engine_profiles() and re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):
-        return resolve_engine(f"{text}:{date[:7]}")
+        first = min((p for p in engine_profiles().values() if p.engine == text and p.date), key=lambda p: p.date)
+        return first if date < first.date else resolve_engine(f"{text}:{date[:7]}")  # profile_after_row
     return resolve_engine(engine)
 
 
 def row_deployment(spec: MoERow, engine=None, **deployment_options) -> Deployment:
     """The deployment a row runs on: its GPU, TP and EP, bf16 compute with the checkpoint's own weight format (as
-    ``sdsl predict`` prices it, :func:`sdsl.plan.plan.deployment_for`), the row's context, the engine profile of
+    ``sdsl predict`` prices it, :func:`sdsl.plan.plan.deployment_for`; the row's ``experts`` format where it names
+    one), the row's context, the engine profile of
     :func:`row_engine` (default: the roofline alone); ``deployment_options`` passed to :class:`Deployment`."""
     from sdsl.plan.plan import deployment_for
 
+    options = {"expert_dtype": spec.expert_dtype, **deployment_options}
     return deployment_for(spec.target, Deployment(spec.hardware, tp=spec.tp, ep=spec.ep, dtype="bf16",
-                                                  context=spec.context, engine=row_engine(spec, engine),
-                                                  **deployment_options))
+                                                  context=spec.context, engine=row_engine(spec, engine), **options))
 
 
 def price_moe_row(spec: MoERow, deployment: Deployment, **price_options):

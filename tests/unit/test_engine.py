@@ -75,6 +75,34 @@ def test_a_zero_sync_build_hides_the_speculative_host_work_with_the_step_and_exp
     assert float(draft.t_step_s - _gpu(draft)) == pytest.approx(S + D * float(draft.pieces.passes), rel=1e-12)
 
 
+def test_a_one_graph_proposer_pays_a_plain_steps_host_time_and_no_speculative_terms():
+    eng = IDEAL.replace(name="t", host_step_s=H, spec_step_s=S, draft_pass_s=D, in_graph_kinds=("mtp",))
+    dep = sdsl.Deployment("h200", tp=8, context=512, engine=eng)
+    mtp = sdsl.price_step("deepseek-v3", "mtp", dep, tau=1.9, gamma=2, batch=1)
+    assert float(mtp.t_step_s - _gpu(mtp)) == pytest.approx(H, rel=1e-12)  # no overlap: H, as a plain step pays
+    assert float(mtp.t_plain_s - step_time("deepseek-v3", dep.replace(engine="ideal"), batch=1, q=1).total_s) == \
+        pytest.approx(H, rel=1e-12)
+    overlapped = sdsl.price_step("deepseek-v3", "mtp", dep.replace(engine=eng.replace(overlap_plain=True)), tau=1.9,
+                                 gamma=2, batch=1)
+    assert float(overlapped.t_step_s) == pytest.approx(float(_gpu(overlapped)), rel=1e-12)  # H < GPU: hidden
+    eagle = sdsl.price_step(TARGET, "eagle", _dep(eng), tau=2.0, gamma=3, batch=1)  # other kinds keep S and d
+    assert float(eagle.t_step_s - _gpu(eagle)) == pytest.approx(H + S + 3 * D, rel=1e-12)
+    with pytest.raises(InvalidInputError, match="in_graph_kinds"):
+        IDEAL.replace(name="t", in_graph_kinds=("ngram",))
+
+
+def test_tensorrt_llms_mtp_runs_in_one_graph_and_its_eagle3_keeps_the_fitted_host_time():
+    trt = resolve_engine("trtllm")
+    assert trt.in_graph_kinds == ("mtp",) and "one graph" in trt.sources["in_graph_kinds"]["quote"]
+    dep = sdsl.Deployment("b200", tp=8, context=2048, engine=trt)
+    mtp = sdsl.price_step("deepseek-r1", "mtp", dep, tau=1.92, gamma=1, batch=1)
+    assert float(mtp.t_host_s) == pytest.approx(float(mtp.t_step_s - _gpu(mtp)), abs=1e-12)
+    assert float(mtp.t_step_s - _gpu(mtp)) < 1e-6  # overlapped plain host (H = 0), no spec_step_s
+    eagle3 = sdsl.price_step("llama-3.1-70b", "eagle3", sdsl.Deployment("h200", tp=8, context=512, engine=trt),
+                             tau=2.5, gamma=3, batch=4)
+    assert float(eagle3.t_step_s - _gpu(eagle3)) >= trt.spec_step_s
+
+
 def test_k0_is_plain_for_a_draft_model_and_pays_the_drafter_tax_for_a_head():
     eng = IDEAL.replace(name="t", host_step_s=H, spec_step_s=S, draft_pass_s=D)
     draft = sdsl.price_step(TARGET, "draft:llama-3.2-1b", _dep(eng), tau=1.0, gamma=0, batch=2)
