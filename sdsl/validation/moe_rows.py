@@ -3,7 +3,8 @@
 
 Assumptions, the same for every row they touch (each row lists the ones it uses):
 
-- context: a row stating ``ISL n, OSL m`` runs at the mean KV context n + m/2; MT-bench and GSM8K prompts are
+- context: a row stating ``ISL n, OSL m`` (decode.csv's ``context_tokens``, a speculative row's notes ``context``) runs
+  at the mean KV context n + m/2; MT-bench and GSM8K prompts are
   priced at the development set's chat context (512 tokens, :data:`sdsl.validation.published_rows.CHAT_CONTEXT`;
   not measured).
 - a mean TPOT (ms) measured at concurrency b is compared as b · 1000 / TPOT tokens/s (``tpot_as_rate``): every
@@ -111,6 +112,11 @@ def _ep(text: str, engine: str, assumptions: list) -> int:
     raise Unpriceable(f"expert parallelism {text!r} is not stated as a degree")
 
 
+def _context(row: dict, notes: dict) -> int:
+    """ISL + OSL/2 from the row's ``context_tokens`` (decode.csv) or its notes' ``context`` (speculative.csv)."""
+    return row_context({"context_tokens": row.get("context_tokens") or notes.get("context", "")}, CHAT_CONTEXT)
+
+
 def _profile_dates(engine: str, date: str, assumptions: list) -> None:
     """Records ``profile_after_row`` where the row predates every profile of its engine (priced with the first)."""
     from sdsl.engine.profiles import engine_profiles
@@ -166,7 +172,7 @@ def _common(row: dict, file: str, index: int, model_key: str) -> MoERow:
     elif metric not in ("decode_tok_per_s", "output_tok_per_s", "output_tok_per_s_incl_prefill"):
         raise Unpriceable(f"metric {metric!r} is not tokens/s of one deployment")
     return MoERow(file=file, index=index, source=row["source"], engine=row.get("engine", ""), target=target,
-                  hardware=hardware, tp=tp, batch=batch, context=row_context(row, CHAT_CONTEXT), metric=metric,
+                  hardware=hardware, tp=tp, batch=batch, context=_context(row, notes), metric=metric,
                   measured=measured, assumptions=assumptions, ep=ep, expert_dtype=notes.get("experts"),
                   row_class=notes.get("class", "moe"), dataset=notes.get("dataset", ""), notes=notes)
 
