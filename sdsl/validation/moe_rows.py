@@ -33,7 +33,7 @@ from sdsl.validation.published_rows import (CHAT_CONTEXT, RowSpec, Unpriceable, 
                                             row_context)
 
 __all__ = ["MoERow", "MOE_SET", "MOE_MODELS", "KV_HEADROOM", "notes_fields", "interpret_moe_decode",
-           "interpret_moe_speculative", "moe_rows"]
+           "interpret_moe_speculative", "moe_rows", "first_profile"]
 
 MOE_SET = ("moe",)
 #: Published name -> catalog model (the catalog names the MoE rows already use, and the dense comparisons).
@@ -117,14 +117,21 @@ def _context(row: dict, notes: dict) -> int:
     return row_context({"context_tokens": row.get("context_tokens") or notes.get("context", "")}, CHAT_CONTEXT)
 
 
-def _profile_dates(engine: str, date: str, assumptions: list) -> None:
-    """Records ``profile_after_row`` where the row predates every profile of its engine (priced with the first)."""
+def first_profile(engine: str):
+    """The oldest dated profile of engine family ``engine`` (:func:`sdsl.engine.profiles.engine_profiles`), or None:
+    what prices a row older than every profile of its engine (``profile_after_row``)."""
     from sdsl.engine.profiles import engine_profiles
 
-    dates = sorted(p.date for p in engine_profiles().values() if p.engine == engine.strip().lower() and p.date)
-    if dates and re.fullmatch(r"\d{4}-\d{2}-\d{2}", date) and date < dates[0]:
+    dated = [p for p in engine_profiles().values() if p.engine == engine.strip().lower() and p.date]
+    return min(dated, key=lambda p: p.date) if dated else None
+
+
+def _profile_dates(engine: str, date: str, assumptions: list) -> None:
+    """Records ``profile_after_row`` where the row predates every profile of its engine."""
+    first = first_profile(engine)
+    if first and re.fullmatch(r"\d{4}-\d{2}-\d{2}", date) and date < first.date:
         assumptions.append(f"profile_after_row: the row ({date}) predates every {engine} profile; priced with the "
-                           f"first ({dates[0]})")
+                           f"first ({first.date})")
 
 
 def _fits_tp(model, hardware: str) -> int:

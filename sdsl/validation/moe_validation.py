@@ -28,8 +28,8 @@ import numpy as np
 
 from sdsl.roofline.deployment import Deployment
 from sdsl.errors import InvalidInputError
-from sdsl.validation.moe_rows import (KV_HEADROOM, MOE_MODELS, MOE_SET, MoERow, interpret_moe_decode,  # noqa: F401
-                                     interpret_moe_speculative, moe_rows, notes_fields)
+from sdsl.validation.moe_rows import (KV_HEADROOM, MOE_MODELS, MOE_SET, MoERow, first_profile,  # noqa: F401
+                                     interpret_moe_decode, interpret_moe_speculative, moe_rows, notes_fields)
 from sdsl.validation.published_rows import CHAT_CONTEXT, summarize
 
 __all__ = ["MoERow", "notes_fields", "interpret_moe_decode", "interpret_moe_speculative", "moe_rows",
@@ -154,8 +154,8 @@ def row_engine(spec: MoERow, engine=None):
         engine = spec.engine
     text, date = str(engine).strip().lower(), spec.notes.get("date", "")
     if text in families and text not in engine_profiles() and re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):
-        first = min((p for p in engine_profiles().values() if p.engine == text and p.date), key=lambda p: p.date)
-        return first if date < first.date else resolve_engine(f"{text}:{date[:7]}")  # profile_after_row
+        first = first_profile(text)
+        return first if first and date < first.date else resolve_engine(f"{text}:{date[:7]}")  # profile_after_row
     return resolve_engine(engine)
 
 

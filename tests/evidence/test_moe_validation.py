@@ -461,6 +461,10 @@ def test_tensorrt_llm_mtp_rows():
     from sdsl._paths import REPO_ROOT
     from sdsl.validation.moe_validation import row_deployment
 
+    from sdsl.validation.moe_validation import moe_rows, row_engine, source_label
+
+    blog_specs = [s for s in moe_rows()[0] if source_label(s.source) == BLOG]
+    assert len(blog_specs) == 6 and {row_engine(s, "row").name for s in blog_specs} == {"trtllm-2025-06"}  # the first
     rows = [r for r in validate_moe()["rows"] if r["source"] == BLOG]
     spec = sorted((r for r in rows if r["proposer"] == "mtp"), key=lambda r: r["gamma"])
     plain = [r for r in rows if r["proposer"] is None]
