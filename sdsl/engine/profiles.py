@@ -367,7 +367,8 @@ def _eager_extra(rows, launch_s: float, one_graph=False, graphs_target: bool = T
     forwards are one graph, eager together only where the target's forward is."""
     extra = 0.0
     for n, k, _gpu, eager in rows:
-        extra = extra + np.where(np.where(one_graph, not graphs_target, eager), n * k * launch_s, 0.0)
+        runs_eagerly = np.where(one_graph, not graphs_target, eager)
+        extra = extra + np.where(runs_eagerly, n * k * launch_s, 0.0)
     return extra
 
 

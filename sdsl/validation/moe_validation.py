@@ -241,13 +241,17 @@ def _claims(rows: list[dict]) -> dict:
     return out
 
 
-def _by_source(rows: list[dict], *, speculative: bool, key: str) -> dict:
-    """{source: the error summary of its ``class=moe`` rows' ``key``}, over its speculative or its plain rows."""
+def _by_source(rows: list[dict], *, speculative: bool, key: str, group: str = "source") -> dict:
+    """{value of ``group`` (the source; a proposer): the error summary of its ``class=moe`` rows' ``key``}, over the
+    speculative or the plain rows, with the wins/losses right and the losses predicted on speculative ones."""
     groups: dict = {}
     for r in rows:
         if r["class"] == "moe" and (r["proposer"] is not None) == speculative:
-            groups.setdefault(r["source"], []).append(r[key])
-    return {source: _summary(errors) for source, errors in groups.items()}
+            groups.setdefault(r[group], []).append(r)
+    return {name: {**_summary(r[key] for r in part),
+                   **({"outcome_right": sum(r["outcome_right"] for r in part),
+                       "predicted_losses": sum(r["outcome_predicted"] == "loses" for r in part)} if speculative else {})}
+            for name, part in groups.items()}
 
 
 def _goals(claims: dict) -> dict:
@@ -283,6 +287,7 @@ def validate_moe(deployment_for=None, *, engine="row", label: str | None = None,
     claims = _claims(rows)
     # each publication's rows apart: no source's misses hide behind another's rows
     claims["ratio_by_source"] = _by_source(rows, speculative=True, key="ratio_error")
+    claims["ratio_by_proposer"] = _by_source(rows, speculative=True, key="ratio_error", group="proposer")
     claims["plain_by_source"] = _by_source(rows, speculative=False, key="error")
     stated = [r for r in rows if r["class"] == "moe" and r["proposer"] is not None
               and not any(a.startswith("assumed_tp") for a in r["assumptions"])]

@@ -285,9 +285,11 @@ def moe(engine, experts, routing_locality, as_json):
         click.echo(f"{key}: n={s['n']} median |error| {100 * s['median_abs_error']:.1f}% (goal <= "
                    f"{100 * goals[goal]:.0f}%: {'met' if met[key] else 'NOT met'}), worst {100 * s['worst_error']:+.1f}%, "
                    f"median signed {100 * s['median_signed_error']:+.1f}%")
-        for source, s in c[f"{key}_by_source"].items():
-            click.echo(f"  {key}, {source}: n={s['n']} median |error| {100 * s['median_abs_error']:.1f}%, worst "
-                       f"{100 * s['worst_error']:+.1f}%, median signed {100 * s['median_signed_error']:+.1f}%")
+        groups = [*c[f"{key}_by_source"].items(), *((f"proposer {p}", s) for p, s in c.get(f"{key}_by_proposer", {}).items())]
+        for name, s in groups:
+            right = f", {s['outcome_right']} of {s['n']} wins/losses right" if "outcome_right" in s else ""
+            click.echo(f"  {key}, {name}: n={s['n']} median |error| {100 * s['median_abs_error']:.1f}%, worst "
+                       f"{100 * s['worst_error']:+.1f}%, median signed {100 * s['median_signed_error']:+.1f}%{right}")
     o = c["outcome"]
     click.echo(f"wins/loses right: {o['right']} of {o['n']} ({100 * o['share_right']:.0f}%; goal >= "
                f"{100 * goals['outcome_share_right_min']:.0f}%: {'met' if met['outcome'] else 'NOT met'}); measured losses "
