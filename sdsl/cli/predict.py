@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from sdsl.cli._common import acceptance_options, deployment_options, json_option, workload_option
+from sdsl.cli._common import acceptance_options, deployment_options, json_option, parse_int_list, workload_option
 from sdsl.cli._speculation import proposer_option, tree_option
 
 
@@ -23,7 +23,8 @@ from sdsl.cli._speculation import proposer_option, tree_option
                                "proposer priced; default: its own (published catalog, SDSL's plane for a draft model).",
                     accepted_at_help="Draft length k the --accepted-length was measured at (default: --gamma).")
 @workload_option
-@click.option("--batch", default=1, show_default=True, type=int, help="Sequences decoded together.")
+@click.option("--batch", default="1", show_default=True,
+              help="Sequences decoded together; comma-separated batch sizes print one line per batch.")
 @json_option
 def predict(target, draft, proposers, gamma, tree, deployment, acceptance, workload, batch, as_json):
     """Step-time breakdown, tau and tokens/s of one configuration.
@@ -40,6 +41,7 @@ def predict(target, draft, proposers, gamma, tree, deployment, acceptance, workl
     \b
         sdsl predict --target llama-3.1-8b --proposer eagle --gamma 4 --accepted-length 2.4 --hardware h100-sxm
         sdsl predict --target llama-3.1-8b --proposer eagle --gamma 4 --accepted-length 2.4 --hardware h100-sxm --engine vllm --json
+        sdsl predict --target llama-3.1-8b --proposer eagle3 --gamma 3 --hardware h100-sxm --batch 1,8,64
     """
     from sdsl.acceptance import group_decay
     from sdsl.errors import InvalidInputError
@@ -50,7 +52,8 @@ def predict(target, draft, proposers, gamma, tree, deployment, acceptance, workl
         raise InvalidInputError("Give --gamma (a chain) or --tree STEPS,TOPK,TOKENS.")
     if gamma is not None and gamma < 0:
         raise InvalidInputError("--gamma must be >= 0.")
-    if batch <= 0:
+    batches = parse_int_list(batch, "--batch")
+    if min(batches) <= 0:
         raise InvalidInputError("--batch must be a positive integer.")
     if len(proposers) + bool(draft) != 1:
         raise InvalidInputError("Give one proposer: --draft <model> or --proposer draft:<model>|eagle|eagle3|medusa|mtp|ngram.")
@@ -66,5 +69,6 @@ def predict(target, draft, proposers, gamma, tree, deployment, acceptance, workl
     else:
         k = gamma if tree is None or gamma is not None else acceptance.accepted_at
         given = {"acceptance": acceptance.resolve(k=k, decay=group_decay(proposer.kind))}
-    result = predict_one(target, proposer, deployment, gamma=None if tree else gamma, tree=tree, batch=batch, workload=workload, **given)
+    result = predict_one(target, proposer, deployment, gamma=None if tree else gamma, tree=tree,
+                         batch=batches[0] if len(batches) == 1 else batches, workload=workload, **given)
     click.echo(result.to_json().rstrip("\n") if as_json else result.report())

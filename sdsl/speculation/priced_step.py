@@ -144,20 +144,23 @@ class PricedStep(Result):
         return replace(self, **arrays, **times, pieces=None, **changes)
 
     def report(self) -> str:
-        """One line per configuration: τ, step times (ms), tokens/s and speedup with their 80% bands, the bound;
-        then where the bands come from."""
+        """One line per configuration: its batch and draft length (a chain's k, a tree's verified tokens), τ, step
+        times (ms), tokens/s and speedup with their 80% bands, the bound; then where the bands come from."""
         keys = ("tau", "t_draft_s", "t_verify_s", "t_step_s", "tokens_per_s", "speedup", "bound", "tokens_per_s_low",
-                "tokens_per_s_high", "speedup_low", "speedup_high")
+                "tokens_per_s_high", "speedup_low", "speedup_high", "batch", "verify_tokens")
         shape = np.broadcast_shapes(*(np.shape(getattr(self, k)) for k in keys))
         cols = {k: np.ravel(np.broadcast_to(np.asarray(getattr(self, k)), shape)) for k in keys}
-        lines = [f"{'tau':>6} {'draft ms':>9} {'verify ms':>10} {'step ms':>9} {'tokens/s':>10} {'80% band':>15} "
-                 f"{'speedup':>8} {'80% band':>11}  bound"]
+        chain = self.tree is None
+        lines = [f"{'batch':>6} {'k' if chain else 'tokens':>6} {'tau':>6} {'draft ms':>9} {'verify ms':>10} "
+                 f"{'step ms':>9} {'tokens/s':>10} {'80% band':>15} {'speedup':>8} {'80% band':>11}  bound"]
         for i in range(cols["tau"].size):
             band = f"{cols['tokens_per_s_low'][i]:.0f}-{cols['tokens_per_s_high'][i]:.0f}"
             sp_band = f"{cols['speedup_low'][i]:.2f}-{cols['speedup_high'][i]:.2f}"
-            lines.append(f"{cols['tau'][i]:6.3f} {1e3 * cols['t_draft_s'][i]:9.3f} {1e3 * cols['t_verify_s'][i]:10.3f} "
-                         f"{1e3 * cols['t_step_s'][i]:9.3f} {cols['tokens_per_s'][i]:10.1f} {band:>15} "
-                         f"{cols['speedup'][i]:8.3f} {sp_band:>11}  {cols['bound'][i]}")
+            length = int(cols["verify_tokens"][i]) - (1 if chain else 0)
+            lines.append(f"{int(cols['batch'][i]):6d} {length:6d} {cols['tau'][i]:6.3f} {1e3 * cols['t_draft_s'][i]:9.3f} "
+                         f"{1e3 * cols['t_verify_s'][i]:10.3f} {1e3 * cols['t_step_s'][i]:9.3f} "
+                         f"{cols['tokens_per_s'][i]:10.1f} {band:>15} {cols['speedup'][i]:8.3f} {sp_band:>11}  "
+                         f"{cols['bound'][i]}")
         lines.append(band_note(self.band))
         return "\n".join(lines)
 

@@ -49,6 +49,20 @@ def test_predict_json():
     assert out["tau"] == pytest.approx((1 - 0.8**6) / 0.2)
 
 
+def test_predict_over_several_batches_prints_one_labelled_line_per_batch_and_matches_single_runs():
+    base = ("predict", "--target", "llama-3.1-8b", "--proposer", "eagle3", "--gamma", "3", "--hardware", "h100-sxm")
+    r = run(*base, "--batch", "1,8,64")
+    assert r.exit_code == 0, r.output
+    header, *rows = r.output.splitlines()[:4]
+    assert header.split()[:3] == ["batch", "k", "tau"]
+    assert [int(line.split()[0]) for line in rows] == [1, 8, 64] and {line.split()[1] for line in rows} == {"3"}
+    many = json.loads(run(*base, "--batch", "1,8,64", "--json").output)
+    for i, b in enumerate((1, 8, 64)):  # the same numbers as one batch at a time
+        one = json.loads(run(*base, "--batch", str(b), "--json").output)
+        assert many["tokens_per_s"][i] == pytest.approx(one["tokens_per_s"], rel=1e-12)
+        assert many["tokens_per_s_low"][i] == pytest.approx(one["tokens_per_s_low"], rel=1e-12)
+
+
 def test_law_json():
     r = run("law", "--json")
     out = json.loads(r.output)
@@ -73,6 +87,7 @@ def test_catalog_listings():
     ["optimize", "--target", "/no/such/config.json"],
     ["predict", "--target", "llama-2-7b", "--draft", "llama-160m", "--gamma", "-1"],
     ["predict", "--target", "llama-2-7b", "--draft", "llama-160m", "--gamma", "2", "--batch", "0"],
+    ["predict", "--target", "llama-2-7b", "--draft", "llama-160m", "--gamma", "2", "--batch", "1,x"],
     ["predict", "--target", "llama-2-7b", "--draft", "llama-160m"],
     ["no-such-command"],
     ["validate", "decoder", "--gammas", "0"],
