@@ -69,10 +69,9 @@ class Prediction(PricedStep):
         if np.size(self.tokens_per_s) != 1:
             lines = [super().report(), *(f"  note: {n}" for n in self.notes), *(f"  warning: {w}" for w in self.warnings)]
             if self.memory:
-                fits = "" if self.memory["fits_in_memory"] else "   DOES NOT FIT: raise --tp or use a larger GPU"
-                lines.append(f"  memory per GPU at batch {int(np.max(self.batch))}: "
-                             f"{self.memory['memory_per_gpu_bytes'] / 2**30:.1f} GiB of "
-                             f"{self.memory['memory_capacity_bytes'] / 2**30:.1f} GiB{fits}")
+                from sdsl.plan.report import memory_text
+
+                lines.append(f"  memory per GPU at batch {int(np.max(self.batch))}: {memory_text(self.memory).strip()}")
             return "\n".join(lines)
         from sdsl.plan.report import prediction_text
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sdsl.plan.config_table import speedup_band, tokens_band
 
-__all__ = ["format_table", "describe_acceptance", "proposer_warnings", "plan_text", "prediction_text"]
+__all__ = ["format_table", "describe_acceptance", "proposer_warnings", "plan_text", "prediction_text", "memory_text"]
 
 
 def format_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
@@ -188,12 +188,16 @@ def prediction_text(out: dict) -> str:
         lines.append(f"  experts per MoE layer {out['distinct_experts']:8.1f}      (plain step: "
                      f"{out['plain_distinct_experts']:.1f}; distinct experts the verified tokens route to, a sequence's "
                      "positions sharing some: ModelSpec.routing_locality)")
-    gib = 2.0 ** 30
-    fits = "" if out["fits_in_memory"] else "   DOES NOT FIT: raise --tp or use a larger GPU"
     lines += [f"  worker (GPU)          {ms(out['t_worker_s'])}",
               f"  engine host per step  {ms(out['t_host_s'])}   (exposed: the GPU waits for it)",
               f"  SD step               {ms(out['t_step_s'])}", f"  plain step (q=1)      {ms(out['t_plain_s'])}",
               *_figures(out),
-              f"  memory per GPU        {out['memory_per_gpu_bytes'] / gib:8.1f} GiB of "
-              f"{out['memory_capacity_bytes'] / gib:.1f} GiB{fits}"]
+              f"  memory per GPU        {memory_text(out)}"]
     return "\n".join(lines)
+
+
+def memory_text(out: dict) -> str:
+    """The memory check of a prediction's dict: GiB the most loaded GPU holds of its capacity, and whether it fits."""
+    gib = 2.0 ** 30
+    fits = "" if out["fits_in_memory"] else "   DOES NOT FIT: raise --tp or use a larger GPU"
+    return f"{out['memory_per_gpu_bytes'] / gib:8.1f} GiB of {out['memory_capacity_bytes'] / gib:.1f} GiB{fits}"
