@@ -3,7 +3,7 @@
     python tools/make_opdb_latency.py
 
 Reads only the shipped subset (sdsl/data/opdb), so it runs on any CPU; writes
-sdsl/data/latency/{h200,b200,l40s,b300,gb200,gb300}.json, sdsl/data/latency/opdb/h100-sxm.json (the H100-SXM's fp8 GEMM terms over its Vidur calibration, and its bf16 GEMM terms for the vLLM builds from 2026 on) and the measured
+sdsl/data/latency/{h200,b200,l40s,b300,gb200,gb300,rtx-pro-6000}.json, sdsl/data/latency/opdb/h100-sxm.json (the H100-SXM's fp8 GEMM terms over its Vidur calibration, and its bf16 GEMM terms for the vLLM builds from 2026 on) and the measured
 custom all-reduce (allreduce_latency_s, allreduce_eta) of the vLLM, SGLang and TensorRT-LLM profiles in
 sdsl/data/engines/profiles.json (sdsl.fit.opdb.engines; refit the host terms after: tools/fit_engine_profiles.py).
 A shipped calibration the refit prices the same (every table row within 1e-4: sdsl.fit.opdb.defaults.settle) is
@@ -28,7 +28,7 @@ from sdsl.fit.opdb.engines import PROFILE_ENGINES, measured_custom_allreduce  # 
 from sdsl.fit.opdb.kernels import hardware_of  # noqa: E402
 
 LATENCY = ROOT / "sdsl" / "data" / "latency"
-MEASURED = ("h200_sxm", "b200_sxm", "l40s", "b300_sxm", "gb200", "gb300")
+MEASURED = ("h200_sxm", "b200_sxm", "l40s", "b300_sxm", "gb200", "gb300", "rtx_pro_6000_server")
 OVERLAYS = ("h100_sxm",)
 
 

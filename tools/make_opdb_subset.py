@@ -1,7 +1,7 @@
 """Write sdsl's filtered subset of NVIDIA's operator database (sdsl/data/opdb/*.csv.gz) from the wheel.
 
     make opdb                                  # fetches aiconfigurator-core 0.12.0 into .cache/aiconfigurator/
-    python tools/make_opdb_subset.py [--source .cache/aiconfigurator/aiconfigurator_core-0.12.0-...whl]
+    python tools/make_opdb_subset.py [--source .cache/aiconfigurator/aiconfigurator_core-0.12.0-...whl] [--gpu NAME ...]
 
 Needs pyarrow (``pip install -e '.[calibrate]'``). Reproducible: the same wheel writes the same bytes
 (rows sorted, gzip without a timestamp). What is kept (decode-relevant rows; the full tables stay in the
@@ -37,11 +37,12 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from sdsl.fit.opdb import OPDB_TABLES, latest_versions, read_opdb_raw, wheel_path  # noqa: E402
+from sdsl.errors import ConfigError  # noqa: E402
 from sdsl.fit.opdb.moe import TABLE_FORMATS  # noqa: E402
 
-GPUS = ("h100_sxm", "h200_sxm", "b200_sxm", "a100_sxm", "l40s", "b300_sxm", "gb200", "gb300")
+GPUS = ("h100_sxm", "h200_sxm", "b200_sxm", "a100_sxm", "l40s", "b300_sxm", "gb200", "gb300", "rtx_pro_6000_server")
 #: GPUs whose GEMM, attention and MLA rows are kept for one engine only (the fitted one), to keep the subset small.
-ONE_ENGINE = {"gpus": ("l40s", "b300_sxm", "gb200", "gb300"),
+ONE_ENGINE = {"gpus": ("l40s", "b300_sxm", "gb200", "gb300", "rtx_pro_6000_server"),
               "engines": {"gemm": "vllm", "generation_attention": "vllm", "generation_mla": "sglang"}}
 GEMM_M = (1, 2, 3, 4, 6, 8, 12, 16, 32, 48, 64, 96, 128, 192, 256, 512)
 TPS = (1, 2, 4, 8)
@@ -74,9 +75,9 @@ def _moe_shapes(models) -> set[tuple[int, int, int, int]]:
             for m in models.values() if m.get("n_experts")}
 
 
-def subset(table: str, source) -> pd.DataFrame:
+def subset(table: str, source, gpus=GPUS) -> pd.DataFrame:
     models = _catalog()
-    df = read_opdb_raw(table, source, gpus=GPUS)
+    df = read_opdb_raw(table, source, gpus=gpus)
     df = df.drop(columns=[c for c in ("power", "power_limit") if c in df.columns])
     if table in ONE_ENGINE["engines"]:
         df = df[~df["gpu"].isin(ONE_ENGINE["gpus"]) | (df["engine"] == ONE_ENGINE["engines"][table])]
@@ -96,6 +97,10 @@ def subset(table: str, source) -> pd.DataFrame:
     if table in NEWEST:  # the newest version per GPU, engine and dtype that has rows left (and per MoE shape)
         keys = NEWEST[table]
         df = pd.concat([latest_versions(g) for _, g in df.groupby(list(keys), sort=True)], ignore_index=True)
+    return _sorted(df)
+
+
+def _sorted(df: pd.DataFrame) -> pd.DataFrame:
     cols = list(df.columns)
     return df.sort_values(cols[:-1], kind="mergesort").reset_index(drop=True)
 
@@ -113,14 +118,24 @@ def write(df: pd.DataFrame, path: Path) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--source", default=None, help="the wheel, or a systems/data folder (default: the wheel in .cache/aiconfigurator/)")
+    ap.add_argument("--gpu", action="append", choices=GPUS, default=None,
+                    help="rewrite only this GPU's rows (repeatable), keeping every other GPU's rows as shipped")
     args = ap.parse_args(argv)
     source = args.source or wheel_path()
     if source is None:
         ap.error("no wheel in .cache/aiconfigurator/ (run `make opdb`) and no --source")
     OUT.mkdir(parents=True, exist_ok=True)
     for table in OPDB_TABLES:
-        df = subset(table, source)
         path = OUT / f"{table}.csv.gz"
+        if args.gpu:
+            kept = pd.read_csv(path)
+            try:
+                new = subset(table, source, tuple(args.gpu))
+            except ConfigError:  # the named GPUs have no such table (e.g. no all-to-all on a PCIe node)
+                new = kept.iloc[:0]
+            df = _sorted(pd.concat([kept[~kept["gpu"].isin(args.gpu)], new], ignore_index=True))
+        else:
+            df = subset(table, source)
         write(df, path)
         print(f"{table}: {len(df)} rows, {path.stat().st_size / 1e6:.2f} MB -> {path.relative_to(ROOT)}")
     return 0

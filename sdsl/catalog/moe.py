@@ -230,7 +230,7 @@ def fused_moe_layer_time(fit: FusedMoEFit, *, tokens, top_k, local_experts_touch
 
 #: sdsl's hardware catalog names of the GPUs whose fused MoE layer is measured (operator database names).
 MEASURED_MOE_GPUS = {"h100-sxm": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm", "a100-80gb": "a100_sxm", "l40s": "l40s",
-                     "b300": "b300_sxm", "gb200": "gb200", "gb300": "gb300"}
+                     "b300": "b300_sxm", "gb200": "gb200", "gb300": "gb300", "rtx-pro-6000": "rtx_pro_6000_server"}
 #: sdsl weight format -> the tables' moe_dtype, in order of preference (sdsl's fp8 is 128×128 block-scaled).
 MOE_TABLE_DTYPES = {"bf16": ("bfloat16",), "fp16": ("bfloat16",), "fp8": ("fp8_block", "fp8"), "int4": ("int4_wo",),
                     "mxfp4": ("w4a16_mxfp4", "w4a8_mxfp4_mxfp8"), "nvfp4": ("nvfp4",)}

@@ -14,10 +14,11 @@ terms:
   the KV-cache write, the attention kernel and the split-KV combine;
 - t_block, a cost per (sequence, KV head) block of work (7.4–23.1 ns);
 - η_kv, the fraction of the memory bandwidth the KV read reaches (0.72–0.99);
-- B_blk, the bandwidth one (sequence, KV head) block's read reaches (2.2–4.1 TB/s over a bf16 cache): a decode
-  kernel splits one block's KV over a bounded number of thread blocks (split-KV), so few blocks cannot draw the whole
-  bandwidth, and the read runs at 1/(1/(η_kv·bandwidth) + 1/(b·h_kv·B_blk)). On the H200's tables one block at 32k
-  tokens or more reads at 0.31 of the bandwidth and eight at 0.82; without B_blk the shipped terms price one block
+- B_blk, the bandwidth one (sequence, KV head) block's read reaches (1.0–4.1 TB/s over a bf16 cache; the
+  GDDR7 RTX PRO 6000's 1.0, the HBM GPUs' 2.2 and up): a decode kernel splits one block's KV over a bounded
+  number of thread blocks (split-KV), so few blocks cannot draw the whole bandwidth, and the read runs at
+  1/(1/(η_kv·bandwidth) + 1/(b·h_kv·B_blk)). On the H200's tables one block at 32k tokens or more reads at 0.31 of
+  the bandwidth and eight at 0.82; without B_blk the shipped terms price one block
   there 40.9% too fast (VALIDATION.md, "Measured kernels"). 0 = no such limit;
 - p, the smoothness of the maximum (2 in the fits, :data:`sdsl.fit.opdb.kernels.ATTENTION_SMOOTHNESS`).
 

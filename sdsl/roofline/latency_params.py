@@ -319,8 +319,8 @@ def calibration_provenance(hardware) -> dict:
 
 def default_params(hardware, engine=None, *, kv_dtype: str | None = None) -> LatencyParams:
     """Latency parameters shipped for ``hardware``: its own calibration when sdsl ships one
-    (sdsl/data/latency/<name>.json: H200, B200, B300, GB200, GB300 and L40S fitted on NVIDIA's measured operator tables by
-    ``tools/make_opdb_latency.py``, :mod:`sdsl.fit.opdb.defaults`, with the H100-SXM's fp8 GEMM terms laid
+    (sdsl/data/latency/<name>.json: H200, B200, B300, GB200, GB300, L40S and RTX PRO 6000 fitted on NVIDIA's measured
+    operator tables by ``tools/make_opdb_latency.py``, :mod:`sdsl.fit.opdb.defaults`, with the H100-SXM's fp8 GEMM terms laid
     over its Vidur calibration from latency/opdb/, and its bf16 GEMM terms too when ``engine`` runs the tables'
     kernels (:func:`runs_table_gemms`: vLLM profiles from 2026 on), and the measured decode-attention terms of
     ``engine``'s kernels where the tables time them (:func:`runs_table_attention`: vLLM,
@@ -353,7 +353,7 @@ def default_params(hardware, engine=None, *, kv_dtype: str | None = None) -> Lat
 def _transfer_basis() -> tuple[str, ...]:
     """The calibrations the cross-GPU transfer leans on: the GPUs fitted on Vidur's profiles (with their
     overlays), the ones its leave-one-GPU-out validation covers. A GPU calibrated on the operator tables alone
-    (H200, B200, B300, GB200, GB300, L40S) is not a basis: its elementwise terms are themselves transferred."""
+    (H200, B200, B300, GB200, GB300, L40S, RTX PRO 6000) is not a basis: its elementwise terms are themselves transferred."""
     from sdsl.catalog.hardware import get_hardware
 
     return tuple(k for k in _packaged_names()

@@ -92,6 +92,11 @@ def _gpu(gpu: str, assumptions: list) -> str:
     for blackwell in ("b200", "b300"):
         if g.startswith(blackwell):
             return blackwell
+    if g.startswith("rtx pro 6000"):
+        if "server" not in g:
+            assumptions.append("assumed_server_edition: an RTX PRO 6000 Blackwell whose edition is not stated, priced "
+                               "as the Server Edition the operator tables measured (the same GB202 die and 96 GB)")
+        return "rtx-pro-6000"
     try:
         return _hardware(gpu, assumptions)
     except Unpriceable:

@@ -90,6 +90,8 @@ DEV_SET = ("dev",)
 ENGINE_SETS = ("dev", "engine")  # what `sdsl validate published` prices and the engine fits read (not `moe`)
 FP8_SET = ("fp8",)  # dense FP8 plain decode and its bf16 pairs: priced apart, read by no fit (fp8_decode)
 ISL_OSL = re.compile(r"^ISL ([\d,]+), OSL ([\d,]+)")
+#: "128K context + 1024 output": a prompt of n·1024 tokens (K as context lengths count it) and m generated.
+CONTEXT_OUTPUT = re.compile(r"^([\d,]+)K context \+ ([\d,]+) output")
 
 
 def load_rows(name: str, row_sets: tuple | None = DEV_SET) -> list[dict]:
@@ -136,10 +138,15 @@ def _hardware(gpu: str, assumptions: list) -> str:
 
 
 def row_context(row: dict, default: int) -> int:
-    """A row's mean KV context: ISL + OSL/2 where ``context_tokens`` states ``ISL n, OSL m``, else ``default``."""
-    if m := ISL_OSL.match(row.get("context_tokens", "")):
+    """A row's mean KV context: ISL + OSL/2 where ``context_tokens`` states ``ISL n, OSL m`` (or ``nK context + m
+    output``, n·1024 prompt tokens), else ``default``."""
+    text = row.get("context_tokens", "")
+    if m := ISL_OSL.match(text):
         isl, osl = (int(v.replace(",", "")) for v in m.groups())
         return isl + osl // 2
+    if m := CONTEXT_OUTPUT.match(text):
+        kilo, osl = (int(v.replace(",", "")) for v in m.groups())
+        return 1024 * kilo + osl // 2
     return default
 
 

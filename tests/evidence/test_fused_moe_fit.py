@@ -172,9 +172,10 @@ def test_the_validation_table_and_the_biases_by_routing(determined_held):
 
 @pytest.mark.slow
 def test_the_other_gpus_fused_moe_pools():
-    """VALIDATION.md "More GPUs": the fused MoE pools of L40S, B300, GB200 and GB300 (median, worst, signed)."""
+    """VALIDATION.md "More GPUs": the fused MoE pools of L40S, B300, GB200, GB300 and RTX PRO 6000 (median, worst,
+    signed)."""
     got = {}
-    for gpu in ("l40s", "b300_sxm", "gb200", "gb300"):
+    for gpu in ("l40s", "b300_sxm", "gb200", "gb300", "rtx_pro_6000_server"):
         for key, (_, err, _) in opdb_moe.moe_kernel_validation(gpu).items():
             a = np.abs(err)
             got[gpu, key] = (f"{100 * np.median(a):.1f}%", f"{100 * err[np.argmax(a)]:+.0f}%",
@@ -185,8 +186,12 @@ def test_the_other_gpus_fused_moe_pools():
                 f"fp8 block-scaled {got['b300_sxm', 'all:fp8_block'][0]}, nvfp4 {got['b300_sxm', 'all:nvfp4'][0]}; GB200 bf16 "
                 f"{got['gb200', 'all:bfloat16'][0]} ({got['gb200', 'all:bfloat16'][1]}, {got['gb200', 'all:bfloat16'][2]}), nvfp4 "
                 f"{got['gb200', 'all:nvfp4'][0]}; GB300 bf16 {got['gb300', 'all:bfloat16'][0]} ({got['gb300', 'all:bfloat16'][1]}, "
-                f"{got['gb300', 'all:bfloat16'][2]}), nvfp4 {got['gb300', 'all:nvfp4'][0]}.")
-    assert fragment in _text(), fragment
+                f"{got['gb300', 'all:bfloat16'][2]}), nvfp4 {got['gb300', 'all:nvfp4'][0]}; RTX PRO 6000 bf16 "
+                f"{got['rtx_pro_6000_server', 'all:bfloat16'][0]} ({got['rtx_pro_6000_server', 'all:bfloat16'][1]}, "
+                f"{got['rtx_pro_6000_server', 'all:bfloat16'][2]}), fp8 {got['rtx_pro_6000_server', 'all:fp8'][0]}, "
+                f"fp8 block-scaled {got['rtx_pro_6000_server', 'all:fp8_block'][0]}, nvfp4 "
+                f"{got['rtx_pro_6000_server', 'all:nvfp4'][0]}.")
+    assert " ".join(fragment.split()) in _text(), fragment
     assert f"GB200's nvfp4 MoE ({got['gb200', 'all:nvfp4'][0]})" in _text()
 
 

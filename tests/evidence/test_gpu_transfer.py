@@ -102,13 +102,13 @@ def transfer_report():
 # held-out GPU: (overall MAPE, decode MAPE, signed bias, the calibration it leans on); the distances scale each feature
 # by its spread over the whole accelerator catalog, so a catalog entry moves the weights (H100: A100 0.989, A40 0.011)
 TRANSFER = {"a100": (0.07209, 0.15502, -0.01479, "a40"), "a40": (0.09176, 0.05332, 0.04655, "a100-80gb"),
-            "h100": (0.08725, 0.16582, -0.00946, "a100-80gb")}
+            "h100": (0.08725, 0.16547, -0.00957, "a100-80gb")}
 # the elementwise kernels of the held-out GPU, transferred: MAPE, decode MAPE, mean signed error
 TRANSFER_ELEMENTWISE = {"a100": (0.33521, 0.29557, -0.30942), "a40": (0.57902, 0.42678, 0.53747),
-                        "h100": (0.19418, 0.29704, 0.14183)}
+                        "h100": (0.19443, 0.29728, 0.14221)}
 # the form shipped before (GEMMs without tiles or kernel terms): overall, decode, signed bias
 TRANSFER_UNTILED = {"a100": (0.08108, 0.05509, -0.06832), "a40": (0.11201, 0.05459, 0.08524),
-                    "h100": (0.10035, 0.12554, 0.03903)}
+                    "h100": (0.10037, 0.12558, 0.03910)}
 
 
 @pytest.mark.parametrize("gpu", sorted(TRANSFER))
@@ -142,7 +142,7 @@ def test_the_form_before_transfers_better_in_decode():
 @pytest.mark.parametrize("gpu, worst, worst_mape, max_ape, own, own_decode", [
     ("a100", "meta-llama/Llama-2-7b-hf", 0.08139, 0.5624, 0.05871, 0.04239),
     ("a40", "meta-llama/Llama-2-70b-hf", 0.09582, 0.4034, 0.07480, 0.06657),
-    ("h100", "meta-llama/Llama-2-70b-hf", 0.09458, 0.6441, 0.08204, 0.06910)])
+    ("h100", "meta-llama/Llama-2-70b-hf", 0.09457, 0.6433, 0.08204, 0.06910)])
 def test_transfer_worst_cases_as_published(transfer_report, gpu, worst, worst_mape, max_ape, own, own_decode):
     r = transfer_report[gpu]
     assert r["worst_model"] == worst and r["worst_model_mape"] == pytest.approx(worst_mape, rel=1e-3)

@@ -58,13 +58,13 @@ def test_readme_python_block_runs():
 
 
 def test_readme_catalog_sizes_and_70b_memory():
-    # README.md "The two commands": "the catalogs (24 accelerators plus a CPU stand-in; 63 models ...)" and
+    # README.md "The two commands": "the catalogs (25 accelerators plus a CPU stand-in; 63 models ...)" and
     # "Llama-3.1-70B in bf16 needs 141 GB, one H100 has 80 GB"
-    _says("README.md", "(24 accelerators plus a CPU stand-in;",
+    _says("README.md", "(25 accelerators plus a CPU stand-in;",
           "; 63 models, dense and mixture-of-experts; every number with its source)",
           "Llama-3.1-70B in bf16 needs 141 GB, one H100 has 80 GB")
     names = [h.name for h in list_hardware()]
-    assert len(names) == 25 and "CPU" in names and len(list_models()) == 63
+    assert len(names) == 26 and "CPU" in names and len(list_models()) == 63
     assert get_model("llama-3.1-70b").weight_bytes("bf16") / 1e9 == pytest.approx(141.107, rel=REL)
     assert get_hardware("h100-sxm").mem_capacity / 2**30 == pytest.approx(80, rel=REL)
 

@@ -6,7 +6,7 @@ import click
 
 #: --gpu choices -> the operator tables' GPU names.
 _GPUS = {"h100": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm", "a100": "a100_sxm", "l40s": "l40s",
-         "b300": "b300_sxm", "gb200": "gb200", "gb300": "gb300"}
+         "b300": "b300_sxm", "gb200": "gb200", "gb300": "gb300", "rtx-pro-6000": "rtx_pro_6000_server"}
 
 
 @click.command("kernels")

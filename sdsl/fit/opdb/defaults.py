@@ -2,8 +2,8 @@
 
 ``tools/make_opdb_latency.py`` writes them (from the shipped subset, on any CPU):
 
-- ``sdsl/data/latency/<gpu>.json`` for a GPU Vidur never measured (H200, B200, B300, GB200, GB300, L40S): the GEMM
-  form fitted on the engine's bf16 GEMMs, the fp8 and fp4 GEMM terms on its fp8 and nvfp4 GEMMs, the all-reduce on NCCL's
+- ``sdsl/data/latency/<gpu>.json`` for a GPU Vidur never measured (H200, B200, B300, GB200, GB300, L40S, RTX PRO
+  6000): the GEMM form fitted on the engine's bf16 GEMMs, the fp8 and fp4 GEMM terms on its fp8 and nvfp4 GEMMs, the all-reduce on NCCL's
   all_reduce rows; the elementwise kernels (norm, RoPE, activation, add), which the tables do not time, are
   the cross-GPU transfer's from the Vidur-calibrated GPUs, and the source says so;
 - ``sdsl/data/latency/opdb/<gpu>.json`` for a Vidur-calibrated GPU the tables also cover (H100-SXM): the

@@ -44,7 +44,7 @@ __all__ = ["OPDB_GPUS", "GEMM_FORMATS", "GEMM_MIN_FEATURES", "KV_BYTES_MAX", "AL
 
 #: The database's GPU names -> sdsl's hardware catalog.
 OPDB_GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "a100_sxm": "a100-80gb", "l40s": "l40s",
-             "b300_sxm": "b300", "gb200": "gb200", "gb300": "gb300"}
+             "b300_sxm": "b300", "gb200": "gb200", "gb300": "gb300", "rtx_pro_6000_server": "rtx-pro-6000"}
 #: The tables' GEMM dtypes -> sdsl weight formats (table "fp8" is per-tensor scaled fp8, what dense FP8
 #: checkpoints run; "fp8_block" the 128x128 block-scaled DeepSeek form, fitted as its own format).
 GEMM_FORMATS = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nvfp4"}

@@ -49,7 +49,7 @@ __all__ = ["OPDB_MOE_GPUS", "TABLE_FORMATS", "ROUTING_DRAWS", "ORDER_DEPENDENT_M
 
 #: The database's GPU names -> sdsl's hardware catalog names.
 OPDB_MOE_GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "a100_sxm": "a100-80gb", "l40s": "l40s",
-                 "b300_sxm": "b300", "gb200": "gb200", "gb300": "gb300"}
+                 "b300_sxm": "b300", "gb200": "gb200", "gb300": "gb300", "rtx_pro_6000_server": "rtx-pro-6000"}
 #: The tables' moe_dtype -> sdsl's weight format (bytes per weight with scales, :mod:`sdsl.roofline.weight_formats`).
 TABLE_FORMATS = {"bfloat16": "bf16", "fp8_block": "fp8", "fp8": "fp8", "int4_wo": "int4", "w4a16_mxfp4": "mxfp4",
                  "w4a8_mxfp4_mxfp8": "mxfp4", "nvfp4": "nvfp4"}
