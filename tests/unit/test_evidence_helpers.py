@@ -75,3 +75,12 @@ def test_no_prediction_monotone_in_the_work_beats_the_floor(times, steps):
     if t[i] > t[j]:
         x = 2 * t[i] * t[j] / (t[i] + t[j])
         assert max(abs(x / t[i] - 1), abs(x / t[j] - 1)) == pytest.approx(floor)
+
+
+def test_a_rows_stated_context_is_read_in_both_forms_and_an_unstated_one_takes_the_default():
+    from sdsl.validation.published_rows import row_context
+
+    assert row_context({"context_tokens": "ISL 1,024, OSL 512"}, 9) == 1024 + 256
+    assert row_context({"context_tokens": "128K context + 1024 output"}, 9) == 128 * 1024 + 512
+    assert row_context({"context_tokens": "1K context + 1024 output"}, 9) == 1024 + 512
+    assert row_context({"context_tokens": "MT-bench (20 prompts)"}, 9) == 9
