@@ -391,6 +391,15 @@ def test_the_2025_26_rows_and_the_first_four_sources_apart():
 
     assert (len(recent), len(first), len(blog), len(cookbook), len(rtx)) == (31, 18, 1, 4, 2)
     assert sorted(round(r["error"], 3) for r in rtx) == pytest.approx([0.107, 0.607], abs=1e-3)  # 1K and 128K context
+    short, long = sorted(rtx, key=lambda r: r["context"])  # what the long context adds per token, measured and priced
+    grown = [1e3 / long[k] - 1e3 / short[k] for k in ("measured", "predicted")]
+    assert [round(1e3 / long["measured"], 1), round(1e3 / long["predicted"], 1)] == [9.5, 5.9]
+    assert [round(g, 1) for g in grown] + [round(grown[0] / grown[1], 1)] == [5.5, 2.3, 2.4]
+    from sdsl.roofline.deployment import Deployment
+    from sdsl.roofline.latency import kv_cache_bytes_per_gpu
+
+    kv = float(kv_cache_bytes_per_gpu("gpt-oss-20b", Deployment("rtx-pro-6000"), batch=1, context=long["context"]))
+    assert round(kv / 1e9, 1) == 3.2
     assert sorted(round(r["error"], 3) for r in cookbook) == pytest.approx([0.056, 0.119, 0.126, 0.131], abs=1e-3)
     from sdsl.fit.opdb.moe import moe_kernel_validation
 
@@ -416,7 +425,8 @@ def test_the_2025_26_rows_and_the_first_four_sources_apart():
     for fragment in ("TensorRT-LLM: 2.8% median over 31 rows", "plain rows err by 26.5% (41.8%) and the batch 2–8 ones by "
                      "24.3%, median signed +0.4%", "+61.4% (+81.9%)", "every DeepSeek row is within ±10.4%",
                      "3.3% (B200) and 11.1% (H100)", "(15.1% median held out, signed −6.2% on time;", "the #3317 rows are 10.6% too slow (signed −10.6%, worst −21.8%",
-                     "which adds 0.39 ms to either batch-1 step"):
+                     "which adds 0.39 ms to either batch-1 step", "step reads 3.2 GB of KV cache", "the measured 9.5 ms per "
+                     "token there is 5.5 ms above the 1K step, the priced 5.9 ms only 2.3 ms", "costs about 2.4× what sdsl"):
         assert " ".join(fragment.split()) in text, f"VALIDATION.md no longer says {fragment!r}"
 
 
