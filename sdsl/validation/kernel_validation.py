@@ -9,10 +9,9 @@ aiconfigurator-core 0.12.0:
   read it), the form fitted on the other widths; bf16 fits the whole GEMM form, a low-precision format its
   three terms beside the bf16 fit of the same fold; errors also by regime (m <= 16: weight reads; m > 16);
 - decode attention (GQA/MQA/MHA) with a bf16 and an fp8 KV cache: one (heads, KV heads, head dim) shape held
-  out at a time; decode MLA: one head count held out;
-- all-reduce: the engine's custom kernel (CUDA-graph replay and eager) and NCCL, one GPU count held out;
+  out at a time; decode MLA: one head count; all-reduce (custom kernel, graph and eager; NCCL): one GPU count;
 - the shipped defaults (``default_params``) priced on every GEMM row per format, and the attention a priced step
-  charges on every bf16-KV decode-attention and MLA row (key ``shipped``);
+  charges on every bf16-KV decode-attention and MLA row (key ``shipped``; the rows timed from L2 also apart);
 - FP8 plain decode of a dense target (Qwen3-8B, key ``fp8_decode``): the fp8/bf16 ratio of one layer's measured
   kernels beside sdsl's priced fp8/bf16 step ratio (no published engine row measures a dense FP8 target);
 - the custom all-reduce the engine profiles take (key ``engine_allreduce``, :mod:`sdsl.fit.opdb.engines`);
@@ -23,8 +22,7 @@ aiconfigurator-core 0.12.0:
 - beside every held-out summary, what the rows allow (key ``floor``): the least worst |e| any form monotone in the
   work can reach on them (:func:`sdsl._evidence.monotone_floor`) and the held-out errors where that is within 25%.
 
-Every summary is :func:`sdsl._evidence.summarize_errors` (median, worst, signed bias) plus the 95th
-percentile; ``meets_goal`` marks median <= 10% and worst <= 25%.
+Every summary is :func:`sdsl._evidence.summarize_errors` plus the 95th percentile; ``meets_goal``: median <= 10%, worst <= 25%.
 """
 
 from __future__ import annotations
@@ -44,8 +42,7 @@ GOAL_MEDIAN = 0.10
 GOAL_WORST = 0.25
 DEFAULT_GPUS = ("h100_sxm", "h200_sxm", "b200_sxm")
 OPS = ("gemm", "attention", "mla", "allreduce", "moe")
-#: One layer's KV read (bytes) below which decode attention is its fixed cost, and above which the KV read;
-SMALL_KV, LARGE_KV, LONG_CONTEXT = 4 << 20, 64 << 20, 32768  # and the cached tokens of _long_blocks' rows
+SMALL_KV, LARGE_KV, LONG_CONTEXT = 4 << 20, 64 << 20, 32768  # one layer's KV read: fixed cost / read; _long_blocks' tokens
 
 
 def _summary(errors) -> dict:
@@ -228,6 +225,9 @@ def _shipped(gpu: str, engine: str) -> dict:
             kv = att["kv_bytes"].to_numpy()
             out[op] = {"all": _summary(err), f"kv <= {SMALL_KV >> 20} MiB": _summary(err[kv <= SMALL_KV]),
                        f"kv > {LARGE_KV >> 20} MiB": _summary(err[kv > LARGE_KV])}
+            hot = att["l2_resident"].to_numpy(dtype=bool) if "l2_resident" in att else np.zeros(len(att), bool)
+            if hot.any():  # the tables time these from L2 (sdsl.fit.opdb.collection); a step reads DRAM
+                out[op].update({"cache beyond L2": _summary(err[~hot]), "L2-resident (timed L2-hot)": _summary(err[hot])})
             if op == "attention" and params.attn_eta_kv:
                 out["long_blocks"] = _long_blocks(att, hw, params)
     return out

@@ -66,8 +66,8 @@ _GEMM_BOUNDS = {"eta_compute": (1e-3, 1.0, 0.1), "eta_memory": (1e-3, 1.0, 0.1),
 _START = {"eta_compute": 0.7, "eta_memory": 0.8, "t_kernel": 2e-6, "smoothness": 2.0, "t_kernel_size": 3e-6,
           "kernel_size_bytes": 5e6, "tail_waves": 0.1, "compute": 0.8, "memory": 0.8, "t_extra": 1e-6}
 _GEMM_BOUNDS.update({"t0": (0.0, 1e-4, 1e-6), "t_seq": (0.0, 1e-5, 1e-8), "eta_kv": (1e-3, 1.0, 0.1),
-                     "block_bandwidth": (1e9, 1e14, 1e11)})  # the attention form's (fit_attention)
-_ATTENTION_START = {"t0": 1e-5, "t_seq": 3e-8, "eta_kv": 0.7, "block_bandwidth": 1e12}
+                     "block_bandwidth": (1e9, 1e14, 1e11), "l2_speedup": (1.0, 20.0, 1.0)})  # fit_attention's
+_ATTENTION_START = {"t0": 1e-5, "t_seq": 3e-8, "eta_kv": 0.7, "block_bandwidth": 1e12, "l2_speedup": 2.0}
 _F_SCALE = 0.05
 
 
@@ -144,21 +144,14 @@ def fit_gemm(rows: "pd.DataFrame", hardware, weight_format: str = "bf16", base: 
     y = np.log(rows["time_s"].to_numpy(dtype=float))
     if base is None:
         start = _gemm_base(hardware)
-
-        def residual(x):
-            return np.log(predict_gemm(rows, hardware, weight_format, start.replace(**x))) - y
-
-        return start.replace(**_least_squares(residual, GEMM_TERMS))
+        return start.replace(**_least_squares(
+            lambda x: np.log(predict_gemm(rows, hardware, weight_format, start.replace(**x))) - y, GEMM_TERMS))
     native = get_weight_format(weight_format).native
     if native not in ("fp8", "fp4"):
         raise ConfigError(f"Only fp8 and fp4 formats have their own GEMM terms; {weight_format!r} runs at bf16's.")
-
-    def residual(x):
-        p = base.replace(**{f"{native}_{k}": v for k, v in x.items()})
-        return np.log(predict_gemm(rows, hardware, weight_format, p)) - y
-
-    fitted = _least_squares(residual, FORMAT_TERMS)
-    return base.replace(**{f"{native}_{k}": v for k, v in fitted.items()})
+    terms = lambda x: base.replace(**{f"{native}_{k}": v for k, v in x.items()})  # noqa: E731
+    return terms(_least_squares(lambda x: np.log(predict_gemm(rows, hardware, weight_format, terms(x))) - y,
+                                FORMAT_TERMS))
 
 
 # ------------------------------------------------------------------------------------------------ attention
@@ -166,7 +159,8 @@ def attention_rows(gpu: str | None = None, engine: str = "vllm", kv_dtype: str |
                    source="subset") -> "pd.DataFrame":
     """Decode attention rows (GQA/MQA/MHA) of ``engine``'s newest version: no sliding window, one layer's KV
     cache up to :data:`KV_BYTES_MAX`; the fastest kernel per point (vLLM measures FA3 and FA4 on some GPUs).
-    Adds ``kv_bytes`` (the KV read) and ``shape`` (heads/KV heads/head dim, the unit held out)."""
+    Adds ``kv_bytes`` (the KV read), ``shape`` (heads/KV heads/head dim, the unit held out) and ``l2_resident`` (timed
+    from L2, as a step never reads it: :mod:`sdsl.fit.opdb.collection`)."""
     from sdsl.fit.opdb import read_opdb
 
     df = read_opdb("generation_attention", gpu=gpu, engine=engine, latest=True, source=source)
@@ -179,7 +173,10 @@ def attention_rows(gpu: str | None = None, engine: str = "vllm", kv_dtype: str |
     keys = ["gpu", "kv_cache_dtype", "batch_size", "context", "num_heads", "num_key_value_heads", "head_dim"]
     df = df.sort_values("time_s", kind="mergesort").drop_duplicates(keys).sort_values(keys)
     shape = (df["num_heads"].astype(str) + "/" + df["num_key_value_heads"].astype(str) + "/" + df["head_dim"].astype(str))
-    return df.assign(shape=shape.to_numpy()).reset_index(drop=True)
+    from sdsl.fit.opdb.collection import l2_capacity
+
+    l2 = df["gpu"].map({g: l2_capacity(g, hardware_of(g)) or 0.0 for g in set(df["gpu"])}).to_numpy(dtype=float)
+    return df.assign(shape=shape.to_numpy(), l2_resident=df["kv_bytes"].to_numpy() <= l2).reset_index(drop=True)
 
 
 #: MLA's decode (absorbed form, DeepSeek-V2 §2.1): the latent and the decoupled RoPE key, 512 + 64 per token,
@@ -208,7 +205,8 @@ def mla_rows(gpu: str | None = None, engine: str = "sglang", kv_dtype: str | Non
 @dataclass(frozen=True)
 class AttentionFit:
     """Decode attention on one GPU: t0 + t_seq·b·h_kv + smax_p(FLOPs/(η_c·peak), KV bytes/(η_a·bw) + KV bytes/(b·h_kv·
-    B_blk)) (:mod:`sdsl.roofline.attention`); η_c is the GEMM fit's, the rest fitted here."""
+    B_blk)) (:mod:`sdsl.roofline.attention`); η_c is the GEMM fit's, the rest fitted here; ``l2_speedup`` s, the
+    tables' L2-resident rows' read taking 1/s as long, prices those rows only (:meth:`terms`, a step's, has none)."""
 
     t0: float
     t_seq: float
@@ -216,10 +214,11 @@ class AttentionFit:
     smoothness: float
     block_bandwidth: float
     eta_compute: float
+    l2_speedup: float = 1.0
 
     def to_dict(self) -> dict:
         return {"t0": self.t0, "t_seq": self.t_seq, "eta_kv": self.eta_kv, "smoothness": self.smoothness,
-                "block_bandwidth": self.block_bandwidth, "eta_compute": self.eta_compute}
+                "block_bandwidth": self.block_bandwidth, "eta_compute": self.eta_compute, "l2_speedup": self.l2_speedup}
 
     def terms(self) -> dict:
         """The fit as :class:`LatencyParams`' attention fields (:data:`~sdsl.roofline.latency_params.ATTENTION_FIELDS`)."""
@@ -261,6 +260,8 @@ def predict_attention(rows: "pd.DataFrame", hardware, fit: AttentionFit) -> np.n
     from sdsl.roofline.attention import attention_time
 
     blocks, flops, nbytes = _attention_arrays(rows)
+    if "l2_resident" in rows.columns:
+        nbytes = nbytes / np.where(rows["l2_resident"].to_numpy(dtype=bool), fit.l2_speedup, 1.0)
     return attention_time(flops, nbytes, blocks, t0=fit.t0, t_block=fit.t_seq, eta_kv=fit.eta_kv,
                           smoothness=fit.smoothness, eta_compute=fit.eta_compute, peak=hardware.peak_flops,
                           bandwidth=hardware.mem_bandwidth, block_bandwidth=fit.block_bandwidth)[2]
@@ -300,8 +301,9 @@ ATTENTION_SMOOTHNESS = 2.0
 def fit_attention(rows: "pd.DataFrame", hardware, eta_compute: float = 0.7) -> AttentionFit:
     """Fit :class:`AttentionFit` on decode-attention (or MLA) rows of one GPU and KV dtype (p fixed)."""
     y = np.log(rows["time_s"].to_numpy(dtype=float))
+    names = ("t0", "t_seq", "eta_kv", "block_bandwidth") + (("l2_speedup",) * bool(np.any(rows.get("l2_resident", False))))
     x = _least_squares(lambda x: np.log(predict_attention(rows, hardware, AttentionFit(
-        **x, smoothness=ATTENTION_SMOOTHNESS, eta_compute=eta_compute))) - y, tuple(_ATTENTION_START), _ATTENTION_START)
+        **x, smoothness=ATTENTION_SMOOTHNESS, eta_compute=eta_compute))) - y, names, _ATTENTION_START)
     return AttentionFit(**x, smoothness=ATTENTION_SMOOTHNESS, eta_compute=eta_compute)
 
 
