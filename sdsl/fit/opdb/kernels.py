@@ -301,7 +301,8 @@ ATTENTION_SMOOTHNESS = 2.0
 def fit_attention(rows: "pd.DataFrame", hardware, eta_compute: float = 0.7) -> AttentionFit:
     """Fit :class:`AttentionFit` on decode-attention (or MLA) rows of one GPU and KV dtype (p fixed)."""
     y = np.log(rows["time_s"].to_numpy(dtype=float))
-    names = ("t0", "t_seq", "eta_kv", "block_bandwidth") + (("l2_speedup",) * bool(np.any(rows.get("l2_resident", False))))
+    terms = ("t0", "t_seq", "eta_kv", "block_bandwidth", "l2_speedup")  # s only where some rows are L2-resident
+    names = terms if "l2_resident" in rows.columns and rows["l2_resident"].any() else terms[:-1]
     x = _least_squares(lambda x: np.log(predict_attention(rows, hardware, AttentionFit(
         **x, smoothness=ATTENTION_SMOOTHNESS, eta_compute=eta_compute))) - y, names, _ATTENTION_START)
     return AttentionFit(**x, smoothness=ATTENTION_SMOOTHNESS, eta_compute=eta_compute)
