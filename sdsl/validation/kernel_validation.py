@@ -225,8 +225,7 @@ def _shipped(gpu: str, engine: str) -> dict:
             kv = att["kv_bytes"].to_numpy()
             out[op] = {"all": _summary(err), f"kv <= {SMALL_KV >> 20} MiB": _summary(err[kv <= SMALL_KV]),
                        f"kv > {LARGE_KV >> 20} MiB": _summary(err[kv > LARGE_KV])}
-            hot = att["l2_resident"].to_numpy(dtype=bool) if "l2_resident" in att else np.zeros(len(att), bool)
-            if hot.any():  # the tables time these from L2 (sdsl.fit.opdb.collection); a step reads DRAM
+            if "l2_resident" in att and (hot := att["l2_resident"].to_numpy(dtype=bool)).any():  # timed from L2 (opdb.collection)
                 out[op].update({"cache beyond L2": _summary(err[~hot]), "L2-resident (timed L2-hot)": _summary(err[hot])})
             if op == "attention" and params.attn_eta_kv:
                 out["long_blocks"] = _long_blocks(att, hw, params)

@@ -16,10 +16,12 @@ def _apparent_rate(rows):
     return rows["kv_bytes"].to_numpy() / rows["time_s"].to_numpy()
 
 
-@pytest.mark.parametrize("gpu", ["l40s", "rtx_pro_6000_server"])
-def test_a_cache_inside_l2_is_read_faster_than_dram_and_one_beyond_it_is_not(gpu):
+@pytest.mark.parametrize("gpu, inside_rates, beyond_max", [("l40s", (1.35, 1.88), 0.77),
+                                                       ("rtx_pro_6000_server", (1.61, 2.39), 1.52)])
+def test_a_cache_inside_l2_is_read_faster_than_dram_and_one_beyond_it_is_not(gpu, inside_rates, beyond_max):
     """On the GDDR GPUs a tenth or more of the bf16-KV rows between 32 MB and the L2's capacity read faster than the
-    DRAM peak, which no DRAM read can (L40S: the median too); no row beyond twice the capacity does."""
+    DRAM peak, which no DRAM read can (L40S: the median too); no row beyond twice the capacity does. The rates, TB/s,
+    as VALIDATION.md states them: median and 90th percentile inside, the fastest beyond."""
     hw = hardware_of(gpu)
     rows = attention_rows(gpu, "vllm", "bfloat16")
     kv, cap = rows["kv_bytes"].to_numpy(), l2_capacity(gpu, hw)
@@ -28,6 +30,8 @@ def test_a_cache_inside_l2_is_read_faster_than_dram_and_one_beyond_it_is_not(gpu
     assert np.quantile(_apparent_rate(inside), 0.9) > 1.2 * hw.mem_bandwidth
     assert np.max(_apparent_rate(beyond)) < 0.95 * hw.mem_bandwidth
     assert gpu != "l40s" or np.median(_apparent_rate(inside)) > 1.2 * hw.mem_bandwidth
+    got = np.median(_apparent_rate(inside)), np.quantile(_apparent_rate(inside), 0.9), np.max(_apparent_rate(beyond))
+    assert np.array(got) / 1e12 == pytest.approx((*inside_rates, beyond_max), abs=5e-3)
 
 
 def test_the_reported_capacities_quote_their_figure():

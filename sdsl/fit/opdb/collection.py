@@ -2,11 +2,11 @@
 
 Every collector times an op by capturing it in one CUDA graph and replaying the graph after warm-up runs, with no
 cache flush between replays (aiconfigurator's timing routine ``benchmark_with_power``); decode attention runs over one
-KV cache (``collector/vllm/collect_attn.py``). A KV cache that fits in the GPU's L2 is therefore read from
-L2 on every timed replay. A decode step reads each layer's cache once between all the other layers' weights and
-caches, so its read comes from DRAM: the tables' L2-resident rows time a faster read than a step can get. On the
-GDDR GPUs the tables show it plainly (one layer's bf16 cache of 64-128 MB read at 1.7 TB/s median on the L40S,
-whose DRAM gives 0.864 TB/s; 0.61 TB/s beyond its 96 MB L2). The attention fit
+KV cache (``collector/vllm/collect_attn.py``). A KV cache that fits in the GPU's L2 is therefore read from L2 on every
+timed replay. A decode step reads each layer's cache once between all the other layers' weights and caches, so its
+read comes from DRAM: the tables' L2-resident rows time a faster read than a step can get. On the GDDR GPUs the tables
+show it plainly (on the L40S, whose DRAM gives 0.864 TB/s, one layer's bf16 cache between 32 MB and the 96 MB L2 reads
+at a median 1.35 TB/s, beyond twice the L2 at 0.77 TB/s at most). The attention fit
 (:func:`sdsl.fit.opdb.kernels.fit_attention`) prices those rows with a read 1/s as long and leaves s out of what a
 step charges.
 """
