@@ -183,7 +183,9 @@ class FusedMoEFit:
     local expert the tokens touch, the weight reads of those experts at ``eta_memory`` of the GPU's bandwidth,
     the FLOPs of their padded rows at ``eta_compute`` of the tensor-core peak, and ``per_pair_s`` per routed
     (token, expert) pair over all tokens (every GPU sorts and permutes every pick). ``row_tile`` "triton" pads
-    rows to :data:`TRITON_ROW_TILES`, "none" does not. ``loso`` is its leave-one-model-shape-out error."""
+    rows to :data:`TRITON_ROW_TILES`, "none" does not. ``loso`` is its leave-one-model-shape-out error.
+    ``l2_speedup`` s prices the tables' rows whose touched experts fit in L2 (read 1/s as long: the tables time them
+    L2-hot, :mod:`sdsl.fit.opdb.collection`); a step reads its experts from DRAM and never takes it."""
 
     gpu: str
     engine: str
@@ -199,6 +201,7 @@ class FusedMoEFit:
     rows: int = 0
     shapes: int = 0
     loso: dict = field(default_factory=dict)
+    l2_speedup: float = 1.0
 
 
 def row_tile_of(fit: FusedMoEFit, tokens, local_experts) -> np.ndarray:

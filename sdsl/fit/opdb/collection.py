@@ -8,7 +8,9 @@ read comes from DRAM: the tables' L2-resident rows time a faster read than a ste
 show it plainly (on the L40S, whose DRAM gives 0.864 TB/s, one layer's bf16 cache between 32 MB and the 96 MB L2 reads
 at a median 1.35 TB/s, beyond twice the L2 at 0.77 TB/s at most). The attention fit
 (:func:`sdsl.fit.opdb.kernels.fit_attention`) prices those rows with a read 1/s as long and leaves s out of what a
-step charges.
+step charges. The fused-MoE collector replays one layer with one routing, so the weights of the experts its tokens
+touch are L2-hot wherever they fit; the MoE fit (:func:`sdsl.fit.opdb.moe.fit_group`) takes its own s on those rows'
+weight read, which a step (streaming every layer's experts) never takes either.
 """
 
 from __future__ import annotations

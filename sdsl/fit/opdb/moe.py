@@ -63,8 +63,8 @@ MAX_GPUS = 8
 #: Kernels built on the Triton fused_moe kernel (its default row tile, :data:`sdsl.catalog.moe.TRITON_ROW_TILES`).
 TRITON_KERNELS = ("sglang_fused_moe_triton", "vllm_fused_moe", "vllm_unquantizedfusedmoe_triton_tritonexperts",
                   "vllm_fp8moe_triton_tritonexperts")
-_BOUNDS = ([0.0, 0.0, 0.05, 0.02, 0.0], [300e-6, 50e-6, 1.0, 1.0, 5e-6])
-_START = [25e-6, 0.5e-6, 0.8, 0.5, 0.01e-6]
+_BOUNDS = ([0.0, 0.0, 0.05, 0.02, 0.0, 1.0], [300e-6, 50e-6, 1.0, 1.0, 5e-6, 20.0])
+_START = [25e-6, 0.5e-6, 0.8, 0.5, 0.01e-6, 2.0]
 
 
 def _balanced_counts(n: int, E: int, k: int) -> np.ndarray:
@@ -161,6 +161,9 @@ def moe_features(df: "pd.DataFrame") -> "pd.DataFrame":
     # the peak the roofline prices that format at (activations in the format's own kind where the GPU has it)
     out["peak"] = [gemm_peak(hw[g], f, "bf16") for g, f in zip(out["gpu"], fmt)]
     out["shape"] = list(zip(out["hidden_size"], out["inter_size"], out["num_experts"], out["topk"]))
+    from sdsl.fit.opdb.collection import l2_capacity  # the touched experts' weights in L2: timed L2-hot
+
+    out["l2_resident"] = out["weight_bytes"] <= out["gpu"].map({g: l2_capacity(g, hw[g]) or 0.0 for g in hw})
     return out
 
 
@@ -185,13 +188,15 @@ def _order_dependent(feats: "pd.DataFrame"):
 
 
 def _predict(p, feats, row_tile: str) -> np.ndarray:
-    fit = FusedMoEFit("", "", "", "", *p, row_tile=row_tile)
+    """The closed form at terms ``p`` (five, and s for the L2-resident rows where a sixth is given) on ``feats``."""
+    fit = FusedMoEFit("", "", "", "", *p[:5], row_tile=row_tile)
+    s = np.where(feats["l2_resident"].to_numpy(dtype=bool), p[5], 1.0) if len(p) > 5 else 1.0
     tile = row_tile_of(fit, feats["num_tokens"], feats["num_experts"] / feats["moe_ep_size"])
     padded = np.where(tile == TRITON_ROW_TILES[0], feats["rows_pad16"],
                       np.where(tile == TRITON_ROW_TILES[1], feats["rows_pad64"], feats["local_rows"]))
     return fused_moe_layer_time(fit, tokens=feats["num_tokens"].to_numpy(float), top_k=feats["topk"].to_numpy(float),
                                 local_experts_touched=feats["local_experts"].to_numpy(float), padded_rows=padded,
-                                weight_bytes=feats["weight_bytes"].to_numpy(float),
+                                weight_bytes=feats["weight_bytes"].to_numpy(float) / s,
                                 flops_per_row=feats["flops_per_row"].to_numpy(float),
                                 bandwidth=feats["bandwidth"].to_numpy(float), peak=feats["peak"].to_numpy(float))
 
@@ -200,9 +205,10 @@ def _solve(feats, row_tile: str) -> np.ndarray:
     from scipy.optimize import least_squares
 
     y = feats["time_s"].to_numpy(float)
-    scale = np.array([1e-6, 1e-6, 1.0, 1.0, 1e-6])
-    res = least_squares(lambda z: _predict(z * scale, feats, row_tile) / y - 1.0, np.array(_START) / scale,
-                        bounds=(np.array(_BOUNDS[0]) / scale, np.array(_BOUNDS[1]) / scale), loss="soft_l1",
+    n = 6 if feats["l2_resident"].any() else 5  # s (an L2 read no slower than DRAM's) where some rows are resident
+    scale = np.array([1e-6, 1e-6, 1.0, 1.0, 1e-6, 1.0])[:n]
+    res = least_squares(lambda z: _predict(z * scale, feats, row_tile) / y - 1.0, np.array(_START[:n]) / scale,
+                        bounds=(np.array(_BOUNDS[0][:n]) / scale, np.array(_BOUNDS[1][:n]) / scale), loss="soft_l1",
                         f_scale=0.1)
     return res.x * scale
 
@@ -224,7 +230,7 @@ def fit_group(feats: "pd.DataFrame") -> FusedMoEFit:
     tile = _row_tile(first["kernel_source"])
     p = _solve(feats, tile)
     return FusedMoEFit(str(first["gpu"]), str(first["engine"]), str(first["kernel_source"]), str(first["dtype"]),
-                       *(float(x) for x in p), row_tile=tile,
+                       *(float(x) for x in p[:5]), row_tile=tile, l2_speedup=float(p[5]) if len(p) > 5 else 1.0,
                        versions=tuple(sorted(set(feats["engine_version"]))), rows=len(feats),
                        shapes=feats["shape"].nunique())
 
