@@ -299,7 +299,8 @@ def write_fits(fits: list[FusedMoEFit], path: str | os.PathLike | None = None) -
     doc = {"source": "NVIDIA aiconfigurator-core 0.12.0 (Apache-2.0), systems/data/<gpu>/moe/<engine>/<version>/"
                      "moe_perf.parquet, the filtered subset sdsl/data/opdb/moe.csv.gz",
            "form": "t = t0 + per_expert*D + W/(eta_memory*BW) + padded_rows*flops_per_row/(eta_compute*peak) "
-                   "+ per_pair*tokens*top_k (sdsl.catalog.moe.fused_moe_layer_time)",
+                   "+ per_pair*tokens*top_k (sdsl.catalog.moe.fused_moe_layer_time); the tables' rows whose touched "
+                   "experts fit in L2 read W/l2_speedup (timed L2-hot), which a step never takes",
            "command": "python -m sdsl.fit.opdb.moe --write",
            "fits": [{**asdict(f), "versions": list(f.versions)} for f in fits]}
     tmp = path.with_suffix(".json.tmp")
@@ -333,7 +334,7 @@ def _main(argv=None) -> int:
                 f"signed {s['median_signed']:+.1%}") if s else "held out: < 3 shapes"
         print(f"{f.gpu:9s} {f.engine:7s} {f.kernel_source[:48]:48s} {f.dtype:16s} t0 {f.t0_s * 1e6:5.1f} us "
               f"c_e {f.per_expert_s * 1e6:5.2f} us eta_m {f.eta_memory:.2f} eta_c {f.eta_compute:.2f} "
-              f"c_p {f.per_pair_s * 1e9:6.1f} ns  {held}")
+              f"c_p {f.per_pair_s * 1e9:6.1f} ns s {f.l2_speedup:5.2f}  {held}")
     if args.write:
         print(write_fits(fits))
     return 0
@@ -369,7 +370,7 @@ def moe_kernel_validation(gpu: str, df: "pd.DataFrame | None" = None) -> dict:
         entry = {"rows": int(len(g)), "held_out": "model shape", "folds": int(g["shape"].nunique()), **prov(g),
                  "order_dependent_rows_left_out": int(left_by.get((engine, kernel, dtype), 0)),
                  "fitted": {k: getattr(fit, k) for k in ("t0_s", "per_expert_s", "eta_memory", "eta_compute",
-                                                         "per_pair_s", "row_tile")}}
+                                                         "per_pair_s", "row_tile", "l2_speedup")}}
         out[f"{engine}:{dtype}:{kernel}"] = (entry, g["error"].to_numpy(), g["floor"].to_numpy())
     for dtype, g in held.groupby("dtype", sort=True):  # pooled: the engine builds in the JSON, not the listing
         entry = {"rows": int(len(g)), "held_out": "model shape", "folds": int(g["shape"].nunique()), **prov(g),
