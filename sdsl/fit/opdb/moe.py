@@ -20,7 +20,10 @@ tokens touch and their rows — follows from that routing, reproduced here from 
 The fit is per GPU, engine and kernel (and weight format), on rows of 1–512 tokens and MoE TP × EP <= 8 (one node:
 the deployments sdsl prices), by least squares on the relative error with a soft-L1 loss (a few whole series of
 the tables are several times slower than their neighbours — kernel configurations the tables measured but no
-smooth form predicts; the loss keeps them from setting the fit, the validation still counts them).
+smooth form predicts; the loss keeps them from setting the fit, the validation still counts them). The collector
+replays one layer with no cache flush, so a row whose touched experts' weights fit in the GPU's L2 is timed L2-hot:
+where a group has such rows the fit takes one more term, s, their weight read 1/s as long
+(:attr:`sdsl.catalog.moe.FusedMoEFit.l2_speedup`, bounded 1–20), which a step never charges.
 :func:`leave_one_shape_out` refits without each model shape and scores it.
 """
 
@@ -38,6 +41,7 @@ import numpy as np
 from sdsl._evidence import monotone_floor
 from sdsl.catalog.moe import TRITON_ROW_TILES, FusedMoEFit, fused_moe_layer_time, row_tile_of
 from sdsl.errors import ProfileError
+from sdsl.fit.opdb.collection import l2_capacity
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -161,8 +165,7 @@ def moe_features(df: "pd.DataFrame") -> "pd.DataFrame":
     # the peak the roofline prices that format at (activations in the format's own kind where the GPU has it)
     out["peak"] = [gemm_peak(hw[g], f, "bf16") for g, f in zip(out["gpu"], fmt)]
     out["shape"] = list(zip(out["hidden_size"], out["inter_size"], out["num_experts"], out["topk"]))
-    from sdsl.fit.opdb.collection import l2_capacity  # the touched experts' weights in L2: timed L2-hot
-
+    # the touched experts' weights fit in L2: timed L2-hot (sdsl.fit.opdb.collection)
     out["l2_resident"] = out["weight_bytes"] <= out["gpu"].map({g: l2_capacity(g, hw[g]) or 0.0 for g in hw})
     return out
 
