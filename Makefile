@@ -68,10 +68,11 @@ opdb: $(OPDB)
 opdb-subset: $(STAMP) $(OPDB)
 	$(BIN)/python tools/make_opdb_subset.py
 
-## make opdb-calibrate: the H200/B200 defaults, the H100's fp8 terms and the engines' measured all-reduce from the shipped
-## subset (any CPU; no pyarrow), then the engine profiles' host terms refitted on the published rows.
+## make opdb-calibrate: the H200/B200 defaults, the H100's fp8 terms, the engines' measured all-reduce and the fused-MoE
+## fits from the shipped subset (any CPU; no pyarrow), then the engine profiles' host terms refitted on the published rows.
 opdb-calibrate: $(VENV)/.installed
 	PYTHONPATH=. $(BIN)/python tools/make_opdb_latency.py
+	PYTHONPATH=. $(BIN)/python -m sdsl.fit.opdb.moe --write
 	PYTHONPATH=. $(BIN)/python tools/fit_engine_profiles.py
 
 clean:
