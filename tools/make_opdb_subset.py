@@ -16,7 +16,9 @@ package, read with ``read_opdb(..., source="wheel")``):
 - GEMM: m (tokens) in :data:`GEMM_M` (<= 512), n and k in 512..32768 (the grid's values that catalog
   shapes fall between);
 - decode attention: batch <= 512, no sliding window, head dim 64 or 128, the per-GPU (heads, KV heads)
-  of catalog models under TP 1/2/4/8; decode MLA: batch <= 512;
+  of catalog models under TP 1/2/4/8; decode MLA: batch <= 512; the decode MLA module (vLLM's and TensorRT-LLM's
+  whole attention block): H100, H200 and B200, batch <= 512, DeepSeek's heads per GPU at TP 1/2/4/8, bf16 and
+  block-fp8 GEMMs over a bf16 KV cache;
 - fused MoE: tokens <= 512, the catalog's MoE shapes (hidden, intermediate, top-k, experts),
   MoE TP x EP <= 8 (one node), all three routing distributions;
 - all-reduce (engine custom and NCCL), the MoE all-to-all tables: every row.
@@ -46,7 +48,9 @@ ONE_ENGINE = {"gpus": ("l40s", "b300_sxm", "gb200", "gb300", "rtx_pro_6000_serve
               "engines": {"gemm": "vllm", "generation_attention": "vllm", "generation_mla": "sglang"}}
 GEMM_M = (1, 2, 3, 4, 6, 8, 12, 16, 32, 48, 64, 96, 128, 192, 256, 512)
 TPS = (1, 2, 4, 8)
+MLA_MODULE_GPUS = ("h100_sxm", "h200_sxm", "b200_sxm")
 NEWEST = {"gemm": ("dtype",), "generation_attention": ("kv_cache_dtype",), "generation_mla": ("kv_cache_dtype",),
+          "mla_module": ("gemm_type",),
           "moe": ("dtype", "hidden_size", "inter_size", "topk", "num_experts")}
 OUT = ROOT / "sdsl" / "data" / "opdb"
 
@@ -89,6 +93,9 @@ def subset(table: str, source, gpus=GPUS) -> pd.DataFrame:
         df = df[(df["batch_size"] <= 512) & (df["window_size"] == 0) & np.array([k in heads for k in key])]
     elif table == "generation_mla":
         df = df[df["batch_size"] <= 512]
+    elif table == "mla_module":  # the GPUs the step's MLA block is checked on, DeepSeek's heads per GPU at TP 1-8
+        df = df[df["gpu"].isin(MLA_MODULE_GPUS) & (df["batch_size"] <= 512) & df["num_heads"].isin([128 // t for t in TPS])
+                & df["gemm_type"].isin(["bfloat16", "fp8_block"]) & (df["kv_cache_dtype"] == "bfloat16")]
     elif table == "moe":
         shapes = _moe_shapes(models)
         key = list(zip(df["hidden_size"], df["inter_size"], df["topk"], df["num_experts"]))

@@ -1,8 +1,7 @@
 """``sdsl validate kernels``: the terms fitted on NVIDIA's measured operator tables (:mod:`sdsl.fit.opdb.kernels`),
 each scored on rows its fit never saw.
 
-Per GPU (H100-SXM, H200, B200 by default; also A100, L40S, B300, GB200, GB300) and op, from the shipped subset of
-aiconfigurator-core 0.12.0:
+Per GPU (H100-SXM, H200, B200 by default; also A100, L40S, B300, GB200, GB300, RTX PRO 6000) and op, the subset:
 
 - dense GEMM per weight format (bf16, fp8, fp8_block, nvfp4 where measured), 1-512 tokens: one model width
   held out at a time (every GEMM whose input width k is that value: a hidden size and the projections that
@@ -10,19 +9,19 @@ aiconfigurator-core 0.12.0:
   three terms beside the bf16 fit of the same fold; errors also by regime (m <= 16: weight reads; m > 16);
 - decode attention (GQA/MQA/MHA) with a bf16 and an fp8 KV cache: one (heads, KV heads, head dim) shape held
   out at a time; decode MLA: one head count; all-reduce (custom kernel, graph and eager; NCCL): one GPU count;
-- the shipped defaults (``default_params``) priced on every GEMM row per format, and the attention a priced step
-  charges on every bf16-KV decode-attention and MLA row (key ``shipped``; the rows timed from L2 also apart);
-- FP8 plain decode of a dense target (Qwen3-8B, key ``fp8_decode``): the fp8/bf16 ratio of one layer's measured
-  kernels beside sdsl's priced fp8/bf16 step ratio (no published engine row measures a dense FP8 target);
+- the shipped defaults (``default_params``) on every GEMM row per format, the attention a priced step charges on every
+  bf16-KV decode-attention and MLA row (key ``shipped``; rows timed from L2 apart), and on H100/H200/B200 the MLA
+  block a step prices against the tables' whole module (key ``mla_module``, :mod:`sdsl.fit.opdb.mla_module`);
+- FP8 plain decode of Qwen3-8B (key ``fp8_decode``): one layer's measured fp8/bf16 kernel ratio beside the priced step's;
 - the custom all-reduce the engine profiles take (key ``engine_allreduce``, :mod:`sdsl.fit.opdb.engines`);
 - the fused MoE layer (:mod:`sdsl.fit.opdb.moe`), 1-512 tokens, MoE TP × EP <= 8, balanced and power-law routing:
   one model shape held out at a time, per engine kernel and weight format and pooled per format;
-- H100 only: the two sources side by side, Vidur's fp16 GEMMs and the tables' bf16 GEMMs at the (m, n, k)
-  both measured, and the Vidur-fitted shipped defaults priced on the tables' rows (:mod:`sdsl.fit.opdb.sources`);
-- beside every held-out summary, what the rows allow (key ``floor``): the least worst |e| any form monotone in the
-  work can reach on them (:func:`sdsl._evidence.monotone_floor`) and the held-out errors where that is within 25%.
+- H100 only: Vidur's fp16 GEMMs and the tables' bf16 GEMMs at the (m, n, k) both measured, and the Vidur-fitted
+  shipped defaults priced on the tables' rows (:mod:`sdsl.fit.opdb.sources`);
+- beside every held-out summary (key ``floor``): the least worst |e| any form monotone in the work can reach on the
+  rows (:func:`sdsl._evidence.monotone_floor`) and the held-out errors where that is within 25%.
 
-Every summary is :func:`sdsl._evidence.summarize_errors` plus the 95th percentile; ``meets_goal``: median <= 10%, worst <= 25%.
+Every summary: :func:`sdsl._evidence.summarize_errors` plus the 95th percentile; ``meets_goal``: median <= 10%, worst <= 25%.
 """
 
 from __future__ import annotations
@@ -34,12 +33,12 @@ import numpy as np
 from sdsl.fit.opdb.defaults import ENGINE
 from sdsl._evidence import leave_one_group_out, monotone_floor, summarize_errors
 from sdsl._result import Result
+from sdsl.fit.opdb.mla_module import MLA_MODULE_GPUS, mla_module_check, mla_module_lines
 from sdsl.fit.opdb.sources import SMALL_M, vidur_lines, vidur_vs_tables
 
 __all__ = ["validate_kernels", "KernelValidation", "GOAL_MEDIAN", "GOAL_WORST", "DEFAULT_GPUS", "OPS"]
 
-GOAL_MEDIAN = 0.10
-GOAL_WORST = 0.25
+GOAL_MEDIAN, GOAL_WORST = 0.10, 0.25
 DEFAULT_GPUS = ("h100_sxm", "h200_sxm", "b200_sxm")
 OPS = ("gemm", "attention", "mla", "allreduce", "moe")
 SMALL_KV, LARGE_KV, LONG_CONTEXT = 4 << 20, 64 << 20, 32768  # one layer's KV read: fixed cost / read; _long_blocks' tokens
@@ -303,6 +302,8 @@ def validate_kernels(gpus=None, ops=OPS, engine: str = ENGINE) -> "KernelValidat
             res["attention"] = _attention(gpu, engine, mla=False)
         if "mla" in ops:
             res["mla"] = _attention(gpu, "sglang", mla=True)
+            if gpu in MLA_MODULE_GPUS:  # the whole block a step prices against the tables' measured module
+                out.setdefault("mla_module", {})[gpu] = mla_module_check(gpu)
         if "allreduce" in ops:
             res["allreduce"] = _allreduce(gpu)
         if "moe" in ops:
@@ -396,4 +397,4 @@ def _extra_lines(d: dict) -> list[str]:
         lines.append(f"engine profiles' custom all-reduce, {engine} {m['version']} ({m['kernel_source']}, H100/H200, "
                      f"CUDA graph): a = {1e6 * m['latency_s']:.2f} us, eta = {m['eta']:.3f}; GPU count held out: median "
                      f"{100 * m['heldout_median_abs']:.1f}%")
-    return lines + vidur_lines(d.get("vidur_h100"))
+    return lines + vidur_lines(d.get("vidur_h100")) + mla_module_lines(d.get("mla_module"))

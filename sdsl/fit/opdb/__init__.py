@@ -63,6 +63,9 @@ OPDB_TABLES: dict[str, OpdbTable] = {
         ("batch_size", "context", "num_heads", "num_key_value_heads", "head_dim", "kv_cache_dtype", "window_size")),
     "generation_mla": OpdbTable("mla", "generation_mla_perf", "mla_dtype",
                                 ("batch_size", "context", "num_heads", "tp_size", "kv_cache_dtype")),
+    # the whole MLA attention module of a decode step (projections, norms, RoPE, attention), DeepSeek-V3's shape
+    "mla_module": OpdbTable("mla", "mla_generation_module_perf", "mla_dtype",
+                            ("batch_size", "context", "num_heads", "kv_cache_dtype", "gemm_type")),
     "moe": OpdbTable("moe", "moe_perf", "moe_dtype",
                      ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
                       "moe_ep_size", "distribution")),
