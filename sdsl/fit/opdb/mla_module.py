@@ -3,7 +3,9 @@
 vLLM's and TensorRT-LLM's collectors time DeepSeek-V3's decode attention module as one op (the ``mla_module`` table,
 ``mla_generation_module_perf``: the fused q_a/kv_a projection, the q_a and kv_a norms, the query up-projection,
 RoPE, the absorbed key and value up-projections, latent attention over the KV cache and the output projection, for
-the query heads one GPU holds; no all-reduce). A step prices those pieces apart: the projections as GEMMs
+the query heads one GPU holds; no all-reduce: ai-dynamo/aiconfigurator ``collector/vllm/collect_mla_module.py``,
+"Profiles the complete attention module forward pass (projections + attention + output)", built from vLLM's own
+``DeepseekV2MLAAttention``). A step prices those pieces apart: the projections as GEMMs
 (:func:`sdsl.roofline.step_ops.gemm_op`, with a weight format's terms), the two norms and RoPE as elementwise kernels,
 the latent attention on the roofline of its FLOPs and KV bytes plus one launch (no engine's MLA kernel is priced on
 its measured form: :mod:`sdsl.roofline.attention`), and :data:`~sdsl.roofline.step_ops.MLA_EXTRA_GEMM_KERNELS`
