@@ -43,6 +43,7 @@ import pandas as pd  # noqa: E402
 
 from sdsl.fit.opdb import OPDB_TABLES, latest_versions, read_opdb_raw, wheel_path  # noqa: E402
 from sdsl.errors import ConfigError  # noqa: E402
+from sdsl.fit.opdb.mla_module import MLA_MODULE_GPUS, model_heads  # noqa: E402
 from sdsl.fit.opdb.moe import TABLE_FORMATS  # noqa: E402
 
 GPUS = ("h100_sxm", "h200_sxm", "b200_sxm", "a100_sxm", "l40s", "b300_sxm", "gb200", "gb300", "rtx_pro_6000_server")
@@ -51,7 +52,6 @@ ONE_ENGINE = {"gpus": ("l40s", "b300_sxm", "gb200", "gb300", "rtx_pro_6000_serve
               "engines": {"gemm": "vllm", "generation_attention": "vllm", "generation_mla": "sglang"}}
 GEMM_M = (1, 2, 3, 4, 6, 8, 12, 16, 32, 48, 64, 96, 128, 192, 256, 512)
 TPS = (1, 2, 4, 8)
-MLA_MODULE_GPUS = ("h100_sxm", "h200_sxm", "b200_sxm")
 NEWEST = {"gemm": ("dtype",), "generation_attention": ("kv_cache_dtype",), "generation_mla": ("kv_cache_dtype",),
           "mla_module": ("gemm_type",),
           "moe": ("dtype", "hidden_size", "inter_size", "topk", "num_experts")}
@@ -97,7 +97,8 @@ def subset(table: str, source, gpus=GPUS) -> pd.DataFrame:
     elif table == "generation_mla":
         df = df[df["batch_size"] <= 512]
     elif table == "mla_module":  # the GPUs the step's MLA block is checked on, DeepSeek's heads per GPU at TP 1-8
-        df = df[df["gpu"].isin(MLA_MODULE_GPUS) & (df["batch_size"] <= 512) & df["num_heads"].isin([128 // t for t in TPS])
+        df = df[df["gpu"].isin(list(MLA_MODULE_GPUS)) & (df["batch_size"] <= 512)
+                & df["num_heads"].isin([model_heads() // t for t in TPS])
                 & df["gemm_type"].isin(["bfloat16", "fp8_block"]) & (df["kv_cache_dtype"] == "bfloat16")]
     elif table == "moe":
         shapes = _moe_shapes(models)

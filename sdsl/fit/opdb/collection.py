@@ -15,7 +15,9 @@ weight read, which a step (streaming every layer's experts) never takes either.
 
 from __future__ import annotations
 
-__all__ = ["L2_REPORTED", "l2_capacity"]
+import numpy as np
+
+__all__ = ["L2_REPORTED", "l2_capacity", "l2_resident"]
 
 #: L2 capacity (bytes) of the collection GPUs whose catalog entry states none, as their driver reports it: torch's
 #: ``get_device_properties`` as printed in public repositories (its ``L2_cache_size`` is in MiB); the others take the
@@ -40,3 +42,13 @@ def l2_capacity(gpu: str, hardware) -> float | None:
     """L2 bytes of database GPU ``gpu`` (catalog entry ``hardware``): the datasheet's, else :data:`L2_REPORTED`'s."""
     return hardware.l2_cache or L2_REPORTED.get(gpu, (None,))[0]
 
+
+
+def l2_resident(gpus, nbytes, hardware_of) -> np.ndarray:
+    """Whether each table row's read of ``nbytes`` fits in its GPU's L2 (``gpus``: database names, one per row;
+    ``hardware_of``: database name -> catalog entry): the rows the collectors time L2-hot. A GPU without an L2
+    figure has none."""
+    gpus = np.asarray(gpus)
+    caps = {g: l2_capacity(g, hardware_of(g)) or 0.0 for g in set(gpus.tolist())}
+    cap = np.select([gpus == g for g in caps], list(caps.values()), 0.0) if caps else np.zeros(gpus.shape)
+    return np.asarray(nbytes, dtype=float) <= cap

@@ -173,10 +173,10 @@ def attention_rows(gpu: str | None = None, engine: str = "vllm", kv_dtype: str |
     keys = ["gpu", "kv_cache_dtype", "batch_size", "context", "num_heads", "num_key_value_heads", "head_dim"]
     df = df.sort_values("time_s", kind="mergesort").drop_duplicates(keys).sort_values(keys)
     shape = (df["num_heads"].astype(str) + "/" + df["num_key_value_heads"].astype(str) + "/" + df["head_dim"].astype(str))
-    from sdsl.fit.opdb.collection import l2_capacity
+    from sdsl.fit.opdb.collection import l2_resident
 
-    l2 = df["gpu"].map({g: l2_capacity(g, hardware_of(g)) or 0.0 for g in set(df["gpu"])}).to_numpy(dtype=float)
-    return df.assign(shape=shape.to_numpy(), l2_resident=df["kv_bytes"].to_numpy() <= l2).reset_index(drop=True)
+    resident = l2_resident(df["gpu"].to_numpy(), df["kv_bytes"].to_numpy(), hardware_of)
+    return df.assign(shape=shape.to_numpy(), l2_resident=resident).reset_index(drop=True)
 
 
 #: MLA's decode (absorbed form, DeepSeek-V2 §2.1): the latent and the decoupled RoPE key, 512 + 64 per token,

@@ -22,12 +22,21 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["MLA_MODULE_GPUS", "mla_module_rows", "step_mla_block", "mla_module_check", "mla_module_lines"]
+__all__ = ["MLA_MODULE_GPUS", "mla_module_rows", "step_mla_block", "mla_module_check", "mla_module_lines", "model_heads"]
 
 #: Database GPU -> catalog hardware of the GPUs whose module rows the shipped subset keeps.
 MLA_MODULE_GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200"}
 #: The tables' GEMM type -> the weight format a deployment prices it in (None: the activation dtype, bf16).
 GEMM_FORMATS = {"bfloat16": None, "fp8_block": "fp8"}
+#: The catalog model the collectors' module is (its query heads split over TP = heads / heads per GPU).
+MODEL = "deepseek-v3"
+
+
+def model_heads() -> int:
+    """DeepSeek-V3's query heads (the catalog's), which a row's heads per GPU divide into its TP degree."""
+    from sdsl.catalog.models import get_model
+
+    return get_model(MODEL).n_head
 
 
 def mla_module_rows(gpu: str, engine: str, gemm_type: str = "fp8_block") -> "pd.DataFrame":
@@ -39,8 +48,8 @@ def mla_module_rows(gpu: str, engine: str, gemm_type: str = "fp8_block") -> "pd.
 
 
 def step_mla_block(rows: "pd.DataFrame", hardware: str, engine: str, gemm_type: str) -> np.ndarray:
-    """Seconds a step prices DeepSeek-V3's MLA block at each row's batch, KV length and heads per GPU (TP = 128 /
-    heads) on ``hardware`` under ``engine``'s profile, its linear layers in the row's GEMM type."""
+    """Seconds a step prices DeepSeek-V3's MLA block at each row's batch, KV length and heads per GPU (TP = its
+    :func:`model_heads` / heads) on ``hardware`` under ``engine``'s profile, its linear layers in the row's GEMM type."""
     from sdsl.roofline import latency as lat
     from sdsl.roofline.deployment import Deployment
     from sdsl.roofline.kernels import elementwise_time
@@ -48,10 +57,10 @@ def step_mla_block(rows: "pd.DataFrame", hardware: str, engine: str, gemm_type: 
 
     rows = rows.reset_index(drop=True)
     out = np.zeros(len(rows))
-    for heads, idx in rows.groupby("num_heads").groups.items():
+    for heads, idx in rows.groupby("num_heads").groups.items():  # one deployment per TP degree
         part = rows.loc[idx]
-        dep = Deployment(hardware, tp=128 // int(heads), engine=engine, weight_dtype=GEMM_FORMATS[gemm_type])
-        shapes, params, prec = lat._shapes("deepseek-v3", dep), dep.params, precision_of(dep)
+        dep = Deployment(hardware, tp=model_heads() // int(heads), engine=engine, weight_dtype=GEMM_FORMATS[gemm_type])
+        shapes, params, prec = lat._shapes(MODEL, dep), dep.params, precision_of(dep)
         b, L = part["batch_size"].to_numpy(float), part["context"].to_numpy(float)
         ops, _, _ = layer_ops(shapes, b, 1.0, L, prec, params, dep.hardware.sm_count, fused_experts=True)
         # the fused q_a/kv_a and output projections (GEMM_OPS[0:2]), attention, and the MLA GEMMs (after attention)

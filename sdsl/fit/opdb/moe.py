@@ -41,7 +41,7 @@ import numpy as np
 from sdsl._evidence import monotone_floor
 from sdsl.catalog.moe import TRITON_ROW_TILES, FusedMoEFit, fused_moe_layer_time, row_tile_of
 from sdsl.errors import ProfileError
-from sdsl.fit.opdb.collection import l2_capacity
+from sdsl.fit.opdb.collection import l2_resident
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -166,7 +166,7 @@ def moe_features(df: "pd.DataFrame") -> "pd.DataFrame":
     out["peak"] = [gemm_peak(hw[g], f, "bf16") for g, f in zip(out["gpu"], fmt)]
     out["shape"] = list(zip(out["hidden_size"], out["inter_size"], out["num_experts"], out["topk"]))
     # the touched experts' weights fit in L2: timed L2-hot (sdsl.fit.opdb.collection)
-    out["l2_resident"] = out["weight_bytes"] <= out["gpu"].map({g: l2_capacity(g, hw[g]) or 0.0 for g in hw})
+    out["l2_resident"] = l2_resident(out["gpu"].to_numpy(), out["weight_bytes"].to_numpy(), hw.get)
     return out
 
 
