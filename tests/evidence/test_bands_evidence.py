@@ -34,7 +34,7 @@ def test_the_measured_across_k_shortfall_is_specforge_against_the_other_sources_
 @pytest.mark.slow
 def test_each_source_once_every_class_of_nine_sources_meets_the_goal_and_the_moe_speculative_ones_do_not():
     """VALIDATION.md "Uncertainty bands": with each source counted once, every class with at least 9 sources checked
-    lies within 70-90% (`all` 87% of 27 sources, against 66% over its rows: the SpecBundle dashboard's 42 rows and
+    lies within 70-90% (`all` 86% of 29 sources, against 69% over its rows: the SpecBundle dashboard's 42 rows and
     AngelSlim's 13 lie beyond every other source's errors); the MoE speculative classes, of four sources, stay
     under (31% and 74%)."""
     import math
@@ -48,10 +48,10 @@ def test_each_source_once_every_class_of_nine_sources_meets_the_goal_and_the_moe
     judged = {(k, c): v for k, d in cov.items() for c, v in d.items() if v["sources_checked"] >= MIN_SOURCES}
     assert {c for _, c in judged} == {"all", "decode", "moe_decode", "catalog", "transferred", "measured"}
     assert all(v["met_by_source"] for v in judged.values())
-    assert cov["latency"]["all"]["by_source"] == pytest.approx(0.873, abs=5e-3)
-    assert cov["latency"]["all"]["coverage"] == pytest.approx(0.663, abs=5e-3)
+    assert cov["latency"]["all"]["by_source"] == pytest.approx(0.862, abs=5e-3)
+    assert cov["latency"]["all"]["coverage"] == pytest.approx(0.688, abs=5e-3)
     by_source = {c: round(100 * v["by_source"]) for (_, c), v in judged.items()}
-    assert by_source == {"all": 87, "decode": 77, "moe_decode": 84, "catalog": 80, "transferred": 78, "measured": 74}
+    assert by_source == {"all": 86, "decode": 77, "moe_decode": 77, "catalog": 80, "transferred": 78, "measured": 74}
     assert round(100 * cov["acceptance"]["measured"]["coverage"]) == 60
     outliers = {"sgl-project/SpecForge:data.json": (42, 0.464), "Tencent/AngelSlim#163": (13, -0.433)}
     for source, (n, median) in outliers.items():
@@ -62,8 +62,8 @@ def test_each_source_once_every_class_of_nine_sources_meets_the_goal_and_the_moe
     from sdsl._paths import REPO_ROOT
 
     text = " ".join((REPO_ROOT / "VALIDATION.md").read_text().split())
-    for fragment in ("every step time 87% of 27 sources (66% over its 178 rows", "measured a median 46% faster than "
-                     "priced, and AngelSlim #163's 13, 43% slower", "plain decode 77%, MoE plain decode 84%, catalogued "
+    for fragment in ("every step time 86% of 29 sources (69% over its 199 rows", "measured a median 46% faster than "
+                     "priced, and AngelSlim #163's 13, 43% slower", "plain decode 77%, MoE plain decode 77%, catalogued "
                      "acceptance 80% (transferred 78%), a measured acceptance carried across k 74% (60% over its rows)",
                      "four sources: 31% and 74% with each source once"):
         assert fragment in text, fragment
