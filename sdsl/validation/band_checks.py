@@ -7,7 +7,10 @@ coverage of the band forms considered (:data:`FORMS`), each with every source he
 rule): a class borrows its ancestors' rows until they span :data:`~sdsl.validation.bands.MIN_SOURCES` sources,
 since rows of one source share a bias and the exchangeable unit for a new deployment is the source. ``sources, weighted``:
 the same, each source weighted equally in the pooled distribution (CDF pooling, Dunn, Wasserman & Ramdas 2023, JASA
-118:2491, an asymptotic rule), considered and not shipped (VALIDATION.md "Uncertainty bands").
+118:2491, an asymptotic rule), considered and not shipped (VALIDATION.md "Uncertainty bands"). ``sources, symmetric``:
+the shipped borrowing with the band ±d of the absolute residuals (Lei et al. 2018's split-conformal score,
+:func:`~sdsl.validation.bands.symmetric_band`) instead of the two signed quantiles; it cannot follow a class's
+systematic sign and covers a source whose errors run the other way from the rest; considered and not shipped.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ __all__ = ["FORMS", "form_comparison", "profile_check", "combined_check", "compu
            "markdown_table"]
 
 #: name -> class_bands options of each band form compared (module docstring); ``sources`` is the shipped one.
-FORMS = {"rows": {"min_sources": 0}, "sources": {}, "sources, weighted": {"weighted": True}}
+FORMS = {"rows": {"min_sources": 0}, "sources": {}, "sources, weighted": {"weighted": True},
+         "sources, symmetric": {"symmetric": True}}
 
 
 def form_comparison(rows, level: float = LEVEL) -> dict:
@@ -111,9 +115,9 @@ def markdown_table(bands: dict) -> str:
     pct = lambda x: f"{100 * (math.exp(x) - 1):+.1f}%".replace("-", "−")  # noqa: E731
     share = lambda c: "–" if c["coverage"] is None else f"{100 * c['coverage']:.0f}% ({c['inside']}/{c['checked']})"  # noqa: E731
     lines = ["| kind | class | rows / sources | band built on (rows / sources) | 80% band | source held out: "
-             "row rule (before) | source rule (shipped) | sources weighted (not shipped) | shipped, each source once "
-             "(sources) | row held out | goal: rows | goal: each source once |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "row rule (before) | source rule (shipped) | sources weighted (not shipped) | absolute residuals (not shipped) | "
+             "shipped, each source once (sources) | row held out | goal: rows | goal: each source once |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for kind, label in (("latency", "step time"), ("acceptance", "acceptance")):
         for name, e in bands[kind].items():
             c, forms = bands["coverage"][kind][name], [bands["coverage_by_form"][f][kind][name] for f in FORMS]

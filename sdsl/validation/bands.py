@@ -50,7 +50,8 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["Residual", "LATENCY_CLASSES", "ACCEPTANCE_CLASSES", "LEVEL", "MIN_ROWS", "MIN_SOURCES", "COVERAGE_GOAL",
-           "conformal_band", "pooled_band", "class_bands", "coverage", "widest", "residuals", "BANDS_FILE"]
+           "conformal_band", "symmetric_band", "pooled_band", "class_bands", "coverage", "widest", "residuals",
+           "BANDS_FILE"]
 
 LEVEL = 0.8
 MIN_ROWS = 9  # the fewest residuals whose split-conformal 0.8 band is finite on both sides
@@ -103,6 +104,17 @@ def conformal_band(r, level: float = LEVEL) -> tuple[float, float] | None:
     return min(float(s[lo_i - 1]), 0.0), max(float(s[hi_i - 1]), 0.0)
 
 
+def symmetric_band(r, level: float = LEVEL) -> tuple[float, float] | None:
+    """(−d, d) with d the split-conformal quantile of |r|, r_(⌈level·(n+1)⌉) of the sorted absolute residuals (the
+    absolute-residual score of Lei et al. 2018, Algorithm 2); None when that rank exceeds n. A form compared in
+    :mod:`sdsl.validation.band_checks`, not the shipped one."""
+    a = np.sort(np.abs(np.asarray(list(r), dtype=float)))
+    i = math.ceil(level * (a.size + 1) - 1e-9)
+    if a.size == 0 or i > a.size:
+        return None
+    return -float(a[i - 1]), float(a[i - 1])
+
+
 def pooled_band(rows, level: float = LEVEL) -> tuple[float, float] | None:
     """(low, high) of residual rows (:class:`Residual`) with each source weighted equally (module docstring, "Band"):
     high is the smallest r whose pooled weight at or below it reaches the level's upper tail, low the mirror, both
@@ -147,13 +159,14 @@ def _pool(c: str, classes: dict, members: dict, min_sources: int) -> tuple[list,
 
 
 def class_bands(rows, kind: str, level: float = LEVEL, exclude_source=None, *, min_sources: int = MIN_SOURCES,
-                weighted: bool = False) -> dict:
+                weighted: bool = False, symmetric: bool = False) -> dict:
     """{class: band} for ``kind`` ("latency" or "acceptance") from ``rows`` (less those of ``exclude_source``, a
     source or a predicate on a Residual): each class's split-conformal band on its own rows where they span
     ``min_sources`` sources (``own``), else on its rows joined by its ancestors' (``from_class``: the last ancestor
     borrowed; ``pool_n``, ``pool_sources``: what the band was built on). ``min_sources=0`` is the rule that borrows
-    only under :data:`MIN_ROWS` rows; ``weighted`` weights each source equally (:func:`pooled_band`); both are the
-    forms compared in :func:`sdsl.validation.band_checks.form_comparison`."""
+    only under :data:`MIN_ROWS` rows; ``weighted`` weights each source equally (:func:`pooled_band`); ``symmetric``
+    takes the band of the absolute residuals (:func:`symmetric_band`); all are the forms compared in
+    :func:`sdsl.validation.band_checks.form_comparison`."""
     classes = _all_classes(rows, kind)
     drop = exclude_source if callable(exclude_source) else (lambda r: r.source == exclude_source)
     sel = [r for r in rows if r.kind == kind and not drop(r)]
@@ -161,7 +174,9 @@ def class_bands(rows, kind: str, level: float = LEVEL, exclude_source=None, *, m
     out = {}
     for c, (parent, what) in classes.items():
         pool, used = _pool(c, classes, members, min_sources)
-        band = pooled_band(pool, level) if weighted else conformal_band([r.r for r in pool], level)
+        values = [r.r for r in pool]
+        band = (pooled_band(pool, level) if weighted else symmetric_band(values, level) if symmetric
+                else conformal_band(values, level))
         counts: dict = {}
         for r in members[c]:
             counts[r.source] = counts.get(r.source, 0) + 1

@@ -36,7 +36,7 @@ def test_every_class_of_the_shipped_bands_names_where_its_band_came_from():
         for name, e in bands[kind].items():
             assert e["own"] == (e["from_class"] == name), name
             assert e["pool_n"] >= e["n"] and e["pool_sources"] >= e["n_sources"], name
-            assert set(bands["coverage_by_form"]) == {"rows", "sources", "sources, weighted"}
+            assert set(bands["coverage_by_form"]) == {"rows", "sources", "sources, weighted", "sources, symmetric"}
 
 
 def test_validation_md_states_the_widest_band_a_profile_without_rows_gets():

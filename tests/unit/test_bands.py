@@ -11,7 +11,7 @@ import pytest
 from sdsl.acceptance import Acceptance
 from sdsl.speculation.bands import BAND_FIELDS, acceptance_class, combine, load_bands
 from sdsl.speculation.step import price_step
-from sdsl.validation.bands import Residual, class_bands, conformal_band, coverage
+from sdsl.validation.bands import Residual, class_bands, conformal_band, coverage, symmetric_band
 
 
 def _width(step, name="tokens_per_s"):
@@ -98,6 +98,15 @@ def test_conformal_band_order_statistics():
     assert conformal_band(r) == (-8.0, 8.0)
     assert conformal_band(r + 20) == (0.0, 28.0)  # widened to hold the point estimate (r = 0)
     assert conformal_band(r[:8]) is None  # under 9 residuals one side is infinite
+
+
+def test_symmetric_band_is_the_absolute_residual_quantile():
+    r = np.arange(1, 20) - 10.0  # |r| sorted: 0, 1, 1, ..., 9, 9; rank ceil(0.8 * 20) = 16 -> 8
+    assert symmetric_band(r) == (-8.0, 8.0)
+    assert symmetric_band(r + 20) == (-26.0, 26.0)  # 11..29: a one-signed class still gets both sides (the form's cost)
+    assert symmetric_band(-r) == symmetric_band(r) and symmetric_band(r[:3]) is None
+    rows = _rows({"A": np.arange(-9, 10), "B": [0.0] * 10, "C": [50.0] * 10})
+    assert class_bands(rows, "latency", symmetric=True)["speculative"]["high"] == 50.0
 
 
 def _rows(values_by_source, cls="speculative"):
