@@ -249,20 +249,18 @@ def engine_profiles() -> dict:
     return {"ideal": IDEAL, **{p.name: p for p in sorted(_catalog(), key=lambda p: (p.engine, p.date))}}
 
 
-def _month_end(text: str) -> str:
-    try:
-        y, m = (int(v) for v in text.split("-"))
-        if not 1 <= m <= 12:
-            raise ValueError
-    except ValueError:
-        raise InvalidInputError(f"An engine's month is YYYY-MM (e.g. vllm:2025-04); got {text!r}.") from None
-    return f"{y:04d}-{m:02d}-{month_days(y, m):02d}"
+def _period_end(text: str) -> str:
+    """The last day of ``text``, a month (YYYY-MM) or a day (YYYY-MM-DD), as YYYY-MM-DD."""
+    if valid_date(text) or valid_date(text + "-01"):
+        y, m, *d = (int(v) for v in text.split("-"))
+        return f"{y:04d}-{m:02d}-{d[0] if d else month_days(y, m):02d}"
+    raise InvalidInputError(f"An engine's date is YYYY-MM or YYYY-MM-DD (e.g. vllm:2025-04); got {text!r}.")
 
 
 def resolve_engine(spec=None, *, hardware=None) -> EngineProfile:
     """The profile ``spec`` names: an :class:`EngineProfile` itself; ``None`` the default (:func:`default_engine`);
     ``"ideal"``; a profile name (``"vllm-2025-07"``); an engine (``"vllm"``: its newest profile); ``"ENGINE:YYYY-MM"``
-    (its newest profile dated no later than that month); or a ``.json`` file (:func:`load_engine_file`, e.g. what
+    or ``"ENGINE:YYYY-MM-DD"`` (its newest profile dated no later than that month or day); or a ``.json`` file (:func:`load_engine_file`, e.g. what
     ``sdsl calibrate engine`` writes). Anything else is a one-line error naming what exists."""
     if isinstance(spec, EngineProfile):
         return spec
@@ -282,7 +280,7 @@ def resolve_engine(spec=None, *, hardware=None) -> EngineProfile:
         raise UnknownNameError(f"Unknown engine {spec!r}; known: {', '.join(engines)} (ENGINE or ENGINE:YYYY-MM), "
                                "a profile name, or a .json profile file.")
     if month:
-        end = _month_end(month)
+        end = _period_end(month)
         family = [p for p in family if p.date <= end]
         if not family:
             first = min(p.date for p in catalog.values() if p.engine == engine)

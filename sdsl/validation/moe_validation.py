@@ -154,8 +154,8 @@ def row_engine(spec: MoERow, engine=None):
         engine = spec.engine
     text, date = str(engine).strip().lower(), spec.notes.get("date", "")
     if text in families and text not in engine_profiles() and re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):
-        dated = [p for p in engine_profiles().values() if p.engine == text and p.date and p.date <= date]
-        return max(dated, key=lambda p: p.date) if dated else first_profile(text)  # else: profile_after_row
+        first = first_profile(text)
+        return first if first and date < first.date else resolve_engine(f"{text}:{date}")  # profile_after_row
     return resolve_engine(engine)
 
 

@@ -169,6 +169,11 @@ def test_selection_by_engine_month_name_and_file(tmp_path):
         resolve_engine("tgi")
     with pytest.raises(InvalidInputError, match="YYYY-MM"):
         resolve_engine("vllm:2025-13")
+    with pytest.raises(InvalidInputError, match="YYYY-MM-DD"):
+        resolve_engine("vllm:2026-02-30")
+    # a day resolves within its month: MRV2's profile is dated 2026-03-24
+    assert resolve_engine("vllm:2026-03").name == resolve_engine("vllm:2026-03-24").name == "vllm-2026-03"
+    assert resolve_engine("vllm:2026-03-01").name == "vllm-2026-01"
     path = tmp_path / "mine.json"
     path.write_text(json.dumps(resolve_engine("sglang").replace(name="mine", spec_step_s=2e-3).to_dict()))
     mine = resolve_engine(str(path))

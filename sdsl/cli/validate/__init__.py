@@ -160,7 +160,7 @@ def published(figure, as_json):
 @click.option("--engine", default="roofline", show_default=True,
               help="Cost model that prices the Spec-Bench speedups at batch 1: roofline (the shipped calibrated operator "
                    "roofline alone) or an engine execution profile (hf-eager: the Hugging Face eager decoding Spec-Bench "
-                   "runs; any name `sdsl engines` lists, ENGINE:YYYY-MM or FILE.json).")
+                   "runs; any name `sdsl engines` lists, ENGINE:YYYY-MM[-DD] or FILE.json).")
 @click.option("--pass-overhead-us", type=float, default=0.0, show_default=True,
               help="Host time per forward pass (us) added to the roofline for the Spec-Bench speedups.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
@@ -234,7 +234,7 @@ def acceptance(engine, pass_overhead_us, as_json):
 @click.option("--engine", default="row", show_default=True,
               help="Engine execution profile: row (each row's own engine and build: the newest profile of that "
                    "engine not after the row) | ideal (the roofline alone, no engine host time) | an engine (sglang: "
-                   "that engine's build by each row's date) | a profile name | ENGINE:YYYY-MM | FILE.json (`sdsl "
+                   "that engine's build by each row's date) | a profile name | ENGINE:YYYY-MM[-DD] | FILE.json (`sdsl "
                    "engines` lists them).")
 @click.option("--experts", type=click.Choice(["measured", "roofline"]), default="measured", show_default=True,
               help="Routed experts: measured (the fused-MoE kernel fitted on the operator tables of the row's GPU, "
