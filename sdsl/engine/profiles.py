@@ -260,8 +260,8 @@ def _period_end(text: str) -> str:
 def resolve_engine(spec=None, *, hardware=None) -> EngineProfile:
     """The profile ``spec`` names: an :class:`EngineProfile` itself; ``None`` the default (:func:`default_engine`);
     ``"ideal"``; a profile name (``"vllm-2025-07"``); an engine (``"vllm"``: its newest profile); ``"ENGINE:YYYY-MM"``
-    or ``"ENGINE:YYYY-MM-DD"`` (its newest profile dated no later than that month or day); or a ``.json`` file (:func:`load_engine_file`, e.g. what
-    ``sdsl calibrate engine`` writes). Anything else is a one-line error naming what exists."""
+    or ``"ENGINE:YYYY-MM-DD"`` (its newest profile dated no later than that month or day); or a ``.json`` file
+    (:func:`load_engine_file`, e.g. what ``sdsl calibrate engine`` writes). Anything else is a one-line error naming what exists."""
     if isinstance(spec, EngineProfile):
         return spec
     if spec is None:
@@ -277,7 +277,7 @@ def resolve_engine(spec=None, *, hardware=None) -> EngineProfile:
     family = [p for p in catalog.values() if p.engine == engine]
     if not family:
         engines = sorted({p.engine for p in catalog.values()})
-        raise UnknownNameError(f"Unknown engine {spec!r}; known: {', '.join(engines)} (ENGINE or ENGINE:YYYY-MM), "
+        raise UnknownNameError(f"Unknown engine {spec!r}; known: {', '.join(engines)} (ENGINE or ENGINE:YYYY-MM[-DD]), "
                                "a profile name, or a .json profile file.")
     if month:
         end = _period_end(month)

@@ -174,9 +174,10 @@ def class_bands(rows, kind: str, level: float = LEVEL, exclude_source=None, *, m
     out = {}
     for c, (parent, what) in classes.items():
         pool, used = _pool(c, classes, members, min_sources)
-        values = [r.r for r in pool]
-        band = (pooled_band(pool, level) if weighted else symmetric_band(values, level) if symmetric
-                else conformal_band(values, level))
+        if weighted:
+            band = pooled_band(pool, level)
+        else:
+            band = (symmetric_band if symmetric else conformal_band)([r.r for r in pool], level)
         counts: dict = {}
         for r in members[c]:
             counts[r.source] = counts.get(r.source, 0) + 1

@@ -43,7 +43,6 @@ def l2_capacity(gpu: str, hardware) -> float | None:
     return hardware.l2_cache or L2_REPORTED.get(gpu, (None,))[0]
 
 
-
 def l2_resident(gpus, nbytes, hardware_of) -> np.ndarray:
     """Whether each table row's read of ``nbytes`` fits in its GPU's L2 (``gpus``: database names, one per row;
     ``hardware_of``: database name -> catalog entry): the rows the collectors time L2-hot. A GPU without an L2
