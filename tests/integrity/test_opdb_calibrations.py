@@ -41,7 +41,7 @@ def test_shipped_opdb_calibration_is_the_refit(gpu):
 def test_shipped_h100_overlay_is_the_refit():
     """latency/opdb/h100-sxm.json (the fp8 terms over Vidur's H100, and the bf16 GEMM terms the newest vLLM builds run)
     is what a refit on the shipped subset gives: compared by what each priced form prices on the tables' rows."""
-    from sdsl.fit.opdb.defaults import attention_agrees, build_format_overlay, settle
+    from sdsl.fit.opdb.defaults import ATTENTION_SECTIONS, attention_agrees, build_format_overlay, settle
     from sdsl.fit.opdb.kernels import gemm_rows, hardware_of, predict_gemm
     from sdsl.roofline.latency_params import _packaged_params
 
@@ -49,9 +49,10 @@ def test_shipped_h100_overlay_is_the_refit():
     shipped = json.loads(data_path("latency", "opdb", "h100-sxm.json").read_text())
     refit = build_format_overlay("h100_sxm")
     assert settle("h100_sxm", refit, shipped) == shipped
-    fitted = ("params", "engine_gemm", "attention")
+    fitted = ("params", "engine_gemm", *ATTENTION_SECTIONS)  # compared by what they price, not digit by digit
     assert {k: v for k, v in refit.items() if k not in fitted} == {k: v for k, v in shipped.items() if k not in fitted}
-    assert attention_agrees("h100_sxm", _packaged_params("h100-sxm"), shipped["attention"], refit["attention"])
+    for section, kv_dtype in ATTENTION_SECTIONS.items():
+        assert attention_agrees("h100_sxm", _packaged_params("h100-sxm"), shipped[section], refit[section], kv_dtype)
     assert refit["engine_gemm"]["source"] == shipped["engine_gemm"]["source"]
     for table_gemms in (False, True):
         base = _packaged_params("h100-sxm", table_gemms)
