@@ -42,16 +42,20 @@ from sdsl.roofline.latency_params import ATTENTION_FIELDS, TABLE_ATTENTION_ENGIN
 __all__ = ["ATTENTION_FIELDS", "TABLE_ATTENTION_ENGINES", "runs_table_attention", "table_engine", "attention_time",
            "measured_attention", "measured_share"]
 def attention_time(flops, nbytes, blocks, *, t0, t_block, eta_kv, smoothness, eta_compute, peak: float,
-                   bandwidth: float, block_bandwidth: float = 0.0):
+                   bandwidth: float, block_bandwidth: float = 0.0, stream_bytes=0.0, eta_stream: float = 0.0):
     """(compute time, memory time, attention time) of one decode-attention call on the measured form (module
     docstring) with these terms: what a step charges (:func:`measured_attention`) and what the fit on the tables
     minimises (:func:`sdsl.fit.opdb.kernels.predict_attention`). ``flops`` and ``nbytes`` as the roofline counts them
     (:func:`sdsl.roofline.step_ops.attention_op`), ``blocks`` = b·h_kv (sequences times the KV heads one GPU holds).
-    ``block_bandwidth`` B_blk (bytes/s, 0 = no limit). Broadcasts."""
+    ``block_bandwidth`` B_blk (bytes/s, 0 = no limit). ``stream_bytes``: the query read and output write, priced
+    apart from the KV read at ``eta_stream`` of the bandwidth (the MLA fit: 128 heads' queries and outputs outweigh a
+    short latent cache); with ``eta_stream`` 0 they are in ``nbytes``, read at η_kv (a step's GQA call). Broadcasts."""
     blocks = np.asarray(blocks, dtype=float)
     nbytes = np.asarray(nbytes, dtype=float)
     compute = np.asarray(flops, dtype=float) / (eta_compute * peak)
     memory = nbytes / (eta_kv * bandwidth)
+    if eta_stream:
+        memory = memory + np.asarray(stream_bytes, dtype=float) / (eta_stream * bandwidth)
     if block_bandwidth:  # no blocks read no bytes
         memory = memory + np.where(blocks > 0, nbytes / (np.where(blocks > 0, blocks, 1.0) * block_bandwidth), 0.0)
     return compute, memory, t0 + t_block * blocks + smooth_max(compute, memory, smoothness)

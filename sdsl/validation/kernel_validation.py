@@ -136,19 +136,19 @@ def _attention(gpu: str, engine: str, mla: bool) -> dict:
     if rows.empty:
         return {}
     gem = gemm_rows(gpu, "vllm", "bfloat16")
-    eta_c = fit_gemm(gem, hw, "bf16").eta_compute if len(gem) else 0.7
+    eta_c, eta_s = ((g := fit_gemm(gem, hw, "bf16")).eta_compute, g.eta_memory * mla) if len(gem) else (0.7, 0.8 * mla)
     out = {}
     for kv in sorted(set(rows["kv_cache_dtype"])):
         r = rows[rows["kv_cache_dtype"] == kv]
         r = r.assign(floor=np.maximum(monotone_floor(r, ["shape", "batch_size"], "context"),
                                       monotone_floor(r, ["shape", "context"], "batch_size")))
         folds = _held_out(r, "shape", lambda _, train, test: None if train.empty else (
-            predict_attention(test, hw, fit_attention(train, hw, eta_c)) / test["time_s"].to_numpy() - 1.0,
+            predict_attention(test, hw, fit_attention(train, hw, eta_c, eta_s)) / test["time_s"].to_numpy() - 1.0,
             test["floor"].to_numpy()))
         if not folds:
             continue
         e, f = _stacked(folds)
-        fit = fit_attention(r, hw, eta_c)
+        fit = fit_attention(r, hw, eta_c, eta_s)
         out[kv] = {"rows": int(len(r)), "held_out": "head count" if mla else "heads/KV heads/head dim",
                    "folds": len(folds), **_provenance(r), "heldout": _summary(e), "floor": _floor(f, e),
                    "fitted": {k: float(v) for k, v in fit.to_dict().items()}}

@@ -277,7 +277,7 @@ def test_the_shipped_attention_terms_span_the_ranges_the_docs_state():
 def test_what_the_tables_allow_a_monotone_form():
     """VALIDATION.md "What the tables allow": the series in which the tables alone rule out a 25% worst case for any form
     monotone in the work (their floor, rows), and the held-out worst on the rows they allow it, which misses 25% for every
-    fit. A floor or a worst case stated wrong, or a fit meeting the goal where the text says none does, fails here."""
+    fit but one. A floor or a worst case stated wrong, or a fit meeting the goal where the text says none does, fails here."""
     from sdsl._evidence import monotone_floor
     from sdsl.validation.kernel_validation import validate_kernels
 
@@ -333,12 +333,35 @@ def test_what_the_tables_allow_a_monotone_form():
     above = {(g, op, k) for g, res in data.items() for op, entries in res.items() for k, r in entries.items()
              if r["floor"]["worst_abs"] > 0.25 and not k.startswith("all:")}
     assert above == named
-    # and where the tables allow 25%, every fit still misses it
+    # and where the tables allow 25%, every fit but MLA's over the H200's fp8 cache still misses it
     allowed = {(g, op, k): r["floor"]["heldout_where_allowed"]["worst_abs"] for g, res in data.items()
-               for op, entries in res.items() for k, r in entries.items()}
-    lo, hi = min(allowed, key=allowed.get), max(allowed, key=allowed.get)
-    assert (lo, hi) == (("h100_sxm", "allreduce", "sglang:graph"), ("h200_sxm", "mla", "fp8"))
-    assert f"still {pct(allowed[lo])} (SGLang's CUDA-graph all-reduce on the H100) to {pct(allowed[hi])} (MLA" in text
+               for op, entries in res.items() for k, r in entries.items() if not k.startswith("all:")}
+    met = [key for key, worst in allowed.items() if worst <= 0.25]
+    assert met == [("h200_sxm", "mla", "fp8")]
+    missed = {key: worst for key, worst in allowed.items() if worst > 0.25}
+    lo, hi = min(missed, key=missed.get), max(missed, key=missed.get)
+    assert (lo, hi) == (("h100_sxm", "mla", "fp8"), ("b200_sxm", "moe", "trtllm:nvfp4:moe_torch_flow_min_latency"))
+    assert (f"one fit meets it, MLA with an fp8 KV cache on the H200 ({pct(allowed[met[0]])}); every other fit's held-out "
+            f"worst there is still {pct(missed[lo])} (the same on the H100) to {pct(missed[hi])} (TensorRT-LLM's nvfp4 "
+            "min-latency MoE kernel on the B200)") in text
+
+
+def test_mla_streams_its_queries_apart_from_an_fp8_latent_cache():
+    """VALIDATION.md "Measured kernels": MLA's 128 heads of queries and outputs read at the GEMMs' rate, apart from the
+    latent cache, price SGLang's fp8-cache MLA rows on the H200 with one head count held out; charged at the cache's own
+    (dequantising, about 6% of the bandwidth) rate, as a GQA call's are, the short-context rows come out several times
+    too slow."""
+    from sdsl.fit.opdb.kernels import mla_rows
+
+    hw = hardware_of(H200)
+    rows = mla_rows(H200, "sglang", "fp8")
+    eta = fit_gemm(gemm_rows(H200, "vllm", "bfloat16"), hw, "bf16")
+    held = rows["num_heads"] == 128
+    apart, within = (fit_attention(rows[~held], hw, eta.eta_compute, eta_stream) for eta_stream in (eta.eta_memory, 0.0))
+    assert apart.eta_kv < 0.15  # the fp8 cache's path: far below the bf16 cache's 0.8
+    e_apart, e_within = (_err(predict_attention(rows[held], hw, f), rows[held]) for f in (apart, within))
+    assert np.median(e_apart) < 0.10 and e_apart.max() < 0.35
+    assert e_within.max() > 2.0
 
 
 def test_what_one_table_row_times():

@@ -12,7 +12,8 @@ Each fit but attention's uses sdsl's own pricing formula, so what is fitted here
   t0 + t_seq·b·h_kv + smax_p(FLOPs/(η_c·peak), KV bytes/(η_a·bw) + KV bytes/(b·h_kv·B_blk)) — a fixed kernel cost, a
   cost per (sequence, KV head), the unit of work FlashDecoding's grid gives thread blocks (per sequence alone fits
   worse: H200 p95 38% against 24%), and the KV read (FlashDecoding, Dao et al. 2023) at a fitted fraction of the
-  bandwidth and at most B_blk per block; GQA/MQA by KV heads, MLA by its 576-wide latent (arXiv 2405.04434 §2.1);
+  bandwidth and at most B_blk per block; GQA/MQA by KV heads, MLA by its 576-wide latent (arXiv 2405.04434 §2.1),
+  its heads' queries and outputs, which outweigh a short latent cache, streamed apart at the GEMMs' η_m;
 - **all-reduce** (:func:`fit_allreduce`): the engine's custom one-shot kernel, a + (t−1)·M/(η·B) (every GPU
   reads the other t−1 GPUs' messages over NVLink), and NCCL's ring, a + 2(t−1)/t·M/(η·B) (Patarasuk & Yuan,
   JPDC 2009), each fitted on its own rows (graph replay and eager launch apart).
@@ -25,7 +26,7 @@ stated where they are chosen.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -37,10 +38,10 @@ from sdsl.errors import ConfigError
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["OPDB_GPUS", "GEMM_FORMATS", "GEMM_MIN_FEATURES", "KV_BYTES_MAX", "ALLREDUCE_MAX_BYTES", "GEMM_TERMS", "FORMAT_TERMS",
-           "gemm_rows", "attention_rows", "mla_rows", "allreduce_rows", "fit_gemm", "predict_gemm",
-           "fit_attention", "predict_attention", "predict_attention_step", "fit_allreduce", "predict_allreduce", "AttentionFit",
-           "AllreduceFit", "hardware_of", "fit_nccl", "predict_nccl", "NCCL_TERMS"]
+__all__ = ["OPDB_GPUS", "GEMM_FORMATS", "GEMM_MIN_FEATURES", "KV_BYTES_MAX", "ALLREDUCE_MAX_BYTES", "GEMM_TERMS",
+           "FORMAT_TERMS", "gemm_rows", "attention_rows", "mla_rows", "allreduce_rows", "fit_gemm", "predict_gemm",
+           "fit_attention", "predict_attention", "predict_attention_step", "fit_allreduce", "predict_allreduce",
+           "AttentionFit", "AllreduceFit", "hardware_of", "fit_nccl", "predict_nccl", "NCCL_TERMS"]
 
 #: The database's GPU names -> sdsl's hardware catalog.
 OPDB_GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "a100_sxm": "a100-80gb", "l40s": "l40s",
@@ -130,10 +131,6 @@ def predict_gemm(rows: "pd.DataFrame", hardware, weight_format: str, params: Lat
     return op_time(flops, weights / memory + acts, peak, hardware.mem_bandwidth, params, waves=waves) + extra
 
 
-def _gemm_base(hardware) -> LatencyParams:
-    return LatencyParams(m_tile=128, m_tile_min=min_row_tile(hardware))
-
-
 def fit_gemm(rows: "pd.DataFrame", hardware, weight_format: str = "bf16", base: LatencyParams | None = None) -> LatencyParams:
     """Fit the GEMM form on ``rows`` of one GPU and format. bf16 (``base`` None): the whole form
     (:data:`GEMM_TERMS`). A low-precision format with its native tensor cores (fp8, nvfp4): only its three
@@ -143,7 +140,7 @@ def fit_gemm(rows: "pd.DataFrame", hardware, weight_format: str = "bf16", base: 
 
     y = np.log(rows["time_s"].to_numpy(dtype=float))
     if base is None:
-        start = _gemm_base(hardware)
+        start = LatencyParams(m_tile=128, m_tile_min=min_row_tile(hardware))
         return start.replace(**_least_squares(
             lambda x: np.log(predict_gemm(rows, hardware, weight_format, start.replace(**x))) - y, GEMM_TERMS))
     native = get_weight_format(weight_format).native
@@ -162,6 +159,7 @@ def attention_rows(gpu: str | None = None, engine: str = "vllm", kv_dtype: str |
     Adds ``kv_bytes`` (the KV read), ``shape`` (heads/KV heads/head dim, the unit held out) and ``l2_resident`` (timed
     from L2, as a step never reads it: :mod:`sdsl.fit.opdb.collection`)."""
     from sdsl.fit.opdb import read_opdb
+    from sdsl.fit.opdb.collection import l2_resident
 
     df = read_opdb("generation_attention", gpu=gpu, engine=engine, latest=True, source=source)
     df = df[df["window_size"] == 0]
@@ -173,8 +171,6 @@ def attention_rows(gpu: str | None = None, engine: str = "vllm", kv_dtype: str |
     keys = ["gpu", "kv_cache_dtype", "batch_size", "context", "num_heads", "num_key_value_heads", "head_dim"]
     df = df.sort_values("time_s", kind="mergesort").drop_duplicates(keys).sort_values(keys)
     shape = (df["num_heads"].astype(str) + "/" + df["num_key_value_heads"].astype(str) + "/" + df["head_dim"].astype(str))
-    from sdsl.fit.opdb.collection import l2_resident
-
     resident = l2_resident(df["gpu"].to_numpy(), df["kv_bytes"].to_numpy(), hardware_of)
     return df.assign(shape=shape.to_numpy(), l2_resident=resident).reset_index(drop=True)
 
@@ -206,7 +202,8 @@ def mla_rows(gpu: str | None = None, engine: str = "sglang", kv_dtype: str | Non
 class AttentionFit:
     """Decode attention on one GPU: t0 + t_seq·b·h_kv + smax_p(FLOPs/(η_c·peak), KV bytes/(η_a·bw) + KV bytes/(b·h_kv·
     B_blk)) (:mod:`sdsl.roofline.attention`); η_c is the GEMM fit's, the rest fitted here; ``l2_speedup`` s, the
-    tables' L2-resident rows' read taking 1/s as long, prices those rows only (:meth:`terms`, a step's, has none)."""
+    tables' L2-resident rows' read taking 1/s as long, prices those rows only (:meth:`terms`, a step's, has none);
+    ``eta_stream`` > 0 (MLA's: the GEMM fit's η_m) streams query and output apart from the KV read, 0 within it."""
 
     t0: float
     t_seq: float
@@ -215,10 +212,10 @@ class AttentionFit:
     block_bandwidth: float
     eta_compute: float
     l2_speedup: float = 1.0
+    eta_stream: float = 0.0
 
     def to_dict(self) -> dict:
-        return {"t0": self.t0, "t_seq": self.t_seq, "eta_kv": self.eta_kv, "smoothness": self.smoothness,
-                "block_bandwidth": self.block_bandwidth, "eta_compute": self.eta_compute, "l2_speedup": self.l2_speedup}
+        return asdict(self)
 
     def terms(self) -> dict:
         """The fit as :class:`LatencyParams`' attention fields (:data:`~sdsl.roofline.latency_params.ATTENTION_FIELDS`)."""
@@ -251,7 +248,7 @@ def _attention_arrays(rows):
         flops = 2.0 * b * h * L * (MLA_KV_WIDTH + MLA_V_WIDTH)
         qo = b * h * (MLA_KV_WIDTH + MLA_V_WIDTH) * 2.0
         blocks = b  # one latent "KV head"
-    return blocks, flops, rows["kv_bytes"].to_numpy(dtype=float) + qo
+    return blocks, flops, rows["kv_bytes"].to_numpy(dtype=float), qo
 
 
 def predict_attention(rows: "pd.DataFrame", hardware, fit: AttentionFit) -> np.ndarray:
@@ -259,12 +256,14 @@ def predict_attention(rows: "pd.DataFrame", hardware, fit: AttentionFit) -> np.n
     the tables' rows."""
     from sdsl.roofline.attention import attention_time
 
-    blocks, flops, nbytes = _attention_arrays(rows)
+    blocks, flops, kv, qo = _attention_arrays(rows)
+    nbytes, stream = (kv, qo) if fit.eta_stream else (kv + qo, 0.0)
     if "l2_resident" in rows.columns:
         nbytes = nbytes / np.where(rows["l2_resident"].to_numpy(dtype=bool), fit.l2_speedup, 1.0)
     return attention_time(flops, nbytes, blocks, t0=fit.t0, t_block=fit.t_seq, eta_kv=fit.eta_kv,
                           smoothness=fit.smoothness, eta_compute=fit.eta_compute, peak=hardware.peak_flops,
-                          bandwidth=hardware.mem_bandwidth, block_bandwidth=fit.block_bandwidth)[2]
+                          bandwidth=hardware.mem_bandwidth, block_bandwidth=fit.block_bandwidth,
+                          stream_bytes=stream, eta_stream=fit.eta_stream)[2]
 
 
 def predict_attention_step(rows: "pd.DataFrame", hardware, params: LatencyParams) -> np.ndarray:
@@ -298,14 +297,15 @@ def predict_attention_step(rows: "pd.DataFrame", hardware, params: LatencyParams
 ATTENTION_SMOOTHNESS = 2.0
 
 
-def fit_attention(rows: "pd.DataFrame", hardware, eta_compute: float = 0.7) -> AttentionFit:
-    """Fit :class:`AttentionFit` on decode-attention (or MLA) rows of one GPU and KV dtype (p fixed)."""
+def fit_attention(rows: "pd.DataFrame", hardware, eta_compute: float = 0.7, eta_stream: float = 0.0) -> AttentionFit:
+    """Fit :class:`AttentionFit` on decode-attention (or MLA) rows of one GPU and KV dtype (p, η_c and η_s fixed)."""
     y = np.log(rows["time_s"].to_numpy(dtype=float))
     terms = ("t0", "t_seq", "eta_kv", "block_bandwidth", "l2_speedup")  # s only where some rows are L2-resident
     names = terms if "l2_resident" in rows.columns and rows["l2_resident"].any() else terms[:-1]
-    x = _least_squares(lambda x: np.log(predict_attention(rows, hardware, AttentionFit(
-        **x, smoothness=ATTENTION_SMOOTHNESS, eta_compute=eta_compute))) - y, names, _ATTENTION_START)
-    return AttentionFit(**x, smoothness=ATTENTION_SMOOTHNESS, eta_compute=eta_compute)
+    fixed = {"smoothness": ATTENTION_SMOOTHNESS, "eta_compute": eta_compute, "eta_stream": eta_stream}
+    x = _least_squares(lambda x: np.log(predict_attention(rows, hardware, AttentionFit(**x, **fixed))) - y, names,
+                       _ATTENTION_START)
+    return AttentionFit(**x, **fixed)
 
 
 # ----------------------------------------------------------------------------------------------- all-reduce
