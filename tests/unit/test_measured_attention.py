@@ -118,6 +118,22 @@ def test_the_measured_form_grows_with_each_input_and_holds_the_roofline(flops, n
     assert float(measured_attention(flops, nbytes, blocks, roof, peak, bw)[2]) == pytest.approx(float(expected), rel=1e-12)
 
 
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(nbytes=_POSITIVE, stream=_POSITIVE, eta_kv=st.floats(0.02, 1.0), eta_stream=st.floats(0.05, 1.0),
+       block_bw=st.one_of(st.just(0.0), st.floats(1e9, 1e13)))
+def test_streamed_bytes_add_their_own_read_and_leave_the_kv_read_alone(nbytes, stream, eta_kv, eta_stream, block_bw):
+    """Property: bytes streamed apart (an MLA call's queries and outputs) add stream/(η_s·bw) to the memory time, at
+    any η_kv and per-block limit, and with η_s = 0 are ignored: the KV read is what the per-block limit bounds."""
+    from sdsl.roofline.attention import attention_time
+
+    terms = dict(t0=0.0, t_block=0.0, eta_kv=eta_kv, smoothness=2.0, eta_compute=1.0, peak=1e15, bandwidth=3e12,
+                 block_bandwidth=block_bw)
+    kv_only = attention_time(0.0, nbytes, 4.0, **terms)[1]
+    apart = attention_time(0.0, nbytes, 4.0, stream_bytes=stream, eta_stream=eta_stream, **terms)[1]
+    assert apart == pytest.approx(kv_only + stream / (eta_stream * 3e12), rel=1e-12)
+    assert attention_time(0.0, nbytes, 4.0, stream_bytes=stream, eta_stream=0.0, **terms)[1] == kv_only
+
+
 def test_one_long_sequence_reads_at_its_blocks_rate():
     """Decode attention of one sequence over few KV heads reads its long KV cache at the blocks' bandwidth, not the
     device's: on the H200's shipped vLLM terms one (sequence, KV head) block at 131,072 tokens costs about twice what
