@@ -206,13 +206,14 @@ def _prediction_warnings(target, step, proposer, gamma, least_bytes: float) -> l
     drafter."""
     from sdsl.plan.report import proposer_warnings
     from sdsl.plan.robust import beyond_measured
+    from sdsl.roofline.latency import memory_remedies
 
     out = proposer_warnings(target, step.deployment, [proposer])
     dep = step.deployment
     if least_bytes > dep.hardware.mem_capacity:  # priced, but never silently: no batch asked for fits
         out.append(f"{target.name} does not fit: {least_bytes / 2**30:.4g} GiB per GPU (weights and KV cache at batch "
                    f"{int(np.min(step.batch))}, context {dep.context}) against {dep.hardware.mem_capacity / 2**30:.0f} GiB "
-                   f"on {dep.hardware.name}; raise the tensor parallelism, lower the batch or the context, or use fp8 weights")
+                   f"on {dep.hardware.name}; {memory_remedies(target, dep, batch=int(np.min(step.batch)), need=least_bytes)}")
     if gamma is not None and np.size(gamma):
         beyond = beyond_measured(proposer.name, step.acceptance, int(np.max(gamma)))
         if beyond:

@@ -53,6 +53,7 @@ from sdsl.roofline.latency_params import (DEFAULT_PARAMS, ELEMENTWISE_KINDS, Lat
 from sdsl.errors import InvalidInputError
 
 __all__ = [
+    "memory_remedies",
     "LatencyParams",
     "DEFAULT_PARAMS",
     "default_params",
@@ -340,6 +341,20 @@ def memory_with_draft_per_gpu(target, draft, deployment, *, batch=1, context=Non
     dep = Deployment.of(deployment)
     own = memory_per_gpu(target, dep, batch=batch, context=context)
     return own if draft is None else own + memory_per_gpu(draft, dep.for_draft(), batch=batch, context=context)
+
+
+def memory_remedies(model, deployment, *, batch, need: float, also: tuple = ()) -> str:
+    """What would make a deployment that needs ``need`` bytes per GPU fit, naming only what it does not already do:
+    fp8 weights where its linear layers are 16-bit or wider, an fp8 KV cache where the cache is 16-bit or wider and at
+    least a tenth of ``need``; then ``also``."""
+    dep = Deployment.of(deployment)
+    remedies = ["raise the tensor parallelism", "lower the batch or the context"]
+    if get_weight_format(dep.weight_dtype or dep.dtype).bytes_per_weight >= 2:
+        remedies.append("use fp8 weights")
+    if dtype_bytes(dep.cache_dtype) >= 2 and float(np.max(kv_cache_bytes_per_gpu(model, dep, batch=batch))) >= 0.1 * need:
+        remedies.append("use an fp8 KV cache")
+    remedies += list(also)
+    return ", ".join(remedies[:-1]) + " or " + remedies[-1]
 
 
 def prefill_time_s(model, deployment, *, batch=1, prompt=1, context=0.0) -> np.ndarray:

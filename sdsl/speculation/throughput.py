@@ -110,7 +110,7 @@ def _check_fits(target, proposer, deployment, batch) -> None:
     deployment that cannot run is not an answer."""
     from sdsl.catalog.models import get_model
     from sdsl.roofline.deployment import Deployment
-    from sdsl.roofline.latency import memory_with_draft_per_gpu
+    from sdsl.roofline.latency import memory_remedies, memory_with_draft_per_gpu
 
     dep = Deployment.of(deployment)
     spec = target if hasattr(target, "d_model") else get_model(target)
@@ -119,5 +119,5 @@ def _check_fits(target, proposer, deployment, batch) -> None:
     if np.all(need > cap):
         raise InvalidInputError(f"{spec.name} does not fit: {float(np.min(need)) / 2**30:.4g} GiB per GPU (weights and "
                                 f"KV cache at batch {float(np.min(np.asarray(batch, dtype=float))):g}, context "
-                                f"{dep.context:g}) of {cap / 2**30:.4g} GiB on {dep.hardware.name}; raise tp, lower the "
-                                "batch or context, or use a larger GPU.")
+                                f"{dep.context:g}) of {cap / 2**30:.4g} GiB on {dep.hardware.name}; "
+                                f"{memory_remedies(spec, dep, batch=batch, need=float(np.min(need)), also=('use a larger GPU',))}.")

@@ -80,3 +80,18 @@ def test_a_chain_longer_than_the_context_is_refused_everywhere():
 def test_plan_with_no_proposers_is_refused_not_defaulted():
     with pytest.raises(InvalidInputError, match="proposers is empty"):
         sdsl.plan_speculation("llama-3.1-8b", sdsl.Deployment("h100-sxm"), proposers=[])
+
+
+def test_a_deployment_that_does_not_fit_is_told_only_what_it_does_not_already_do():
+    """The remedies name fp8 weights only for 16-bit weights and an fp8 KV cache only where a 16-bit cache is a real
+    share of the memory: DeepSeek-V3 ships fp8 weights, and at 32k tokens its replicated latent cache is what
+    overflows the H200; Llama-3.1-70B on one H100 is its bf16 weights."""
+    llama = sdsl.predict("llama-3.1-70b", "llama-3.2-1b", sdsl.Deployment("h100-sxm"), gamma=3, alpha=0.7)
+    deepseek = sdsl.predict("deepseek-v3", "mtp", sdsl.Deployment("h200", tp=8, context=32768), gamma=1, alpha=0.7,
+                            batch=32)
+    cached = sdsl.predict("deepseek-v3", "mtp", sdsl.Deployment("h200", tp=8, context=32768, kv_dtype="fp8"), gamma=1,
+                          alpha=0.7, batch=64)
+    (a,), (b,), (c,) = ([w for w in r.warnings if "does not fit" in w] for r in (llama, deepseek, cached))
+    assert a.endswith("use fp8 weights") and "KV cache;" not in a and "fp8 KV" not in a
+    assert b.endswith("or use an fp8 KV cache") and "fp8 weights" not in b
+    assert c.endswith("raise the tensor parallelism or lower the batch or the context")
