@@ -33,10 +33,13 @@ def proposer_warnings(target, deployment, proposers) -> list[str]:
     target's maximum, and each proposer the target cannot run (:func:`sdsl.plan.robust.deploy_blocker`: MTP on a
     target that ships no MTP module, a draft with another vocabulary), which is priced but never picked."""
     from sdsl.plan.robust import deploy_blocker
+    from sdsl.roofline.attention import fp8_mla_warning
 
     out = []
     if deployment.context > target.max_context:
         out.append(f"context {deployment.context} exceeds {target.name}'s maximum of {target.max_context} tokens")
+    if fp8 := fp8_mla_warning(target, deployment):
+        out.append(fp8)
     for p in proposers:
         why = deploy_blocker(target, p)
         if why:

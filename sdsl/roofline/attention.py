@@ -40,7 +40,7 @@ from sdsl.roofline.kernels import smooth_max
 from sdsl.roofline.latency_params import ATTENTION_FIELDS, TABLE_ATTENTION_ENGINES, runs_table_attention, table_engine
 
 __all__ = ["ATTENTION_FIELDS", "TABLE_ATTENTION_ENGINES", "runs_table_attention", "table_engine", "attention_time",
-           "measured_attention", "measured_share"]
+           "measured_attention", "measured_share", "FP8_MLA_SLOWDOWN", "fp8_mla_warning"]
 def attention_time(flops, nbytes, blocks, *, t0, t_block, eta_kv, smoothness, eta_compute, peak: float,
                    bandwidth: float, block_bandwidth: float = 0.0, stream_bytes=0.0, eta_stream: float = 0.0):
     """(compute time, memory time, attention time) of one decode-attention call on the measured form (module
@@ -72,3 +72,23 @@ def measured_share(params, mla):
     """The share of a layer's attention calls ``params`` price on the measured form, whose t0 holds the call's launch:
     the GQA/MQA layers (1 − ``mla``, MLA's share of the model) where ``params`` carry the terms, else none."""
     return (1.0 - np.asarray(mla, dtype=float)) if params.attn_eta_kv else 0.0
+
+
+#: SGLang 0.5.14's decode MLA over an fp8 KV cache on Hopper, measured by NVIDIA's operator tables (aiconfigurator-core
+#: 0.12.0): the median, over the heads, batches and contexts of 8k tokens or more that both caches were timed at, of
+#: its time over the bf16 cache's (a dequantising path; VALIDATION.md "Measured kernels"). A step prices MLA on the
+#: roofline, where an fp8 cache halves the read, so it does not price this.
+FP8_MLA_SLOWDOWN = {"h100-sxm": 4.0, "h200": 4.5}
+
+
+def fp8_mla_warning(target, deployment) -> str | None:
+    """The warning for an MLA target over an fp8 KV cache under SGLang on a GPU where :data:`FP8_MLA_SLOWDOWN` is
+    measured; None elsewhere."""
+    slowdown = FP8_MLA_SLOWDOWN.get(deployment.hardware.name.lower())
+    if not (getattr(target, "kv_lora_rank", 0) and deployment.cache_dtype == "fp8" and slowdown
+            and deployment.engine is not None and deployment.engine.engine.startswith("sglang")):
+        return None
+    return (f"{target.name}'s latent attention (MLA) over an fp8 KV cache is priced on the roofline, where fp8 halves "
+            f"the cache read, but SGLang 0.5.14's fp8-cache MLA decode on {deployment.hardware.name} measures a median "
+            f"{slowdown:.1f}x its bf16-cache time at 8k tokens or more (NVIDIA's operator tables): at long contexts "
+            f"this prediction is too fast; compare with --kv-dtype bf16")

@@ -368,6 +368,30 @@ def test_mla_streams_its_queries_apart_from_an_fp8_latent_cache():
     assert e_within.max() > 2.0
 
 
+def test_the_fp8_mla_slowdown_the_warning_states():
+    """sdsl.roofline.attention.FP8_MLA_SLOWDOWN, which predict and optimize warn with, is the tables' median fp8/bf16
+    cache time of SGLang's MLA at 8k tokens or more on Hopper; on the Blackwell GPUs the fp8 cache is faster (no
+    warning there), and the warning fires for an MLA target over an fp8 cache under SGLang on Hopper only."""
+    import sdsl
+    from sdsl.fit.opdb.kernels import mla_rows
+    from sdsl.roofline.attention import FP8_MLA_SLOWDOWN, fp8_mla_warning
+
+    def median_ratio(gpu):
+        r = mla_rows(gpu, "sglang")
+        r = r[r["context"] >= 8192]
+        p = r.pivot_table(index=["num_heads", "batch_size", "context"], columns="kv_cache_dtype", values="time_s")
+        return float((p["fp8"] / p["bfloat16"]).dropna().median())
+
+    assert {name: round(median_ratio(gpu), 1) for gpu, name in (("h100_sxm", "h100-sxm"), ("h200_sxm", "h200"))} \
+        == FP8_MLA_SLOWDOWN
+    assert median_ratio("b200_sxm") < 0.7
+    deepseek, llama = sdsl.get_model("deepseek-v3"), sdsl.get_model("llama-3.1-70b")
+    dep = lambda **kw: sdsl.Deployment(**{"hardware": "h200", "tp": 8, "engine": "sglang", "kv_dtype": "fp8", **kw})  # noqa: E731
+    assert "4.5x its bf16-cache time" in fp8_mla_warning(deepseek, dep())
+    assert all(fp8_mla_warning(m, d) is None for m, d in ((llama, dep()), (deepseek, dep(kv_dtype=None)),
+                                                         (deepseek, dep(engine="vllm")), (deepseek, dep(hardware="b200"))))
+
+
 def test_what_one_table_row_times():
     """VALIDATION.md "What one table row times": the GEMM launch floor fitted on the tables (one op per replayed CUDA
     graph) against the one fitted on Vidur's kernel timings of the H100."""
