@@ -50,14 +50,20 @@ def _spec(row: dict, index: int):
     return spec
 
 
-def _deployment(spec, profile, weights, dtype="bf16", engine=None):
+def _deployment(spec, profile, weights, dtype="bf16", engine=None, kv_dtype=None):
     """The row's deployment: ``weights`` "fp8" is what ``--dtype fp8`` builds
-    (:func:`sdsl.roofline.deployment.precision_options`), None the compute ``dtype`` for every tensor ("fp8": the
-    all-fp8 form compared beside it)."""
+    (:func:`sdsl.roofline.deployment.precision_options`), with ``kv_dtype`` "fp8" what ``--kv-dtype fp8`` adds; None
+    the compute ``dtype`` for every tensor ("fp8": the all-fp8 form compared beside it)."""
     from sdsl.roofline.deployment import Deployment, precision_options
 
-    precision = precision_options(weights) if weights else {"dtype": dtype}
+    precision = {**precision_options(weights), "kv_dtype": kv_dtype} if weights else {"dtype": dtype}
     return Deployment(spec.hardware, tp=spec.tp, context=spec.context, engine=engine or profile, **precision)
+
+
+def _kv_dtype(row: dict) -> str | None:
+    """"fp8" where the row's ``dtype`` states an fp8 KV cache (the guide's tuned build), else None (the weights' row
+    keeps a bf16 cache: TensorRT-LLM's "By default the KV-Cache is not quantized")."""
+    return "fp8" if "fp8 kv cache" in row.get("dtype", "").lower() else None
 
 
 def _decode_s(spec, dep) -> float:
@@ -84,12 +90,12 @@ def _isl_osl(row: dict) -> tuple[int, int]:
 
 def _priced(spec, row, profile) -> dict:
     """The row's metric priced: headline (fp8 format terms), decode-only, every tensor in fp8, ideal."""
-    fp8 = spec.weight_dtype
+    fp8, kv = spec.weight_dtype, _kv_dtype(row)
     if spec.metric == "TPOT":
         ms = lambda dep: 1e3 * _decode_s(spec, dep)  # noqa: E731
-        return {"predicted": ms(_deployment(spec, profile, fp8)), "predicted_decode_only": None,
+        return {"predicted": ms(_deployment(spec, profile, fp8, kv_dtype=kv)), "predicted_decode_only": None,
                 "predicted_all_fp8": ms(_deployment(spec, profile, None, dtype="fp8" if fp8 else "bf16")),
-                "predicted_ideal": ms(_deployment(spec, profile, fp8, engine="ideal"))}
+                "predicted_ideal": ms(_deployment(spec, profile, fp8, engine="ideal", kv_dtype=kv))}
     isl, osl = _isl_osl(row)
     ratio = lambda f, **kw: f(_deployment(spec, profile, None, **kw)) / f(  # noqa: E731
         _deployment(spec, profile, "fp8", **kw))
