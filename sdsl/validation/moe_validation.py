@@ -162,11 +162,11 @@ def row_engine(spec: MoERow, engine=None):
 def row_deployment(spec: MoERow, engine=None, **deployment_options) -> Deployment:
     """The deployment a row runs on: its GPU, TP and EP, bf16 compute with the checkpoint's own weight format (as
     ``sdsl predict`` prices it, :func:`sdsl.plan.plan.deployment_for`; the row's ``experts`` format where it names
-    one), the row's context, the engine profile of
+    one) and KV cache (``kv_cache``, where its recipe sets one), the row's context, the engine profile of
     :func:`row_engine` (default: the roofline alone); ``deployment_options`` passed to :class:`Deployment`."""
     from sdsl.plan.plan import deployment_for
 
-    options = {"expert_dtype": spec.expert_dtype, **deployment_options}
+    options = {"expert_dtype": spec.expert_dtype, "kv_dtype": spec.kv_dtype, **deployment_options}
     return deployment_for(spec.target, Deployment(spec.hardware, tp=spec.tp, ep=spec.ep, dtype="bf16",
                                                   context=spec.context, engine=row_engine(spec, engine), **options))
 
