@@ -94,7 +94,7 @@ def published_points(row_sets=ENGINE_SETS) -> tuple[list[Point], list[dict]]:
                                  "reason": str(exc)})
                 continue
             dep = Deployment(spec.hardware, tp=spec.tp, dtype="bf16", weight_dtype=spec.weight_dtype,
-                             context=spec.context, engine=profile)
+                             kv_dtype=spec.kv_dtype, context=spec.context, engine=profile)
             step = price_step(spec.target, spec.proposer or "ngram", dep,
                               tau=spec.accepted_length if spec.proposer else 1.0,
                               gamma=None if spec.tree else (spec.gamma if spec.proposer else 0), tree=spec.tree,

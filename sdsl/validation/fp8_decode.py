@@ -60,12 +60,6 @@ def _deployment(spec, profile, weights, dtype="bf16", engine=None, kv_dtype=None
     return Deployment(spec.hardware, tp=spec.tp, context=spec.context, engine=engine or profile, **precision)
 
 
-def _kv_dtype(row: dict) -> str | None:
-    """"fp8" where the row's ``dtype`` states an fp8 KV cache (the guide's tuned build), else None (the weights' row
-    keeps a bf16 cache: TensorRT-LLM's "By default the KV-Cache is not quantized")."""
-    return "fp8" if "fp8 kv cache" in row.get("dtype", "").lower() else None
-
-
 def _decode_s(spec, dep) -> float:
     """Seconds of one plain decode step of the row's batch: the GPU step and the engine's host time."""
     from sdsl.speculation.step import price_step
@@ -90,7 +84,7 @@ def _isl_osl(row: dict) -> tuple[int, int]:
 
 def _priced(spec, row, profile) -> dict:
     """The row's metric priced: headline (fp8 format terms), decode-only, every tensor in fp8, ideal."""
-    fp8, kv = spec.weight_dtype, _kv_dtype(row)
+    fp8, kv = spec.weight_dtype, spec.kv_dtype
     if spec.metric == "TPOT":
         ms = lambda dep: 1e3 * _decode_s(spec, dep)  # noqa: E731
         return {"predicted": ms(_deployment(spec, profile, fp8, kv_dtype=kv)), "predicted_decode_only": None,

@@ -20,7 +20,8 @@ Assumptions, the same for every row they touch (each row lists the ones it uses)
 - expert parallelism: the degree the row states (``assumed_ep`` where the row says it is inferred), 1 where it says
   none or "default off"; ``experts``: the routed experts' weight format where the checkpoint is not the catalog's
   (an nvfp4 checkpoint of DeepSeek-R1), the rest of the model in bf16; ``kv_cache``: the KV cache's element type where
-  the run's recipe sets one (``fp8``: InferenceX's Blackwell DeepSeek-R1 recipes), else the compute dtype.
+  the run's recipe sets one (``fp8``: InferenceX's Blackwell DeepSeek-R1 recipes; read by
+  :func:`~sdsl.validation.published_rows.row_kv_dtype`), else the compute dtype.
 - a row dated before every profile of its engine is priced with that engine's first profile (``profile_after_row``).
 """
 
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 
 from sdsl.roofline.deployment import Deployment
 from sdsl.validation.published_rows import (CHAT_CONTEXT, RowSpec, Unpriceable, _hardware, _shape, load_rows,
-                                            row_context)
+                                            row_context, row_kv_dtype)
 
 __all__ = ["MoERow", "MOE_SET", "MOE_MODELS", "KV_HEADROOM", "notes_fields", "interpret_moe_decode",
            "interpret_moe_speculative", "moe_rows", "first_profile"]
@@ -53,7 +54,6 @@ class MoERow(RowSpec):
 
     ep: int = 1
     expert_dtype: str | None = None  # the routed experts' weight format where the row's checkpoint has its own
-    kv_dtype: str | None = None  # the KV cache's element type where the run set one
     row_class: str = "moe"
     dataset: str = ""
     plain_measured: float | None = None
@@ -188,7 +188,7 @@ def _common(row: dict, file: str, index: int, model_key: str) -> MoERow:
     return MoERow(file=file, index=index, source=row["source"], engine=row.get("engine", ""), target=target,
                   hardware=hardware, tp=tp, batch=batch, context=_context(row, notes), metric=metric,
                   measured=measured, assumptions=assumptions, ep=ep, expert_dtype=notes.get("experts"),
-                  kv_dtype=(notes.get("kv_cache") or "").split(" ")[0] or None,
+                  kv_dtype=row_kv_dtype(row),
                   row_class=notes.get("class", "moe"), dataset=notes.get("dataset", ""), notes=notes)
 
 

@@ -20,6 +20,8 @@ Assumptions (the same for every row they touch):
 - weights: a row whose ``dtype`` starts with "fp8" (the ``fp8`` set: W8A8 dense checkpoints) is priced with fp8 linear
   layers (``Deployment.weight_dtype`` "fp8": fp8 bytes at the fp8 tensor-core peak with the GEMM format terms measured
   on NVIDIA's operator tables), its activations, KV cache and LM head in bf16; every other row in bf16.
+- KV cache: fp8 where the row states the run's (``dtype`` "... fp8 KV cache", or ``kv_cache=fp8`` in an MoE row's
+  notes, quoting the recipe that set it: :func:`row_kv_dtype`), else bf16.
 - trees whose top-k / size is not stated use SGLang's recipe quoted in the same set (top-k 8, 64 tokens);
   Spec-Bench's "method default" trees are the methods' shipped ones (see ``_DEFAULT_TREES``).
 """
@@ -33,7 +35,7 @@ from sdsl.catalog.models import ModelSpec, get_model
 from sdsl.speculation.step import TreeShape
 
 __all__ = ["summarize", "speed_error", "Unpriceable", "RowSpec", "load_rows", "interpret_decode", "interpret_speculative", "row_engine", "source_key",
-           "VICUNA_33B", "FP8_SET", "ISL_OSL", "row_context"]
+           "VICUNA_33B", "FP8_SET", "ISL_OSL", "row_context", "row_kv_dtype"]
 
 # LLaMA-1 33B shapes (Touvron et al. 2023, Table 2: 6656 wide, 52 heads, 60 layers); d_ff and vocab from
 # lmsys/vicuna-33b-v1.3 config.json. Not a catalog model: used only to price Spec-Bench's Vicuna-33B rows.
@@ -84,6 +86,7 @@ class RowSpec:
     concurrency: int = 1
     row_set: str = "dev"
     weight_dtype: str | None = None  # the linear layers' weight format (Deployment.weight_dtype); None: bf16
+    kv_dtype: str | None = None  # the KV cache's element type where the run set one (row_kv_dtype); None: bf16
 
 
 DEV_SET = ("dev",)
@@ -150,6 +153,18 @@ def row_context(row: dict, default: int) -> int:
     return default
 
 
+_KV_NOTE = re.compile(r"(?:^|; )kv_cache=(\w+)")
+
+
+def row_kv_dtype(row: dict) -> str | None:
+    """The KV cache's element type a published row's run set: "fp8" where its ``dtype`` says "fp8 KV cache", else the
+    first word of a ``kv_cache=`` field in its notes; None (the compute dtype) where it states none."""
+    if "fp8 kv cache" in row.get("dtype", "").lower():
+        return "fp8"
+    m = _KV_NOTE.search(row.get("notes", "").split("quote=«")[0])
+    return m.group(1) if m else None
+
+
 def _common(row: dict, file: str, index: int, model_key: str) -> RowSpec:
     assumptions: list = []
     if not row["tp"].isdigit():
@@ -162,7 +177,7 @@ def _common(row: dict, file: str, index: int, model_key: str) -> RowSpec:
                    assumptions=assumptions, engine_column=(row.get("engine") or "").strip(),
                    engine_version=row.get("engine_version") or "", date=(row.get("date") or "").strip(),
                    concurrency=int(row.get("concurrency") or row["batch"] or 1), row_set=row.get("row_set") or "dev",
-                   weight_dtype=weights)
+                   weight_dtype=weights, kv_dtype=row_kv_dtype(row))
 
 
 def source_key(source: str) -> str:
