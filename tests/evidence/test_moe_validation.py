@@ -374,6 +374,17 @@ def test_each_source_apart_and_the_measured_kernels_on_the_2026_rows():
     fp8_kv = {source_label(x.source) for x in moe_rows()[0] if x.kv_dtype == "fp8"}
     assert fp8_kv == {f"SemiAnalysisAI/InferenceX#{n}" for n in (3363, 3175, 3183, 3317)}
     assert all(x.kv_dtype is None for x in moe_rows()[0] if source_label(x.source) not in fp8_kv)
+    bf16_out = validate_moe(kv_dtype=None)  # as they were priced before: VALIDATION's "as before" numbers
+    bf16_kv = bf16_out["claims"]
+    recent = [r["error"] for r in bf16_out["rows"] if r["class"] == "moe" and r["proposer"] is None
+              and r["source"].startswith(("SemiAnalysisAI/InferenceX", "lm-sys/"))]
+    assert len(recent) == 52 and (round(float(np.median(np.abs(recent))), 3), round(float(np.median(recent)), 3)) == \
+        (0.030, 0.007)
+    before = [f"{100 * bf16_kv['plain_by_source'][s]['median_abs_error']:.1f}%" for s in sorted(fp8_kv, key=lambda s: (
+        ["#3363", "#3175", "#3183", "#3317"].index(s[-5:])))]
+    assert before == ["1.8%", "2.3%", "4.9%", "5.0%"]
+    assert (round(bf16_kv["plain"]["median_abs_error"], 3), round(bf16_kv["plain"]["median_signed_error"], 3)) == \
+        (0.051, 0.018)
     assert max(r["batch"] for r in sweep) == 64
     nvfp4 = [r for r in rows if "#3183" in r["source"]]  # DeepSeek-R1 NVFP4 on B300, TP 4 x EP 4 and TP 8 x EP 8
     assert {(r["tp"], r["ep"]) for r in nvfp4} == {(4, 4), (8, 8)} and all("nvfp4" in r["moe_kernel"] for r in nvfp4)
@@ -394,7 +405,9 @@ def test_each_source_apart_and_the_measured_kernels_on_the_2026_rows():
                      "and 64, SpecForge #339 at 20)", "the only MoE rows with a stated expert-parallel degree "
                      "(TensorRT-LLM's 2025-03 blog row assumes EP 4)",
                      "−9.2 … +8.3% per row, the EP 4 points all too slow (median −4.3%) and the EP 8 ones too fast (median +5.9%)",
-                     "−5.1 … +6.1% per row, where the grouped GEMMs price every row too fast (median +33.7%)"):
+                     "−5.1 … +6.1% per row, where the grouped GEMMs price every row too fast (median +33.7%)",
+                     "priced on a bf16 cache, as before, their medians were 1.8%, 2.3%, 4.9% and 5.0% (now 1.8%, 2.7%, "
+                     "5.2% and 6.2%; the 52 rows 3.0%, signed +0.7%; all 77 5.1%, +1.8%)"):
         assert " ".join(fragment.split()) in text, f"VALIDATION.md no longer says {fragment!r}"
 
 
