@@ -50,7 +50,7 @@ GPUS = ("h100_sxm", "h200_sxm", "b200_sxm", "a100_sxm", "l40s", "b300_sxm", "gb2
 #: GPUs whose GEMM, attention and MLA rows are kept for one engine only (the fitted one), to keep the subset small.
 ONE_ENGINE = {"gpus": ("l40s", "b300_sxm", "gb200", "gb300", "rtx_pro_6000_server"),
               "engines": {"gemm": "vllm", "generation_attention": "vllm", "generation_mla": "sglang"}}
-GEMM_M = (1, 2, 3, 4, 6, 8, 12, 16, 32, 48, 64, 96, 128, 192, 256, 512)
+GEMM_M = (1, 2, 3, 4, 6, 8, 12, 16, 32, 48, 64, 96, 128, 192, 256, 512, 1024, 2048, 4096, 8192)
 TPS = (1, 2, 4, 8)
 NEWEST = {"gemm": ("dtype",), "generation_attention": ("kv_cache_dtype",), "generation_mla": ("kv_cache_dtype",),
           "mla_module": ("gemm_type",),
