@@ -7,9 +7,9 @@ are one choice. sdsl cannot tell them apart: the speculative tokens/s it predict
 (VALIDATION.md, engine speculative tokens/s) and a catalog acceptance by a median 21%; what separates neighbouring k
 at one batch is mostly where batch × (k + 1) crosses a GEMM row tile (every 128 rows) or a CUDA-graph capture size, a
 sawtooth of 1-15%. 5% is under half the median error: a table keeps a change of k only where it is worth more than the
-model can resolve. For Llama-3.1-8B + EAGLE-3 on the default vLLM profile (H100) the table over batch 1-256 has 4 ranges
-at 5%, 11 at 3%, 29 with no tolerance (3, 7 and 20 under vLLM's V1 runner, whose exposed speculative host time flattens
-the sawtooth); batch 24 prices k = 4 at 2.48x, k = 5 at 2.40x. Those profiles price the H100's GEMMs on vLLM 0.24's
+model can resolve. For Llama-3.1-8B + EAGLE-3 on the default vLLM profile (H100) the table over batch 1-256 has 8 ranges
+at 5%, 10 at 3%, 30 with no tolerance (4, 7 and 20 under vLLM's V1 runner, whose exposed speculative host time flattens
+the sawtooth); batch 24 prices k = 4 at 2.50x, k = 5 at 2.42x. Those profiles price the H100's GEMMs on vLLM 0.24's
 measured kernels; priced on Vidur's 2024 GEMMs instead (15-25% slower at 96-512 rows), the same profile's table has 10
 ranges at 5% (VALIDATION.md "The two sources on the H100").
 

@@ -73,9 +73,8 @@ def test_llama_eagle3_k_table_has_the_fewest_ranges_each_within_the_tolerance(ea
                                                      ("vllm:2026-01", (4, 7, 20), 1.968, 1.885)])
 def test_the_range_counts_and_the_batch_24_sawtooth_sdsl_plan_robust_states(engine, counts, k4, k5):
     """Over batch 1-256 the table has 8 / 10 / 30 ranges at 5% / 3% / no tolerance with the default (S and d hidden)
-    and 4 / 7 / 20 on the V1 runner (summed); at batch 24 k = 4 and k = 5 price 2.50x / 2.42x (VALIDATION.md; the
-    module docstring of sdsl.plan.robust still states the counts before the GEMM refit on m up to 8192: 4 / 11 / 29,
-    3 / 7 / 20, 2.48x / 2.40x)."""
+    and 4 / 7 / 20 on the V1 runner (summed); at batch 24 k = 4 and k = 5 price 2.50x / 2.42x (VALIDATION.md and the
+    module docstring of sdsl.plan.robust)."""
     plan = sdsl.plan_speculation("llama-3.1-8b", sdsl.Deployment("h100-sxm", engine=engine), proposers=["eagle3"])
     r = plan.ranking
     tps, plain = r.tokens_per_s[0, :, :, 0], np.asarray(r.plain_tokens_per_s).ravel()
