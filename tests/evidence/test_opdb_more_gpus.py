@@ -117,3 +117,22 @@ def test_fused_moe_prices_a_held_out_model_shape(gpu):
     assert np.median(np.abs(held["error"])) < 0.10 and abs(np.median(held["error"])) < 0.05
     hw = get_hardware(opdb_moe.OPDB_MOE_GPUS[gpu])
     assert fused_moe_provenance(hw, None, "bf16").startswith("measured: ")
+
+
+def test_the_shipped_fp8_misses_by_regime():
+    """VALIDATION.md "More GPUs": where the GB200 and GB300 fp8 defaults miss (the m ≤ 512 rows of decode against the
+    m = 1024-8192 rows), recomputed from what default_params returns."""
+    from sdsl.fit.opdb.kernels import GEMM_FORMATS, gemm_rows, hardware_of, predict_gemm
+    from sdsl._paths import REPO_ROOT
+    from sdsl.roofline.latency_params import default_params
+
+    got = []
+    for gpu in ("gb200", "gb300"):
+        hw, rows = hardware_of(gpu), gemm_rows(gpu, "vllm", "fp8")
+        e = predict_gemm(rows, hw, GEMM_FORMATS["fp8"], default_params(hw, "vllm")) / rows["time_s"].to_numpy() - 1.0
+        m = rows["m"].to_numpy()
+        got.append((np.median(np.abs(e[m <= 512])), np.median(np.abs(e[m >= 1024])), np.median(e[m >= 1024])))
+    assert got == [pytest.approx((0.102, 0.254, -0.042), abs=6e-4), pytest.approx((0.101, 0.255, -0.041), abs=6e-4)]
+    text = " ".join((REPO_ROOT / "VALIDATION.md").read_text().split())
+    assert ("on the rows of m ≤ 512 10.2% / 10.1%, on m 1024–8192 25.4% / 25.5%, median signed −4.2% / −4.1%"
+            in text)
