@@ -16,8 +16,8 @@ package, read with ``read_opdb(..., source="wheel")``):
   attention, MLA and MoE only the newest version of each engine per GPU
   and dtype (and MoE shape) among those with rows left after the filters below;
   every version of the communication tables (they are small and map to dated engine profiles);
-- GEMM: m (tokens) in :data:`GEMM_M` (<= 512), n and k in 512..32768 (the grid's values that catalog
-  shapes fall between);
+- GEMM: m (tokens) in :data:`GEMM_M` (1-512 for decode, 1024-8192 for prefill and large verify steps), n and k
+  in 512..32768 (the grid's values that catalog shapes fall between);
 - decode attention: batch <= 512, no sliding window, head dim 64 or 128, the per-GPU (heads, KV heads)
   of catalog models under TP 1/2/4/8; decode MLA: batch <= 512; the decode MLA module (vLLM's and TensorRT-LLM's
   whole attention block): H100, H200 and B200, batch <= 512, DeepSeek's heads per GPU at TP 1/2/4/8, bf16 and

@@ -10,7 +10,7 @@ sawtooth of 1-15%. 5% is under half the median error: a table keeps a change of 
 model can resolve. For Llama-3.1-8B + EAGLE-3 on the default vLLM profile (H100) the table over batch 1-256 has 8 ranges
 at 5%, 10 at 3%, 30 with no tolerance (4, 7 and 20 under vLLM's V1 runner, whose exposed speculative host time flattens
 the sawtooth); batch 24 prices k = 4 at 2.50x, k = 5 at 2.42x. Those profiles price the H100's GEMMs on vLLM 0.24's
-measured kernels; priced on Vidur's 2024 GEMMs instead (15-25% slower at 96-512 rows), the same profile's table has 10
+measured kernels; priced on Vidur's 2024 GEMMs instead (18-34% slower at 96-512 rows), the same profile's table has 10
 ranges at 5% (VALIDATION.md "The two sources on the H100").
 
 **Table.** :func:`robust_k_ranges` covers the batches with the fewest ranges whose k is within the tolerance of the

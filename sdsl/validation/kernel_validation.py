@@ -3,10 +3,10 @@ each scored on rows its fit never saw.
 
 Per GPU (H100-SXM, H200, B200 by default; also A100, L40S, B300, GB200, GB300, RTX PRO 6000) and op, the subset:
 
-- dense GEMM per weight format (bf16, fp8, fp8_block, nvfp4 where measured), 1-512 tokens: one model width
+- dense GEMM per weight format (bf16, fp8, fp8_block, nvfp4 where measured), 1-8192 tokens: one model width
   held out at a time (every GEMM whose input width k is that value: a hidden size and the projections that
   read it), the form fitted on the other widths; bf16 fits the whole GEMM form, a low-precision format its
-  three terms beside the bf16 fit of the same fold; errors also by regime (m <= 16: weight reads; m > 16);
+  three terms beside the bf16 fit of the same fold; errors also by regime (m <= 16: weight reads; m > 16; m <= 512, m > 512);
 - decode attention (GQA/MQA/MHA) with a bf16 and an fp8 KV cache: one (heads, KV heads, head dim) shape held
   out at a time; decode MLA: one head count; all-reduce (custom kernel, graph and eager; NCCL): one GPU count;
 - the shipped defaults (``default_params``) on every GEMM row per format, the attention a priced step charges on every
@@ -34,7 +34,7 @@ from sdsl.fit.opdb.defaults import ENGINE
 from sdsl._evidence import leave_one_group_out, monotone_floor, summarize_errors
 from sdsl._result import Result
 from sdsl.fit.opdb.mla_module import MLA_MODULE_GPUS, mla_module_check, mla_module_lines
-from sdsl.fit.opdb.sources import SMALL_M, vidur_lines, vidur_vs_tables
+from sdsl.fit.opdb.sources import DECODE_M, SMALL_M, vidur_lines, vidur_vs_tables
 
 __all__ = ["validate_kernels", "KernelValidation", "GOAL_MEDIAN", "GOAL_WORST", "DEFAULT_GPUS", "OPS"]
 
@@ -85,7 +85,7 @@ def _provenance(rows) -> dict:
 
 
 def _gemm(gpu: str, engine: str) -> dict:
-    from sdsl.fit.opdb.kernels import GEMM_FORMATS, fit_gemm, gemm_rows, hardware_of, predict_gemm
+    from sdsl.fit.opdb.kernels import FORMAT_TERMS, GEMM_FORMATS, GEMM_TERMS, fit_gemm, gemm_rows, hardware_of, predict_gemm
 
     hw = hardware_of(gpu)
     rows = gemm_rows(gpu, engine)
@@ -106,15 +106,14 @@ def _gemm(gpu: str, engine: str) -> dict:
         def score(k, train, test, dtype=dtype, fmt=fmt):
             p = base[k] if dtype == "bfloat16" else fit_gemm(train, hw, fmt, base=base[k])
             e = predict_gemm(test, hw, fmt, p) / test["time_s"].to_numpy() - 1.0
-            return e, test["m"].to_numpy() <= SMALL_M, test["floor"].to_numpy()
+            return e, test["m"].to_numpy(), test["floor"].to_numpy()
 
         folds = _held_out(r, "k", score, widths)
-        e, s, f = _stacked(folds)
+        e, m, f = _stacked(folds)
         fitted = full if dtype == "bfloat16" else fit_gemm(r, hw, fmt, base=full)
         native = "fp4" if fmt == "nvfp4" else "fp8"
-        terms = ({k: getattr(fitted, k) for k in ("eta_compute", "eta_memory", "t_kernel", "smoothness", "t_kernel_size",
-                                                   "kernel_size_bytes", "tail_waves")} if dtype == "bfloat16" else
-                 {f"{native}_{k}": getattr(fitted, f"{native}_{k}") for k in ("compute", "memory", "t_extra")})
+        terms = ({k: getattr(fitted, k) for k in GEMM_TERMS} if dtype == "bfloat16" else
+                 {f"{native}_{k}": getattr(fitted, f"{native}_{k}") for k in FORMAT_TERMS})
         one = r[(r["m"] == 1)]
         ratio = None
         if dtype != "bfloat16":
@@ -123,7 +122,8 @@ def _gemm(gpu: str, engine: str) -> dict:
                 ratio = float(np.median(pair["time_s"] / pair["time_s_bf16"]))
         out[dtype] = {"weight_format": fmt, "rows": int(len(r)), "held_out": "input width k", "folds": len(widths),
                       **_provenance(r), "heldout": _summary(e), "floor": _floor(f, e),
-                      "small_m": _summary(e[s]), "large_m": _summary(e[~s]),
+                      "small_m": _summary(e[m <= SMALL_M]), "large_m": _summary(e[m > SMALL_M]),
+                      "decode_m": _summary(e[m <= DECODE_M]), "prefill_m": _summary(e[m > DECODE_M]),
                       "fitted": terms, "measured_time_vs_bf16_at_m1": ratio}
     return out
 

@@ -538,24 +538,17 @@ def test_few_blocks_of_a_long_context_read_below_the_bandwidth():
 
 
 def test_the_fp8_gemm_by_regime_held_out():
-    """VALIDATION.md "Measured kernels": fp8 GEMMs held out by input width k, split at 512 tokens (the decode regime)
-    and 1024-8192 (prefill and large verify steps); one fp8 compute fraction prices both."""
-    got = {}
-    for gpu in ("h100_sxm", "h200_sxm", "b200_sxm"):
-        hw, rows = hardware_of(gpu), gemm_rows(gpu, "vllm")
-        bf16, fp8 = rows[rows["dtype"] == "bfloat16"], rows[rows["dtype"] == "fp8"]
-        errors, tokens = [], []
-        for k in sorted(set(bf16["k"])):
-            base = fit_gemm(bf16[bf16["k"] != k], hw, "bf16")
-            test = fp8[fp8["k"] == k]
-            errors.append(predict_gemm(test, hw, "fp8", fit_gemm(fp8[fp8["k"] != k], hw, "fp8", base=base))
-                          / test["time_s"].to_numpy() - 1.0)
-            tokens.append(test["m"].to_numpy())
-        e, m = np.concatenate(errors), np.concatenate(tokens)
-        got[gpu] = (np.median(np.abs(e[m <= 512])), np.median(np.abs(e[m >= 1024])), np.median(e[m >= 1024]))
+    """VALIDATION.md "Measured kernels": `sdsl validate kernels`' fp8 GEMMs held out by input width k, split at 512
+    tokens (``decode_m``: decode steps) and beyond (``prefill_m``, 1024-8192: prefill and large verify steps); one fp8
+    compute fraction prices both."""
+    from sdsl.validation.kernel_validation import validate_kernels
+
+    data = validate_kernels(ops=("gemm",)).to_dict()["gpus"]
+    got = {gpu: (g["decode_m"]["median_abs"], g["prefill_m"]["median_abs"], g["prefill_m"]["median_signed"])
+           for gpu, g in ((gpu, data[gpu]["gemm"]["fp8"]) for gpu in ("h100_sxm", "h200_sxm", "b200_sxm"))}
     assert got["h100_sxm"] == pytest.approx((0.070, 0.164, 0.024), abs=6e-4)
     assert got["h200_sxm"] == pytest.approx((0.094, 0.210, 0.031), abs=6e-4)
     assert got["b200_sxm"] == pytest.approx((0.133, 0.233, -0.031), abs=6e-4)
     text = " ".join((REPO_ROOT / "VALIDATION.md").read_text().split())
     assert "the H100 / H200 / B200 fp8 GEMM errs 7.0% / 9.4% / 13.3% at m ≤ 512" in text
-    assert "and 16.4% / 21.0% / 23.3% at m = 1024–8192 (signed +2.4% / +3.1% / −3.1%)" in text
+    assert "and 16.4% / 21.0% / 23.3% at m = 1024–8192 (signed +2.4% / +3.1% / −3.1%; keys `decode_m`, `prefill_m`)" in text

@@ -12,6 +12,9 @@ __all__ = ["vidur_vs_tables", "vidur_lines"]
 
 #: GEMM rows up to which a GEMM is in the decode regime (weight reads dominate): the split ``sdsl validate kernels`` reports.
 SMALL_M = 16
+#: Tokens up to which a GEMM row is a decode step's (the shipped subset's rows beyond, 1024-8192, are prefill and large
+#: verify steps): the second split ``sdsl validate kernels`` reports.
+DECODE_M = 512
 
 
 def vidur_vs_tables() -> dict:
