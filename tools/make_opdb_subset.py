@@ -2,6 +2,7 @@
 
     make opdb                                  # fetches aiconfigurator-core 0.12.0 into .cache/aiconfigurator/
     python tools/make_opdb_subset.py [--source .cache/aiconfigurator/aiconfigurator_core-0.12.0-...whl] [--gpu NAME ...]
+                                   [--table NAME ...]
 
 Needs pyarrow (``pip install -e '.[calibrate]'``). Reproducible: the same wheel and model catalog write the same
 bytes (rows sorted, gzip without a timestamp). The shipped GEMM, attention, MLA and MoE rows were cut with the catalog
@@ -16,8 +17,9 @@ package, read with ``read_opdb(..., source="wheel")``):
   attention, MLA and MoE only the newest version of each engine per GPU
   and dtype (and MoE shape) among those with rows left after the filters below;
   every version of the communication tables (they are small and map to dated engine profiles);
-- GEMM: m (tokens) in :data:`GEMM_M` (1-512 for decode, 1024-8192 for prefill and large verify steps), n and k
-  in 512..32768 (the grid's values that catalog shapes fall between);
+- GEMM: m (tokens) in :data:`GEMM_M` (1-512 for decode, 1024-8192 for prefill and large verify steps, and one
+  row past each of 64, 128, 192, 256, 512 and 1024, where a kernel's row tile shows as a step), n and k in
+  512..32768 (the grid's values that catalog shapes fall between);
 - decode attention: batch <= 512, no sliding window, head dim 64 or 128, the per-GPU (heads, KV heads)
   of catalog models under TP 1/2/4/8; decode MLA: batch <= 512; the decode MLA module (vLLM's and TensorRT-LLM's
   whole attention block): H100, H200 and B200, batch <= 512, DeepSeek's heads per GPU at TP 1/2/4/8, bf16 and
@@ -50,7 +52,8 @@ GPUS = ("h100_sxm", "h200_sxm", "b200_sxm", "a100_sxm", "l40s", "b300_sxm", "gb2
 #: GPUs whose GEMM, attention and MLA rows are kept for one engine only (the fitted one), to keep the subset small.
 ONE_ENGINE = {"gpus": ("l40s", "b300_sxm", "gb200", "gb300", "rtx_pro_6000_server"),
               "engines": {"gemm": "vllm", "generation_attention": "vllm", "generation_mla": "sglang"}}
-GEMM_M = (1, 2, 3, 4, 6, 8, 12, 16, 32, 48, 64, 96, 128, 192, 256, 512, 1024, 2048, 4096, 8192)
+GEMM_M = (1, 2, 3, 4, 6, 8, 12, 16, 32, 48, 64, 65, 96, 128, 129, 192, 193, 256, 257, 512, 513, 1024, 1025, 2048, 4096,
+          8192)
 TPS = (1, 2, 4, 8)
 NEWEST = {"gemm": ("dtype",), "generation_attention": ("kv_cache_dtype",), "generation_mla": ("kv_cache_dtype",),
           "mla_module": ("gemm_type",),
@@ -131,12 +134,14 @@ def main(argv=None) -> int:
     ap.add_argument("--source", default=None, help="the wheel, or a systems/data folder (default: the wheel in .cache/aiconfigurator/)")
     ap.add_argument("--gpu", action="append", choices=GPUS, default=None,
                     help="rewrite only this GPU's rows (repeatable), keeping every other GPU's rows as shipped")
+    ap.add_argument("--table", action="append", choices=OPDB_TABLES, default=None,
+                    help="rewrite only this table (repeatable), keeping the others as shipped")
     args = ap.parse_args(argv)
     source = args.source or wheel_path()
     if source is None:
         ap.error("no wheel in .cache/aiconfigurator/ (run `make opdb`) and no --source")
     OUT.mkdir(parents=True, exist_ok=True)
-    for table in OPDB_TABLES:
+    for table in args.table or OPDB_TABLES:
         path = OUT / f"{table}.csv.gz"
         if args.gpu:
             kept = pd.read_csv(path)

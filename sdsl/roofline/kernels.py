@@ -12,7 +12,8 @@ import math
 import numpy as np
 
 __all__ = ["smooth_max", "padded_tokens", "gemm_flops_bytes", "gemm_waves", "min_row_tile", "kernel_size_overhead",
-           "elementwise_time", "allreduce_time", "allreduce_time_with", "compute_peak", "format_terms", "FP32_FALLBACK_FRACTION", "N_TILE"]
+           "elementwise_time", "allreduce_time", "allreduce_time_with", "compute_peak", "format_terms", "format_tile",
+           "FP32_FALLBACK_FRACTION", "N_TILE"]
 
 #: Output columns per GEMM tile (CUTLASS/cuBLAS threadblock tiles are 128 or 256 wide; the tail term
 #: :func:`gemm_waves` enters is nearly independent of this choice, VALIDATION.md).
@@ -155,6 +156,15 @@ def format_terms(params, native: str | None) -> tuple[float, float, float]:
         return (getattr(params, f"{native}_compute", 1.0), getattr(params, f"{native}_memory", 1.0),
                 getattr(params, f"{native}_t_extra", 0.0))
     return 1.0, 1.0, 0.0
+
+
+def format_tile(params, native: str | None) -> int:
+    """GEMM rows per tile of the kernels a format ``native`` ("fp8", "fp4") runs on: ``params.fp8_m_tile`` /
+    ``fp4_m_tile`` where fitted (vLLM's CUTLASS fp8 kernels on H100 and H200 tile 256 rows, the operator tables'
+    steps one row past 128, 256 and 512; VALIDATION.md "GEMM row tiles on the operator tables"), else the bf16
+    GEMMs' ``m_tile``."""
+    own = getattr(params, f"{native}_m_tile", 0) if native in ("fp8", "fp4") else 0
+    return int(own or params.m_tile)
 
 
 #: fp32 without tensor cores as a fraction of the dense bf16 tensor peak, for chips whose catalog

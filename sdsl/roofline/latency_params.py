@@ -21,6 +21,8 @@ ELEMENTWISE_KINDS = ("norm", "rope", "act", "add")
 ELEMENTWISE_ETAS = tuple(f"eta_{k}" for k in ELEMENTWISE_KINDS)
 ELEMENTWISE_ROWS = ("row_norm", "row_rope", "row_act")
 #: The fields of decode attention's measured form (:mod:`sdsl.roofline.attention`).
+#: The integer fields: GEMM row tiles.
+INT_FIELDS = ("m_tile", "m_tile_min", "fp8_m_tile", "fp4_m_tile")
 ATTENTION_FIELDS = ("attn_t0", "attn_t_block", "attn_eta_kv", "attn_smoothness", "attn_block_bandwidth")
 
 
@@ -43,7 +45,8 @@ class LatencyParams:
     the tail of a GEMM's last wave of output tiles, in waves (compute × (1 + tail_waves/W), W from
     :func:`~sdsl.roofline.kernels.gemm_waves`). ``t_kernel_size``, ``kernel_size_bytes``: a GEMM's fixed cost beyond
     ``t_kernel``, saturating with the bytes it moves (:func:`~sdsl.roofline.kernels.kernel_size_overhead`). All
-    of these 0: the form without them.
+    of these 0: the form without them. ``fp8_m_tile``, ``fp4_m_tile``: the row tile of a low-precision format's own
+    kernels where it differs from the bf16 GEMMs' (0 = ``m_tile``).
 
     **Elementwise kernels** (norm, RoPE, activation, residual add) — ``t_elementwise``: the fixed cost of one;
     ``None`` prices them like GEMMs (``t_kernel`` + bytes/(η_m·bandwidth)). When it is set, ``eta_norm``,
@@ -112,6 +115,8 @@ class LatencyParams:
     fp4_compute: float = 1.0  # the same three for NVFP4 GEMMs
     fp4_memory: float = 1.0
     fp4_t_extra: float = 0.0  # s
+    fp8_m_tile: int = 0  # GEMM rows per tile of the fp8 kernels (0 = the bf16 GEMMs' m_tile)
+    fp4_m_tile: int = 0  # the same for NVFP4 GEMMs
     # decode attention on its measured form (sdsl.roofline.attention; attn_eta_kv 0 = the roofline)
     attn_t0: float = 0.0  # s, fixed cost of one decode-attention call
     attn_t_block: float = 0.0  # s per (sequence, KV head) block
@@ -147,7 +152,7 @@ class LatencyParams:
         if not (self.kernel_size_bytes > 0 and math.isfinite(self.kernel_size_bytes)):
             raise InvalidInputError(f"LatencyParams.kernel_size_bytes must be a positive number of bytes; "
                                     f"got {self.kernel_size_bytes!r}.")
-        for name in ("m_tile", "m_tile_min"):
+        for name in INT_FIELDS:
             v = getattr(self, name)
             if isinstance(v, float) and math.isfinite(v):  # e.g. averaged across GPUs
                 v = int(round(v))
@@ -191,7 +196,7 @@ class LatencyParams:
         for name in ("smoothness", "attn_smoothness"):
             if name in d:
                 d[name] = math.inf if d[name] is None else float(d[name])
-        for name in ("m_tile", "m_tile_min"):
+        for name in INT_FIELDS:
             if name in d:
                 d[name] = int(d[name])
         try:

@@ -12,8 +12,8 @@ import numpy as np
 
 from sdsl.roofline.deployment import Deployment
 from sdsl.catalog.dtypes import dtype_bytes
-from sdsl.roofline.kernels import (allreduce_time_with, elementwise_time, format_terms, gemm_flops_bytes, gemm_waves,
-                                   kernel_size_overhead, padded_tokens, smooth_max)
+from sdsl.roofline.kernels import (allreduce_time_with, elementwise_time, format_terms, format_tile, gemm_flops_bytes,
+                                   gemm_waves, kernel_size_overhead, padded_tokens, smooth_max)
 from sdsl.roofline.attention import measured_attention, measured_share
 from sdsl.roofline.latency_params import DEFAULT_PARAMS, LatencyParams
 from sdsl.catalog.moe import (TRITON_ROW_TILES, FusedMoEFit, expected_expert_rows, fused_moe_layer_time,
@@ -144,6 +144,7 @@ class Precision(NamedTuple):
     expert_peak: float | None
     layer_extra_s: float = 0.0
     kv: int | None = None  # bytes per KV-cache element (None: dt)
+    layer_tile: int = 0  # GEMM rows per tile of the linear layers' format kernels (0: the bf16 GEMMs' m_tile)
 
 
 def precision_of(dep: Deployment) -> Precision:
@@ -157,13 +158,14 @@ def precision_of(dep: Deployment) -> Precision:
         return get_weight_format(name).bytes_per_weight, gemm_peak(dep.hardware, name, dep.dtype)
 
     layer_bytes, layer_peak = fmt(layer_fmt)
-    extra = 0.0
+    extra, tile = 0.0, 0
     if layer_fmt is not None:  # the dense GEMMs' measured format terms, where the format runs on its own tensor cores
         native = get_weight_format(layer_fmt).native
         if native in ("fp8", "fp4") and getattr(dep.hardware, f"peak_flops_{native}", None):
             compute, memory, extra = format_terms(dep.params, native)
             layer_bytes, layer_peak = layer_bytes / memory, layer_peak * compute
-    return Precision(dt, layer_bytes, layer_peak, *fmt(expert_fmt), extra, dtype_bytes(dep.cache_dtype))
+            tile = format_tile(dep.params, native)
+    return Precision(dt, layer_bytes, layer_peak, *fmt(expert_fmt), extra, dtype_bytes(dep.cache_dtype), tile)
 
 
 def format_gemms_per_layer(shapes: ModelShapes) -> float:
@@ -179,14 +181,15 @@ def format_gemms_per_layer(shapes: ModelShapes) -> float:
 
 
 def gemm_op(tokens, n_in, n_out, dt: int, params: LatencyParams, sm_count, *, weight_bytes=None, peak=None,
-          share=None) -> _Op:
-    """One GEMM on row tiles (:func:`gemm_flops_bytes`, :func:`gemm_waves`); ``weight_bytes`` per weight when the
-    weights are stored in another format than the activations (scales included), at tensor-core ``peak``."""
-    flops, nbytes = gemm_flops_bytes(tokens, n_in, n_out, dt, params.m_tile, params.m_tile_min)
+          share=None, m_tile: int = 0) -> _Op:
+    """One GEMM on tiles of ``m_tile`` rows (0: ``params``'), :func:`gemm_flops_bytes`, :func:`gemm_waves`; ``weight_bytes``
+    per weight when the weights are stored in another format than the activations (with scales), at ``peak``."""
+    tile = m_tile or params.m_tile
+    flops, nbytes = gemm_flops_bytes(tokens, n_in, n_out, dt, tile, params.m_tile_min)
     if weight_bytes is not None:
         t, i, o = (np.asarray(x, dtype=float) for x in (tokens, n_in, n_out))
         nbytes = weight_bytes * i * o + dt * t * (i + o)
-    return _Op(flops, nbytes, gemm_waves(tokens, n_out, params.m_tile, sm_count), True, share, peak)
+    return _Op(flops, nbytes, gemm_waves(tokens, n_out, tile, sm_count), True, share, peak)
 
 
 def cached_kv_elements(shapes: ModelShapes, b, L) -> np.ndarray:
@@ -257,7 +260,7 @@ def _moe_ops(shapes: ModelShapes, tokens, prec: Precision, params: LatencyParams
         ops += [_groupedgemm_op(local, local_rows, active, d, shapes.expert_up, prec, params, sm_count, share),
                 _groupedgemm_op(local, local_rows, active, shapes.expert_down_in, d, prec, params, sm_count, share)]
     if np.any(shapes.shared > 0):  # zero-width for the models of a stack without shared experts
-        layer = dict(weight_bytes=prec.layer_bytes, peak=prec.layer_peak, share=share * shapes.shared)
+        layer = dict(weight_bytes=prec.layer_bytes, peak=prec.layer_peak, share=share * shapes.shared, m_tile=prec.layer_tile)
         ops += [gemm_op(tokens, d, shapes.shared_up, dt, params, sm_count, **layer),
                 gemm_op(tokens, shapes.shared_down_in, d, dt, params, sm_count, **layer)]
     return ops, distinct, active
@@ -270,7 +273,7 @@ def layer_ops(shapes: ModelShapes, b, q, L, prec: Precision, params: LatencyPara
     (left out with ``fused_experts``: :func:`fused_moe_time` prices them) and shared experts. Returns (ops,
     distinct experts per MoE layer, real expert rows per GPU)."""
     tokens, dt = b * q, prec.dt
-    layer = dict(weight_bytes=prec.layer_bytes, peak=prec.layer_peak)
+    layer = dict(weight_bytes=prec.layer_bytes, peak=prec.layer_peak, m_tile=prec.layer_tile)
     dense_share = (shapes.n_dense / shapes.n_layer) if shapes.has_moe else None
     ops = [gemm_op(tokens, shapes.gemm_in[op], shapes.gemm_out[op], dt, params, sm_count, **layer,
                  share=dense_share if op.startswith("mlp") else None) for op in GEMM_OPS]

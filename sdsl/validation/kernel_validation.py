@@ -112,8 +112,8 @@ def _gemm(gpu: str, engine: str) -> dict:
         e, m, f = _stacked(folds)
         fitted = full if dtype == "bfloat16" else fit_gemm(r, hw, fmt, base=full)
         native = "fp4" if fmt == "nvfp4" else "fp8"
-        terms = ({k: getattr(fitted, k) for k in GEMM_TERMS} if dtype == "bfloat16" else
-                 {f"{native}_{k}": getattr(fitted, f"{native}_{k}") for k in FORMAT_TERMS})
+        terms = ({**{k: getattr(fitted, k) for k in GEMM_TERMS}, "m_tile": fitted.m_tile} if dtype == "bfloat16" else
+                 {f"{native}_{k}": getattr(fitted, f"{native}_{k}") for k in (*FORMAT_TERMS, "m_tile")})
         one = r[(r["m"] == 1)]
         ratio = None
         if dtype != "bfloat16":

@@ -27,10 +27,11 @@ def test_every_table_has_provenance_shapes_and_positive_seconds(table):
 
 def test_subset_keeps_decode_rows_and_the_three_gpus():
     g = read_opdb("gemm")
-    # GEMMs keep the decode rows m <= 512 and, for the calibration's compute-bound end, m = 1024 ... 8192
+    # GEMMs keep the decode rows m <= 512, one row past each row-tile edge (65 ... 1025: where a tile shows as a
+    # step) and, for the calibration's compute-bound end, m = 1024 ... 8192
     m = set(g["m"].unique())
-    assert {x for x in m if x <= 512} == {1, 2, 3, 4, 6, 8, 12, 16, 32, 48, 64, 96, 128, 192, 256, 512}
-    assert {x for x in m if x > 512} == {1024, 2048, 4096, 8192}
+    assert {x for x in m if x <= 512} == {1, 2, 3, 4, 6, 8, 12, 16, 32, 48, 64, 96, 128, 192, 256, 512, 65, 129, 193, 257}
+    assert {x for x in m if x > 512} == {513, 1024, 1025, 2048, 4096, 8192}
     assert {"h100_sxm", "h200_sxm", "b200_sxm"} <= set(g["gpu"])
     assert {"bfloat16", "fp8", "fp8_block", "nvfp4"} <= set(g["dtype"])
     a = read_opdb("generation_attention", gpu="h200_sxm", engine="vllm")

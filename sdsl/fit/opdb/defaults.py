@@ -172,6 +172,7 @@ def _format_terms(gpu: str, bf16_params: LatencyParams, hw) -> tuple[dict, list[
             continue
         p = fit_gemm(rows, hw, fmt, base=bf16_params)
         out.update({f"{native}_{k}": float(getattr(p, f"{native}_{k}")) for k in ("compute", "memory", "t_extra")})
+        out[f"{native}_m_tile"] = int(getattr(p, f"{native}_m_tile"))
         notes.append(f"{dtype} GEMMs ({len(rows)}, {_versions(rows)})")
     return out, notes
 
@@ -191,7 +192,7 @@ def build_format_overlay(gpu: str) -> dict:
             "attention": attention_terms(gpu, eta_c), "attention_fp8_kv": attention_terms(gpu, eta_c, "fp8"),
             "source": (f"low-precision GEMM terms fitted on aiconfigurator-core {OPDB_VERSION}'s measured "
                        f"{hw.name} " + "; ".join(notes) + f" against its bf16 GEMMs ({_versions(bf16)})"),
-            "engine_gemm": {"params": {k: float(getattr(fit, k)) for k in GEMM_TERMS},
+            "engine_gemm": {"params": {**{k: float(getattr(fit, k)) for k in GEMM_TERMS}, "m_tile": int(fit.m_tile)},
                             "source": (f"bf16 GEMMs fitted on its measured bf16 GEMMs ({len(bf16)}, {_versions(bf16)}) "
                                        f"for {ENGINE} builds from {TABLE_GEMMS_FROM[ENGINE][:4]} on")},
             "measured_on": {"source": f"aiconfigurator-core {OPDB_VERSION}", "engine": ENGINE,

@@ -3,8 +3,8 @@
 Each fit but attention's uses sdsl's own pricing formula, so what is fitted here is what prices a step:
 
 - **dense GEMM** (:func:`fit_gemm`): :func:`sdsl.roofline.step_ops.op_time`, the roofline of Williams, Waterman &
-  Patterson (CACM 2009) with 128-row tiles, the wave tail and the size overhead (docs/model.md §3.3). bf16
-  fits the whole form; a low-precision format (fp8, nvfp4) fits only its three terms beside the bf16 ones
+  Patterson (CACM 2009) with row tiles (64 or 128 rows, :data:`ROW_TILES`), the wave tail and the size overhead
+  (docs/model.md §3.3). bf16 fits the whole form; a low-precision format (fp8, nvfp4) fits only its three terms beside the bf16 ones
   (:func:`sdsl.roofline.kernels.format_terms`): the fraction of the bf16 weight-read rate its kernels reach,
   the fraction of its tensor-core peak, and a fixed extra time per GEMM (the activation's quantisation);
 - **decode attention** (:func:`fit_attention`; a step prices GQA/MQA attention on the same form where its engine runs
@@ -14,9 +14,8 @@ Each fit but attention's uses sdsl's own pricing formula, so what is fitted here
   worse: H200 p95 38% against 24%), and the KV read (FlashDecoding, Dao et al. 2023) at a fitted fraction of the
   bandwidth and at most B_blk per block; GQA/MQA by KV heads, MLA by its 576-wide latent (arXiv 2405.04434 §2.1),
   its heads' queries and outputs, which outweigh a short latent cache, streamed apart at the GEMMs' η_m;
-- **all-reduce** (:func:`fit_allreduce`): the engine's custom one-shot kernel, a + (t−1)·M/(η·B) (every GPU
-  reads the other t−1 GPUs' messages over NVLink), and NCCL's ring, a + 2(t−1)/t·M/(η·B) (Patarasuk & Yuan,
-  JPDC 2009), each fitted on its own rows (graph replay and eager launch apart).
+- **all-reduce** (:func:`fit_allreduce`, :func:`fit_nccl`; in :mod:`sdsl.fit.opdb.collectives`, re-exported here):
+  the engine's custom one-shot kernel and NCCL's ring, each fitted on its own rows.
 
 Times in seconds; every fit minimises the squared error of log t (relative errors weigh alike) with a
 soft-L1 loss (scale 5%), so that a few rows the tables themselves contradict (the same GEMM 3x slower at
@@ -31,15 +30,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sdsl.errors import ConfigError
+from sdsl.fit.opdb.collectives import (ALLREDUCE_MAX_BYTES, NCCL_TERMS, AllreduceFit, allreduce_rows, fit_allreduce,
+                                       fit_nccl, predict_allreduce, predict_nccl)
 from sdsl.roofline.kernels import gemm_flops_bytes, gemm_waves, min_row_tile
 from sdsl.roofline.latency_params import LatencyParams
-from sdsl.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 __all__ = ["OPDB_GPUS", "GEMM_FORMATS", "GEMM_MIN_FEATURES", "KV_BYTES_MAX", "ALLREDUCE_MAX_BYTES", "GEMM_TERMS",
-           "FORMAT_TERMS", "gemm_rows", "attention_rows", "mla_rows", "allreduce_rows", "fit_gemm", "predict_gemm",
+           "FORMAT_TERMS", "ROW_TILES", "FORMAT_ROW_TILES", "gemm_rows", "attention_rows", "mla_rows", "allreduce_rows", "fit_gemm", "predict_gemm",
            "fit_attention", "predict_attention", "predict_attention_step", "fit_allreduce", "predict_allreduce",
            "AttentionFit", "AllreduceFit", "hardware_of", "fit_nccl", "predict_nccl", "NCCL_TERMS"]
 
@@ -57,6 +58,15 @@ GEMM_MIN_FEATURES = 1024
 #: cache); beyond it the tables' times stop growing with the bytes (b = 128 and 256 at 8k context take the same
 #: time on H200), which no deployment reaches.
 KV_BYTES_MAX = 2.0 ** 30
+#: Row tiles the bf16 fit chooses between, a discrete term kept where the rows' loss is lower: the 64 rows of one
+#: warpgroup MMA (PTX ``wgmma`` m64; Hopper and Blackwell) and the 128-row threadblock tile of CUTLASS/cuBLAS. The
+#: tables time each GEMM one row past 64, 128, 192, 256, 512 and 1024 too: on H100 and H200 the bf16 kernels
+#: (torch.nn.functional.linear under vLLM 0.24) step a median 4% there, which 64-row tiles price (6-8%) and 128-row
+#: tiles overstate (11-13%); VALIDATION.md "GEMM row tiles on the operator tables".
+ROW_TILES = (64, 128)
+#: Row tiles a low-precision format's own kernels choose between: those and the 256 rows of a two-CTA cluster of
+#: 128-row tiles (CUTLASS 3's Hopper kernels; vLLM's fp8 GEMMs on H100 and H200 step where 256-row tiles pad).
+FORMAT_ROW_TILES = (64, 128, 256)
 #: The GEMM form's terms fitted on bf16 (LatencyParams fields), and each low-precision format's three.
 GEMM_TERMS = ("eta_compute", "eta_memory", "t_kernel", "smoothness", "t_kernel_size", "kernel_size_bytes", "tail_waves")
 FORMAT_TERMS = ("compute", "memory", "t_extra")
@@ -69,7 +79,6 @@ _START = {"eta_compute": 0.7, "eta_memory": 0.8, "t_kernel": 2e-6, "smoothness":
 _GEMM_BOUNDS.update({"t0": (0.0, 1e-4, 1e-6), "t_seq": (0.0, 1e-5, 1e-8), "eta_kv": (1e-3, 1.0, 0.1),
                      "block_bandwidth": (1e9, 1e14, 1e11), "l2_speedup": (1.0, 20.0, 1.0)})  # fit_attention's
 _ATTENTION_START = {"t0": 1e-5, "t_seq": 3e-8, "eta_kv": 0.7, "block_bandwidth": 1e12, "l2_speedup": 2.0}
-_F_SCALE = 0.05
 
 
 def hardware_of(gpu: str):
@@ -81,16 +90,10 @@ def hardware_of(gpu: str):
     return get_hardware(OPDB_GPUS[gpu])
 
 
-def _least_squares(residual, names, start=None):
-    from scipy.optimize import least_squares
+def _least_squares(residual, names, start=None, *, with_cost: bool = False):
+    from sdsl.fit.opdb.lsq import robust_fit
 
-    lo = np.array([_GEMM_BOUNDS[n][0] for n in names])
-    hi = np.array([_GEMM_BOUNDS[n][1] for n in names])
-    sc = np.array([_GEMM_BOUNDS[n][2] for n in names])
-    x0 = np.clip(np.array([(start or _START)[n] for n in names]), lo, hi) / sc
-    r = least_squares(lambda x: residual(dict(zip(names, x * sc))), x0, bounds=(lo / sc, hi / sc),
-                      loss="soft_l1", f_scale=_F_SCALE, x_scale="jac")
-    return dict(zip(names, r.x * sc))
+    return robust_fit(residual, names, _GEMM_BOUNDS, start or _START, with_cost=with_cost)
 
 
 # ----------------------------------------------------------------------------------------------------- GEMM
@@ -108,13 +111,15 @@ def gemm_rows(gpu: str | None = None, engine: str = "vllm", dtype: str | None = 
 
 
 def _gemm_arrays(rows, hardware, weight_format: str, params: LatencyParams):
+    from sdsl.roofline.kernels import format_tile
     from sdsl.roofline.weight_formats import get_weight_format
 
     m, n, k = (rows[c].to_numpy(dtype=float) for c in ("m", "n", "k"))
-    flops, _ = gemm_flops_bytes(m, k, n, 2, params.m_tile, params.m_tile_min)
+    tile = format_tile(params, get_weight_format(weight_format).native)
+    flops, _ = gemm_flops_bytes(m, k, n, 2, tile, params.m_tile_min)
     weights = get_weight_format(weight_format).bytes_per_weight * n * k
     acts = 2.0 * m * (n + k)
-    waves = gemm_waves(m, n, params.m_tile, getattr(hardware, "sm_count", None))
+    waves = gemm_waves(m, n, tile, getattr(hardware, "sm_count", None))
     return flops, weights, acts, waves
 
 
@@ -133,22 +138,31 @@ def predict_gemm(rows: "pd.DataFrame", hardware, weight_format: str, params: Lat
 
 def fit_gemm(rows: "pd.DataFrame", hardware, weight_format: str = "bf16", base: LatencyParams | None = None) -> LatencyParams:
     """Fit the GEMM form on ``rows`` of one GPU and format. bf16 (``base`` None): the whole form
-    (:data:`GEMM_TERMS`). A low-precision format with its native tensor cores (fp8, nvfp4): only its three
-    terms (:data:`FORMAT_TERMS`) on top of ``base``, the bf16 fit, so a format's efficiency is measured
+    (:data:`GEMM_TERMS`) with each row tile of :data:`ROW_TILES`, keeping the lower loss (the smaller tile on a
+    tie). A low-precision format with its native tensor cores (fp8, nvfp4): only its three terms (:data:`FORMAT_TERMS`) on top of ``base``, the bf16 fit, so a format's efficiency is measured
     against the same GPU's bf16 kernels."""
     from sdsl.roofline.weight_formats import get_weight_format
 
     y = np.log(rows["time_s"].to_numpy(dtype=float))
     if base is None:
-        start = LatencyParams(m_tile=128, m_tile_min=min_row_tile(hardware))
-        return start.replace(**_least_squares(
-            lambda x: np.log(predict_gemm(rows, hardware, weight_format, start.replace(**x))) - y, GEMM_TERMS))
+        fits = []
+        for tile in ROW_TILES:  # the row tile is a discrete term: the one the rows' loss prefers
+            start = LatencyParams(m_tile=tile, m_tile_min=min_row_tile(hardware))
+            x, cost = _least_squares(lambda x: np.log(predict_gemm(rows, hardware, weight_format, start.replace(**x))) - y,
+                                     GEMM_TERMS, with_cost=True)
+            fits.append((cost, tile, start.replace(**x)))
+        return min(fits, key=lambda f: f[:2])[2]
     native = get_weight_format(weight_format).native
     if native not in ("fp8", "fp4"):
         raise ConfigError(f"Only fp8 and fp4 formats have their own GEMM terms; {weight_format!r} runs at bf16's.")
-    terms = lambda x: base.replace(**{f"{native}_{k}": v for k, v in x.items()})  # noqa: E731
-    return terms(_least_squares(lambda x: np.log(predict_gemm(rows, hardware, weight_format, terms(x))) - y,
-                                FORMAT_TERMS))
+    fits = []
+    for tile in FORMAT_ROW_TILES:  # the format's own kernels' row tile, a discrete term as bf16's
+        terms = lambda x, tile=tile: base.replace(**{f"{native}_{k}": v for k, v in x.items()},  # noqa: E731
+                                                  **{f"{native}_m_tile": tile})
+        x, cost = _least_squares(lambda x: np.log(predict_gemm(rows, hardware, weight_format, terms(x))) - y,
+                                 FORMAT_TERMS, with_cost=True)
+        fits.append((cost, tile, terms(x)))
+    return min(fits, key=lambda f: f[:2])[2]
 
 
 # ------------------------------------------------------------------------------------------------ attention
@@ -306,95 +320,3 @@ def fit_attention(rows: "pd.DataFrame", hardware, eta_compute: float = 0.7, eta_
     x = _least_squares(lambda x: np.log(predict_attention(rows, hardware, AttentionFit(**x, **fixed))) - y, names,
                        _ATTENTION_START)
     return AttentionFit(**x, **fixed)
-
-
-# ----------------------------------------------------------------------------------------------- all-reduce
-def allreduce_rows(gpu: str | None = None, engine: str = "vllm", version: str | None = None, *,
-                   source="subset") -> "pd.DataFrame":
-    """All-reduce rows: ``engine``'s custom kernel (``kernel_source`` graph / eager; ``version`` None = the newest),
-    or, with ``engine="nccl"``, NCCL's all_reduce (half precision) of the newest NCCL version; ``mode`` says
-    graph, eager or nccl."""
-    from sdsl.fit.opdb import read_opdb
-
-    if engine == "nccl":
-        # the NCCL collector's own rows (B300's table also holds NCCL timed inside TensorRT-LLM's image)
-        df = read_opdb("nccl", gpu=gpu, engine="nccl", version=version, latest=version is None, source=source)
-        df = df[(df["op"] == "all_reduce") & (df["dtype"] == "half")]
-        return df.assign(mode="nccl").reset_index(drop=True)
-    df = read_opdb("custom_allreduce", gpu=gpu, engine=engine, version=version, latest=version is None, source=source)
-    mode = np.where(df["kernel_source"].str.contains("eager", case=False), "eager", "graph")
-    return df.assign(mode=mode).reset_index(drop=True)
-
-
-@dataclass(frozen=True)
-class AllreduceFit:
-    """One all-reduce path on one GPU; B the catalog's per-direction NVLink bandwidth. ``custom``: the engine's
-    kernel, the faster of one-shot a + (t−1)·M/(η·B) and two-shot 2a + 2(t−1)/t·M/(η·B) (the form
-    :func:`sdsl.engine.allreduce.custom_allreduce_time` prices); ``ring``: NCCL, a + 2(t−1)/t·M/(η·B)."""
-
-    latency: float
-    eta: float
-    kind: str  # "custom" or "ring"
-
-    def to_dict(self) -> dict:
-        return {"latency": self.latency, "eta": self.eta, "kind": self.kind}
-
-
-def predict_allreduce(rows: "pd.DataFrame", hardware, fit: AllreduceFit) -> np.ndarray:
-    m, t = rows["message_size"].to_numpy(dtype=float), rows["num_gpus"].to_numpy(dtype=float)
-    bw = fit.eta * hardware.interconnect_bandwidth
-    ring = 2.0 * (t - 1.0) / t * m / bw
-    if fit.kind == "ring":
-        return fit.latency + ring
-    return np.minimum(fit.latency + (t - 1.0) * m / bw, 2.0 * fit.latency + ring)
-
-
-#: Messages the all-reduce fits cover: a decode step's hidden states, up to 512 tokens x 16384 x 2 bytes (16 MiB).
-ALLREDUCE_MAX_BYTES = 16 * 2 ** 20
-
-
-#: NCCL's terms in LatencyParams (:func:`sdsl.roofline.kernels.allreduce_time`): the ring's latency, its per-step
-#: latency and its bandwidth fraction. The low-latency protocol stays off: the tables' small-message times grow
-#: with the GPU count (H200: 6.0, 9.5, 16.0 us at 2, 4, 8 GPUs), which a per-step latency prices and sdsl's LL
-#: form (no per-step term) cannot.
-NCCL_TERMS = ("allreduce_latency", "allreduce_step_latency", "eta_interconnect")
-_NCCL_BOUNDS = {"allreduce_latency": (0.0, 1e-4, 1e-6), "allreduce_step_latency": (0.0, 2e-5, 1e-7),
-                "eta_interconnect": (1e-3, 1.0, 0.1), "allreduce_ll_latency": (0.0, 1e-4, 1e-6),
-                "allreduce_ll_efficiency": (1e-3, 1.0, 0.1)}
-
-
-def predict_nccl(rows: "pd.DataFrame", hardware, params: LatencyParams) -> np.ndarray:
-    """NCCL all-reduce seconds of each row with the all-reduce terms of ``params`` (the step pricing's form)."""
-    from sdsl.roofline.kernels import allreduce_time_with
-
-    return allreduce_time_with(rows["message_size"].to_numpy(dtype=float), rows["num_gpus"].to_numpy(dtype=float),
-                               hardware.interconnect_bandwidth, params)
-
-
-def fit_nccl(rows: "pd.DataFrame", hardware, base: LatencyParams | None = None) -> LatencyParams:
-    """Fit LatencyParams' NCCL all-reduce terms (:data:`NCCL_TERMS`, no floor: the tables time graph-free NCCL
-    calls back to back) on NCCL all_reduce rows up to :data:`ALLREDUCE_MAX_BYTES`."""
-    rows = rows[rows["message_size"] <= ALLREDUCE_MAX_BYTES]
-    base = (base or LatencyParams()).replace(allreduce_floor=0.0, allreduce_ll_efficiency=0.0, allreduce_ll_latency=0.0)
-    y = np.log(rows["time_s"].to_numpy(dtype=float))
-    saved = dict(_GEMM_BOUNDS)
-    _GEMM_BOUNDS.update(_NCCL_BOUNDS)
-    start = {"allreduce_latency": 1e-5, "allreduce_step_latency": 5e-7, "eta_interconnect": 0.7,
-             "allreduce_ll_latency": 8e-6, "allreduce_ll_efficiency": 0.3}
-    try:
-        x = _least_squares(lambda x: np.log(predict_nccl(rows, hardware, base.replace(**x))) - y, NCCL_TERMS, start)
-    finally:
-        _GEMM_BOUNDS.clear()
-        _GEMM_BOUNDS.update(saved)
-    return base.replace(**x)
-
-
-def fit_allreduce(rows: "pd.DataFrame", hardware, kind: str) -> AllreduceFit:
-    """Fit :class:`AllreduceFit` (``kind`` "custom" for an engine's own kernel, "ring" for NCCL) on rows of one
-    GPU and mode with messages up to :data:`ALLREDUCE_MAX_BYTES`."""
-    rows = rows[rows["message_size"] <= ALLREDUCE_MAX_BYTES]
-    y = np.log(rows["time_s"].to_numpy(dtype=float))
-    names = ("t_kernel", "eta_memory")  # reuse bounds: latency in [0, 100 us], eta in (0, 1]
-    x = _least_squares(lambda x: np.log(predict_allreduce(rows, hardware, AllreduceFit(x["t_kernel"], x["eta_memory"], kind))) - y,
-                       names, {"t_kernel": 5e-6, "eta_memory": 0.5})
-    return AllreduceFit(x["t_kernel"], x["eta_memory"], kind)
