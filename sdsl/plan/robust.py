@@ -5,13 +5,14 @@ acceptance was measured at.
 **Tolerance.** Two speculation lengths whose predicted tokens/s lie within :data:`K_TOLERANCE` (5%) of each other
 are one choice. sdsl cannot tell them apart: the speculative tokens/s it predicts are off by a median 13% held out
 (VALIDATION.md, engine speculative tokens/s) and a catalog acceptance by a median 21%; what separates neighbouring k
-at one batch is mostly where batch × (k + 1) crosses a GEMM row tile (every 128 rows) or a CUDA-graph capture size, a
-sawtooth of 1-15%. 5% is under half the median error: a table keeps a change of k only where it is worth more than the
-model can resolve. For Llama-3.1-8B + EAGLE-3 on the default vLLM profile (H100) the table over batch 1-256 has 8 ranges
-at 5%, 10 at 3%, 30 with no tolerance (4, 7 and 20 under vLLM's V1 runner, whose exposed speculative host time flattens
-the sawtooth); batch 24 prices k = 4 at 2.50x, k = 5 at 2.42x. Those profiles price the H100's GEMMs on vLLM 0.24's
-measured kernels; priced on Vidur's 2024 GEMMs instead (18-34% slower at 96-512 rows), the same profile's table has 10
-ranges at 5% (VALIDATION.md "The two sources on the H100").
+at one batch is mostly where batch × (k + 1) crosses a GEMM row tile (every 64 or 128 rows) or a CUDA-graph capture
+size, a sawtooth of 1-15%. 5% is under half the median error: a table keeps a change of k only where it is worth more than the
+model can resolve. For Llama-3.1-8B + EAGLE-3 on the default vLLM profile (H100) the table over batch 1-256 has 3 ranges
+at 5% (k 5, 3, 2), 6 at 3%, 42 with no tolerance (2, 4 and 27 under vLLM's V1 runner, whose exposed speculative host
+time flattens the sawtooth); batch 32 prices k = 5 (192 GEMM rows) at 2.50x, k = 6 (224 rows) at 2.43x. Those profiles
+price the H100's GEMMs on vLLM 0.24's measured kernels, whose 64-row tiles step a median 4% one row past a tile edge
+(VALIDATION.md "GEMM row tiles on the operator tables"); priced on Vidur's 2024 GEMMs instead (128-row tiles, 18-34%
+slower at 96-512 rows), the same profile's table has 10 ranges at 5% (VALIDATION.md "The two sources on the H100").
 
 **Table.** :func:`robust_k_ranges` covers the batches with the fewest ranges whose k is within the tolerance of the
 per-batch best at every batch of its range (greedy interval covering: from the first uncovered batch, the k that

@@ -160,9 +160,9 @@ def format_terms(params, native: str | None) -> tuple[float, float, float]:
 
 def format_tile(params, native: str | None) -> int:
     """GEMM rows per tile of the kernels a format ``native`` ("fp8", "fp4") runs on: ``params.fp8_m_tile`` /
-    ``fp4_m_tile`` where fitted (vLLM's CUTLASS fp8 kernels on H100 and H200 tile 256 rows, the operator tables'
-    steps one row past 128, 256 and 512; VALIDATION.md "GEMM row tiles on the operator tables"), else the bf16
-    GEMMs' ``m_tile``."""
+    ``fp4_m_tile`` where fitted (vLLM's CUTLASS fp8 kernels on H100 and H200 price best on 256-row tiles: the
+    operator tables time them +30-34% slower one row past a tile edge; VALIDATION.md "GEMM row tiles on the operator
+    tables"), else the bf16 GEMMs' ``m_tile``."""
     own = getattr(params, f"{native}_m_tile", 0) if native in ("fp8", "fp4") else 0
     return int(own or params.m_tile)
 

@@ -16,8 +16,9 @@ Per GPU (H100-SXM, H200, B200 by default; also A100, L40S, B300, GB200, GB300, R
 - the custom all-reduce the engine profiles take (key ``engine_allreduce``, :mod:`sdsl.fit.opdb.engines`);
 - the fused MoE layer (:mod:`sdsl.fit.opdb.moe`), 1-512 tokens, MoE TP × EP <= 8, balanced and power-law routing:
   one model shape held out at a time, per engine kernel and weight format and pooled per format;
-- H100 only: Vidur's fp16 GEMMs and the tables' bf16 GEMMs at the (m, n, k) both measured, and the Vidur-fitted
-  shipped defaults priced on the tables' rows (:mod:`sdsl.fit.opdb.sources`);
+- the GEMM row tiles (key ``row_tiles``, :mod:`sdsl.fit.opdb.row_tiles`): the measured step one row past a tile
+  edge against each candidate tile's; H100 only: Vidur's fp16 GEMMs and the tables' bf16 GEMMs at the (m, n, k) both
+  measured, and the Vidur-fitted shipped defaults priced on the tables' rows (:mod:`sdsl.fit.opdb.sources`);
 - beside every held-out summary (key ``floor``): the least worst |e| any form monotone in the work can reach on the
   rows (:func:`sdsl._evidence.monotone_floor`) and the held-out errors where that is within 25%.
 
@@ -35,9 +36,9 @@ from sdsl._evidence import leave_one_group_out, monotone_floor, summarize_errors
 from sdsl._result import Result
 from sdsl.fit.opdb.mla_module import MLA_MODULE_GPUS, mla_module_check, mla_module_lines
 from sdsl.fit.opdb.sources import DECODE_M, SMALL_M, vidur_lines, vidur_vs_tables
+from sdsl.fit.opdb.row_tiles import row_tile_lines, row_tile_steps
 
 __all__ = ["validate_kernels", "KernelValidation", "GOAL_MEDIAN", "GOAL_WORST", "DEFAULT_GPUS", "OPS"]
-
 GOAL_MEDIAN, GOAL_WORST = 0.10, 0.25
 DEFAULT_GPUS = ("h100_sxm", "h200_sxm", "b200_sxm")
 OPS = ("gemm", "attention", "mla", "allreduce", "moe")
@@ -80,8 +81,7 @@ def _held_out(rows, column: str, score, groups=None) -> list:
 
 
 def _provenance(rows) -> dict:
-    return {"engine": sorted(set(rows["engine"])), "engine_version": sorted(set(rows["engine_version"])),
-            "kernel_source": sorted(set(rows["kernel_source"]))}
+    return {k: sorted(set(rows[k])) for k in ("engine", "engine_version", "kernel_source")}
 
 
 def _gemm(gpu: str, engine: str) -> dict:
@@ -311,6 +311,7 @@ def validate_kernels(gpus=None, ops=OPS, engine: str = ENGINE) -> "KernelValidat
         out["gpus"][gpu] = res
         if "gemm" in ops:
             out.setdefault("shipped", {})[gpu] = _shipped(gpu, engine)
+            out.setdefault("row_tiles", {})[gpu] = row_tile_steps(gpu, engine)
             if "attention" in ops:
                 out.setdefault("fp8_decode", {})[gpu] = _fp8_layer(gpu, engine)
     if "h100_sxm" in gpus and "gemm" in ops:
@@ -344,7 +345,6 @@ class KernelValidation(Result):
     def plot(self, ax=None):
         """Median and worst held-out error per GPU, op and fit (:func:`sdsl.plots.results.plot_heldout_errors`)."""
         from sdsl.plots.results import plot_heldout_errors
-
         rows = [(f"{gpu} {op} {key}", r["heldout"]) for gpu, res in self.data["gpus"].items()
                 for op, entries in res.items() for key, r in entries.items()]
         goal = self.data["goal"]
@@ -397,4 +397,4 @@ def _extra_lines(d: dict) -> list[str]:
         lines.append(f"engine profiles' custom all-reduce, {engine} {m['version']} ({m['kernel_source']}, H100/H200, "
                      f"CUDA graph): a = {1e6 * m['latency_s']:.2f} us, eta = {m['eta']:.3f}; GPU count held out: median "
                      f"{100 * m['heldout_median_abs']:.1f}%")
-    return lines + vidur_lines(d.get("vidur_h100")) + mla_module_lines(d.get("mla_module"))
+    return lines + row_tile_lines(d.get("row_tiles")) + vidur_lines(d.get("vidur_h100")) + mla_module_lines(d.get("mla_module"))

@@ -61,11 +61,12 @@ KV_BYTES_MAX = 2.0 ** 30
 #: Row tiles the bf16 fit chooses between, a discrete term kept where the rows' loss is lower: the 64 rows of one
 #: warpgroup MMA (PTX ``wgmma`` m64; Hopper and Blackwell) and the 128-row threadblock tile of CUTLASS/cuBLAS. The
 #: tables time each GEMM one row past 64, 128, 192, 256, 512 and 1024 too: on H100 and H200 the bf16 kernels
-#: (torch.nn.functional.linear under vLLM 0.24) step a median 4% there, which 64-row tiles price (6-8%) and 128-row
-#: tiles overstate (11-13%); VALIDATION.md "GEMM row tiles on the operator tables".
+#: (torch.nn.functional.linear under vLLM 0.24) step a median +3.1% / +3.8% there, which 64-row tiles price
+#: (+6.0% / +8.9%) and 128-row tiles overstate (+10.1% / +11.8%); :mod:`sdsl.fit.opdb.row_tiles`.
 ROW_TILES = (64, 128)
 #: Row tiles a low-precision format's own kernels choose between: those and the 256 rows of a two-CTA cluster of
-#: 128-row tiles (CUTLASS 3's Hopper kernels; vLLM's fp8 GEMMs on H100 and H200 step where 256-row tiles pad).
+#: 128-row tiles. vLLM's CUTLASS fp8 GEMMs on H100 and H200 step +30% / +34% one row past a tile edge (256-row tiles
+#: price +20% / +22%, 128-row +14% / +16%).
 FORMAT_ROW_TILES = (64, 128, 256)
 #: The GEMM form's terms fitted on bf16 (LatencyParams fields), and each low-precision format's three.
 GEMM_TERMS = ("eta_compute", "eta_memory", "t_kernel", "smoothness", "t_kernel_size", "kernel_size_bytes", "tail_waves")
@@ -136,17 +137,19 @@ def predict_gemm(rows: "pd.DataFrame", hardware, weight_format: str, params: Lat
     return op_time(flops, weights / memory + acts, peak, hardware.mem_bandwidth, params, waves=waves) + extra
 
 
-def fit_gemm(rows: "pd.DataFrame", hardware, weight_format: str = "bf16", base: LatencyParams | None = None) -> LatencyParams:
+def fit_gemm(rows: "pd.DataFrame", hardware, weight_format: str = "bf16", base: LatencyParams | None = None,
+             tiles: tuple | None = None) -> LatencyParams:
     """Fit the GEMM form on ``rows`` of one GPU and format. bf16 (``base`` None): the whole form
-    (:data:`GEMM_TERMS`) with each row tile of :data:`ROW_TILES`, keeping the lower loss (the smaller tile on a
-    tie). A low-precision format with its native tensor cores (fp8, nvfp4): only its three terms (:data:`FORMAT_TERMS`) on top of ``base``, the bf16 fit, so a format's efficiency is measured
-    against the same GPU's bf16 kernels."""
+    (:data:`GEMM_TERMS`) with each row tile of :data:`ROW_TILES` (or ``tiles``), keeping the lower loss (the smaller
+    tile on a tie). A low-precision format with its native tensor cores (fp8, nvfp4): only its three terms
+    (:data:`FORMAT_TERMS`) and its own row tile (:data:`FORMAT_ROW_TILES`, or ``tiles``) on top of ``base``, the bf16
+    fit, so a format's efficiency is measured against the same GPU's bf16 kernels."""
     from sdsl.roofline.weight_formats import get_weight_format
 
     y = np.log(rows["time_s"].to_numpy(dtype=float))
     if base is None:
         fits = []
-        for tile in ROW_TILES:  # the row tile is a discrete term: the one the rows' loss prefers
+        for tile in tiles or ROW_TILES:  # the row tile is a discrete term: the one the rows' loss prefers
             start = LatencyParams(m_tile=tile, m_tile_min=min_row_tile(hardware))
             x, cost = _least_squares(lambda x: np.log(predict_gemm(rows, hardware, weight_format, start.replace(**x))) - y,
                                      GEMM_TERMS, with_cost=True)
@@ -156,7 +159,7 @@ def fit_gemm(rows: "pd.DataFrame", hardware, weight_format: str = "bf16", base: 
     if native not in ("fp8", "fp4"):
         raise ConfigError(f"Only fp8 and fp4 formats have their own GEMM terms; {weight_format!r} runs at bf16's.")
     fits = []
-    for tile in FORMAT_ROW_TILES:  # the format's own kernels' row tile, a discrete term as bf16's
+    for tile in tiles or FORMAT_ROW_TILES:  # the format's own kernels' row tile, a discrete term as bf16's
         terms = lambda x, tile=tile: base.replace(**{f"{native}_{k}": v for k, v in x.items()},  # noqa: E731
                                                   **{f"{native}_m_tile": tile})
         x, cost = _least_squares(lambda x: np.log(predict_gemm(rows, hardware, weight_format, terms(x))) - y,
