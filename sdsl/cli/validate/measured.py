@@ -22,12 +22,13 @@ def kernels(gpus, ops, engine, as_json):
     """Leave-one-shape-out accuracy of the kernel terms fitted on NVIDIA's measured operator tables.
 
     Source: aiconfigurator-core 0.12.0 (Apache-2.0), the subset shipped in sdsl/data/opdb. Per GPU and op:
-    dense GEMM per weight format over 1-512 tokens (one input width held out at a time), decode attention
+    dense GEMM per weight format over 1-8192 tokens (one input width held out at a time), decode attention
     with bf16 and fp8 KV caches (one heads/KV-heads/head-dim shape held out), decode MLA (one head count
     held out), the engines' custom all-reduce and NCCL (one GPU count held out), the fused MoE layer (one model
     shape held out, per engine kernel and format); median, 95th percentile, worst and signed bias of the held-out
     errors (goal: 10% median, 25% worst), and the floor the tables put under the worst case of any form
-    monotone in the work with the worst where they allow 25%. On H100 also Vidur's GEMMs against the tables'.
+    monotone in the work with the worst where they allow 25%; the GEMMs' step one row past each row-tile edge,
+    measured against each candidate tile's. On H100 also Vidur's GEMMs against the tables'.
 
     Examples:
 
