@@ -12,7 +12,7 @@ __all__ = ["vidur_vs_tables", "vidur_lines"]
 
 #: GEMM rows up to which a GEMM is in the decode regime (weight reads dominate): the split ``sdsl validate kernels`` reports.
 SMALL_M = 16
-#: Tokens up to which a GEMM row is a decode step's (the shipped subset's rows beyond, 1024-8192, are prefill and large
+#: Tokens up to which a GEMM row is a decode step's (the shipped subset's rows beyond, 513-8192, are prefill and large
 #: verify steps): the second split ``sdsl validate kernels`` reports.
 DECODE_M = 512
 
@@ -36,7 +36,7 @@ def vidur_vs_tables() -> dict:
     e_shipped = predict_gemm(table, hw, "bf16", shipped) / table["time_s"].to_numpy() - 1.0
     m = table["m"].to_numpy()
     small = m <= SMALL_M
-    by_m = {int(x): float(np.median(e_shipped[m == x])) for x in np.unique(m)}  # where the sources part: m >= 96
+    by_m = {int(x): float(np.median(e_shipped[m == x])) for x in np.unique(m)}  # where the sources part: m > 64
     tables = default_params(hw, "vllm")  # the newest vLLM profile's: the tables' own bf16 GEMM fit
     own = vidur[vidur["num_tokens"] <= 512].rename(columns={"num_tokens": "m", "in_features": "k", "out_features": "n"})
     e_tables = predict_gemm(own, hw, "bf16", tables) / own["time_s"].to_numpy() - 1.0
