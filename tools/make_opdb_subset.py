@@ -5,10 +5,9 @@
                                    [--table NAME ...]
 
 Needs pyarrow (``pip install -e '.[calibrate]'``). Reproducible: the same wheel and model catalog write the same
-bytes (rows sorted, gzip without a timestamp). The shipped GEMM, attention, MLA and MoE rows were cut with the catalog
-of commit 995fb50; the RTX PRO 6000's (``--gpu``) and the ``mla_module`` table with a later one. Qwen3-Coder-480B-A35B,
-Kimi-K2 and Mixtral-8x22B, catalogued since, add their attention layouts and MoE shapes to a full re-cut of the other
-GPUs, which then needs the attention and fused-MoE terms refitted (``make opdb-calibrate``) and their numbers restated. What is kept (decode-relevant rows; the full tables stay in the
+bytes (rows sorted, gzip without a timestamp); every shipped table is what this script writes from
+aiconfigurator-core 0.12.0 with the current catalog, so a new catalog model's attention layout or MoE shape enters the
+subset by rerunning it and refitting (``make opdb-calibrate``). What is kept (decode-relevant rows; the full tables stay in the
 package, read with ``read_opdb(..., source="wheel")``):
 
 - GPUs :data:`GPUS`; of the GPUs calibrated on the tables alone (:data:`ONE_ENGINE`), only the engine each

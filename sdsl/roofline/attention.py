@@ -6,23 +6,23 @@ aiconfigurator-core tables time them on H100, H200, B200 and the other GPUs they
 
     t_attn = t0 + t_block · b · h_kv + smax_p( FLOPs/(η_c·peak), bytes/(η_kv·bandwidth) + bytes/(b·h_kv·B_blk) )
 
-matches vLLM's to a median 5.5% / 5.7% / 4.7% on H100 / H200 / B200 with one model shape held out (VALIDATION.md,
+matches vLLM's to a median 5.4% / 5.6% / 4.7% on H100 / H200 / B200 with one model shape held out (VALIDATION.md,
 "Measured kernels"; ``sdsl validate kernels --op attention --engine sglang`` or ``trtllm`` for the other engines'). Its
 terms:
 
 - t0, a fixed cost per call (8.6–11.8 µs): the collector times the whole attention forward under CUDA-graph replay,
   the KV-cache write, the attention kernel and the split-KV combine;
-- t_block, a cost per (sequence, KV head) block of work (7.5–23.2 ns);
+- t_block, a cost per (sequence, KV head) block of work (7.5–23.3 ns);
 - η_kv, the fraction of the memory bandwidth the KV read reaches (0.72–0.99);
 - B_blk, the bandwidth one (sequence, KV head) block's read reaches (0.3–4.1 TB/s over a bf16 cache; the
-  GDDR GPUs' 0.3 and 0.4, the HBM GPUs' 2.2 and up): a decode kernel splits one block's KV over a bounded
+  GDDR GPUs' 0.3 and 0.4, the HBM GPUs' 2.1 and up): a decode kernel splits one block's KV over a bounded
   number of thread blocks (split-KV), so few blocks cannot draw the whole bandwidth, and the read runs at
   1/(1/(η_kv·bandwidth) + 1/(b·h_kv·B_blk)). On the H200's tables one block at 32k tokens or more reads at 0.31 of
   the bandwidth and eight at 0.82; without B_blk the shipped terms price one block
   there 40.8% too fast (VALIDATION.md, "Measured kernels"). 0 = no such limit;
 - p, the smoothness of the maximum (2 in the fits, :data:`sdsl.fit.opdb.kernels.ATTENTION_SMOOTHNESS`).
 
-The roofline form priced the tables' rows a median 65–74% too fast: it misses t0 and t_block.
+The roofline form priced the tables' rows a median 65–80% too fast (H100 −79.6%, H200 −72.9%, B200 −65.3%): it misses t0 and t_block.
 
 The terms are fitted per GPU and per engine (:func:`sdsl.fit.opdb.defaults.attention_terms`), over a bf16 and over an
 fp8 KV cache (``Deployment.kv_dtype``). They live in the ``attention`` and ``attention_fp8_kv`` sections of a GPU's

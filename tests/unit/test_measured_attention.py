@@ -158,7 +158,7 @@ def measured_attention_at(params, hw, nbytes, blocks):
 
 def test_where_the_per_block_limit_moves_a_step():
     """VALIDATION.md "Measured kernels": one long sequence over one KV head per GPU (Llama-3.1-70B, TP 8, H200, vLLM,
-    batch 1) is priced 5.3% / 19.5% slower at 32,768 / 131,072 cached tokens than without the per-block bandwidth; at
+    batch 1) is priced 5.4% / 19.7% slower at 32,768 / 131,072 cached tokens than without the per-block bandwidth; at
     batch 64 (64 blocks) it moves the same steps by 1.6-2.2%."""
     from sdsl._paths import REPO_ROOT
 
@@ -167,9 +167,9 @@ def test_where_the_per_block_limit_moves_a_step():
     L = np.array([32768.0, 131072.0])
     more = sdsl.step_time("llama-3.1-70b", dep, batch=1, context=L).total_s / \
         sdsl.step_time("llama-3.1-70b", off, batch=1, context=L).total_s - 1
-    np.testing.assert_allclose(more, [0.053, 0.195], atol=1e-3)
+    np.testing.assert_allclose(more, [0.054, 0.197], atol=1e-3)
     wide = sdsl.step_time("llama-3.1-70b", dep, batch=64, context=L).total_s / \
         sdsl.step_time("llama-3.1-70b", off, batch=64, context=L).total_s - 1
     np.testing.assert_allclose(wide, [0.016, 0.022], atol=1e-3)
     text = " ".join((REPO_ROOT / "VALIDATION.md").read_text().split())
-    assert "is priced 5.3% slower at 32,768 cached tokens and 19.5% slower at 131,072 than without B_blk" in text
+    assert "is priced 5.4% slower at 32,768 cached tokens and 19.7% slower at 131,072 than without B_blk" in text
