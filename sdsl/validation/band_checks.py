@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from sdsl.validation.bands import (BANDS_FILE, COVERAGE_GOAL, LEVEL, MIN_ROWS, MIN_SOURCES, class_bands, coverage,
-                                   residuals, widest)
+                                   coverage_percent, residuals, widest)
 
 __all__ = ["FORMS", "form_comparison", "profile_check", "combined_check", "compute_bands", "validate_bands",
            "markdown_table"]
@@ -113,7 +113,7 @@ def markdown_table(bands: dict) -> str:
     source counted once (judged where at least :data:`~sdsl.validation.bands.MIN_SOURCES` sources are checked;
     ``tools/bands_table.py`` writes it)."""
     pct = lambda x: f"{100 * (math.exp(x) - 1):+.1f}%".replace("-", "−")  # noqa: E731
-    share = lambda c: "–" if c["coverage"] is None else f"{100 * c['coverage']:.0f}% ({c['inside']}/{c['checked']})"  # noqa: E731
+    share = lambda c: "–" if c["coverage"] is None else f"{coverage_percent(c['coverage'])} ({c['inside']}/{c['checked']})"  # noqa: E731
     lines = ["| kind | class | rows / sources | band built on (rows / sources) | 80% band | source held out: "
              "row rule (before) | source rule (shipped) | sources weighted (not shipped) | absolute residuals (not shipped) | "
              "shipped, each source once (sources) | row held out | goal: rows | goal: each source once |",
@@ -125,7 +125,7 @@ def markdown_table(bands: dict) -> str:
                 continue
             built = "own rows" if e["own"] else f"+ `{e['from_class']}`"
             row = "–" if c["row_held_out"] is None else f"{100 * c['row_held_out']:.0f}%"
-            per_source = f"{100 * c['by_source']:.0f}% ({c['sources_checked']})"
+            per_source = f"{coverage_percent(c['by_source'])} ({c['sources_checked']})"
             judged = _verdict(c["by_source"]) if c["sources_checked"] >= MIN_SOURCES else "too few sources"
             lines.append(f"| {label} | `{name}` | {e['n']} / {e['n_sources']} | {built} ({e['pool_n']} / "
                          f"{e['pool_sources']}) | {pct(e['low'])} … {pct(e['high'])} | "

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Residual", "LATENCY_CLASSES", "ACCEPTANCE_CLASSES", "LEVEL", "MIN_ROWS", "MIN_SOURCES", "COVERAGE_GOAL",
+__all__ = ["Residual", "LATENCY_CLASSES", "ACCEPTANCE_CLASSES", "LEVEL", "MIN_ROWS", "MIN_SOURCES", "COVERAGE_GOAL", "coverage_percent",
            "conformal_band", "symmetric_band", "pooled_band", "class_bands", "coverage", "widest", "residuals",
            "BANDS_FILE"]
 
@@ -58,6 +58,14 @@ MIN_ROWS = 9  # the fewest residuals whose split-conformal 0.8 band is finite on
 MIN_SOURCES = 9  # the fewest sources (the exchangeable units) a class's own band needs: the same rank arithmetic
 COVERAGE_GOAL = (0.70, 0.90)
 BANDS_FILE = "bands.json"
+
+
+def coverage_percent(share: float) -> str:
+    """A coverage as a whole percent, with one decimal where the whole percent would round onto an edge of
+    :data:`COVERAGE_GOAL` from outside it (139 of 199 is "69.8%", not a "70%" that reads as met)."""
+    whole = round(100 * share)
+    outside = not COVERAGE_GOAL[0] <= share <= COVERAGE_GOAL[1]
+    return f"{100 * share:.1f}%" if outside and whole in (round(100 * g) for g in COVERAGE_GOAL) else f"{whole:.0f}%"
 
 #: class -> (parent whose rows it borrows when it has fewer than MIN_SOURCES sources, what it holds).
 #: ``decode:<engine>`` and ``speculative:<engine>`` are made for every engine family with rows.

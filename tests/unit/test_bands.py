@@ -209,3 +209,12 @@ def test_shipped_bands_name_their_provenance():
             entry = bands[kind][name]
             assert entry["low"] <= 0.0 <= entry["high"] and entry["n"] == sum(entry["sources"].values()), name
             assert name in bands["coverage"][kind]
+
+
+def test_a_coverage_just_outside_the_goal_never_prints_as_its_edge():
+    """139 of 199 (69.85%) is below the 70% goal: printed 69.8%, not a "70%" beside "not met"; inside the goal or away
+    from its edges, whole percents."""
+    from sdsl.validation.bands import coverage_percent
+
+    assert [coverage_percent(x) for x in (139 / 199, 0.704, 0.9, 0.903, 0.8955, 0.27, 1.0)] == \
+        ["69.8%", "70%", "90%", "90.3%", "90%", "27%", "100%"]

@@ -66,6 +66,7 @@ def bands(write, as_json):
 
     from sdsl.cli._common import echo_json
     from sdsl.validation.band_checks import validate_bands
+    from sdsl.validation.bands import coverage_percent
 
     out = validate_bands(write=write)
     if as_json:
@@ -79,10 +80,10 @@ def bands(write, as_json):
         for name, b in out[kind].items():
             c = out["coverage"][kind][name]
             verdict = {True: "met", False: "NOT met", None: "too few rows"}[c["met"]]
-            cov = "-" if c["coverage"] is None else f"{100 * c['coverage']:.0f}% ({c['inside']}/{c['checked']}) {verdict}"
+            cov = "-" if c["coverage"] is None else f"{coverage_percent(c['coverage'])} ({c['inside']}/{c['checked']}) {verdict}"
             row = "-" if c["row_held_out"] is None else f"{100 * c['row_held_out']:.0f}%"
             judged = {True: "met", False: "NOT met", None: "too few sources"}[c["met_by_source"]]
-            per_source = "-" if c["by_source"] is None else f"{100 * c['by_source']:.0f}% ({c['sources_checked']}) {judged}"
+            per_source = "-" if c["by_source"] is None else f"{coverage_percent(c['by_source'])} ({c['sources_checked']}) {judged}"
             click.echo(f"{kind:<10} {name:<26} {b['n']:>5} {b['n_sources']:>7}  {pct(b['low']):>7} {pct(b['high']):>7}  "
                        f"{b['from_class']:<22} {cov:>31} {per_source:>27} {row:>12}")
     cb = out["coverage"]["combined"]
