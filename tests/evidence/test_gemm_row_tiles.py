@@ -53,6 +53,21 @@ def test_b200_bf16_keeps_64_row_tiles_by_the_loss_where_128_match_the_step(steps
     assert e["chosen"] == 64
     assert abs(e["tiles"][128]["step"] - e["measured_step"]) < 0.005 < abs(e["tiles"][64]["step"] - e["measured_step"])
     assert abs(e["tiles"][64]["median_abs"] - e["tiles"][128]["median_abs"]) < 0.003
+    assert 0.008 < e["tiles"][128]["loss"] / e["tiles"][64]["loss"] - 1.0 < 0.018  # "by 1.3% of the loss"
+
+
+def test_the_shipped_calibrations_carry_the_tiles_validation_md_names():
+    """Integrity: the tiles the shipped files hold (VALIDATION.md: GB200, GB300 and L40S keep 128 by the loss, B300 and
+    RTX PRO 6000 64; vLLM's fp8 on H100 and H200 256; the Vidur-calibrated H100, A100, A40 128)."""
+    from sdsl.roofline.latency_params import default_params
+
+    bf16 = {g: default_params(g, "vllm").m_tile for g in ("h100-sxm", "h200", "b200", "b300", "rtx-pro-6000", "gb200",
+                                                        "gb300", "l40s")}
+    assert bf16 == {"h100-sxm": 64, "h200": 64, "b200": 64, "b300": 64, "rtx-pro-6000": 64, "gb200": 128, "gb300": 128,
+                    "l40s": 128}
+    assert default_params("h100-sxm", "vllm").fp8_m_tile == default_params("h200", "vllm").fp8_m_tile == 256
+    assert {g: default_params(g, "vllm:2025-07").m_tile for g in ("h100-sxm", "a100-80gb", "a40")} == \
+        {"h100-sxm": 128, "a100-80gb": 128, "a40": 128}
 
 
 @pytest.mark.parametrize("gpu", ["h100_sxm", "h200_sxm"])

@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 __all__ = ["OPDB_GPUS", "GEMM_FORMATS", "GEMM_MIN_FEATURES", "KV_BYTES_MAX", "ALLREDUCE_MAX_BYTES", "GEMM_TERMS",
-           "FORMAT_TERMS", "ROW_TILES", "FORMAT_ROW_TILES", "gemm_rows", "attention_rows", "mla_rows", "allreduce_rows", "fit_gemm", "predict_gemm",
+           "FORMAT_TERMS", "ROW_TILES", "FORMAT_ROW_TILES", "gemm_rows", "fit_gemm_tiles", "best_tile", "attention_rows", "mla_rows", "allreduce_rows", "fit_gemm", "predict_gemm",
            "fit_attention", "predict_attention", "predict_attention_step", "fit_allreduce", "predict_allreduce",
            "AttentionFit", "AllreduceFit", "hardware_of", "fit_nccl", "predict_nccl", "NCCL_TERMS"]
 
@@ -144,28 +144,37 @@ def fit_gemm(rows: "pd.DataFrame", hardware, weight_format: str = "bf16", base: 
     tile on a tie). A low-precision format with its native tensor cores (fp8, nvfp4): only its three terms
     (:data:`FORMAT_TERMS`) and its own row tile (:data:`FORMAT_ROW_TILES`, or ``tiles``) on top of ``base``, the bf16
     fit, so a format's efficiency is measured against the same GPU's bf16 kernels."""
+    fits = fit_gemm_tiles(rows, hardware, weight_format, base, tiles)
+    return fits[best_tile(fits)][1]
+
+
+def best_tile(fits: dict) -> int:
+    """The row tile :func:`fit_gemm` keeps from :func:`fit_gemm_tiles`' fits: the lowest loss, the smaller on a tie."""
+    return min(fits, key=lambda t: (fits[t][0], t))
+
+
+def fit_gemm_tiles(rows: "pd.DataFrame", hardware, weight_format: str = "bf16", base: LatencyParams | None = None,
+                   tiles: tuple | None = None) -> dict:
+    """{row tile: (the fit's final loss, its LatencyParams)} for every candidate tile :func:`fit_gemm` chooses among."""
     from sdsl.roofline.weight_formats import get_weight_format
 
     y = np.log(rows["time_s"].to_numpy(dtype=float))
-    if base is None:
-        fits = []
-        for tile in tiles or ROW_TILES:  # the row tile is a discrete term: the one the rows' loss prefers
-            start = LatencyParams(m_tile=tile, m_tile_min=min_row_tile(hardware))
-            x, cost = _least_squares(lambda x: np.log(predict_gemm(rows, hardware, weight_format, start.replace(**x))) - y,
-                                     GEMM_TERMS, with_cost=True)
-            fits.append((cost, tile, start.replace(**x)))
-        return min(fits, key=lambda f: f[:2])[2]
-    native = get_weight_format(weight_format).native
-    if native not in ("fp8", "fp4"):
-        raise ConfigError(f"Only fp8 and fp4 formats have their own GEMM terms; {weight_format!r} runs at bf16's.")
-    fits = []
-    for tile in tiles or FORMAT_ROW_TILES:  # the format's own kernels' row tile, a discrete term as bf16's
-        terms = lambda x, tile=tile: base.replace(**{f"{native}_{k}": v for k, v in x.items()},  # noqa: E731
-                                                  **{f"{native}_m_tile": tile})
-        x, cost = _least_squares(lambda x: np.log(predict_gemm(rows, hardware, weight_format, terms(x))) - y,
-                                 FORMAT_TERMS, with_cost=True)
-        fits.append((cost, tile, terms(x)))
-    return min(fits, key=lambda f: f[:2])[2]
+    if base is None:  # the row tile is a discrete term: the one the rows' loss prefers
+        names, candidates = GEMM_TERMS, tiles or ROW_TILES
+        at = lambda x, tile: LatencyParams(m_tile=tile, m_tile_min=min_row_tile(hardware)).replace(**x)  # noqa: E731
+    else:
+        native = get_weight_format(weight_format).native
+        if native not in ("fp8", "fp4"):
+            raise ConfigError(f"Only fp8 and fp4 formats have their own GEMM terms; {weight_format!r} runs at bf16's.")
+        names, candidates = FORMAT_TERMS, tiles or FORMAT_ROW_TILES  # the format's own kernels' tile
+        at = lambda x, tile: base.replace(**{f"{native}_{k}": v for k, v in x.items()},  # noqa: E731
+                                          **{f"{native}_m_tile": tile})
+    out = {}
+    for tile in candidates:
+        x, cost = _least_squares(lambda x, tile=tile: np.log(predict_gemm(rows, hardware, weight_format, at(x, tile))) - y,
+                                 names, with_cost=True)
+        out[tile] = (cost, at(x, tile))
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ attention

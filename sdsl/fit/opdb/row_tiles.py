@@ -29,29 +29,30 @@ def _steps(rows, times) -> np.ndarray:
 @lru_cache(maxsize=None)
 def row_tile_steps(gpu: str, engine: str = "vllm") -> dict:
     """Per format (bf16, fp8) of ``gpu`` (a database name): ``measured_step`` (median t(m + 1)/t(m) at the tile
-    edges), per candidate tile the fitted form's median step (``step``) and in-sample median |error|
-    (``median_abs``), and the tile the fit keeps (``chosen``)."""
-    from sdsl.fit.opdb.kernels import FORMAT_ROW_TILES, ROW_TILES, fit_gemm, gemm_rows, hardware_of, predict_gemm
+    edges), per candidate tile the fitted form's median step (``step``), final loss (``loss``) and in-sample median
+    |error| (``median_abs``), and the tile the fit keeps, the lowest loss (``chosen``)."""
+    from sdsl.fit.opdb.kernels import best_tile, fit_gemm_tiles, gemm_rows, hardware_of, predict_gemm
 
     hw = hardware_of(gpu)
     bf16 = gemm_rows(gpu, engine, "bfloat16")
-    base = fit_gemm(bf16, hw, "bf16")
+    base = None
     out = {}
     for dtype, fmt in _FORMATS.items():
         rows = bf16 if dtype == "bfloat16" else gemm_rows(gpu, engine, dtype)
         if rows.empty:
             continue
         y = rows["time_s"].to_numpy(dtype=float)
-        entry = {"measured_step": float(np.median(_steps(rows, y))), "rows": int(len(rows)), "tiles": {}}
-        for tile in (ROW_TILES if dtype == "bfloat16" else FORMAT_ROW_TILES):
-            p = (fit_gemm(rows, hw, fmt, tiles=(tile,)) if dtype == "bfloat16"
-                 else fit_gemm(rows, hw, fmt, base=base, tiles=(tile,)))
+        fits = fit_gemm_tiles(rows, hw, fmt, base)
+        chosen = best_tile(fits)
+        entry = {"measured_step": float(np.median(_steps(rows, y))), "rows": int(len(rows)), "chosen": int(chosen),
+                 "tiles": {}}
+        for tile, (cost, p) in fits.items():
             pred = predict_gemm(rows, hw, fmt, p)
-            entry["tiles"][tile] = {"step": float(np.median(_steps(rows, pred))),
+            entry["tiles"][tile] = {"step": float(np.median(_steps(rows, pred))), "loss": cost,
                                     "median_abs": float(np.median(np.abs(pred / y - 1.0)))}
-        chosen = base if dtype == "bfloat16" else fit_gemm(rows, hw, fmt, base=base)
-        entry["chosen"] = int(chosen.m_tile if dtype == "bfloat16" else chosen.fp8_m_tile)
         out[dtype] = entry
+        if dtype == "bfloat16":
+            base = fits[chosen][1]
     return out
 
 
@@ -60,8 +61,8 @@ def row_tile_lines(data: dict | None) -> list[str]:
     lines = []
     for gpu, res in (data or {}).items():
         for dtype, e in res.items():
-            alts = "; ".join(f"{t}-row tiles {100 * (v['step'] - 1):+.1f}% (median |e| {100 * v['median_abs']:.1f}%)"
-                             for t, v in e["tiles"].items())
+            alts = "; ".join(f"{t}-row tiles {100 * (v['step'] - 1):+.1f}% (median |e| {100 * v['median_abs']:.1f}%, "
+                             f"loss {v['loss']:.2f})" for t, v in e["tiles"].items())
             lines.append(f"{gpu} {dtype} GEMM one row past a tile edge (m = {', '.join(map(str, TILE_EDGES))}): measured "
                          f"{100 * (e['measured_step'] - 1):+.1f}%; {alts}; fitted: {e['chosen']}")
     return lines
