@@ -22,8 +22,9 @@ _FORMATS = {"bfloat16": "bf16", "fp8": "fp8"}
 
 def _steps(rows, times) -> np.ndarray:
     """t(m + 1)/t(m) for every (n, k, m) in ``rows`` with m in :data:`TILE_EDGES` and m + 1 timed too."""
-    t = dict(zip(zip(rows["n"], rows["k"], rows["m"]), times))
-    return np.array([t[(n, k, m + 1)] / t[(n, k, m)] for (n, k, m) in t if m in TILE_EDGES and (n, k, m + 1) in t])
+    t = rows[["n", "k", "m"]].assign(t=np.asarray(times, dtype=float))
+    both = t[t["m"].isin(TILE_EDGES)].merge(t.assign(m=t["m"] - 1), on=["n", "k", "m"], suffixes=("", "_next"))
+    return (both["t_next"] / both["t"]).to_numpy()
 
 
 @lru_cache(maxsize=None)
