@@ -22,7 +22,8 @@ terms:
   there 40.8% too fast (VALIDATION.md, "Measured kernels"). 0 = no such limit;
 - p, the smoothness of the maximum (2 in the fits, :data:`sdsl.fit.opdb.kernels.ATTENTION_SMOOTHNESS`).
 
-The roofline form priced the tables' rows a median 65–80% too fast (H100 −79.6%, H200 −72.9%, B200 −65.3%): it misses t0 and t_block.
+The roofline form priced the tables' rows a median 65–80% too fast (H100 −79.6%, H200 −72.9%, B200 −65.3%): it
+misses t0 and t_block.
 
 The terms are fitted per GPU and per engine (:func:`sdsl.fit.opdb.defaults.attention_terms`), over a bf16 and over an
 fp8 KV cache (``Deployment.kv_dtype``). They live in the ``attention`` and ``attention_fp8_kv`` sections of a GPU's

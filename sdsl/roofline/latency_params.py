@@ -20,9 +20,9 @@ __all__ = ["LatencyParams", "DEFAULT_PARAMS", "default_params", "ELEMENTWISE_KIN
 ELEMENTWISE_KINDS = ("norm", "rope", "act", "add")
 ELEMENTWISE_ETAS = tuple(f"eta_{k}" for k in ELEMENTWISE_KINDS)
 ELEMENTWISE_ROWS = ("row_norm", "row_rope", "row_act")
-#: The fields of decode attention's measured form (:mod:`sdsl.roofline.attention`).
 #: The integer fields: GEMM row tiles.
 INT_FIELDS = ("m_tile", "m_tile_min", "fp8_m_tile", "fp4_m_tile")
+#: The fields of decode attention's measured form (:mod:`sdsl.roofline.attention`).
 ATTENTION_FIELDS = ("attn_t0", "attn_t_block", "attn_eta_kv", "attn_smoothness", "attn_block_bandwidth")
 
 
