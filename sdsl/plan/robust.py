@@ -10,9 +10,10 @@ size, a sawtooth of 1-15%. 5% is under half the median error: a table keeps a ch
 model can resolve. For Llama-3.1-8B + EAGLE-3 on the default vLLM profile (H100) the table over batch 1-256 has 3 ranges
 at 5% (k 5, 3, 2), 6 at 3%, 42 with no tolerance (2, 4 and 27 under vLLM's V1 runner, whose exposed speculative host
 time flattens the sawtooth); batch 32 prices k = 5 (192 GEMM rows) at 2.50x, k = 6 (224 rows) at 2.43x. Those profiles
-price the H100's GEMMs on vLLM 0.24's measured kernels, whose 64-row tiles step a median 4% one row past a tile edge
-(VALIDATION.md "GEMM row tiles on the operator tables"); priced on Vidur's 2024 GEMMs instead (128-row tiles, 18-34%
-slower at 96-512 rows), the same profile's table has 10 ranges at 5% (VALIDATION.md "The two sources on the H100").
+price the H100's GEMMs on vLLM 0.24's measured kernels, which step a median +3.1% one row past a tile edge, as 64-row
+tiles price (VALIDATION.md "GEMM row tiles on the operator tables"); priced on Vidur's 2024 GEMMs instead (128-row
+tiles, 18-51% slower at 65-512 rows), the same profile's table has 10 ranges at 5% (VALIDATION.md "The two sources on
+the H100").
 
 **Table.** :func:`robust_k_ranges` covers the batches with the fewest ranges whose k is within the tolerance of the
 per-batch best at every batch of its range (greedy interval covering: from the first uncovered batch, the k that

@@ -70,8 +70,7 @@ ALLREDUCE_MAX_BYTES = 16 * 2 ** 20
 #: form (no per-step term) cannot.
 NCCL_TERMS = ("allreduce_latency", "allreduce_step_latency", "eta_interconnect")
 _NCCL_BOUNDS = {"allreduce_latency": (0.0, 1e-4, 1e-6), "allreduce_step_latency": (0.0, 2e-5, 1e-7),
-                "eta_interconnect": (1e-3, 1.0, 0.1), "allreduce_ll_latency": (0.0, 1e-4, 1e-6),
-                "allreduce_ll_efficiency": (1e-3, 1.0, 0.1)}
+                "eta_interconnect": (1e-3, 1.0, 0.1)}
 
 
 def predict_nccl(rows: "pd.DataFrame", hardware, params: LatencyParams) -> np.ndarray:
@@ -90,8 +89,7 @@ def fit_nccl(rows: "pd.DataFrame", hardware, base: LatencyParams | None = None) 
     rows = rows[rows["message_size"] <= ALLREDUCE_MAX_BYTES]
     base = (base or LatencyParams()).replace(allreduce_floor=0.0, allreduce_ll_efficiency=0.0, allreduce_ll_latency=0.0)
     y = np.log(rows["time_s"].to_numpy(dtype=float))
-    start = {"allreduce_latency": 1e-5, "allreduce_step_latency": 5e-7, "eta_interconnect": 0.7,
-             "allreduce_ll_latency": 8e-6, "allreduce_ll_efficiency": 0.3}
+    start = {"allreduce_latency": 1e-5, "allreduce_step_latency": 5e-7, "eta_interconnect": 0.7}
     x = robust_fit(lambda x: np.log(predict_nccl(rows, hardware, base.replace(**x))) - y, NCCL_TERMS, _NCCL_BOUNDS,
                    start)
     return base.replace(**x)
